@@ -1,0 +1,58 @@
+// Package exitcode maps p2pfault's errors to the process exit codes of the
+// design: 0 every bound held, 1 a bound failed, 2 usage or setup error,
+// 130 interrupted.
+package exitcode
+
+import (
+	"errors"
+	"fmt"
+)
+
+const (
+	OK          = 0
+	Failed      = 1
+	Usage       = 2
+	Interrupted = 130
+)
+
+// Error carries the exit code an error should end the process with.
+type Error struct {
+	Code int
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Usagef is a usage or setup error (exit 2): bad flag, bad value, port in
+// use, engine failed to start. The message must name the bad thing.
+func Usagef(format string, args ...any) error {
+	return &Error{Code: Usage, Err: fmt.Errorf(format, args...)}
+}
+
+// AsUsage marks err as a usage or setup error, keeping its message.
+func AsUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Code: Usage, Err: err}
+}
+
+// ErrBoundFailed is returned by a run whose checks did not all hold (exit 1).
+var ErrBoundFailed = &Error{Code: Failed, Err: errors.New("a bound failed")}
+
+// ErrInterrupted is returned when the user interrupted the run (exit 130).
+var ErrInterrupted = &Error{Code: Interrupted, Err: errors.New("interrupted")}
+
+// Code returns the exit code for err: 0 for nil, the code of the outermost
+// *Error in its chain, else 2 (an unclassified error is a setup error).
+func Code(err error) int {
+	if err == nil {
+		return OK
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Usage
+}

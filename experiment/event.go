@@ -1,0 +1,142 @@
+// Package experiment runs one fault experiment (cluster + warm-up + probe +
+// fault timeline + checks) and reports it as a stream of typed events. The
+// dashboard, the headless printer and the report writers are faces that read
+// the same events; none of them touches a process.
+package experiment
+
+import (
+	"time"
+
+	"p2pfault/check"
+	"p2pfault/probe"
+)
+
+// Kind says which payload field of an Event is set.
+type Kind string
+
+const (
+	KindRun     Kind = "run"     // first event of a run: Run
+	KindPhase   Kind = "phase"   // the run entered Phase
+	KindEngine  Kind = "engine"  // an engine's state, on change and once a second: Engine
+	KindLog     Kind = "log"     // an engine log line worth showing (peer down, handshake timed out, ...): Log
+	KindFault   Kind = "fault"   // a fault action was taken or failed: Fault
+	KindWindow  Kind = "window"  // a fault window opened (End == 0) or closed: Window
+	KindSamples Kind = "samples" // a batch of finished trials: Samples
+	KindWarning Kind = "warning" // something the user should know: Message
+	KindVerdict Kind = "verdict" // the checks, live (Final false) or at the end (Final true): Verdict
+	KindEnd     Kind = "end"     // the run ended: Message says why, ExitCode how
+)
+
+// Phase of a run.
+type Phase string
+
+const (
+	PhaseStarting Phase = "starting" // engines coming up
+	PhaseWarmup   Phase = "warm-up"  // every source's session being handshaken
+	PhaseBaseline Phase = "baseline" // t0 reached, probing, no fault yet
+	PhaseFault    Phase = "fault"    // inside the fault window
+	PhaseRecovery Phase = "recovery" // after the fault window
+	PhaseDone     Phase = "done"
+)
+
+// Event is one fact of a run. Exactly one payload field is set, as Kind
+// says. Events are written to events.jsonl as they happen, one JSON object a
+// line; `p2pfault report` rebuilds every report from them.
+type Event struct {
+	Seq  int64         `json:"seq"`
+	T    time.Duration `json:"t_ns"` // since t0 (the end of warm-up); negative before it
+	Wall time.Time     `json:"wall"`
+	Kind Kind          `json:"kind"`
+
+	Run      *RunInfo       `json:"run,omitempty"`
+	Phase    Phase          `json:"phase,omitempty"`
+	Engine   *EngineInfo    `json:"engine,omitempty"`
+	Log      *LogLine       `json:"log,omitempty"`
+	Fault    *FaultInfo     `json:"fault,omitempty"`
+	Window   *check.Window  `json:"window,omitempty"`
+	Samples  []probe.Sample `json:"samples,omitempty"`
+	Message  string         `json:"message,omitempty"`
+	Verdict  *check.Verdict `json:"verdict,omitempty"`
+	Final    bool           `json:"final,omitempty"`
+	ExitCode int            `json:"exit_code,omitempty"`
+}
+
+// RunInfo describes a run; durations are already multiplied by TimeScale.
+type RunInfo struct {
+	Arm       string        `json:"arm"`    // "main", "fixed", or a --arm NAME
+	Case      string        `json:"case"`   // stall, kill, remove, none
+	Engine    string        `json:"engine"` // sim or vllm
+	TimeScale float64       `json:"time_scale"`
+	Sources   int           `json:"sources"`
+	Interval  time.Duration `json:"interval_ns"` // between trials, per source
+	FaultAt   time.Duration `json:"fault_at_ns"` // scripted fault, since t0 (0 with case none)
+	FaultFor  time.Duration `json:"fault_for_ns"`
+	Duration  time.Duration `json:"duration_ns"` // planned measured run, since t0 (0: until quit)
+	Timeline  string        `json:"timeline"`    // the scripted timeline, as text
+	Bounds    check.Bounds  `json:"bounds"`
+	Model     string        `json:"model"`
+	Started   time.Time     `json:"started"`
+}
+
+// Engine states, as the process table shows them.
+const (
+	StateStarting   = "starting"
+	StateReady      = "ready"
+	StateStopped    = "stopped" // SIGSTOPped (stall)
+	StateExited     = "exited"
+	StateRestarting = "restarting"
+	StateRemoved    = "removed"
+)
+
+// EngineInfo is one engine's process state, read from /proc.
+type EngineInfo struct {
+	Name     string        `json:"name"` // source-0, source-1, decoder
+	Role     string        `json:"role"` // source or decoder
+	Index    int           `json:"index"`
+	State    string        `json:"state"`
+	Pid      int           `json:"pid"`
+	Sid      int           `json:"sid"`
+	Members  []int         `json:"members"` // every pid in the session
+	HTTPPort int           `json:"http_port"`
+	P2PPort  int           `json:"p2p_port"`
+	Uptime   time.Duration `json:"uptime_ns"`
+	Restarts int           `json:"restarts"`
+	Exit     string        `json:"exit,omitempty"` // "code 1" or "signal killed" once exited
+}
+
+// LogLine is a line an engine printed.
+type LogLine struct {
+	Engine string `json:"engine"`
+	Line   string `json:"line"`
+}
+
+// Fault actions.
+const (
+	ActionStall   = "stall"   // SIGSTOP the session
+	ActionResume  = "resume"  // SIGCONT
+	ActionKill    = "kill"    // SIGKILL, restart follows
+	ActionReady   = "ready"   // the restarted or restored source is ready again
+	ActionRemove  = "remove"  // SIGTERM, left down
+	ActionRestore = "restore" // bring a removed source back
+)
+
+// FaultInfo is a fault action on a source.
+type FaultInfo struct {
+	Action   string        `json:"action"`
+	Source   int           `json:"source"`
+	Duration time.Duration `json:"duration_ns,omitempty"` // stall length, when known
+	By       string        `json:"by"`                    // "script" or "key"
+	Err      string        `json:"error,omitempty"`       // set when the action could not be taken
+}
+
+// Controller is what a face may ask of a running experiment. The dashboard
+// calls it from commands; it never signals a process itself.
+type Controller interface {
+	Stall(source int) error   // SIGSTOP; resumes by itself after the stall duration
+	Resume(source int) error  // SIGCONT now
+	Kill(source int) error    // SIGKILL, then restart on the same ports
+	Remove(source int) error  // SIGTERM, left down
+	Restore(source int) error // bring a removed source back
+	SetProbing(on bool)       // pause or resume the probe
+	LogTail(engine string, n int) []string
+}

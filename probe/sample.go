@@ -1,0 +1,33 @@
+package probe
+
+import "time"
+
+// Sample is one trial: a unique prompt seeded on a source, then pulled into
+// the decoder with remote_kv_source naming that source. Times are relative
+// to the run's t0 (the end of warm-up); they are wall-clock durations, never
+// scaled.
+type Sample struct {
+	Source int   `json:"source"` // index of the source the pull names
+	Trial  int64 `json:"trial"`  // per-run sequence number, unique across sources
+
+	// Seed leg (POST to the source itself).
+	SeedStatus  int           `json:"seed_status"` // HTTP status; 0 when no response
+	SeedLatency time.Duration `json:"seed_latency_ns"`
+	SeedErr     string        `json:"seed_error,omitempty"`
+
+	// Pull leg (POST to the decoder naming the source).
+	Start        time.Duration `json:"start_ns"`   // when the pull was sent, since t0
+	Latency      time.Duration `json:"latency_ns"` // client-side, until the body was read or the error
+	Status       int           `json:"status"`     // HTTP status; 0 when no response
+	PromptTokens int           `json:"prompt_tokens"`
+	CachedTokens int           `json:"cached_tokens"`
+	ServiceTime  time.Duration `json:"service_ns,omitempty"` // X-Sim-Service-Time reported by the sim, if any
+	Err          string        `json:"error,omitempty"`
+}
+
+// Hit reports whether the pull came back 200 with cached tokens: every
+// prompt is unique, so cached tokens can only have come over P2P.
+func (s Sample) Hit() bool { return s.Status == 200 && s.CachedTokens > 0 }
+
+// End is when the pull finished, since t0.
+func (s Sample) End() time.Duration { return s.Start + s.Latency }
