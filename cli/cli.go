@@ -1,0 +1,87 @@
+// Package cli is p2pfault's command line: it parses flags and environment,
+// wires an experiment to its faces (dashboard, headless printer, report
+// writers) and maps the outcome to an exit code. It holds no logic of its
+// own beyond that wiring.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"p2pfault/exitcode"
+	"p2pfault/sim"
+)
+
+// Main runs p2pfault with args (without the program name) and returns the
+// process exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := NewRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitcode.OK
+	}
+	if ctx.Err() != nil && !errors.Is(err, exitcode.ErrBoundFailed) {
+		err = exitcode.ErrInterrupted
+	}
+	if !errors.Is(err, exitcode.ErrBoundFailed) {
+		fmt.Fprintln(stderr, "p2pfault:", err)
+	}
+	return exitcode.Code(err)
+}
+
+// NewRoot builds the command tree. Bare `p2pfault` is `p2pfault run` (or,
+// with FAULTS=1 as in the seed, `p2pfault slice`).
+func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "p2pfault",
+		Short: "Fault experiments on vLLM's peer-to-peer KV-offload tier",
+		Long: "p2pfault starts a small cluster (N source engines and a decoder), pulls cached KV\n" +
+			"blocks from the sources through the decoder, fires faults on a source (stall, kill,\n" +
+			"remove) and checks that the decoder notices fast and prefills locally.\n\n" +
+			"Bare `p2pfault` opens the dashboard on the simulated cluster.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(flagError)
+
+	runCmd, runOpts := newRunCommand()
+	sliceCmd, sliceOpts := newSliceCommand()
+	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()))
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if os.Getenv("FAULTS") == "1" {
+			return runSlice(cmd, sliceOpts)
+		}
+		return runRun(cmd, runOpts)
+	}
+	// The root also accepts run's flags, so `p2pfault --time-scale 0.5` works.
+	root.Flags().AddFlagSet(runCmd.Flags())
+	return root
+}
+
+// flagError turns cobra's flag errors into usage errors (exit 2).
+func flagError(cmd *cobra.Command, err error) error {
+	return exitcode.Usagef("%s: %w (see `%s --help`)", cmd.CommandPath(), err, cmd.CommandPath())
+}
+
+// withUsageErrors applies flagError to cmd and all its subcommands.
+func withUsageErrors(cmd *cobra.Command) *cobra.Command {
+	cmd.SetFlagErrorFunc(flagError)
+	for _, c := range cmd.Commands() {
+		withUsageErrors(c)
+	}
+	return cmd
+}

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"p2pfault/check"
+	"p2pfault/exitcode"
+	"p2pfault/experiment"
+	"p2pfault/runner"
+)
+
+// clusterFlags are the flags of every command that starts engines.
+type clusterFlags struct {
+	engine      string
+	vllmBin     string
+	model       string
+	gpus        []string
+	sources     int
+	timeScale   float64
+	sourcePort  int
+	decoderPort int
+	p2pPort     int
+	engineArgs  []string
+	handshake   time.Duration
+
+	interval    time.Duration
+	faultAt     time.Duration
+	faultFor    time.Duration
+	recovery    time.Duration
+	warmup      time.Duration
+	seedTimeout time.Duration
+	pullTimeout time.Duration
+
+	bounds check.Bounds
+	out    string
+}
+
+func (f *clusterFlags) register(fs *pflag.FlagSet) {
+	def := check.DefaultBounds()
+	fs.StringVar(&f.engine, "engine", runner.EngineSim, "engine: sim (the built-in simulated engine, no GPU) or vllm (real `vllm serve`)")
+	fs.StringVar(&f.vllmBin, "vllm-bin", "vllm", "the vllm binary, with --engine vllm")
+	fs.StringVar(&f.model, "model", runner.DefaultModel, "model every engine serves")
+	fs.StringSliceVar(&f.gpus, "gpus", nil, "GPUs for CUDA_VISIBLE_DEVICES, round-robin over engines (--engine vllm), e.g. 0,1,2")
+	fs.IntVar(&f.sources, "sources", 0, "number of source engines (default $NUM_PREFILL_INSTANCES or 2)")
+	fs.Float64Var(&f.timeScale, "time-scale", 1, "multiply every duration of the run (timeline, rate, bounds, simulated timeouts) by this")
+	fs.IntVar(&f.sourcePort, "source-port", 0, "fix source i's HTTP port to this + i (default 8100 + i, or free ports when taken)")
+	fs.IntVar(&f.decoderPort, "decoder-port", 0, "fix the decoder's HTTP port (default 8200, or a free port when taken)")
+	fs.IntVar(&f.p2pPort, "p2p-port", 0, "fix the P2P ports: source i on this + i, the decoder after the sources (default 7777)")
+	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
+	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
+
+	fs.DurationVar(&f.interval, "interval", 500*time.Millisecond, "time between trials, per source")
+	fs.DurationVar(&f.faultAt, "fault-at", experiment.DefaultFaultAt, "when the scripted fault fires, after warm-up")
+	fs.DurationVar(&f.faultFor, "stall-for", experiment.DefaultFaultFor, "stall length (also how long a removed source stays down before the run ends, and a key-fired stall's length)")
+	fs.DurationVar(&f.recovery, "recovery", experiment.DefaultRecovery, "how long the run goes on after a stall or kill window closes")
+	fs.DurationVar(&f.warmup, "warmup-timeout", experiment.DefaultWarmupTimeout, "how long warm-up may take (not scaled)")
+	fs.DurationVar(&f.seedTimeout, "seed-timeout", experiment.DefaultSeedTimeout, "per seed request on a source")
+	fs.DurationVar(&f.pullTimeout, "pull-timeout", experiment.DefaultPullTimeout, "per pull request on the decoder")
+
+	fs.DurationVar(&f.bounds.FaultedMax, "bound-faulted-max", def.FaultedMax, "check 2: pulls naming the faulted source end within this")
+	fs.DurationVar(&f.bounds.DetectAfter, "bound-detect-after", def.DetectAfter, "check 3: median taken over pulls started this long after the fault")
+	fs.DurationVar(&f.bounds.FaultedMedian, "bound-faulted-median", def.FaultedMedian, "check 3: their median is at most this")
+	fs.Float64Var(&f.bounds.HealthyHitRate, "bound-healthy-hit-rate", def.HealthyHitRate, "check 4: fraction of pulls naming a healthy source that hit")
+	fs.DurationVar(&f.bounds.HealthyMax, "bound-healthy-max", def.HealthyMax, "check 4: each pull naming a healthy source ends within this")
+	fs.DurationVar(&f.bounds.RecoveryWindow, "bound-recovery-window", def.RecoveryWindow, "check 5: window after SIGCONT or the restart")
+	fs.Float64Var(&f.bounds.RecoveryHitRate, "bound-recovery-hit-rate", def.RecoveryHitRate, "check 5: fraction of pulls naming the faulted source that hit again")
+
+	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json (default p2pfault-runs/DATE-TIME-ARM-CASE)")
+}
+
+// sourcesFromEnv honours the seed's NUM_PREFILL_INSTANCES.
+func (f *clusterFlags) sourceCount(fs *pflag.FlagSet) (int, error) {
+	if fs.Changed("sources") {
+		if f.sources < 1 {
+			return 0, exitcode.Usagef("--sources %d: want at least 1", f.sources)
+		}
+		return f.sources, nil
+	}
+	if v, ok := os.LookupEnv("NUM_PREFILL_INSTANCES"); ok && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, exitcode.Usagef("NUM_PREFILL_INSTANCES=%q: want a number of sources, at least 1", v)
+		}
+		return n, nil
+	}
+	return runner.DefaultSources, nil
+}
+
+// experimentConfig builds one run's configuration from the flags.
+func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out string, extra []string) (experiment.Config, error) {
+	n, err := f.sourceCount(fs)
+	if err != nil {
+		return experiment.Config{}, err
+	}
+	if f.timeScale <= 0 {
+		return experiment.Config{}, exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
+		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout}} {
+		if d.v <= 0 {
+			return experiment.Config{}, exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
+		}
+	}
+	return experiment.Config{
+		Arm:  arm,
+		Case: caseName,
+		Cluster: runner.Config{
+			Engine:           f.engine,
+			Sources:          n,
+			Model:            f.model,
+			VLLMBin:          f.vllmBin,
+			GPUs:             f.gpus,
+			HandshakeTimeout: f.handshake,
+			ExtraArgs:        append(append([]string{}, f.engineArgs...), extra...),
+			Ports:            runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
+		},
+		TimeScale:     f.timeScale,
+		Interval:      f.interval,
+		FaultAt:       f.faultAt,
+		FaultFor:      f.faultFor,
+		Recovery:      f.recovery,
+		Bounds:        f.bounds,
+		WarmupTimeout: f.warmup,
+		SeedTimeout:   f.seedTimeout,
+		PullTimeout:   f.pullTimeout,
+		OutDir:        out,
+	}, nil
+}
+
+// armArgs maps a simulated arm to the engine flag that selects it: main is
+// vLLM main today, fixed is main + PR #64501.
+func armArgs(engine, arm string) ([]string, error) {
+	if engine == runner.EngineVLLM {
+		return nil, nil
+	}
+	switch arm {
+	case "main":
+		return []string{"--p2p-pending-handshake=wait"}, nil
+	case "fixed":
+		return []string{"--p2p-pending-handshake=prefill"}, nil
+	}
+	return nil, exitcode.Usagef("arm %q: with the simulated engine the arms are main (wait on a pending handshake) and fixed (prefill locally, vLLM PR #64501)", arm)
+}
+
+// defaultOut is the output folder of a run whose --out was not given.
+func defaultOut(label string) string {
+	return fmt.Sprintf("p2pfault-runs/%s-%s", time.Now().Format("20060102-150405"), label)
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"p2pfault/exitcode"
+	"p2pfault/report"
+	"p2pfault/runner"
+)
+
+func newReportCommand() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "report DIR/events.jsonl",
+		Short: "Rebuild the reports of a finished or crashed run from its events",
+		Long: "Read a run's events.jsonl (also one cut short by a crash) and write report.md,\n" +
+			"report.json, junit.xml and timeline.svg next to it (or in --out), then print the\n" +
+			"verdict table. A truncated file is reported as such.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return exitcode.Usagef("report: want one events.jsonl file, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := args[0]
+			if st, err := os.Stat(path); err != nil {
+				return exitcode.Usagef("report: %w", err)
+			} else if st.IsDir() {
+				path = filepath.Join(path, "events.jsonl")
+			}
+			dir := out
+			if dir == "" {
+				dir = filepath.Dir(path)
+			}
+			run, err := report.Rebuild(path, dir)
+			if err != nil {
+				return exitcode.AsUsage(err)
+			}
+			w := cmd.OutOrStdout()
+			if run.Truncated {
+				fmt.Fprintf(w, "note: %s was truncated (the run did not end cleanly); the report covers what it holds\n", path)
+			}
+			fmt.Fprint(w, report.Table([]report.Row{run.Row()}))
+			printFailures(w, []report.Run{run})
+			fmt.Fprintf(w, "reports: %s\n", dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "write the reports here instead of next to the events file")
+	return cmd
+}
+
+func newCleanupCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cleanup [DIR]",
+		Short: "End the engines a run left behind (reads DIR/sessions.json)",
+		Long: "Read the sessions.json a run keeps in its output folder and end every engine it\n" +
+			"names that is still alive and still that engine (checked by its start time in\n" +
+			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace. Without DIR, every run folder\n" +
+			"under ./p2pfault-runs.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dirs := args
+			if len(dirs) == 0 {
+				found, _ := filepath.Glob(filepath.Join("p2pfault-runs", "*", "sessions.json"))
+				nested, _ := filepath.Glob(filepath.Join("p2pfault-runs", "*", "*", "sessions.json"))
+				for _, f := range append(found, nested...) {
+					dirs = append(dirs, filepath.Dir(f))
+				}
+			}
+			total := 0
+			for _, d := range dirs {
+				n, err := runner.Cleanup(cmd.Context(), d, cmd.OutOrStdout())
+				total += n
+				if err != nil {
+					return exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", d, err))
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cleanup: ended %d engine process(es)\n", total)
+			return nil
+		},
+	}
+	return cmd
+}

@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/charmbracelet/x/term"
+
+	"p2pfault/check"
+	"p2pfault/console"
+	"p2pfault/exitcode"
+	"p2pfault/experiment"
+	"p2pfault/report"
+	"p2pfault/runner"
+	"p2pfault/ui"
+)
+
+type runOptions struct {
+	flags    clusterFlags
+	caseName string
+	arm      string
+	headless bool
+	duration time.Duration
+	timeline string
+}
+
+func newRunCommand() (*cobra.Command, *runOptions) {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run one case: the dashboard on a terminal, headless otherwise",
+		Long: "Start the cluster, warm it up, pull from every source through the decoder and fire\n" +
+			"the case's fault on source-0 (stall, kill, remove; none = only the keys' faults).\n" +
+			"On a terminal this opens the dashboard; with --headless or when stdout is not a\n" +
+			"terminal it prints progress and the verdict table. Reports go to --out.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRun(cmd, o) },
+	}
+	fs := cmd.Flags()
+	o.flags.register(fs)
+	fs.StringVar(&o.caseName, "case", "", "fault case: stall, kill, remove or none (default $FAULT_CASE, else none)")
+	fs.StringVar(&o.arm, "arm", "main", "arm: main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); a label with --engine vllm")
+	fs.BoolVar(&o.headless, "headless", false, "no dashboard: print progress and the verdict table")
+	fs.DurationVar(&o.duration, "duration", 0, "case none: length of the measured run (headless default 30s; the dashboard runs until q)")
+	fs.StringVar(&o.timeline, "timeline", "", "scripted timeline replacing the case's preset, e.g. \"at 10s stall source-0 for 30s; at 50s kill source-1\"")
+	return cmd, o
+}
+
+// errQuit is how the dashboard's q ends a run: a normal end for case none.
+var errQuit = errors.New("quit from the dashboard")
+
+func runRun(cmd *cobra.Command, o *runOptions) error {
+	caseName := o.caseName
+	if !cmd.Flags().Changed("case") {
+		caseName = os.Getenv("FAULT_CASE")
+	}
+	if caseName == "" {
+		caseName = experiment.CaseNone
+	}
+	switch caseName {
+	case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove, experiment.CaseNone:
+	default:
+		what := "--case"
+		if !cmd.Flags().Changed("case") {
+			what = "FAULT_CASE"
+		}
+		return exitcode.Usagef("%s %q: want stall, kill, remove or none", what, caseName)
+	}
+	extra, err := armArgs(o.flags.engine, o.arm)
+	if err != nil {
+		return err
+	}
+	headless := o.headless || !isTerminal(cmd.OutOrStdout())
+	out := o.flags.out
+	if out == "" {
+		out = defaultOut(o.arm + "-" + caseName)
+	}
+	cfg, err := o.flags.experimentConfig(cmd.Flags(), o.arm, caseName, out, extra)
+	if err != nil {
+		return err
+	}
+	cfg.Timeline = o.timeline
+	cfg.Duration = o.duration
+	if cfg.Duration == 0 && headless && caseName == experiment.CaseNone && o.timeline == "" {
+		cfg.Duration = experiment.DefaultNoneDuration
+	}
+	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	exp, err := experiment.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	var faces sync.WaitGroup
+	logErr := writeEvents(&faces, exp.Subscribe(), filepath.Join(out, "events.jsonl"))
+	if headless {
+		ch := exp.Subscribe()
+		faces.Go(func() { console.New(cmd.OutOrStdout(), "").Run(ch) })
+	} else {
+		ch := exp.Subscribe()
+		info := exp.Info()
+		faces.Go(func() {
+			uiErr := ui.Run(ctx, exp, ch, ui.Options{StallFor: info.FaultFor})
+			if uiErr != nil {
+				cancel(uiErr)
+				return
+			}
+			cancel(errQuit)
+		})
+	}
+
+	verdict, runErr := exp.Run(ctx)
+	if !headless && runErr == nil {
+		// A scripted run ended by itself: the dashboard shows the verdict
+		// until the user quits.
+		<-ctx.Done()
+	}
+	faces.Wait()
+	if err := <-logErr; err != nil && runErr == nil {
+		runErr = err
+	}
+	if errors.Is(runErr, errQuit) {
+		runErr = nil
+		if caseName != experiment.CaseNone && verdict.Checks == nil {
+			runErr = exitcode.ErrInterrupted
+		}
+	}
+	if werr := writeReports(cmd.OutOrStdout(), out, headless); werr != nil && runErr == nil {
+		runErr = werr
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return verdictError(verdict)
+}
+
+func verdictError(v check.Verdict) error {
+	if !v.Passed {
+		return exitcode.ErrBoundFailed
+	}
+	return nil
+}
+
+// prepareOut creates the run's folder and warns about engines a previous
+// run left behind in it.
+func prepareOut(out string, stderr io.Writer) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return exitcode.Usagef("create output folder %s: %w", out, err)
+	}
+	left, err := runner.Leftovers(out)
+	if err == nil && len(left) > 0 {
+		fmt.Fprintf(stderr, "warning: %d engine process(es) of an earlier run in %s are still alive; `p2pfault cleanup %s` ends them\n", len(left), out, out)
+	}
+	return nil
+}
+
+// writeEvents writes every event to path as it comes, flushed at once, so
+// a crashed run still leaves its events for `p2pfault report`.
+func writeEvents(wg *sync.WaitGroup, ch <-chan experiment.Event, path string) <-chan error {
+	errc := make(chan error, 1)
+	log, err := report.NewEventLog(path)
+	if err != nil {
+		errc <- exitcode.Usagef("events log: %w", err)
+		wg.Go(func() {
+			for range ch {
+			}
+		})
+		return errc
+	}
+	wg.Go(func() {
+		var first error
+		for ev := range ch {
+			if err := log.Write(ev); err != nil && first == nil {
+				first = fmt.Errorf("write %s: %w", path, err)
+			}
+		}
+		if err := log.Close(); err != nil && first == nil {
+			first = err
+		}
+		errc <- first
+	})
+	return errc
+}
+
+// writeReports rebuilds every report from the run's events.jsonl (the same
+// path `p2pfault report` takes) and prints the verdict table.
+func writeReports(stdout io.Writer, out string, printTable bool) error {
+	run, err := report.Rebuild(filepath.Join(out, "events.jsonl"), out)
+	if err != nil {
+		return fmt.Errorf("write reports in %s: %w", out, err)
+	}
+	if printTable {
+		fmt.Fprintln(stdout)
+		fmt.Fprint(stdout, report.Table([]report.Row{run.Row()}))
+		printFailures(stdout, []report.Run{run})
+	}
+	fmt.Fprintf(stdout, "reports: %s\n", out)
+	return nil
+}
+
+// printFailures prints each failed row's failing checks and the seed line.
+func printFailures(w io.Writer, runs []report.Run) {
+	for _, r := range runs {
+		row := r.Row()
+		if row.Passed {
+			continue
+		}
+		for _, c := range row.Checks {
+			if !c.Passed {
+				fmt.Fprintf(w, "%s/%s: %s: %s\n", row.Arm, row.Case, c.Name, c.Detail)
+			}
+		}
+		fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, r.Verdict.Summary.Faulted.SeedLine("faulted"))
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(f.Fd())
+}

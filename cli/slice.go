@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"p2pfault/console"
+	"p2pfault/exitcode"
+	"p2pfault/experiment"
+	"p2pfault/report"
+	"p2pfault/runner"
+)
+
+type sliceOptions struct {
+	flags    clusterFlags
+	arms     []string
+	vllmArms []string
+	cases    []string
+	parallel int
+	quiet    bool
+}
+
+func newSliceCommand() (*cobra.Command, *sliceOptions) {
+	o := &sliceOptions{}
+	cmd := &cobra.Command{
+		Use:   "slice",
+		Short: "Run the seed's three fault cases for each arm, headless, and print its table",
+		Long: "Run stall, kill and remove on source-0 for every arm, check the bounds and print\n" +
+			"the seed's table. With the simulated engine the arms are main (vLLM main: wait on a\n" +
+			"pending handshake) and fixed (main + PR #64501: prefill locally) and all rows run at\n" +
+			"once on separate ports; with --engine vllm each --arm NAME=VLLM_BIN is a build, and\n" +
+			"rows run one after another. Exit 1 when a row failed.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSlice(cmd, o) },
+	}
+	fs := cmd.Flags()
+	o.flags.register(fs)
+	fs.StringSliceVar(&o.arms, "arms", []string{"main", "fixed"}, "arms of the simulated engine: main, fixed")
+	fs.StringArrayVar(&o.vllmArms, "arm", nil, "with --engine vllm: an arm NAME=VLLM_BIN (repeatable), e.g. --arm main=/opt/vllm-main/bin/vllm")
+	fs.StringSliceVar(&o.cases, "cases", experiment.Cases, "cases to run")
+	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
+	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
+	return cmd, o
+}
+
+// sliceRow is one arm × case.
+type sliceRow struct {
+	arm, caseName, vllmBin string
+	out                    string
+}
+
+func runSlice(cmd *cobra.Command, o *sliceOptions) error {
+	start := time.Now()
+	rows, err := o.plan()
+	if err != nil {
+		return err
+	}
+	out := o.flags.out
+	if out == "" {
+		out = defaultOut("slice")
+	}
+	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	parallel := o.parallel
+	if parallel <= 0 {
+		parallel = len(rows)
+		if o.flags.engine == runner.EngineVLLM {
+			parallel = 1
+		}
+	}
+	fs := cmd.Flags()
+	fixedPorts := fs.Changed("source-port") || fs.Changed("decoder-port") || fs.Changed("p2p-port")
+	if fixedPorts && parallel > 1 {
+		return exitcode.Usagef("--source-port/--decoder-port/--p2p-port fix the ports of every row, so rows cannot run at once: add --parallel 1")
+	}
+	exps := make([]*experiment.Experiment, len(rows))
+	for i, r := range rows {
+		extra, err := armArgs(o.flags.engine, r.arm)
+		if err != nil {
+			return err
+		}
+		cfg, err := o.flags.experimentConfig(fs, r.arm, r.caseName, r.out, extra)
+		if err != nil {
+			return err
+		}
+		if r.vllmBin != "" {
+			cfg.Cluster.VLLMBin = r.vllmBin
+		}
+		// Rows running at once take free ports rather than racing for the
+		// script's defaults.
+		cfg.Cluster.FreePorts = parallel > 1
+		if err := os.MkdirAll(r.out, 0o755); err != nil {
+			return exitcode.Usagef("create output folder %s: %w", r.out, err)
+		}
+		if exps[i], err = experiment.New(cfg); err != nil {
+			return err
+		}
+	}
+
+	ctx := cmd.Context()
+	stdout := &lockedWriter{w: cmd.OutOrStdout()}
+	errs := make([]error, len(rows))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, r := range rows {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = exitcode.ErrInterrupted
+				return
+			}
+			defer func() { <-sem }()
+			errs[i] = runRow(ctx, exps[i], r, stdout, o.quiet)
+		})
+	}
+	wg.Wait()
+
+	var runs []report.Run
+	var firstErr error
+	for i, r := range rows {
+		if errs[i] != nil && firstErr == nil {
+			firstErr = fmt.Errorf("%s/%s: %w", r.arm, r.caseName, errs[i])
+		}
+		run, err := report.Rebuild(filepath.Join(r.out, "events.jsonl"), r.out)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s/%s: %w", r.arm, r.caseName, err)
+			}
+			continue
+		}
+		runs = append(runs, run)
+	}
+	if len(runs) > 0 {
+		if err := report.WriteAll(out, runs); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		var table []report.Row
+		passed := true
+		for _, r := range runs {
+			table = append(table, r.Row())
+			passed = passed && r.Row().Passed
+		}
+		fmt.Fprintln(stdout)
+		fmt.Fprint(stdout, report.Table(table))
+		printFailures(stdout, runs)
+		fmt.Fprintf(stdout, "slice: %d rows in %.1fs wall time, time scale %g; reports: %s\n",
+			len(runs), time.Since(start).Seconds(), o.flags.timeScale, out)
+		if firstErr == nil && !passed {
+			return exitcode.ErrBoundFailed
+		}
+	}
+	for _, err := range errs {
+		if errors.Is(err, exitcode.ErrInterrupted) {
+			return exitcode.ErrInterrupted
+		}
+	}
+	return firstErr
+}
+
+// plan lists the rows, arms in the order given, cases in the seed's order.
+func (o *sliceOptions) plan() ([]sliceRow, error) {
+	for _, c := range o.cases {
+		switch c {
+		case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove:
+		default:
+			return nil, exitcode.Usagef("--cases: %q is not a fault case (stall, kill, remove)", c)
+		}
+	}
+	type arm struct{ name, bin string }
+	var arms []arm
+	if o.flags.engine == runner.EngineVLLM {
+		if len(o.vllmArms) == 0 {
+			arms = append(arms, arm{"main", o.flags.vllmBin})
+		}
+		for _, a := range o.vllmArms {
+			name, bin, ok := strings.Cut(a, "=")
+			if !ok || name == "" || bin == "" {
+				return nil, exitcode.Usagef("--arm %q: want NAME=VLLM_BIN", a)
+			}
+			arms = append(arms, arm{name, bin})
+		}
+	} else {
+		if len(o.vllmArms) > 0 {
+			return nil, exitcode.Usagef("--arm NAME=VLLM_BIN is for --engine vllm; the simulated engine's arms are set with --arms main,fixed")
+		}
+		for _, a := range o.arms {
+			if _, err := armArgs(runner.EngineSim, a); err != nil {
+				return nil, err
+			}
+			arms = append(arms, arm{name: a})
+		}
+	}
+	if len(arms) == 0 || len(o.cases) == 0 {
+		return nil, exitcode.Usagef("nothing to run: give at least one arm and one case")
+	}
+	out := o.flags.out
+	if out == "" {
+		out = defaultOut("slice")
+		o.flags.out = out
+	}
+	var rows []sliceRow
+	seen := map[string]bool{}
+	for _, a := range arms {
+		if seen[a.name] {
+			return nil, exitcode.Usagef("arm %q given twice", a.name)
+		}
+		seen[a.name] = true
+		for _, c := range o.cases {
+			rows = append(rows, sliceRow{arm: a.name, caseName: c, vllmBin: a.bin, out: filepath.Join(out, a.name+"-"+c)})
+		}
+	}
+	return rows, nil
+}
+
+// runRow runs one row with its event log and a prefixed progress printer.
+func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, stdout *lockedWriter, quiet bool) error {
+	var faces sync.WaitGroup
+	logErr := writeEvents(&faces, exp.Subscribe(), filepath.Join(r.out, "events.jsonl"))
+	ch := exp.Subscribe()
+	p := console.New(stdout, fmt.Sprintf("%-12s ", r.arm+"/"+r.caseName))
+	p.Summaries = !quiet
+	faces.Go(func() { p.Run(ch) })
+	_, err := exp.Run(ctx)
+	faces.Wait()
+	if lerr := <-logErr; lerr != nil && err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// lockedWriter keeps lines of rows running at once from interleaving.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  interface{ Write([]byte) (int, error) }
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,84 @@
+package cli_test
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"p2pfault/cli"
+)
+
+// TestBadInputIsAUsageErrorThatNamesIt: every bad flag, value, argument or
+// environment knob ends with exit 2 and a message naming the bad thing,
+// before any engine starts.
+func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown flag", []string{"run", "--bogus"}, nil, "unknown flag: --bogus"},
+		{"unknown flag on bare p2pfault", []string{"--bogus"}, nil, "unknown flag: --bogus"},
+		{"bad case", []string{"run", "--headless", "--case", "explode"}, nil, `--case "explode"`},
+		{"bad FAULT_CASE", []string{"run", "--headless"}, map[string]string{"FAULT_CASE": "melt"}, `FAULT_CASE "melt"`},
+		{"bad NUM_PREFILL_INSTANCES", []string{"run", "--headless"}, map[string]string{"NUM_PREFILL_INSTANCES": "two"}, `NUM_PREFILL_INSTANCES="two"`},
+		{"negative time scale", []string{"run", "--headless", "--time-scale", "-1"}, nil, "--time-scale -1"},
+		{"time scale not a number", []string{"run", "--time-scale", "fast"}, nil, `"fast"`},
+		{"zero interval", []string{"run", "--headless", "--interval", "0s"}, nil, "--interval 0s"},
+		{"bad duration", []string{"run", "--stall-for", "30x"}, nil, `"30x"`},
+		{"hit rate over 1", []string{"run", "--headless", "--bound-healthy-hit-rate", "1.5"}, nil, "bound-healthy-hit-rate 1.5"},
+		{"bad arm", []string{"run", "--headless", "--arm", "broken"}, nil, `arm "broken"`},
+		{"bad engine", []string{"run", "--headless", "--engine", "tpu"}, nil, `engine "tpu"`},
+		{"bad timeline", []string{"run", "--headless", "--timeline", "at 10x stall source-0"}, nil, "10x"},
+		{"timeline names a missing source", []string{"run", "--headless", "--timeline", "at 1s stall source-5 for 1s"}, nil, "source-5"},
+		{"slice bad arm", []string{"slice", "--arms", "main,broken"}, nil, `arm "broken"`},
+		{"slice bad case", []string{"slice", "--cases", "stall,none"}, nil, `"none"`},
+		{"slice vllm arm without NAME=", []string{"slice", "--engine", "vllm", "--arm", "main"}, nil, `--arm "main"`},
+		{"report without a file", []string{"report"}, nil, "want one events.jsonl"},
+		{"report of a missing file", []string{"report", "/nonexistent/events.jsonl"}, nil, "/nonexistent/events.jsonl"},
+		{"sim bad port", []string{"sim", "serve", "m", "--port", "http"}, nil, "port"},
+		{"sim unknown flag", []string{"sim", "serve", "m", "--frobnicate"}, nil, "--frobnicate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			args := append([]string{}, tt.args...)
+			if tt.args[0] == "run" || tt.args[0] == "slice" {
+				args = append(args, "--out", t.TempDir())
+			}
+			var stdout, stderr bytes.Buffer
+			code := cli.Main(args, strings.NewReader(""), &stdout, &stderr)
+			if code != 2 {
+				t.Fatalf("p2pfault %s: exit %d, want 2\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Fatalf("p2pfault %s: stderr %q does not name %q", strings.Join(args, " "), stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestFixedPortTakenIsExit2NamingThePort: a port the user fixed that is
+// taken stops the run before it starts, with the port in the message.
+func TestFixedPortTakenIsExit2NamingThePort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	var stdout, stderr bytes.Buffer
+	code := cli.Main([]string{"run", "--headless", "--case", "none", "--duration", "1s",
+		"--source-port", strconv.Itoa(port), "--out", t.TempDir()}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), strconv.Itoa(port)) {
+		t.Fatalf("stderr %q does not name port %d", stderr.String(), port)
+	}
+}

@@ -1,0 +1,159 @@
+// Package console is the headless face of an experiment: it prints the
+// run's progress (phases, engine states, faults, notable engine log lines,
+// warnings, one summary line per second) as plain text for a terminal or a
+// CI log. The verdict table is printed by the caller from the report.
+package console
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"p2pfault/experiment"
+	"p2pfault/probe"
+)
+
+// Printer prints events as they come. It keeps only the current second's
+// samples, so its memory does not grow with the run.
+type Printer struct {
+	w       io.Writer
+	prefix  string // e.g. "main/stall " when several runs share one output
+	sources int
+	states  map[string]string
+	second  time.Duration // the second being accumulated
+	pending []probe.Sample
+
+	// Summaries turns on one summary line per second of pulls (default on).
+	Summaries bool
+}
+
+// New returns a Printer writing to w, each line starting with prefix.
+func New(w io.Writer, prefix string) *Printer {
+	return &Printer{w: w, prefix: prefix, states: map[string]string{}, second: -1, Summaries: true}
+}
+
+// Run prints every event of ch until it closes.
+func (p *Printer) Run(ch <-chan experiment.Event) {
+	for ev := range ch {
+		p.Print(ev)
+	}
+	p.flush()
+}
+
+// Print prints one event.
+func (p *Printer) Print(ev experiment.Event) {
+	switch ev.Kind {
+	case experiment.KindRun:
+		r := ev.Run
+		p.sources = r.Sources
+		p.line(ev.T, "run: arm %s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
+			r.Arm, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
+		if r.Timeline != "" {
+			p.line(ev.T, "timeline: %s", r.Timeline)
+		}
+	case experiment.KindPhase:
+		p.flush()
+		p.line(ev.T, "phase %s", ev.Phase)
+	case experiment.KindEngine:
+		e := ev.Engine
+		if p.states[e.Name] == e.State {
+			return
+		}
+		p.states[e.Name] = e.State
+		detail := fmt.Sprintf("pid %d, sid %d, http :%d, p2p :%d", e.Pid, e.Sid, e.HTTPPort, e.P2PPort)
+		if e.Exit != "" {
+			detail = e.Exit
+		}
+		p.line(ev.T, "%s %s (%s)", e.Name, e.State, detail)
+	case experiment.KindLog:
+		p.line(ev.T, "%s: %s", ev.Log.Engine, ev.Log.Line)
+	case experiment.KindFault:
+		f := ev.Fault
+		msg := fmt.Sprintf("fault: %s source-%d", f.Action, f.Source)
+		if f.Duration > 0 {
+			msg += " for " + secs(f.Duration)
+		}
+		msg += " (" + f.By + ")"
+		if f.Err != "" {
+			msg += ": failed: " + f.Err
+		}
+		p.line(ev.T, "%s", msg)
+	case experiment.KindWindow:
+		w := ev.Window
+		if w.End == 0 {
+			p.line(ev.T, "fault window on source-%d opened", w.Source)
+		} else {
+			p.line(ev.T, "fault window on source-%d closed after %s", w.Source, secs(w.End-w.Start))
+		}
+	case experiment.KindSamples:
+		if !p.Summaries {
+			return
+		}
+		for _, s := range ev.Samples {
+			sec := s.End().Truncate(time.Second)
+			if sec > p.second {
+				p.flush()
+				p.second = sec
+			}
+			p.pending = append(p.pending, s)
+		}
+	case experiment.KindWarning:
+		p.line(ev.T, "warning: %s", ev.Message)
+	case experiment.KindEnd:
+		p.flush()
+		if ev.Message != "" {
+			p.line(ev.T, "end: %s", ev.Message)
+		}
+	}
+}
+
+// flush prints the summary line of the second being accumulated.
+func (p *Printer) flush() {
+	if len(p.pending) == 0 {
+		return
+	}
+	by := map[int][]probe.Sample{}
+	var idx []int
+	for _, s := range p.pending {
+		if _, ok := by[s.Source]; !ok {
+			idx = append(idx, s.Source)
+		}
+		by[s.Source] = append(by[s.Source], s)
+	}
+	sort.Ints(idx)
+	parts := make([]string, 0, len(idx))
+	for _, i := range idx {
+		parts = append(parts, summarise(i, by[i]))
+	}
+	p.line(p.second+time.Second, "%s", strings.Join(parts, " | "))
+	p.pending = p.pending[:0]
+}
+
+// summarise renders one source's pulls of one second.
+func summarise(source int, ss []probe.Sample) string {
+	lat := make([]time.Duration, len(ss))
+	hits, errs := 0, 0
+	for i, s := range ss {
+		lat[i] = s.Latency
+		if s.Hit() {
+			hits++
+		}
+		if s.Status != 200 {
+			errs++
+		}
+	}
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	out := fmt.Sprintf("source-%d n=%d hit=%d p50=%s max=%s", source, len(ss), hits, secs(lat[(len(lat)-1)/2]), secs(lat[len(lat)-1]))
+	if errs > 0 {
+		out += fmt.Sprintf(" non-200=%d", errs)
+	}
+	return out
+}
+
+func (p *Printer) line(t time.Duration, format string, args ...any) {
+	fmt.Fprintf(p.w, "%s[%7.2fs] %s\n", p.prefix, t.Seconds(), fmt.Sprintf(format, args...))
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }

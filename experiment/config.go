@@ -1,0 +1,161 @@
+package experiment
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"p2pfault/check"
+	"p2pfault/exitcode"
+	"p2pfault/runner"
+)
+
+// Cases of the seed, plus none (no scripted fault: the dashboard's default).
+const (
+	CaseStall  = "stall"
+	CaseKill   = "kill"
+	CaseRemove = "remove"
+	CaseNone   = "none"
+)
+
+// Cases lists the seed's three fault cases in the order of its table.
+var Cases = []string{CaseStall, CaseKill, CaseRemove}
+
+// Defaults of the seed, at real time (--time-scale multiplies them).
+const (
+	DefaultFaultAt       = 10 * time.Second // fault on source 0, 10 s into the measured run
+	DefaultFaultFor      = 30 * time.Second // stall length; how long a removed source stays down before the run ends
+	DefaultRecovery      = 25 * time.Second // measured after the fault window of stall and kill
+	DefaultNoneDuration  = 30 * time.Second // headless case none: length of the measured run
+	DefaultWarmupTimeout = 60 * time.Second // not scaled: first sessions can be slow on real engines
+	DefaultSeedTimeout   = 2 * time.Second
+	DefaultPullTimeout   = 60 * time.Second // longer than the slowest real outcome (30 s + 10 s)
+)
+
+// Config is one run. Durations are at real time; the experiment multiplies
+// them (and the bounds, and the simulated engines' timeouts) by TimeScale.
+type Config struct {
+	Arm  string // label of the row: "main", "fixed", or a --arm NAME
+	Case string // stall, kill, remove or none
+
+	Cluster   runner.Config // engines; OutDir, TimeScale and callbacks are set by the experiment
+	TimeScale float64       // 0 = 1
+
+	Interval      time.Duration // between trials per source; 0 = 500 ms
+	FaultAt       time.Duration // scripted fault time since t0; 0 = 10 s
+	FaultFor      time.Duration // stall length, or how long a removed source stays down; 0 = 30 s
+	Recovery      time.Duration // recovery window after the fault window; 0 = 25 s
+	Duration      time.Duration // case none: measured run length; 0 = until the context ends (dashboard)
+	Timeline      string        // a scripted timeline replacing the case's preset ("" = the preset)
+	Bounds        check.Bounds  // zero value = check.DefaultBounds()
+	WarmupTimeout time.Duration // 0 = 60 s, not scaled
+	SeedTimeout   time.Duration // 0 = 2 s
+	PullTimeout   time.Duration // 0 = 60 s
+	PromptTokens  int           // 0 = the probe's default (3 blocks + 16)
+
+	OutDir string // engine logs and sessions.json; required
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch c.Case {
+	case "":
+		c.Case = CaseNone
+	case CaseStall, CaseKill, CaseRemove, CaseNone:
+	default:
+		return c, exitcode.Usagef("case %q: want stall, kill, remove or none", c.Case)
+	}
+	if c.Arm == "" {
+		c.Arm = "main"
+	}
+	switch {
+	case c.TimeScale == 0:
+		c.TimeScale = 1
+	case c.TimeScale < 0 || math.IsNaN(c.TimeScale) || math.IsInf(c.TimeScale, 0):
+		return c, exitcode.Usagef("time scale %v: want a positive number", c.TimeScale)
+	}
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d < 0 {
+			return exitcode.Usagef("%s %v: want a positive duration", name, *d)
+		}
+		if *d == 0 {
+			*d = v
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		d    *time.Duration
+		v    time.Duration
+		name string
+	}{
+		{&c.Interval, 500 * time.Millisecond, "interval"},
+		{&c.FaultAt, DefaultFaultAt, "fault-at"},
+		{&c.FaultFor, DefaultFaultFor, "fault-for"},
+		{&c.Recovery, DefaultRecovery, "recovery"},
+		{&c.WarmupTimeout, DefaultWarmupTimeout, "warm-up timeout"},
+		{&c.SeedTimeout, DefaultSeedTimeout, "seed timeout"},
+		{&c.PullTimeout, DefaultPullTimeout, "pull timeout"},
+	} {
+		if err := def(f.d, f.v, f.name); err != nil {
+			return c, err
+		}
+	}
+	if c.Duration < 0 {
+		return c, exitcode.Usagef("duration %v: want a positive duration", c.Duration)
+	}
+	if c.Bounds == (check.Bounds{}) {
+		c.Bounds = check.DefaultBounds()
+	}
+	if err := validBounds(c.Bounds); err != nil {
+		return c, err
+	}
+	if c.OutDir == "" {
+		return c, exitcode.Usagef("no output folder given")
+	}
+	return c, nil
+}
+
+func validBounds(b check.Bounds) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"bound-faulted-max", b.FaultedMax}, {"bound-detect-after", b.DetectAfter},
+		{"bound-faulted-median", b.FaultedMedian}, {"bound-healthy-max", b.HealthyMax},
+		{"bound-recovery-window", b.RecoveryWindow},
+	} {
+		if d.v <= 0 {
+			return exitcode.Usagef("%s %v: want a positive duration", d.name, d.v)
+		}
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"bound-healthy-hit-rate", b.HealthyHitRate}, {"bound-recovery-hit-rate", b.RecoveryHitRate}} {
+		if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
+			return exitcode.Usagef("%s %v: want a fraction between 0 and 1", r.name, r.v)
+		}
+	}
+	return nil
+}
+
+// scale multiplies a real-time duration by the run's time scale.
+func (c Config) scale(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * c.TimeScale)
+}
+
+// presetTimeline is the text of a case's scripted timeline, at real time:
+// the experiment parses it and scales it like a user's timeline.
+func (c Config) presetTimeline() string {
+	at := fmtDur(c.FaultAt)
+	switch c.Case {
+	case CaseStall:
+		return fmt.Sprintf("at %s stall source-0 for %s", at, fmtDur(c.FaultFor))
+	case CaseKill:
+		return fmt.Sprintf("at %s kill source-0", at)
+	case CaseRemove:
+		return fmt.Sprintf("at %s remove source-0", at)
+	}
+	return ""
+}
+
+func fmtDur(d time.Duration) string { return d.String() }

@@ -1,0 +1,537 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"p2pfault/check"
+	"p2pfault/exitcode"
+	"p2pfault/fault"
+	"p2pfault/probe"
+	"p2pfault/runner"
+)
+
+// Experiment is one run. Faces Subscribe before Run; the dashboard also
+// drives it through its Controller methods.
+type Experiment struct {
+	cfg      Config
+	timeline fault.Timeline // scaled
+
+	mu      sync.Mutex
+	subs    []chan Event
+	seq     int64
+	start   time.Time
+	t0      time.Time // zero until warm-up ends
+	cluster *runner.Cluster
+	prober  *probe.Prober
+	samples []probe.Sample
+	pending []probe.Sample
+	windows []check.Window // in order; the last may be open (End == 0)
+	phase   Phase
+	down    map[int]string // source index -> why it cannot take a fault now (removed, restarting)
+	stalls  map[int]*fault.Stalled
+	// resumedEarly marks stalls ended by Resume rather than their timer.
+	resumedEarly map[int]bool
+	ctx          context.Context
+	fail         context.CancelCauseFunc
+	settled      chan struct{} // closed when the scripted timeline has played out
+}
+
+// New checks cfg and returns an experiment ready to Run.
+func New(cfg Config) (*Experiment, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	text := cfg.Timeline
+	if text == "" {
+		text = cfg.presetTimeline()
+	}
+	tl, err := fault.Parse(text)
+	if err != nil {
+		return nil, exitcode.AsUsage(err)
+	}
+	if err := tl.Check(sourcesOf(cfg)); err != nil {
+		return nil, err
+	}
+	for i := range tl {
+		tl[i].At = cfg.scale(tl[i].At)
+		tl[i].For = cfg.scale(tl[i].For)
+	}
+	if _, err := runner.Plan(cfg.Cluster); err != nil {
+		return nil, err
+	}
+	cfg.Timeline = text
+	return &Experiment{
+		cfg:          cfg,
+		timeline:     tl,
+		down:         map[int]string{},
+		stalls:       map[int]*fault.Stalled{},
+		resumedEarly: map[int]bool{},
+		settled:      make(chan struct{}),
+	}, nil
+}
+
+func sourcesOf(cfg Config) int {
+	if cfg.Cluster.Sources == 0 {
+		return runner.DefaultSources
+	}
+	return cfg.Cluster.Sources
+}
+
+// Subscribe returns a channel that receives every event of the run and is
+// closed when the run ends. Call it before Run. A subscriber must keep
+// reading: events are never dropped, so a stuck reader stalls the run.
+func (e *Experiment) Subscribe() <-chan Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch := make(chan Event, 4096)
+	e.subs = append(e.subs, ch)
+	return ch
+}
+
+// Info describes the run as planned.
+func (e *Experiment) Info() RunInfo {
+	c := e.cfg
+	info := RunInfo{
+		Arm: c.Arm, Case: c.Case, Engine: c.Cluster.Engine, TimeScale: c.TimeScale,
+		Sources: sourcesOf(c), Interval: c.scale(c.Interval), Timeline: c.Timeline,
+		Bounds: c.Bounds.Scaled(c.TimeScale), Model: c.Cluster.Model, Started: e.start,
+		FaultFor: c.scale(c.FaultFor),
+	}
+	if info.Engine == "" {
+		info.Engine = runner.EngineSim
+	}
+	if info.Model == "" {
+		info.Model = runner.DefaultModel
+	}
+	if len(e.timeline) > 0 {
+		info.FaultAt = e.timeline[0].At
+		if e.timeline[0].For > 0 {
+			info.FaultFor = e.timeline[0].For
+		}
+		info.Duration = e.plannedEnd()
+	} else if c.Duration > 0 {
+		info.Duration = c.scale(c.Duration)
+	}
+	return info
+}
+
+// plannedEnd is when the run should end if every fault window closes at
+// once (a kill's restart adds its own time).
+func (e *Experiment) plannedEnd() time.Duration {
+	var end time.Duration
+	for _, s := range e.timeline {
+		t := s.At
+		switch s.Action {
+		case fault.ActionStall:
+			if s.For > 0 {
+				t += s.For + e.cfg.scale(e.cfg.Recovery)
+			}
+		case fault.ActionKill, fault.ActionResume, fault.ActionRestore:
+			t += e.cfg.scale(e.cfg.Recovery)
+		case fault.ActionRemove:
+			t += e.cfg.scale(e.cfg.FaultFor)
+		}
+		end = max(end, t)
+	}
+	return end
+}
+
+// Run starts the cluster, warms it up, probes, plays the timeline, checks
+// the bounds and stops everything. The error is nil when the run completed
+// (the verdict says whether the bounds held), exitcode.ErrInterrupted when
+// ctx ended it, or a setup error (exit 2).
+func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error) {
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	e.mu.Lock()
+	e.start = time.Now()
+	e.ctx, e.fail = ctx, fail
+	e.mu.Unlock()
+	defer e.closeSubs()
+
+	info := e.Info()
+	e.emit(Event{Kind: KindRun, Run: &info})
+	e.setPhase(PhaseStarting)
+
+	ccfg := e.cfg.Cluster
+	ccfg.OutDir = e.cfg.OutDir
+	ccfg.TimeScale = e.cfg.TimeScale
+	ccfg.OnLog = e.onLog
+	ccfg.OnChange = func(runner.Change) { e.emitEngines() }
+	cl, err := runner.Start(ctx, ccfg)
+	if err != nil {
+		return e.finish(verdict, startError(ctx, err))
+	}
+	e.mu.Lock()
+	e.cluster = cl
+	e.mu.Unlock()
+	defer func() {
+		// Stop on every path, also a panic in this goroutine: resume, TERM,
+		// KILL after the grace, reap.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error: %v\n%s", r, debug.Stack())
+		}
+		if stopErr := cl.Stop(context.Background()); stopErr != nil && err == nil {
+			err = fmt.Errorf("stop the cluster: %w", stopErr)
+		}
+		e.emitEngines()
+		e.emitEnd(err)
+	}()
+	e.emitEngines()
+	go e.safely(e.pollEngines)
+
+	e.setPhase(PhaseWarmup)
+	pr, err := probe.New(e.probeConfig(cl))
+	if err != nil {
+		return verdict, exitcode.AsUsage(err)
+	}
+	defer pr.Close()
+	e.mu.Lock()
+	e.prober = pr
+	e.mu.Unlock()
+	if err := pr.Warmup(ctx, e.cfg.WarmupTimeout); err != nil {
+		if ctx.Err() != nil {
+			return verdict, interrupted(ctx)
+		}
+		return verdict, exitcode.AsUsage(fmt.Errorf("warm-up: %w", err))
+	}
+
+	t0 := time.Now()
+	e.mu.Lock()
+	e.t0 = t0
+	e.mu.Unlock()
+	e.setPhase(PhaseBaseline)
+
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	out := make(chan probe.Sample, 1024)
+	probeDone := make(chan struct{})
+	go e.safely(func() { defer close(probeDone); pr.Run(probeCtx, t0, out) })
+	collected := make(chan struct{})
+	go e.safely(func() { defer close(collected); e.collect(out, probeDone) })
+	flushDone := make(chan struct{})
+	go e.safely(func() { defer close(flushDone); e.flushLoop(collected) })
+	go e.safely(func() { e.play(t0) })
+
+	var runErr error
+	select {
+	case <-e.settled:
+	case <-e.durationElapsed(t0):
+	case <-ctx.Done():
+		runErr = interrupted(ctx)
+		pr.Abort() // do not wait out hung pulls when the user quits
+	}
+	runEnd := time.Since(t0)
+	stopProbe()
+	<-probeDone
+	<-collected
+	<-flushDone
+
+	final := e.verdictAt(runEnd)
+	e.emit(Event{Kind: KindVerdict, Verdict: &final, Final: true})
+	e.setPhase(PhaseDone)
+	if runErr == nil {
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			runErr = c // a goroutine failed (panic, restart that never came up)
+		}
+	}
+	return final, runErr
+}
+
+// finish ends a run that never got its cluster up.
+func (e *Experiment) finish(v check.Verdict, err error) (check.Verdict, error) {
+	e.emitEnd(err)
+	return v, err
+}
+
+func startError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return interrupted(ctx)
+	}
+	if exitcode.Code(err) == exitcode.Usage {
+		return err
+	}
+	return exitcode.AsUsage(err)
+}
+
+func interrupted(ctx context.Context) error {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c
+	}
+	return exitcode.ErrInterrupted
+}
+
+// safely runs fn, turning a panic into the run's failure, so the deferred
+// cleanup in Run still stops every engine.
+func (e *Experiment) safely(fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.fail(fmt.Errorf("internal error: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	fn()
+}
+
+func (e *Experiment) probeConfig(cl *runner.Cluster) probe.Config {
+	var srcs []probe.Source
+	for _, s := range cl.Sources() {
+		srcs = append(srcs, probe.Source{Index: s.Index(), URL: s.HTTPURL(), P2PHost: s.P2PHost(), P2PPort: s.P2PPort()})
+	}
+	model := e.cfg.Cluster.Model
+	if model == "" {
+		model = runner.DefaultModel
+	}
+	return probe.Config{
+		DecoderURL:   cl.Decoder().HTTPURL(),
+		Sources:      srcs,
+		Model:        model,
+		Interval:     e.cfg.scale(e.cfg.Interval),
+		PromptTokens: e.cfg.PromptTokens,
+		SeedTimeout:  e.cfg.scale(e.cfg.SeedTimeout),
+		PullTimeout:  e.cfg.scale(e.cfg.PullTimeout),
+		Warn:         func(msg string) { e.emit(Event{Kind: KindWarning, Message: msg}) },
+	}
+}
+
+// durationElapsed fires when a case-none run has run its Duration; never
+// for scripted runs (they end when the timeline settles) or the dashboard.
+func (e *Experiment) durationElapsed(t0 time.Time) <-chan time.Time {
+	if len(e.timeline) > 0 || e.cfg.Duration == 0 {
+		return nil
+	}
+	return time.After(time.Until(t0.Add(e.cfg.scale(e.cfg.Duration))))
+}
+
+// collect keeps every sample (the checks need them all) and queues them
+// for the next batch event.
+func (e *Experiment) collect(out <-chan probe.Sample, probeDone <-chan struct{}) {
+	for {
+		select {
+		case s := <-out:
+			e.mu.Lock()
+			e.samples = append(e.samples, s)
+			e.pending = append(e.pending, s)
+			e.mu.Unlock()
+		case <-probeDone:
+			for {
+				select {
+				case s := <-out:
+					e.mu.Lock()
+					e.samples = append(e.samples, s)
+					e.pending = append(e.pending, s)
+					e.mu.Unlock()
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// flushLoop sends the queued samples as one event every 100 ms (faces
+// redraw per batch, not per request) and the live verdict once a second.
+func (e *Experiment) flushLoop(done <-chan struct{}) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	n := 0
+	for {
+		select {
+		case <-tick.C:
+			e.flushSamples()
+			if n++; n%10 == 0 {
+				e.emitLiveVerdict()
+			}
+		case <-done:
+			e.flushSamples()
+			return
+		}
+	}
+}
+
+func (e *Experiment) flushSamples() {
+	e.mu.Lock()
+	batch := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	if len(batch) > 0 {
+		e.emit(Event{Kind: KindSamples, Samples: batch})
+	}
+}
+
+func (e *Experiment) emitLiveVerdict() {
+	e.mu.Lock()
+	has := len(e.windows) > 0
+	e.mu.Unlock()
+	if !has {
+		return
+	}
+	v := e.verdictAt(e.since())
+	e.emit(Event{Kind: KindVerdict, Verdict: &v})
+}
+
+// verdictAt evaluates the checks over the samples so far, on the window
+// of the first scripted fault (or, on the dashboard, the latest fault).
+func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
+	e.mu.Lock()
+	if len(e.windows) == 0 {
+		e.mu.Unlock()
+		return check.Verdict{Passed: true}
+	}
+	w := e.windows[len(e.windows)-1]
+	if len(e.timeline) > 0 {
+		w = e.windows[0]
+	}
+	samples := append([]probe.Sample(nil), e.samples...)
+	e.mu.Unlock()
+	if w.End == 0 {
+		w.End = runEnd
+	}
+	return check.Evaluate(check.Input{
+		Samples: samples,
+		Window:  w,
+		RunEnd:  runEnd,
+		Bounds:  e.cfg.Bounds.Scaled(e.cfg.TimeScale),
+	})
+}
+
+// rel is at as a time since t0 (0 before warm-up ends).
+func (e *Experiment) rel(at time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.t0.IsZero() || at.IsZero() {
+		return 0
+	}
+	return at.Sub(e.t0)
+}
+
+// since is the time since t0 (0 before warm-up ends).
+func (e *Experiment) since() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.t0.IsZero() {
+		return 0
+	}
+	return time.Since(e.t0)
+}
+
+// emit stamps ev and hands it to every subscriber, in order.
+func (e *Experiment) emit(ev Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.seq++
+	ev.Seq = e.seq
+	ev.Wall = time.Now()
+	if !e.t0.IsZero() {
+		ev.T = ev.Wall.Sub(e.t0)
+	}
+	for _, ch := range e.subs {
+		ch <- ev
+	}
+}
+
+func (e *Experiment) closeSubs() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ch := range e.subs {
+		close(ch)
+	}
+	e.subs = nil
+}
+
+func (e *Experiment) emitEnd(err error) {
+	ev := Event{Kind: KindEnd, ExitCode: exitcode.Code(err), Message: "run complete"}
+	if err != nil {
+		ev.Message = err.Error()
+	}
+	e.emit(ev)
+}
+
+func (e *Experiment) setPhase(p Phase) {
+	e.mu.Lock()
+	same := e.phase == p
+	e.phase = p
+	e.mu.Unlock()
+	if !same {
+		e.emit(Event{Kind: KindPhase, Phase: p})
+	}
+}
+
+// interesting are the engine log phrases worth an event: faults as the
+// engines saw them (the sim's wording, and vLLM's where it differs).
+var interesting = []string{
+	"engine ready", "connected", " down", "timed out", "stale connection",
+	"resumed after", "hash seed mismatch", "fingerprint", "ERROR", "Traceback",
+}
+
+func (e *Experiment) onLog(engine, line string) {
+	for _, k := range interesting {
+		if strings.Contains(line, k) {
+			e.emit(Event{Kind: KindLog, Log: &LogLine{Engine: engine, Line: line}})
+			return
+		}
+	}
+}
+
+// LogTail returns the last n lines engine printed.
+func (e *Experiment) LogTail(engine string, n int) []string {
+	e.mu.Lock()
+	cl := e.cluster
+	e.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	for _, en := range cl.Engines() {
+		if en.Name() == engine {
+			return en.LogTail(n)
+		}
+	}
+	return nil
+}
+
+// SetProbing pauses or resumes the probe.
+func (e *Experiment) SetProbing(on bool) {
+	e.mu.Lock()
+	pr := e.prober
+	e.mu.Unlock()
+	if pr != nil {
+		pr.SetPaused(!on)
+	}
+}
+
+func (e *Experiment) pollEngines() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+			e.emitEngines()
+		}
+	}
+}
+
+// emitEngines sends every engine's state as /proc shows it now.
+func (e *Experiment) emitEngines() {
+	e.mu.Lock()
+	cl := e.cluster
+	e.mu.Unlock()
+	if cl == nil {
+		return
+	}
+	for _, en := range cl.Engines() {
+		in := en.Info()
+		e.emit(Event{Kind: KindEngine, Engine: &EngineInfo{
+			Name: in.Name, Role: string(in.Role), Index: in.Index, State: string(in.State),
+			Pid: in.Pid, Sid: in.Sid, Members: in.Members, HTTPPort: in.HTTPPort, P2PPort: in.P2PPort,
+			Uptime: in.Uptime, Restarts: in.Restarts, Exit: in.Exit,
+		}})
+	}
+}
