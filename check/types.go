@@ -83,8 +83,8 @@ type Result struct {
 type Stats struct {
 	N      int           `json:"n"`
 	Pulled int           `json:"pulled"` // pulls that hit (cached_tokens > 0)
-	P50    time.Duration `json:"-"`
-	Max    time.Duration `json:"-"`
+	P50    time.Duration `json:"p50_ns"`
+	Max    time.Duration `json:"max_ns"`
 }
 
 // Summary is the figures of one row of the seed's table.

@@ -1,0 +1,133 @@
+package report
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// The JUnit XML shape CI systems read (GitLab, Jenkins, GitHub test
+// reporters): testsuites > testsuite (one per run) > testcase (one per
+// check), a failure element on each check that failed.
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr,omitempty"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+	SystemOut  *junitText      `xml:"system-out,omitempty"`
+}
+
+// junitText is element text kept as CDATA, so its line breaks stay line
+// breaks rather than &#xA; for whoever reads the XML.
+type junitText struct {
+	Text string `xml:",cdata"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",cdata"`
+}
+
+// WriteJUnit writes junit.xml: one testsuite per run named "arm/case", one
+// testcase per check. A suite's time is the run's wall time; a testcase's
+// is 0, as every check is evaluated at once over the whole run.
+func WriteJUnit(w io.Writer, runs ...Run) error {
+	doc := junitSuites{Name: "p2pfault"}
+	var total time.Duration
+	for _, r := range runs {
+		s := junitSuite{
+			Name: r.Name(),
+			Time: junitSeconds(r.Wall()),
+			Properties: []junitProperty{
+				{Name: "arm", Value: r.Info.Arm},
+				{Name: "case", Value: r.Info.Case},
+				{Name: "engine", Value: r.Info.Engine},
+				{Name: "time_scale", Value: fmt.Sprintf("%g", r.Info.TimeScale)},
+				{Name: "truncated", Value: fmt.Sprintf("%t", r.Truncated)},
+			},
+		}
+		if !r.First.IsZero() {
+			s.Timestamp = r.First.UTC().Format("2006-01-02T15:04:05")
+		}
+		class := "p2pfault." + r.Info.Arm + "." + r.Info.Case
+		for _, c := range r.Verdict.Checks {
+			tc := junitCase{Name: c.Name, Classname: class, Time: junitSeconds(0)}
+			if !c.Passed {
+				kind := "bound"
+				if c.Empty {
+					kind = "empty_window"
+				}
+				tc.Failure = &junitFailure{Message: c.Detail, Type: kind, Text: c.Detail + "\n" + r.Row().SeedLine()}
+				s.Failures++
+			}
+			s.Cases = append(s.Cases, tc)
+		}
+		s.Tests = len(s.Cases)
+		s.SystemOut = &junitText{Text: systemOut(r)}
+		doc.Suites = append(doc.Suites, s)
+		doc.Tests += s.Tests
+		doc.Failures += s.Failures
+		total += r.Wall()
+	}
+	doc.Time = junitSeconds(total)
+
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return fmt.Errorf("write junit.xml: %w", err)
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("write junit.xml: %w", err)
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return fmt.Errorf("write junit.xml: %w", err)
+	}
+	return nil
+}
+
+// systemOut is what a CI page shows under the suite: the seed's summary
+// lines and how the run ended.
+func systemOut(r Run) string {
+	sum := r.Verdict.Summary
+	lines := []string{sum.Faulted.SeedLine("faulted"), sum.Healthy.SeedLine("healthy")}
+	if r.HasWindow && r.Window.Recovers {
+		lines = append(lines, sum.Recovery.SeedLine("recovery"))
+	}
+	if r.EndMessage != "" {
+		lines = append(lines, "end: "+r.EndMessage)
+	}
+	if r.Truncated {
+		lines = append(lines, "truncated: the events end without an end event or with a partial line")
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func junitSeconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }

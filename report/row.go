@@ -1,0 +1,250 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"p2pfault/check"
+)
+
+// Row is one row of the seed's table: one arm × case. Its JSON is the
+// stable shape of DESIGN.md that CI reads; the fields tagged "-" feed the
+// top-level keys of report.json and the notes of report.md.
+type Row struct {
+	Arm      string       `json:"arm"`
+	Case     string       `json:"case"`
+	Passed   bool         `json:"passed"`
+	Checks   []CheckRow   `json:"checks"`
+	Faulted  FaultedRow   `json:"faulted"`
+	Healthy  HealthyRow   `json:"healthy"`
+	Recovery *RecoveryRow `json:"recovery,omitempty"` // absent when the fault does not recover (remove)
+
+	TimeScale  float64   `json:"-"`
+	Truncated  bool      `json:"-"`
+	Recomputed bool      `json:"-"`
+	First      time.Time `json:"-"` // wall clock of the run's first event
+	Last       time.Time `json:"-"` // ... and of its last
+}
+
+// CheckRow is one check's outcome.
+type CheckRow struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
+}
+
+// FaultedRow summarises the pulls naming the faulted source in the window.
+type FaultedRow struct {
+	N      int     `json:"n"`
+	Pulled int     `json:"pulled"`
+	P50    float64 `json:"p50_s"`
+	Max    float64 `json:"max_s"`
+}
+
+// HealthyRow summarises the pulls naming the other sources in the window.
+type HealthyRow struct {
+	N      int     `json:"n"`
+	Pulled int     `json:"pulled"`
+	Max    float64 `json:"max_s"`
+}
+
+// RecoveryRow summarises the pulls naming the faulted source after it.
+type RecoveryRow struct {
+	N      int `json:"n"`
+	Pulled int `json:"pulled"`
+}
+
+// Row is the run's row of the table.
+func (r Run) Row() Row {
+	v := r.Verdict
+	row := Row{
+		Arm:        r.Info.Arm,
+		Case:       r.Info.Case,
+		Passed:     v.Passed,
+		Checks:     make([]CheckRow, 0, len(v.Checks)),
+		TimeScale:  r.Info.TimeScale,
+		Truncated:  r.Truncated,
+		Recomputed: r.Recomputed,
+		First:      r.First,
+		Last:       r.Last,
+	}
+	for _, c := range v.Checks {
+		row.Checks = append(row.Checks, CheckRow{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
+	}
+	f, h := v.Summary.Faulted, v.Summary.Healthy
+	row.Faulted = FaultedRow{N: f.N, Pulled: f.Pulled, P50: f.P50.Seconds(), Max: f.Max.Seconds()}
+	row.Healthy = HealthyRow{N: h.N, Pulled: h.Pulled, Max: h.Max.Seconds()}
+	if r.HasWindow && r.Window.Recovers {
+		row.Recovery = &RecoveryRow{N: v.Summary.Recovery.N, Pulled: v.Summary.Recovery.Pulled}
+	}
+	return row
+}
+
+// Rows gives each run's row, in order.
+func Rows(runs []Run) []Row {
+	rows := make([]Row, len(runs))
+	for i, r := range runs {
+		rows[i] = r.Row()
+	}
+	return rows
+}
+
+// SeedLine is the seed's summary line of the row's faulted pulls.
+func (r Row) SeedLine() string {
+	return check.Stats{N: r.Faulted.N, Pulled: r.Faulted.Pulled, P50: seconds(r.Faulted.P50), Max: seconds(r.Faulted.Max)}.SeedLine("faulted")
+}
+
+// document is report.json.
+type document struct {
+	Rows      []Row     `json:"rows"`
+	TimeScale float64   `json:"time_scale"`
+	WallS     float64   `json:"wall_s"`
+	Truncated bool      `json:"truncated"`
+	Generated time.Time `json:"generated"`
+}
+
+// WriteJSON writes report.json for rows: "rows" plus "time_scale" (the
+// first row's: a slice runs every row at one scale), "wall_s" (first event
+// of any row to last of any: rows of a slice run side by side), "truncated"
+// (any row) and "generated". Generated is the wall clock of the newest
+// run's last event rather than now, so a report rebuilt from events.jsonl
+// is byte for byte the one the run wrote.
+func WriteJSON(w io.Writer, rows ...Row) error {
+	doc := document{Rows: rows}
+	if doc.Rows == nil {
+		doc.Rows = []Row{}
+	}
+	first, last := span(rows)
+	if len(rows) > 0 {
+		doc.TimeScale = rows[0].TimeScale
+	}
+	doc.WallS = roundMillis(last.Sub(first).Seconds())
+	doc.Generated = last.UTC()
+	for _, r := range rows {
+		doc.Truncated = doc.Truncated || r.Truncated
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("write report.json: %w", err)
+	}
+	return nil
+}
+
+// header is the seed's table header.
+func header() []string {
+	return []string{"arm", "case", "result", "faulted source p50 / max", "healthy source pulled, max", "faulted source pulled after recovery"}
+}
+
+// cells is the row as the seed's table shows it.
+func (r Row) cells() []string {
+	result := "pass"
+	if !r.Passed {
+		result = "FAIL"
+	}
+	faulted, healthy, recovery := notApplicable, notApplicable, notApplicable
+	if r.Faulted.N > 0 {
+		faulted = fmt.Sprintf("%.2f s / %.2f s", r.Faulted.P50, r.Faulted.Max)
+	}
+	if r.Healthy.N > 0 {
+		healthy = fmt.Sprintf("%d/%d, %.2f s", r.Healthy.Pulled, r.Healthy.N, r.Healthy.Max)
+	}
+	if r.Recovery != nil {
+		recovery = fmt.Sprintf("%d/%d", r.Recovery.Pulled, r.Recovery.N)
+	}
+	return []string{r.Arm, r.Case, result, faulted, healthy, recovery}
+}
+
+const notApplicable = "–"
+
+// WriteMarkdown writes report.md: the seed's table, then for each failed
+// row its failing checks and the seed's summary line, then the time scale
+// and wall time, and a note for every truncated run.
+func WriteMarkdown(w io.Writer, rows ...Row) error {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(header(), " | ") + " |\n")
+	b.WriteString(strings.Repeat("|---", len(header())) + "|\n")
+	for _, r := range rows {
+		cells := r.cells()
+		for i, c := range cells {
+			cells[i] = strings.ReplaceAll(c, "|", `\|`)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	for _, r := range rows {
+		if r.Passed {
+			continue
+		}
+		fmt.Fprintf(&b, "\n**%s / %s** failed:\n\n```\n%s\n", r.Arm, r.Case, r.SeedLine())
+		for _, c := range r.Checks {
+			if !c.Passed {
+				fmt.Fprintf(&b, "%s: %s\n", c.Name, c.Detail)
+			}
+		}
+		b.WriteString("```\n")
+	}
+	first, last := span(rows)
+	scale := 0.0
+	if len(rows) > 0 {
+		scale = rows[0].TimeScale
+	}
+	fmt.Fprintf(&b, "\nTime scale %g (the run's durations and bounds were multiplied by it; times above are real seconds). Wall time %.1f s.\n",
+		scale, last.Sub(first).Seconds())
+	for _, r := range rows {
+		if !r.Truncated {
+			continue
+		}
+		fmt.Fprintf(&b, "\n> **Truncated:** the events of %s / %s end without an end event or with a partial line: the run crashed or was still running.", r.Arm, r.Case)
+		if r.Recomputed {
+			b.WriteString(" Its checks were evaluated from the samples logged before that.")
+		}
+		b.WriteString("\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write report.md: %w", err)
+	}
+	return nil
+}
+
+// Table is the seed's table as aligned plain text for a terminal.
+func Table(rows []Row) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header(), "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r.cells(), "\t"))
+	}
+	tw.Flush()
+	// tabwriter pads the last column too when asked to align it; trim so
+	// the lines end in their text.
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// span is the earliest first event and the latest last event of rows.
+func span(rows []Row) (first, last time.Time) {
+	for _, r := range rows {
+		if !r.First.IsZero() && (first.IsZero() || r.First.Before(first)) {
+			first = r.First
+		}
+		if r.Last.After(last) {
+			last = r.Last
+		}
+	}
+	if first.IsZero() || last.Before(first) {
+		return last, last
+	}
+	return first, last
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+func roundMillis(s float64) float64 { return math.Round(s*1e3) / 1e3 }

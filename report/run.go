@@ -1,0 +1,206 @@
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"p2pfault/check"
+	"p2pfault/experiment"
+	"p2pfault/probe"
+)
+
+// Run is one finished (or crashed) run, as its events tell it.
+type Run struct {
+	Info experiment.RunInfo
+
+	// Window is the fault window the checks look at: the scripted
+	// fault's, or the latest one of a run without a timeline (faults from
+	// keys). HasWindow is false for a run without a fault (case none).
+	Window    check.Window
+	HasWindow bool
+	// Windows is every fault window of the run, closed; the timeline
+	// shades them all.
+	Windows []check.Window
+
+	Samples []probe.Sample
+	RunEnd  time.Duration // when the probe stopped sending, since t0
+
+	Verdict check.Verdict
+	// Recomputed says the events held no final verdict (the run crashed
+	// before its checks) and Verdict was computed here from the samples.
+	Recomputed bool
+	// Truncated says the events ended without an end event or with a
+	// partial line: the run crashed or is still running.
+	Truncated bool
+
+	First, Last time.Time // wall clock of the first and the last event
+	EndMessage  string    // why the run ended, from its end event
+	ExitCode    int
+}
+
+// Wall is the real time the run took, first event to last.
+func (r Run) Wall() time.Duration {
+	if r.First.IsZero() || r.Last.Before(r.First) {
+		return 0
+	}
+	return r.Last.Sub(r.First)
+}
+
+// Name is "arm/case", the run's name in JUnit and in file names.
+func (r Run) Name() string { return r.Info.Arm + "/" + r.Info.Case }
+
+// FromEvents rebuilds a run from its events (as ReadEvents returns them).
+// The verdict is the final verdict event's when there is one; otherwise the
+// checks are evaluated here over the samples, so a crashed run still gets
+// one. A fault window still open when the events stop is closed at the run
+// end. Truncated is set when there is no end event; a cut last line only
+// ReadEvents sees, so Rebuild adds its verdict.
+func FromEvents(events []experiment.Event) (Run, error) {
+	var (
+		r        Run
+		haveRun  bool
+		doneAt   time.Duration
+		haveDone bool
+		final    *check.Verdict
+		open     []int // indexes into r.Windows of windows not closed yet
+		sawEnd   bool
+	)
+	for i, ev := range events {
+		if i == 0 {
+			r.First = ev.Wall
+		}
+		if ev.Wall.After(r.Last) {
+			r.Last = ev.Wall
+		}
+		switch ev.Kind {
+		case experiment.KindRun:
+			if ev.Run == nil {
+				return Run{}, fmt.Errorf("event %d (seq %d): run event without run info", i+1, ev.Seq)
+			}
+			if haveRun {
+				return Run{}, fmt.Errorf("event %d (seq %d): a second run event: one events log holds one run", i+1, ev.Seq)
+			}
+			r.Info, haveRun = *ev.Run, true
+		case experiment.KindPhase:
+			if ev.Phase == experiment.PhaseDone && !haveDone {
+				doneAt, haveDone = ev.T, true
+			}
+		case experiment.KindWindow:
+			if ev.Window == nil {
+				return Run{}, fmt.Errorf("event %d (seq %d): window event without window", i+1, ev.Seq)
+			}
+			open = addWindow(&r.Windows, open, *ev.Window)
+		case experiment.KindSamples:
+			r.Samples = append(r.Samples, ev.Samples...)
+		case experiment.KindVerdict:
+			if ev.Verdict != nil && ev.Final {
+				final = ev.Verdict
+			}
+		case experiment.KindEnd:
+			r.EndMessage, r.ExitCode, sawEnd = ev.Message, ev.ExitCode, true
+		}
+	}
+	if !haveRun {
+		return Run{}, fmt.Errorf("no run event among %d events: not a p2pfault events log", len(events))
+	}
+
+	// The run ends at its phase "done", or for a crashed run at its last
+	// event; capped at the planned duration, past which the probe never
+	// sends (done and end come later, once in-flight pulls drained).
+	r.RunEnd = doneAt
+	if !haveDone && len(events) > 0 {
+		r.RunEnd = events[len(events)-1].T
+	}
+	if r.Info.Duration > 0 && r.RunEnd > r.Info.Duration {
+		r.RunEnd = r.Info.Duration
+	}
+	r.RunEnd = max(r.RunEnd, 0)
+	r.Truncated = !sawEnd
+	for _, i := range open {
+		r.Windows[i].End = max(r.RunEnd, r.Windows[i].Start)
+	}
+	// The checks look at the scripted fault's window, or on the dashboard
+	// (no timeline) at the latest fault, as the experiment does.
+	if n := len(r.Windows); n > 0 {
+		r.Window, r.HasWindow = r.Windows[n-1], true
+		if r.Info.Timeline != "" {
+			r.Window = r.Windows[0]
+		}
+	}
+
+	computed := check.Evaluate(check.Input{Samples: r.Samples, Window: r.Window, RunEnd: r.RunEnd, Bounds: r.Info.Bounds})
+	if !r.HasWindow {
+		// Without a fault only all_200 means anything: the other checks
+		// would fail on windows that were never meant to exist.
+		for _, c := range computed.Checks {
+			if c.Name == check.NameAll200 {
+				computed = check.Verdict{Passed: c.Passed, Checks: []check.Result{c}}
+				break
+			}
+		}
+	}
+	if final == nil {
+		r.Verdict, r.Recomputed = computed, true
+		return r, nil
+	}
+	r.Verdict = *final
+	// check.Stats does not carry P50 and Max in JSON, so a verdict read
+	// back from events has them zero: take them from the samples.
+	fill := func(dst *check.Stats, src check.Stats) {
+		if dst.P50 == 0 && dst.Max == 0 {
+			dst.P50, dst.Max = src.P50, src.Max
+		}
+	}
+	fill(&r.Verdict.Summary.Faulted, computed.Summary.Faulted)
+	fill(&r.Verdict.Summary.Healthy, computed.Summary.Healthy)
+	fill(&r.Verdict.Summary.Recovery, computed.Summary.Recovery)
+	return r, nil
+}
+
+// addWindow records a window event: End == 0 opens a window, anything else
+// closes the open one on the same source and start (or records a window
+// whose opening was not logged).
+func addWindow(all *[]check.Window, open []int, w check.Window) []int {
+	if w.End == 0 {
+		*all = append(*all, w)
+		return append(open, len(*all)-1)
+	}
+	for k, i := range open {
+		if (*all)[i].Source == w.Source && (*all)[i].Start == w.Start {
+			(*all)[i] = w
+			return append(open[:k:k], open[k+1:]...)
+		}
+	}
+	*all = append(*all, w)
+	return open
+}
+
+// Rebuild reads the events file of a finished or crashed run and writes
+// every report into outDir, or beside the events file when outDir is "".
+// The run it returns says whether the events were truncated; report.md
+// says so too.
+func Rebuild(eventsPath, outDir string) (Run, error) {
+	f, err := os.Open(eventsPath)
+	if err != nil {
+		return Run{}, fmt.Errorf("open events log: %w", err)
+	}
+	defer f.Close()
+	events, truncated, err := ReadEvents(f)
+	if err != nil {
+		return Run{}, fmt.Errorf("read %s: %w", eventsPath, err)
+	}
+	run, err := FromEvents(events)
+	if err != nil {
+		return Run{}, fmt.Errorf("read %s: %w", eventsPath, err)
+	}
+	run.Truncated = run.Truncated || truncated
+	if outDir == "" {
+		outDir = filepath.Dir(eventsPath)
+	}
+	if err := WriteAll(outDir, []Run{run}); err != nil {
+		return run, err
+	}
+	return run, nil
+}

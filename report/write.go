@@ -1,0 +1,112 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Report file names in the output folder.
+const (
+	FileMarkdown = "report.md"
+	FileJSON     = "report.json"
+	FileJUnit    = "junit.xml"
+	FileEvents   = "events.jsonl"
+	FileTimeline = "timeline.svg"
+)
+
+// WriteAll writes report.md, report.json and junit.xml for runs into dir
+// (created if missing), and a timeline per run: timeline.svg for one run,
+// timeline-<arm>-<case>.svg for several. Each file is written to a
+// temporary name and renamed, so a reader never sees half a report.
+func WriteAll(dir string, runs []Run) error {
+	if len(runs) == 0 {
+		return fmt.Errorf("write reports into %s: no runs", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create report folder: %w", err)
+	}
+	rows := Rows(runs)
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, rows...); err != nil {
+		return err
+	}
+	if err := writeFile(dir, FileMarkdown, b.Bytes()); err != nil {
+		return err
+	}
+	b.Reset()
+	if err := WriteJSON(&b, rows...); err != nil {
+		return err
+	}
+	if err := writeFile(dir, FileJSON, b.Bytes()); err != nil {
+		return err
+	}
+	b.Reset()
+	if err := WriteJUnit(&b, runs...); err != nil {
+		return err
+	}
+	if err := writeFile(dir, FileJUnit, b.Bytes()); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		name := FileTimeline
+		if len(runs) > 1 {
+			name = TimelineName(r)
+		}
+		b.Reset()
+		if err := WriteSVG(&b, r); err != nil {
+			return err
+		}
+		if err := writeFile(dir, name, b.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TimelineName is the timeline file of run among several:
+// timeline-<arm>-<case>.svg, with anything but letters, digits, '.', '_'
+// and '-' in the names replaced by '_' ("+ #64501" is a fine arm name but
+// not a fine file name).
+func TimelineName(r Run) string {
+	return "timeline-" + fileSafe(r.Info.Arm) + "-" + fileSafe(r.Info.Case) + ".svg"
+}
+
+func fileSafe(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(c rune) rune {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+			return c
+		}
+		return '_'
+	}, s)
+}
+
+func writeFile(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	tmp, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
