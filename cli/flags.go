@@ -26,6 +26,7 @@ type clusterFlags struct {
 	decoderPort int
 	p2pPort     int
 	engineArgs  []string
+	freePorts   bool
 	handshake   time.Duration
 
 	interval    time.Duration
@@ -42,7 +43,7 @@ type clusterFlags struct {
 
 func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	def := check.DefaultBounds()
-	fs.StringVar(&f.engine, "engine", runner.EngineSim, "engine: sim (the built-in simulated engine, no GPU) or vllm (real `vllm serve`)")
+	fs.StringVar(&f.engine, "engine", runner.EngineSim, "engine: sim (the built-in simulated engine, no GPU) or vllm (real vllm serve processes)")
 	fs.StringVar(&f.vllmBin, "vllm-bin", "vllm", "the vllm binary, with --engine vllm")
 	fs.StringVar(&f.model, "model", runner.DefaultModel, "model every engine serves")
 	fs.StringSliceVar(&f.gpus, "gpus", nil, "GPUs for CUDA_VISIBLE_DEVICES, round-robin over engines (--engine vllm), e.g. 0,1,2")
@@ -51,6 +52,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.sourcePort, "source-port", 0, "fix source i's HTTP port to this + i (default 8100 + i, or free ports when taken)")
 	fs.IntVar(&f.decoderPort, "decoder-port", 0, "fix the decoder's HTTP port (default 8200, or a free port when taken)")
 	fs.IntVar(&f.p2pPort, "p2p-port", 0, "fix the P2P ports: source i on this + i, the decoder after the sources (default 7777)")
+	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from the kernel instead of the defaults (parallel runs, tests)")
 	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
 
@@ -121,6 +123,7 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 			HandshakeTimeout: f.handshake,
 			ExtraArgs:        append(append([]string{}, f.engineArgs...), extra...),
 			Ports:            runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
+			FreePorts:        f.freePorts,
 		},
 		TimeScale:     f.timeScale,
 		Interval:      f.interval,

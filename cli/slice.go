@@ -97,7 +97,7 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		}
 		// Rows running at once take free ports rather than racing for the
 		// script's defaults.
-		cfg.Cluster.FreePorts = parallel > 1
+		cfg.Cluster.FreePorts = cfg.Cluster.FreePorts || parallel > 1
 		if err := os.MkdirAll(r.out, 0o755); err != nil {
 			return exitcode.Usagef("create output folder %s: %w", r.out, err)
 		}

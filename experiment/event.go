@@ -44,7 +44,7 @@ const (
 // line; `p2pfault report` rebuilds every report from them.
 type Event struct {
 	Seq  int64         `json:"seq"`
-	T    time.Duration `json:"t_ns"` // since t0 (the end of warm-up); negative before it
+	T    time.Duration `json:"t_ns"` // since t0 (the end of warm-up); 0 before it (Wall says when)
 	Wall time.Time     `json:"wall"`
 	Kind Kind          `json:"kind"`
 

@@ -1,0 +1,369 @@
+// Package probe drives open-loop pull traffic through the decoder: each trial
+// seeds a unique prompt on one source, then pulls it into the decoder with
+// kv_transfer_params.remote_kv_source naming that source, and records a
+// Sample. The schedule never waits for a response, so a pull that hangs for
+// 30 s delays no other trial (no coordinated omission).
+package probe
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Config; the seed's probe sends one trial per source every 0.5 s.
+const (
+	DefaultInterval     = 500 * time.Millisecond
+	DefaultPromptTokens = 400 // 3 blocks of 128 + 16: cached_tokens of a full hit is 384
+	// A seed normally takes milliseconds; a stalled source must not hold the
+	// pull back much longer than that, so the seed gives up early.
+	DefaultSeedTimeout = 5 * time.Second
+	// Longer than the slowest real outcome of a pull (30 s load timeout + 10 s
+	// abort-ack, reference §3), so a slow pull is measured, never cut short.
+	DefaultPullTimeout = 60 * time.Second
+	DefaultMaxInFlight = 256
+)
+
+// Token ids of prompts are drawn from [MinTokenID, MaxTokenID): valid for the
+// Llama 3 vocabulary and clear of its special tokens.
+const (
+	MinTokenID = 1000
+	MaxTokenID = 120000
+)
+
+// warnEvery rate-limits Warn: a stalled decoder can hit the in-flight cap on
+// every trial, and one line a second says as much as a hundred.
+const warnEvery = time.Second
+
+// ErrAborted is the cause of trials cut short by (*Prober).Abort.
+var ErrAborted = errors.New("probe aborted")
+
+// Source is one engine the decoder pulls from.
+type Source struct {
+	Index   int    // reported in Sample.Source
+	URL     string // the source's HTTP base URL, e.g. http://127.0.0.1:8100
+	P2PHost string // remote_host of the pull: byte-identical to the source's configured P2P host
+	P2PPort int    // remote_port of the pull
+}
+
+// Config of a Prober. Zero durations and counts take the defaults above.
+type Config struct {
+	DecoderURL   string // the decoder's HTTP base URL
+	Sources      []Source
+	Model        string        // "model" of every request
+	Interval     time.Duration // between trials of one source
+	PromptTokens int           // prompt length in token ids
+	SeedTimeout  time.Duration // per seed request, until the body is read
+	PullTimeout  time.Duration // per pull request, until the body is read
+	MaxInFlight  int           // trials in flight at once; a trial over the cap is recorded as failed
+	// Warn is told what the user should know (the in-flight cap was hit). It
+	// is rate-limited and never called concurrently; it must not block long.
+	Warn func(string)
+}
+
+// Prober runs trials. Its methods are safe for concurrent use.
+type Prober struct {
+	cfg      Config
+	decoder  *http.Client
+	sources  []*http.Client // one per source, aligned with cfg.Sources
+	pullURL  string
+	seedURLs []string
+	// Body fragments, encoded once: every request shares them.
+	modelJSON []byte
+	kvTail    [][]byte // per source: `","remote_host":"...","remote_port":N}}`
+
+	paused atomic.Bool
+
+	abortCtx context.Context
+	abort    context.CancelCauseFunc
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	warnMu     sync.Mutex
+	lastWarn   time.Time
+	suppressed int
+}
+
+// New validates cfg, fills its defaults and returns a Prober. Connections are
+// opened lazily and reused: one pool for the decoder and one per source, so
+// connections hung on a stalled source never starve the others.
+func New(cfg Config) (*Prober, error) {
+	cfg, err := withDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("probe: seed prompt generator from crypto/rand: %w", err)
+	}
+	modelJSON, err := json.Marshal(cfg.Model)
+	if err != nil {
+		return nil, fmt.Errorf("probe: encode model %q: %w", cfg.Model, err)
+	}
+	p := &Prober{
+		cfg:       cfg,
+		decoder:   newClient(cfg.MaxInFlight),
+		pullURL:   cfg.DecoderURL + "/v1/completions",
+		modelJSON: modelJSON,
+		rng:       rand.New(rand.NewChaCha8(seed)),
+	}
+	p.abortCtx, p.abort = context.WithCancelCause(context.Background())
+	for _, s := range cfg.Sources {
+		p.sources = append(p.sources, newClient(cfg.MaxInFlight))
+		p.seedURLs = append(p.seedURLs, s.URL+"/v1/completions")
+		host, err := json.Marshal(s.P2PHost)
+		if err != nil {
+			return nil, fmt.Errorf("probe: encode P2P host %q of source %d: %w", s.P2PHost, s.Index, err)
+		}
+		tail := append([]byte(`","remote_host":`), host...)
+		tail = append(tail, `,"remote_port":`...)
+		tail = strconv.AppendInt(tail, int64(s.P2PPort), 10)
+		p.kvTail = append(p.kvTail, append(tail, "}}"...))
+	}
+	return p, nil
+}
+
+func withDefaults(cfg Config) (Config, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("probe: "+format, args...)) }
+
+	if u, err := checkBaseURL(cfg.DecoderURL); err != nil {
+		bad("decoder URL: %w", err)
+	} else {
+		cfg.DecoderURL = u
+	}
+	if strings.TrimSpace(cfg.Model) == "" {
+		bad("model is empty")
+	}
+	if len(cfg.Sources) == 0 {
+		bad("no sources to pull from")
+	}
+	seen := map[int]bool{}
+	sources := make([]Source, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		name := fmt.Sprintf("source %d (#%d in the list)", s.Index, i)
+		if s.Index < 0 {
+			bad("%s: index is negative", name)
+		}
+		if seen[s.Index] {
+			bad("%s: index used twice", name)
+		}
+		seen[s.Index] = true
+		if u, err := checkBaseURL(s.URL); err != nil {
+			bad("%s: URL: %w", name, err)
+		} else {
+			s.URL = u
+		}
+		if strings.TrimSpace(s.P2PHost) == "" {
+			bad("%s: P2P host is empty", name)
+		}
+		if s.P2PPort < 1 || s.P2PPort > 65535 {
+			bad("%s: P2P port %d is not in 1..65535", name, s.P2PPort)
+		}
+		sources[i] = s
+	}
+	cfg.Sources = sources
+
+	setDur := func(d *time.Duration, def time.Duration, name string) {
+		switch {
+		case *d < 0:
+			bad("%s %s is negative", name, *d)
+		case *d == 0:
+			*d = def
+		}
+	}
+	setDur(&cfg.Interval, DefaultInterval, "interval")
+	setDur(&cfg.SeedTimeout, DefaultSeedTimeout, "seed timeout")
+	setDur(&cfg.PullTimeout, DefaultPullTimeout, "pull timeout")
+	switch {
+	case cfg.PromptTokens < 0:
+		bad("prompt tokens %d is negative", cfg.PromptTokens)
+	case cfg.PromptTokens == 0:
+		cfg.PromptTokens = DefaultPromptTokens
+	}
+	switch {
+	case cfg.MaxInFlight < 0:
+		bad("max in flight %d is negative", cfg.MaxInFlight)
+	case cfg.MaxInFlight == 0:
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Warn == nil {
+		cfg.Warn = func(string) {}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// checkBaseURL accepts http(s)://host[:port][/path] and returns it without a
+// trailing slash, so "/v1/completions" can be appended.
+func checkBaseURL(raw string) (string, error) {
+	if strings.TrimSpace(raw) == "" {
+		return "", errors.New("empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%q: scheme must be http or https", raw)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("%q: no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%q: a base URL takes no query or fragment", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+func newClient(maxConns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		// Engines are reached directly: a proxy would add its own latency to
+		// every measurement.
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        maxConns,
+		MaxIdleConnsPerHost: maxConns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (p *Prober) Config() Config {
+	c := p.cfg
+	c.Sources = append([]Source(nil), c.Sources...)
+	return c
+}
+
+// SetPaused stops (true) or resumes (false) starting new trials. A paused
+// slot is skipped, not deferred: resuming never bursts the missed trials.
+func (p *Prober) SetPaused(paused bool) { p.paused.Store(paused) }
+
+// Paused reports whether new trials are paused.
+func (p *Prober) Paused() bool { return p.paused.Load() }
+
+// Abort ends every request in flight now (their samples say "probe aborted")
+// and every later one at once; it is final. Use it when the user quits, so
+// Run does not wait out hung pulls.
+func (p *Prober) Abort() { p.abort(ErrAborted) }
+
+// Close releases idle connections. Call it once Run and Warmup returned.
+func (p *Prober) Close() {
+	p.decoder.CloseIdleConnections()
+	for _, c := range p.sources {
+		c.CloseIdleConnections()
+	}
+}
+
+// Run sends trials until ctx is done, then waits for the trials in flight
+// (up to their timeouts, or Abort) and returns. Trial n (counting all
+// sources) is scheduled at t0 + n×Interval/len(Sources): source #i of the
+// list gets trials i, i+N, i+2N, ..., so sources are phased Interval/N apart
+// and never burst together. A trial late on its slot (a busy machine) starts
+// at once. Every scheduled trial yields exactly one Sample on out, also when
+// the in-flight cap was hit, except slots skipped while paused. Run does not
+// close out; the caller must keep receiving until Run returns. Call Run once
+// per measured run: trial numbers start at 0 each time.
+func (p *Prober) Run(ctx context.Context, t0 time.Time, out chan<- Sample) {
+	// Trials in flight outlive ctx (they end on their own timeouts) but not
+	// Abort.
+	reqCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stop := context.AfterFunc(p.abortCtx, func() { cancel(context.Cause(p.abortCtx)) })
+	defer stop()
+
+	slots := make(chan struct{}, p.cfg.MaxInFlight)
+	var wg sync.WaitGroup
+	for i := range p.cfg.Sources {
+		wg.Go(func() { p.schedule(ctx, reqCtx, t0, i, slots, &wg, out) })
+	}
+	wg.Wait()
+	p.flushWarnings()
+}
+
+func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slots chan struct{}, wg *sync.WaitGroup, out chan<- Sample) {
+	n := int64(len(p.cfg.Sources))
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for k := int64(0); ; k++ {
+		trial := k*n + int64(i)
+		at := t0.Add(time.Duration(trial) * p.cfg.Interval / time.Duration(n))
+		if d := time.Until(at); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		}
+		// select picks at random when the timer and ctx are both ready: no
+		// trial may start once ctx is done.
+		if ctx.Err() != nil {
+			return
+		}
+		if p.paused.Load() {
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+			wg.Go(func() {
+				s, _ := p.trial(reqCtx, t0, i, trial)
+				<-slots // the requests are over: free the slot before a slow receiver can hold it
+				out <- s
+			})
+		default:
+			s := p.capHit(t0, i, trial)
+			wg.Go(func() { out <- s })
+		}
+	}
+}
+
+// capHit records a trial that was not sent because MaxInFlight requests were
+// in flight: a failed sample, never a silent gap in the schedule.
+func (p *Prober) capHit(t0 time.Time, i int, trial int64) Sample {
+	msg := fmt.Sprintf("not sent: %d requests in flight (max-in-flight %d)", p.cfg.MaxInFlight, p.cfg.MaxInFlight)
+	p.warnMu.Lock()
+	defer p.warnMu.Unlock()
+	now := time.Now()
+	if p.lastWarn.IsZero() || now.Sub(p.lastWarn) >= warnEvery {
+		w := fmt.Sprintf("probe: %d requests in flight hit the cap (max-in-flight %d): trials are recorded as failed", p.cfg.MaxInFlight, p.cfg.MaxInFlight)
+		if p.suppressed > 0 {
+			w += fmt.Sprintf("; %d more since the last warning", p.suppressed)
+		}
+		p.cfg.Warn(w)
+		p.lastWarn, p.suppressed = now, 0
+	} else {
+		p.suppressed++
+	}
+	return Sample{
+		Source:       p.cfg.Sources[i].Index,
+		Trial:        trial,
+		SeedErr:      msg,
+		Start:        now.Sub(t0),
+		PromptTokens: p.cfg.PromptTokens,
+		Err:          msg,
+	}
+}
+
+// flushWarnings reports cap hits that the rate limit held back, so the last
+// second of a run is not left unsaid.
+func (p *Prober) flushWarnings() {
+	p.warnMu.Lock()
+	defer p.warnMu.Unlock()
+	if p.suppressed > 0 {
+		p.cfg.Warn(fmt.Sprintf("probe: %d more trials hit the in-flight cap (max-in-flight %d) since the last warning", p.suppressed, p.cfg.MaxInFlight))
+		p.suppressed = 0
+	}
+}

@@ -1,0 +1,243 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// maxBody caps what is read of a response: a completion with max_tokens 1 is
+// a few hundred bytes, and a runaway body must not eat the probe's memory.
+const maxBody = 1 << 20
+
+// kvHead opens the pull's kv_transfer_params; a fresh uuid4 and the
+// source's kvTail follow.
+const kvHead = `,"kv_transfer_params":{"remote_kv_source":{"kv_request_id":"`
+
+// serviceTimeHeader is set by the simulated engine: its own time serving the
+// request, so a benchmark can tell the probe's overhead from the engine's.
+const serviceTimeHeader = "X-Sim-Service-Time"
+
+// pullInfo is what a trial knows beyond its Sample; warm-up uses it to say
+// why a source is not handshaken yet.
+type pullInfo struct {
+	noDetails bool // 200 without usage.prompt_tokens_details.cached_tokens
+}
+
+// trial seeds a fresh prompt on source #i of the list, then pulls it into the
+// decoder naming that source, whatever became of the seed.
+func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64) (Sample, pullInfo) {
+	src := p.cfg.Sources[i]
+	s := Sample{Source: src.Index, Trial: n, PromptTokens: p.cfg.PromptTokens}
+
+	prefix := p.bodyPrefix()
+	// The seed gets its own copy: the pull appends to prefix in place.
+	seed := append(prefix[:len(prefix):len(prefix)], '}')
+	r := p.post(ctx, p.sources[i], p.seedURLs[i], seed, p.cfg.SeedTimeout, "source", false)
+	s.SeedStatus, s.SeedLatency, s.SeedErr = r.status, r.latency, r.err
+
+	pull := append(prefix, kvHead...)
+	pull = append(pull, uuid.NewString()...)
+	pull = append(pull, p.kvTail[i]...)
+	pull = append(pull, '}')
+	start := time.Now()
+	r = p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", true, start)
+	s.Start = start.Sub(t0)
+	s.Latency, s.Status, s.Err = r.latency, r.status, r.err
+	s.ServiceTime = r.service
+	// What the decoder counted, or else what was sent.
+	if r.promptTokens > 0 {
+		s.PromptTokens = r.promptTokens
+	}
+	s.CachedTokens = r.cachedTokens
+	return s, pullInfo{noDetails: r.noDetails}
+}
+
+// bodyPrefix encodes `{"model":M,"prompt":[ids],"max_tokens":1,"temperature":0`
+// with a fresh prompt: token ids, so real vLLM and the sim see the same
+// tokens with no tokenizer in between, drawn at random so that cached tokens
+// can only have come over P2P.
+func (p *Prober) bodyPrefix() []byte {
+	n := p.cfg.PromptTokens
+	// Room for the ids, the rest of the body and the kv_transfer_params.
+	b := make([]byte, 0, 64+len(p.modelJSON)+7*n+160)
+	b = append(b, `{"model":`...)
+	b = append(b, p.modelJSON...)
+	b = append(b, `,"prompt":[`...)
+	p.rngMu.Lock()
+	for k := range n {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(MinTokenID+p.rng.IntN(MaxTokenID-MinTokenID)), 10)
+	}
+	p.rngMu.Unlock()
+	return append(b, `],"max_tokens":1,"temperature":0`...)
+}
+
+// result of one POST.
+type result struct {
+	status       int
+	latency      time.Duration
+	err          string
+	service      time.Duration
+	promptTokens int
+	cachedTokens int
+	noDetails    bool
+}
+
+func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, parse bool) result {
+	return p.postAt(ctx, c, u, body, timeout, who, parse, time.Now())
+}
+
+// postAt sends body to u and reads the answer within timeout; latency counts
+// from start until the body was read or the error. who names the answering
+// engine in errors ("decoder", "source").
+func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, parse bool, start time.Time) result {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var r result
+	fail := func(err error) result {
+		r.latency = time.Since(start)
+		r.err = describe(ctx, rctx, err, u, timeout, r.status)
+		return r
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return fail(err)
+	}
+	defer resp.Body.Close()
+	r.status = resp.StatusCode
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return fail(err)
+	}
+	r.latency = time.Since(start)
+	if v := resp.Header.Get(serviceTimeHeader); v != "" {
+		// A malformed header says nothing about the pull itself, so it only
+		// leaves ServiceTime unset.
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+			r.service = time.Duration(f * float64(time.Second))
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		r.err = fmt.Sprintf("%s answered %d %s: %s", who, resp.StatusCode, http.StatusText(resp.StatusCode), errorMessage(data))
+		return r
+	}
+	if parse {
+		parseUsage(&r, data, who)
+	}
+	return r
+}
+
+// parseUsage reads usage.prompt_tokens and
+// usage.prompt_tokens_details.cached_tokens; a missing or null count is 0.
+func parseUsage(r *result, data []byte, who string) {
+	var body struct {
+		Usage *struct {
+			PromptTokens *int `json:"prompt_tokens"`
+			Details      *struct {
+				Cached *int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		r.err = fmt.Sprintf("%s answered %d but the body is not valid JSON (%v): %s", who, r.status, err, snippet(data))
+		return
+	}
+	u := body.Usage
+	if u == nil || u.Details == nil || u.Details.Cached == nil {
+		r.noDetails = true
+	}
+	if u == nil {
+		return
+	}
+	if u.PromptTokens != nil {
+		if *u.PromptTokens < 0 {
+			r.err = fmt.Sprintf("%s answered usage.prompt_tokens %d, which is negative", who, *u.PromptTokens)
+			return
+		}
+		r.promptTokens = *u.PromptTokens
+	}
+	if u.Details != nil && u.Details.Cached != nil {
+		if *u.Details.Cached < 0 {
+			r.err = fmt.Sprintf("%s answered usage.prompt_tokens_details.cached_tokens %d, which is negative", who, *u.Details.Cached)
+			return
+		}
+		r.cachedTokens = *u.Details.Cached
+	}
+}
+
+// describe turns a request error into a sample's Err, saying which deadline
+// ended it rather than Go's bare "context deadline exceeded". status is the
+// answer's when the error came while reading its body, else 0.
+func describe(parent, rctx context.Context, err error, u string, timeout time.Duration, status int) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	what := "no answer"
+	if status != 0 {
+		what = fmt.Sprintf("answered %d but the body was not read", status)
+	}
+	switch {
+	case errors.Is(context.Cause(parent), errWarmupDeadline):
+		return fmt.Sprintf("POST %s: %s before the warm-up deadline", u, what)
+	case parent.Err() != nil:
+		return fmt.Sprintf("POST %s: %s: %v", u, what, context.Cause(parent))
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		return fmt.Sprintf("POST %s: %s within %s (timeout)", u, what, timeout)
+	case status != 0:
+		return fmt.Sprintf("POST %s: %s: %v", u, what, err)
+	default:
+		return fmt.Sprintf("POST %s: %v", u, err)
+	}
+}
+
+// errorMessage pulls the message out of an OpenAI-style error body
+// ({"error":{"message":...}} or vLLM's older {"message":...}), else shows the
+// start of the body.
+func errorMessage(data []byte) string {
+	var body struct {
+		Message string `json:"message"`
+		Error   *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &body) == nil {
+		if body.Error != nil && body.Error.Message != "" {
+			return body.Error.Message
+		}
+		if body.Message != "" {
+			return body.Message
+		}
+	}
+	return snippet(data)
+}
+
+func snippet(data []byte) string {
+	const max = 200
+	s := strings.TrimSpace(string(data))
+	if s == "" {
+		return "(empty body)"
+	}
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return strconv.Quote(s)
+}

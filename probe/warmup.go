@@ -1,0 +1,96 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// errWarmupDeadline is the cause of requests cut by the warm-up deadline.
+var errWarmupDeadline = errors.New("warm-up deadline passed")
+
+// Warmup handshakes every source's P2P session before t0: for all sources in
+// parallel it repeats seed + pull, one attempt every Interval, until a pull
+// naming the source hits. The first pull to a peer pays the session setup;
+// measuring it would count that cost as a fault. It returns nil when every
+// source hit within timeout; else one error per source that did not, naming
+// it and its last failure, wrapping context.DeadlineExceeded (or ctx's error
+// when ctx ended first).
+func (p *Prober) Warmup(ctx context.Context, timeout time.Duration) error {
+	if timeout <= 0 {
+		return fmt.Errorf("probe: warm-up timeout %s is not positive", timeout)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(timeout, func() { cancel(errWarmupDeadline) })
+	defer deadline.Stop()
+	stop := context.AfterFunc(p.abortCtx, func() { cancel(context.Cause(p.abortCtx)) })
+	defer stop()
+
+	t0 := time.Now()
+	errs := make([]error, len(p.cfg.Sources))
+	var wg sync.WaitGroup
+	for i := range p.cfg.Sources {
+		wg.Go(func() { errs[i] = p.warmSource(wctx, t0, i, timeout) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout time.Duration) error {
+	src := p.cfg.Sources[i]
+	name := fmt.Sprintf("source %d (P2P %s:%d)", src.Index, src.P2PHost, src.P2PPort)
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
+	var last string
+	for attempt := 1; ; attempt++ {
+		s, info := p.trial(ctx, t0, i, int64(attempt))
+		if s.Hit() {
+			return nil
+		}
+		if ctx.Err() == nil || last == "" {
+			last = lastFailure(s, info)
+		}
+		wait.Reset(p.cfg.Interval)
+		select {
+		case <-wait.C:
+			continue
+		case <-ctx.Done():
+		}
+		// The caller says "warm-up"; each line names the source it is about.
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errWarmupDeadline):
+			return fmt.Errorf("%s not handshaken within %s (%s); last: %s: %w",
+				name, timeout, attempts(attempt), last, context.DeadlineExceeded)
+		default:
+			return fmt.Errorf("%s not handshaken: stopped after %s (last: %s): %w", name, attempts(attempt), last, cause)
+		}
+	}
+}
+
+// lastFailure says why a warm-up attempt did not count as a hit.
+func lastFailure(s Sample, info pullInfo) string {
+	var msg string
+	switch {
+	case s.Err != "":
+		msg = "pull failed: " + s.Err
+	case info.noDetails:
+		msg = fmt.Sprintf("pull answered %d without usage.prompt_tokens_details.cached_tokens "+
+			"(is the decoder started with --enable-prompt-tokens-details?)", s.Status)
+	default:
+		msg = fmt.Sprintf("pull answered %d with cached_tokens %d", s.Status, s.CachedTokens)
+	}
+	if s.SeedErr != "" {
+		msg += " after the seed failed: " + s.SeedErr
+	}
+	return msg
+}
+
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}

@@ -1,0 +1,130 @@
+package ui
+
+import (
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"p2pfault/experiment"
+)
+
+// eventsMsg is a batch of run events: everything that was queued when the
+// feed woke up, so the dashboard redraws once per batch, not per event.
+type eventsMsg struct {
+	events []experiment.Event
+	closed bool // the channel closed after these events
+}
+
+// clockMsg moves countdowns and the elapsed time between events.
+type clockMsg struct{}
+
+// actionDoneMsg is the outcome of a Controller call a key made.
+type actionDoneMsg struct {
+	action string
+	source int
+	err    error
+}
+
+// logTailMsg carries an engine's last log lines for the full-screen log.
+type logTailMsg struct {
+	engine string
+	lines  []string
+}
+
+// failTailsMsg carries the last log lines of the engines that did not come up.
+type failTailsMsg struct{ tails []engineTail }
+
+// maxBatch bounds one batch so a flood of events cannot starve the keys.
+const maxBatch = 4096
+
+// waitEvents is the realtime feed: it waits gap (so batches come at most
+// ~10 a second), blocks for the next event, then drains what is already
+// queued and returns it as one message. The Model re-arms it after each
+// batch. done unblocks it when the dashboard is shut down.
+func waitEvents(events <-chan experiment.Event, done <-chan struct{}, gap time.Duration) tea.Cmd {
+	return func() tea.Msg {
+		if gap > 0 {
+			t := time.NewTimer(gap)
+			select {
+			case <-t.C:
+			case <-done:
+				t.Stop()
+				return nil
+			}
+		}
+		var first experiment.Event
+		var ok bool
+		select {
+		case first, ok = <-events:
+		case <-done:
+			return nil
+		}
+		if !ok {
+			return eventsMsg{closed: true}
+		}
+		batch := []experiment.Event{first}
+		for len(batch) < maxBatch {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					return eventsMsg{events: batch, closed: true}
+				}
+				batch = append(batch, ev)
+			default:
+				return eventsMsg{events: batch}
+			}
+		}
+		return eventsMsg{events: batch}
+	}
+}
+
+// clockTick schedules the next clockMsg.
+func clockTick(d time.Duration) tea.Cmd {
+	return tea.Tick(d, func(time.Time) tea.Msg { return clockMsg{} })
+}
+
+// controllerAction runs one Controller call a key asked for.
+func controllerAction(ctrl experiment.Controller, action string, source int) tea.Cmd {
+	return func() tea.Msg {
+		var err error
+		switch action {
+		case experiment.ActionStall:
+			err = ctrl.Stall(source)
+		case experiment.ActionResume:
+			err = ctrl.Resume(source)
+		case experiment.ActionKill:
+			err = ctrl.Kill(source)
+		case experiment.ActionRemove:
+			err = ctrl.Remove(source)
+		case experiment.ActionRestore:
+			err = ctrl.Restore(source)
+		}
+		return actionDoneMsg{action: action, source: source, err: err}
+	}
+}
+
+// setProbing pauses or resumes the probe.
+func setProbing(ctrl experiment.Controller, on bool) tea.Cmd {
+	return func() tea.Msg {
+		ctrl.SetProbing(on)
+		return nil
+	}
+}
+
+// fetchLogTail reads an engine's last n log lines.
+func fetchLogTail(ctrl experiment.Controller, engine string, n int) tea.Cmd {
+	return func() tea.Msg {
+		return logTailMsg{engine: engine, lines: cleanLines(ctrl.LogTail(engine, n))}
+	}
+}
+
+// fetchFailTails reads the last log lines of each engine that did not come up.
+func fetchFailTails(ctrl experiment.Controller, engines []string, n int) tea.Cmd {
+	return func() tea.Msg {
+		tails := make([]engineTail, 0, len(engines))
+		for _, e := range engines {
+			tails = append(tails, engineTail{engine: e, lines: cleanLines(ctrl.LogTail(e, n))})
+		}
+		return failTailsMsg{tails: tails}
+	}
+}

@@ -1,0 +1,365 @@
+package ui
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"p2pfault/check"
+	"p2pfault/experiment"
+	"p2pfault/probe"
+)
+
+// fakeCtrl records what the dashboard asks of the experiment.
+type fakeCtrl struct {
+	mu      sync.Mutex
+	calls   []string
+	called  chan string
+	err     error
+	logs    map[string][]string
+	probing []bool
+}
+
+func newFakeCtrl() *fakeCtrl {
+	return &fakeCtrl{called: make(chan string, 64), logs: map[string][]string{}}
+}
+
+func (f *fakeCtrl) record(call string) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, call)
+	err := f.err
+	f.mu.Unlock()
+	select {
+	case f.called <- call:
+	default:
+	}
+	return err
+}
+
+func (f *fakeCtrl) Stall(i int) error   { return f.record(fmt.Sprintf("stall %d", i)) }
+func (f *fakeCtrl) Resume(i int) error  { return f.record(fmt.Sprintf("resume %d", i)) }
+func (f *fakeCtrl) Kill(i int) error    { return f.record(fmt.Sprintf("kill %d", i)) }
+func (f *fakeCtrl) Remove(i int) error  { return f.record(fmt.Sprintf("remove %d", i)) }
+func (f *fakeCtrl) Restore(i int) error { return f.record(fmt.Sprintf("restore %d", i)) }
+func (f *fakeCtrl) SetProbing(on bool) {
+	f.mu.Lock()
+	f.probing = append(f.probing, on)
+	f.mu.Unlock()
+	_ = f.record(fmt.Sprintf("probing %v", on))
+}
+
+func (f *fakeCtrl) LogTail(engine string, n int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.logs[engine]
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return append([]string(nil), l...)
+}
+
+func (f *fakeCtrl) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// asciiRenderer pins the colour profile so views are the same bytes on
+// every machine.
+func asciiRenderer() *lipgloss.Renderer {
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	return r
+}
+
+// started is the wall time the synthetic runs start; t0 (end of warm-up)
+// is 20 s later.
+func started() time.Time { return time.Date(2025, 3, 4, 12, 0, 0, 0, time.UTC) }
+
+const warmup = 20 * time.Second
+
+// wallAt is the wall time of run time t.
+func wallAt(t time.Duration) time.Time { return started().Add(warmup + t) }
+
+// script builds a synthetic event stream.
+type script struct {
+	events []experiment.Event
+	trial  int64
+}
+
+func (s *script) add(t time.Duration, ev experiment.Event) {
+	ev.Seq = int64(len(s.events) + 1)
+	ev.T, ev.Wall = t, wallAt(t)
+	s.events = append(s.events, ev)
+}
+
+func runInfo(faultCase string, sources int, scale float64) *experiment.RunInfo {
+	sc := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+	return &experiment.RunInfo{
+		Arm: "main", Case: faultCase, Engine: "sim", TimeScale: scale, Sources: sources,
+		Interval: sc(500 * time.Millisecond), FaultAt: sc(10 * time.Second), FaultFor: sc(30 * time.Second),
+		Duration: sc(60 * time.Second), Bounds: check.DefaultBounds().Scaled(scale),
+		Model: "meta-llama/Llama-3.2-1B-Instruct", Started: started(),
+	}
+}
+
+func (s *script) run(info *experiment.RunInfo) {
+	s.add(-warmup, experiment.Event{Kind: experiment.KindRun, Run: info})
+	s.add(-warmup, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseStarting})
+}
+
+func engineInfo(name string, index int, state string, pid int, up time.Duration) *experiment.EngineInfo {
+	role, http, p2p := "source", 8100+index, 7777+index
+	if name == "decoder" {
+		role, http, p2p = "decoder", 8200, 7779
+	}
+	return &experiment.EngineInfo{
+		Name: name, Role: role, Index: index, State: state, Pid: pid, Sid: pid,
+		Members: []int{pid, pid + 3}, HTTPPort: http, P2PPort: p2p, Uptime: up,
+	}
+}
+
+func (s *script) engine(t time.Duration, info *experiment.EngineInfo) {
+	s.add(t, experiment.Event{Kind: experiment.KindEngine, Engine: info})
+}
+
+// upCluster brings two sources and the decoder up and reaches t0.
+func (s *script) upCluster(sources int) {
+	for i := 0; i < sources; i++ {
+		s.engine(-19*time.Second, engineInfo(sourceEngine(i), i, experiment.StateStarting, 4200+10*i, 0))
+	}
+	s.engine(-19*time.Second, engineInfo("decoder", 0, experiment.StateStarting, 4300, 0))
+	for i := 0; i < sources; i++ {
+		s.engine(-16*time.Second, engineInfo(sourceEngine(i), i, experiment.StateReady, 4200+10*i, 3*time.Second))
+	}
+	s.engine(-15*time.Second, engineInfo("decoder", 0, experiment.StateReady, 4300, 4*time.Second))
+	s.add(-14*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseWarmup})
+	s.add(0, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseBaseline})
+}
+
+// latencyFn gives a pull's latency and whether it hit, by source and start.
+type latencyFn func(source int, start time.Duration, trial int64) (time.Duration, bool)
+
+func healthy(_ int, _ time.Duration, trial int64) (time.Duration, bool) {
+	return time.Duration(10+(trial*7)%25) * time.Millisecond, true
+}
+
+// samples adds pulls every interval on each source from `from` to `to`,
+// sent in one KindSamples event per second of run time as they end.
+func (s *script) samples(sources int, from, to, interval time.Duration, lat latencyFn) {
+	var pending []probe.Sample
+	flushAt := from + time.Second
+	for t := from; t < to; t += interval {
+		for i := 0; i < sources; i++ {
+			s.trial++
+			l, hit := lat(i, t, s.trial)
+			cached := 0
+			if hit {
+				cached = 256
+			}
+			pending = append(pending, probe.Sample{
+				Source: i, Trial: s.trial, SeedStatus: 200, SeedLatency: 5 * time.Millisecond,
+				Start: t, Latency: l, Status: 200, PromptTokens: 300, CachedTokens: cached,
+			})
+		}
+		if t+interval >= flushAt {
+			s.flush(&pending, flushAt)
+			flushAt += time.Second
+		}
+	}
+	s.flush(&pending, to)
+}
+
+// flush sends the pending samples that ended by t.
+func (s *script) flush(pending *[]probe.Sample, t time.Duration) {
+	var done, rest []probe.Sample
+	for _, p := range *pending {
+		if p.End() <= t {
+			done = append(done, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	*pending = rest
+	if len(done) > 0 {
+		s.add(t, experiment.Event{Kind: experiment.KindSamples, Samples: done})
+	}
+}
+
+func (s *script) fault(t time.Duration, action string, source int, d time.Duration) {
+	s.add(t, experiment.Event{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: action, Source: source, Duration: d, By: "script"}})
+}
+
+func (s *script) window(t time.Duration, w check.Window) {
+	s.add(t, experiment.Event{Kind: experiment.KindWindow, Window: &w})
+}
+
+func (s *script) log(t time.Duration, engine, line string) {
+	s.add(t, experiment.Event{Kind: experiment.KindLog, Log: &experiment.LogLine{Engine: engine, Line: line}})
+}
+
+func (s *script) verdict(t time.Duration, v check.Verdict, final bool) {
+	s.add(t, experiment.Event{Kind: experiment.KindVerdict, Verdict: &v, Final: final})
+}
+
+func liveVerdict(faultedMax bool) check.Verdict {
+	res := func(name string, ok bool, detail string) check.Result {
+		return check.Result{Name: name, Passed: ok, Detail: detail}
+	}
+	v := check.Verdict{Passed: faultedMax, Checks: []check.Result{
+		res(check.NameAll200, true, "every decoder request returned 200"),
+		res(check.NameFaultedBound, faultedMax, "a request naming the faulted source took 30.0s (bound 15.0s)"),
+		res(check.NameFaultedMedian, false, "median 16.85s from fault + 2.0s on (bound 2.0s)"),
+		res(check.NameHealthy, true, "60/60 healthy pulls hit, max 0.07s"),
+		{Name: check.NameRecovery, Passed: true, Detail: "no pull in the recovery window yet", Empty: true},
+	}}
+	if faultedMax {
+		v.Checks[1].Detail = "max 0.05s (bound 15.0s)"
+		v.Checks[2].Passed, v.Checks[2].Detail = true, "median 0.01s (bound 2.0s)"
+	}
+	v.Summary = check.Summary{
+		Faulted:  check.Stats{N: 54, Pulled: 0, P50: 16850 * time.Millisecond, Max: 30040 * time.Millisecond},
+		Healthy:  check.Stats{N: 60, Pulled: 60, Max: 70 * time.Millisecond},
+		Recovery: check.Stats{N: 51, Pulled: 43},
+	}
+	return v
+}
+
+// scene is a synthetic run stopped at now (run time).
+type scene struct {
+	events []experiment.Event
+	now    time.Duration
+	ctrl   *fakeCtrl
+}
+
+func sceneStartup() scene {
+	var s script
+	s.run(runInfo("stall", 2, 1))
+	s.engine(-19*time.Second, engineInfo("source-0", 0, experiment.StateStarting, 4200, 0))
+	s.engine(-19*time.Second, engineInfo("source-1", 1, experiment.StateStarting, 4210, 0))
+	s.engine(-16*time.Second, engineInfo("source-0", 0, experiment.StateReady, 4200, 3*time.Second))
+	s.log(-16*time.Second, "source-0", "INFO: Application startup complete.")
+	return scene{events: s.events, now: -15 * time.Second, ctrl: newFakeCtrl()}
+}
+
+func sceneStartupFailed() scene {
+	var s script
+	s.run(runInfo("stall", 2, 1))
+	s.engine(-19*time.Second, engineInfo("source-0", 0, experiment.StateStarting, 4200, 0))
+	s.engine(-19*time.Second, engineInfo("source-1", 1, experiment.StateStarting, 4210, 0))
+	s.engine(-18*time.Second, engineInfo("source-0", 0, experiment.StateReady, 4200, time.Second))
+	exited := engineInfo("source-1", 1, experiment.StateExited, 4210, 2*time.Second)
+	exited.Exit = "code 1"
+	s.engine(-17*time.Second, exited)
+	s.add(-17*time.Second, experiment.Event{Kind: experiment.KindWarning, Message: "source-1 exited before it was ready (code 1)"})
+	s.add(-16*time.Second, experiment.Event{Kind: experiment.KindEnd, Message: "start source-1 on :8101: port in use by pid 999", ExitCode: 2})
+	ctrl := newFakeCtrl()
+	ctrl.logs["source-1"] = []string{
+		"INFO: Started server process [4210]",
+		"ERROR: [Errno 98] error while attempting to bind on address ('127.0.0.1', 8101): address already in use",
+		"INFO: Waiting for application shutdown.",
+	}
+	return scene{events: s.events, now: -16 * time.Second, ctrl: ctrl}
+}
+
+func sceneSteady() scene {
+	var s script
+	s.run(runInfo("stall", 2, 1))
+	s.upCluster(2)
+	s.samples(2, 0, 8*time.Second, 500*time.Millisecond, healthy)
+	return scene{events: s.events, now: 8 * time.Second, ctrl: newFakeCtrl()}
+}
+
+func sceneStalled() scene {
+	var s script
+	s.run(runInfo("stall", 2, 1))
+	s.upCluster(2)
+	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
+	s.fault(10*time.Second, experiment.ActionStall, 0, 30*time.Second)
+	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.add(10*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseFault})
+	s.engine(10100*time.Millisecond, engineInfo("source-0", 0, experiment.StateStopped, 4200, 29*time.Second))
+	// Pulls naming the stalled source hang, then give up on the lookup
+	// deadline; the healthy source keeps hitting.
+	s.samples(2, 10*time.Second, 22*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
+		if i == 0 {
+			return 8*time.Second - (start-10*time.Second)/4, false
+		}
+		return healthy(i, start, trial)
+	})
+	s.log(20*time.Second, "decoder", "P2P 9f1c: peer 127.0.0.1:7777 down")
+	s.verdict(22*time.Second, liveVerdict(true), false)
+	return scene{events: s.events, now: 22 * time.Second, ctrl: newFakeCtrl()}
+}
+
+func sceneKilled(restarting bool) scene {
+	var s script
+	s.run(runInfo("kill", 2, 1))
+	s.upCluster(2)
+	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
+	s.fault(10*time.Second, experiment.ActionKill, 0, 0)
+	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.add(10*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseFault})
+	exited := engineInfo("source-0", 0, experiment.StateExited, 4200, 29*time.Second)
+	exited.Exit = "signal killed"
+	s.engine(10050*time.Millisecond, exited)
+	s.log(10060*time.Millisecond, "decoder", "P2P 77aa: peer 127.0.0.1:7777 down")
+	now := 10500 * time.Millisecond
+	if restarting {
+		re := engineInfo("source-0", 0, experiment.StateRestarting, 4400, 0)
+		re.Restarts = 1
+		s.engine(10200*time.Millisecond, re)
+		now = 12 * time.Second
+	}
+	s.samples(2, 10*time.Second, now, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
+		if i == 0 {
+			return 20 * time.Millisecond, false
+		}
+		return healthy(i, start, trial)
+	})
+	return scene{events: s.events, now: now, ctrl: newFakeCtrl()}
+}
+
+func sceneRemoved() scene {
+	var s script
+	s.run(runInfo("remove", 2, 1))
+	s.upCluster(2)
+	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
+	s.fault(10*time.Second, experiment.ActionRemove, 0, 0)
+	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second})
+	s.add(10*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseFault})
+	s.engine(10300*time.Millisecond, engineInfo("source-0", 0, experiment.StateRemoved, 4200, 29*time.Second))
+	s.samples(2, 10*time.Second, 20*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
+		if i == 0 {
+			return 15 * time.Millisecond, false
+		}
+		return healthy(i, start, trial)
+	})
+	return scene{events: s.events, now: 20 * time.Second, ctrl: newFakeCtrl()}
+}
+
+func sceneFailedChecks() scene {
+	var s script
+	s.run(runInfo("stall", 2, 1))
+	s.upCluster(2)
+	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
+	s.fault(10*time.Second, experiment.ActionStall, 0, 30*time.Second)
+	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.samples(2, 10*time.Second, 40*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
+		if i == 0 {
+			return 30*time.Second - (start - 10*time.Second), false
+		}
+		return healthy(i, start, trial)
+	})
+	s.fault(40*time.Second, experiment.ActionResume, 0, 0)
+	s.window(40*time.Second, check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
+	s.samples(2, 40*time.Second, 60*time.Second, 500*time.Millisecond, healthy)
+	s.add(60*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseDone})
+	s.verdict(60*time.Second, liveVerdict(false), true)
+	s.add(60*time.Second, experiment.Event{Kind: experiment.KindEnd, Message: "a bound failed", ExitCode: 1})
+	return scene{events: s.events, now: 61 * time.Second, ctrl: newFakeCtrl()}
+}

@@ -1,0 +1,479 @@
+package ui
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"p2pfault/check"
+	"p2pfault/experiment"
+	"p2pfault/probe"
+)
+
+func keyMsg(k string) tea.KeyMsg {
+	switch k {
+	case "tab":
+		return tea.KeyMsg{Type: tea.KeyTab}
+	case "shift+tab":
+		return tea.KeyMsg{Type: tea.KeyShiftTab}
+	case "esc":
+		return tea.KeyMsg{Type: tea.KeyEsc}
+	case "ctrl+c":
+		return tea.KeyMsg{Type: tea.KeyCtrlC}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+}
+
+// press sends keys one by one and runs each command a key returns, as the
+// program would, feeding their messages back.
+func press(t *testing.T, m Model, keys ...string) Model {
+	t.Helper()
+	for _, k := range keys {
+		next, cmd := m.Update(keyMsg(k))
+		m = next.(Model)
+		m = runCmd(t, m, cmd)
+	}
+	return m
+}
+
+// runCmd runs a command a key returned (never the event feed, which would
+// block) and feeds its message back.
+func runCmd(t *testing.T, m Model, cmd tea.Cmd) Model {
+	t.Helper()
+	if cmd == nil {
+		return m
+	}
+	msg := cmd()
+	if msg == nil {
+		return m
+	}
+	return update(t, m, msg)
+}
+
+func logText(m Model) string {
+	var b strings.Builder
+	for _, e := range m.st.log.Last(m.st.log.Len()) {
+		b.WriteString(e.text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// withEvents appends events to a scene at run time t.
+func withEvents(sc scene, t time.Duration, evs ...experiment.Event) scene {
+	for _, ev := range evs {
+		ev.T, ev.Wall = t, wallAt(t)
+		sc.events = append(sc.events, ev)
+	}
+	if t > sc.now {
+		sc.now = t
+	}
+	return sc
+}
+
+func faultEv(action string, source int) experiment.Event {
+	return experiment.Event{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: action, Source: source, By: "key"}}
+}
+
+func engineEv(source int, state string) experiment.Event {
+	return engineEvPid(source, state, 4200+10*source)
+}
+
+func engineEvPid(source int, state string, pid int) experiment.Event {
+	return experiment.Event{Kind: experiment.KindEngine, Engine: engineInfo(sourceEngine(source), source, state, pid, time.Second)}
+}
+
+func TestKeysCallTheControllerForTheSelectedSource(t *testing.T) {
+	tests := []struct {
+		name  string
+		scene func() scene
+		keys  []string
+		want  []string
+	}{
+		{name: "s stalls source 0 first", scene: sceneSteady, keys: []string{"s"}, want: []string{"stall 0"}},
+		{name: "tab then s stalls source 1", scene: sceneSteady, keys: []string{"tab", "s"}, want: []string{"stall 1"}},
+		{name: "tab wraps back to source 0", scene: sceneSteady, keys: []string{"tab", "tab", "s"}, want: []string{"stall 0"}},
+		{name: "shift+tab goes back", scene: sceneSteady, keys: []string{"shift+tab", "k"}, want: []string{"kill 1"}},
+		{name: "2 selects source 1", scene: sceneSteady, keys: []string{"2", "k"}, want: []string{"kill 1"}},
+		{name: "r removes", scene: sceneSteady, keys: []string{"r"}, want: []string{"remove 0"}},
+		{name: "c resumes a stalled source", scene: sceneStalled, keys: []string{"c"}, want: []string{"resume 0"}},
+		{name: "u restores a removed source", scene: sceneRemoved, keys: []string{"u"}, want: []string{"restore 0"}},
+		{name: "k kills a stalled source", scene: sceneStalled, keys: []string{"k"}, want: []string{"kill 0"}},
+		{name: "p pauses then resumes probing", scene: sceneSteady, keys: []string{"p", "p"}, want: []string{"probing false", "probing true"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := tt.scene()
+			m := press(t, feed(t, sc, 80, 24), tt.keys...)
+			if got := sc.ctrl.Calls(); !slices.Equal(got, tt.want) {
+				t.Errorf("controller calls = %q, want %q\nlog:\n%s", got, tt.want, logText(m))
+			}
+		})
+	}
+}
+
+func TestKeysThatCannotActSayWhyAndCallNothing(t *testing.T) {
+	tests := []struct {
+		name  string
+		scene func() scene
+		keys  []string
+		why   string
+	}{
+		{name: "stall a removed source", scene: sceneRemoved, keys: []string{"s"}, why: "s: source-0 is removed; press u to bring it back"},
+		{name: "kill a removed source", scene: sceneRemoved, keys: []string{"k"}, why: "k: source-0 is removed"},
+		{name: "remove a removed source", scene: sceneRemoved, keys: []string{"r"}, why: "r: source-0 is already removed"},
+		{name: "stall a stalled source", scene: sceneStalled, keys: []string{"s"}, why: "s: source-0 is already stalled; press c to resume it"},
+		{name: "resume a source that is not stalled", scene: sceneSteady, keys: []string{"c"}, why: "c: source-0 is not stalled"},
+		{name: "restore a source that is not removed", scene: sceneSteady, keys: []string{"u"}, why: "u: source-0 is not removed"},
+		{name: "stall a restarting source", scene: func() scene { return sceneKilled(true) }, keys: []string{"s"}, why: "s: source-0 is restarting"},
+		{name: "kill a killed source", scene: func() scene { return sceneKilled(false) }, keys: []string{"k"}, why: "k: source-0 is already restarting"},
+		{name: "fault before the cluster is up", scene: sceneStartup, keys: []string{"s"}, why: "s: the cluster is still starting"},
+		{name: "fault after the run ended", scene: sceneFailedChecks, keys: []string{"k"}, why: "k: the run has ended"},
+		{name: "pause after the run ended", scene: sceneFailedChecks, keys: []string{"p"}, why: "p: the run has ended"},
+		{name: "select a source the run does not have", scene: sceneSteady, keys: []string{"5"}, why: "5: no source 4 (the run has 2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := tt.scene()
+			m := feed(t, sc, 80, 24)
+			for _, k := range tt.keys {
+				next, cmd := m.Update(keyMsg(k))
+				m = next.(Model)
+				if cmd != nil {
+					t.Errorf("key %q returned a command; it should not act", k)
+				}
+			}
+			if calls := sc.ctrl.Calls(); len(calls) != 0 {
+				t.Errorf("controller was called: %q", calls)
+			}
+			if log := logText(m); !strings.Contains(log, tt.why) {
+				t.Errorf("event log does not say %q:\n%s", tt.why, log)
+			}
+		})
+	}
+}
+
+func TestControllerErrorShowsInTheEventLog(t *testing.T) {
+	sc := sceneSteady()
+	sc.ctrl.err = errors.New("signal session 4200: operation not permitted")
+	m := press(t, feed(t, sc, 80, 24), "k")
+	want := "kill source-0: signal session 4200: operation not permitted"
+	if log := logText(m); !strings.Contains(log, want) {
+		t.Errorf("event log does not say %q:\n%s", want, log)
+	}
+	if !strings.Contains(m.View(), want) {
+		t.Errorf("the view does not show the failed action:\n%s", m.View())
+	}
+}
+
+func TestHelpKeyTogglesFullHelp(t *testing.T) {
+	m := feed(t, sceneSteady(), 80, 24)
+	short := m.View()
+	if !strings.Contains(short, "? more") || strings.Contains(short, "close help") {
+		t.Fatalf("short help expected first:\n%s", short)
+	}
+	m = press(t, m, "?")
+	if full := m.View(); !strings.Contains(full, "close help") || !strings.Contains(full, "restore removed") {
+		t.Errorf("? did not open the full help:\n%s", full)
+	}
+	m = press(t, m, "?")
+	if again := m.View(); strings.Contains(again, "close help") {
+		t.Errorf("second ? did not close the full help:\n%s", again)
+	}
+}
+
+func TestLogKeyShowsTheSelectedEngineLogFullScreen(t *testing.T) {
+	sc := sceneSteady()
+	sc.ctrl.logs["source-1"] = []string{"INFO 12:00:01 engine core ready", "WARN 12:00:09 P2P peer 127.0.0.1:7779 \x1b[31mslow\x1b[0m"}
+	sc.ctrl.logs["decoder"] = []string{"INFO decoder line"}
+	m := press(t, feed(t, sc, 80, 24), "tab", "l")
+	v := m.View()
+	for _, want := range []string{"log: source-1", "engine core ready", "P2P peer 127.0.0.1:7779 slow", "esc back"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("log view lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "\x1b[31m") {
+		t.Errorf("an engine's escape codes reached the screen: %q", v)
+	}
+	if v := press(t, m, "tab").View(); !strings.Contains(v, "log: decoder") || !strings.Contains(v, "decoder line") {
+		t.Errorf("tab in the log view did not move to the next engine:\n%s", v)
+	}
+	if v := press(t, m, "esc").View(); !strings.Contains(v, "ENGINE") {
+		t.Errorf("esc did not go back to the dashboard:\n%s", v)
+	}
+}
+
+func TestQuitKeysEndTheProgram(t *testing.T) {
+	for _, k := range []string{"q", "ctrl+c"} {
+		t.Run(k, func(t *testing.T) {
+			next, cmd := feed(t, sceneSteady(), 80, 24).Update(keyMsg(k))
+			if cmd == nil {
+				t.Fatal("no command")
+			}
+			if _, ok := cmd().(tea.QuitMsg); !ok {
+				t.Errorf("%s did not quit", k)
+			}
+			if next.(Model).View() != "" {
+				t.Errorf("a quitting dashboard should leave the screen clean")
+			}
+		})
+	}
+}
+
+func TestBadgeFollowsFaultsAndEngineStates(t *testing.T) {
+	base := sceneSteady
+	at := 9 * time.Second
+	tests := []struct {
+		name string
+		evs  []experiment.Event
+		now  time.Duration
+		want string
+	}{
+		{name: "ready", want: "READY"},
+		{name: "stall counts down from the fault's duration", evs: []experiment.Event{
+			{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: experiment.ActionStall, Source: 0, Duration: 30 * time.Second}},
+		}, now: at + 12*time.Second, want: "STALLED 18s"},
+		{name: "stall below ten seconds shows tenths", evs: []experiment.Event{
+			{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: experiment.ActionStall, Source: 0, Duration: 30 * time.Second}},
+		}, now: at + 25500*time.Millisecond, want: "STALLED 4.5s"},
+		{name: "stalled process seen in /proc", evs: []experiment.Event{engineEv(0, experiment.StateStopped)}, want: "STALLED"},
+		{name: "resume makes it ready", evs: []experiment.Event{faultEv(experiment.ActionStall, 0), faultEv(experiment.ActionResume, 0), engineEv(0, experiment.StateReady)}, want: "READY"},
+		{name: "kill before the exit is seen", evs: []experiment.Event{faultEv(experiment.ActionKill, 0)}, want: "KILLED"},
+		{name: "killed process exited", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateExited)}, want: "KILLED"},
+		{name: "killed then restarting", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateExited), engineEv(0, experiment.StateRestarting)}, want: "RESTARTING"},
+		{name: "killed then starting again", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateStarting)}, want: "RESTARTING"},
+		{name: "ready again after kill", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateReady), faultEv(experiment.ActionReady, 0)}, want: "READY"},
+		{name: "removed", evs: []experiment.Event{faultEv(experiment.ActionRemove, 0)}, want: "REMOVED"},
+		{name: "restore brings it back through restarting", evs: []experiment.Event{faultEv(experiment.ActionRemove, 0), engineEv(0, experiment.StateRemoved), faultEv(experiment.ActionRestore, 0), engineEv(0, experiment.StateStarting)}, want: "RESTARTING"},
+		{name: "restored and ready", evs: []experiment.Event{faultEv(experiment.ActionRemove, 0), faultEv(experiment.ActionRestore, 0), engineEvPid(0, experiment.StateReady, 5000)}, want: "READY"},
+		{name: "ready from a new process after kill", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEvPid(0, experiment.StateReady, 5000)}, want: "READY"},
+		{name: "a crash is not a kill", evs: []experiment.Event{engineEv(0, experiment.StateExited)}, want: "EXITED"},
+		{name: "a failed fault changes nothing", evs: []experiment.Event{{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: experiment.ActionStall, Source: 0, Err: "no such session"}}}, want: "READY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := withEvents(base(), at, tt.evs...)
+			if tt.now > 0 {
+				sc.now = tt.now
+			}
+			m := feed(t, sc, 80, 24)
+			_, got := m.st.badge(0, m.nowT(), m.stallFor())
+			if got != tt.want {
+				t.Errorf("badge = %q, want %q", got, tt.want)
+			}
+			if !strings.Contains(m.View(), tt.want) {
+				t.Errorf("view does not show %q", tt.want)
+			}
+		})
+	}
+}
+
+func TestHeaderCountsDownToTheScriptedFault(t *testing.T) {
+	tests := []struct {
+		name string
+		now  time.Duration
+		info *experiment.RunInfo
+		want string
+	}{
+		{name: "before the fault", now: 6500 * time.Millisecond, info: runInfo("stall", 2, 1), want: "stall source-0 in 3.5s"},
+		{name: "compressed time", now: 200 * time.Millisecond, info: runInfo("kill", 2, 0.05), want: "kill source-0 in 0.3s"},
+		{name: "after the fault: end of run", now: 25 * time.Second, info: runInfo("remove", 2, 1), want: "ends in 35s"},
+		{name: "no scripted fault", now: 5 * time.Second, info: func() *experiment.RunInfo {
+			i := runInfo("none", 2, 1)
+			i.FaultAt, i.Duration = 0, 0
+			return i
+		}(), want: "no scripted fault"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s script
+			s.run(tt.info)
+			s.upCluster(2)
+			m := feed(t, scene{events: s.events, now: tt.now, ctrl: newFakeCtrl()}, 160, 48)
+			if v := m.View(); !strings.Contains(v, tt.want) {
+				t.Errorf("header does not say %q:\n%s", tt.want, strings.Join(strings.Split(v, "\n")[:2], "\n"))
+			}
+		})
+	}
+}
+
+func TestStartupFailureShowsTheMessageAndLastLogLines(t *testing.T) {
+	sc := sceneStartupFailed()
+	m := feed(t, sc, 80, 24)
+	// Before LogTail answers, the view already says what went wrong.
+	v := m.View()
+	for _, want := range []string{"the cluster did not come up", "port in use by pid 999", "press q to quit"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("failure view lacks %q:\n%s", want, v)
+		}
+	}
+	// The feed asked for the logs of the engines that did not come up,
+	// after the run gave up.
+	if m.tailsStage != 2 {
+		t.Fatalf("failed engines' logs fetched at stage %d, want 2 (run ended)", m.tailsStage)
+	}
+	if got := m.failedEngines(); !slices.Equal(got, []string{"source-1", "decoder"}) {
+		t.Errorf("failed engines = %q, want source-1 and decoder", got)
+	}
+	m = update(t, m, fetchFailTails(sc.ctrl, m.failedEngines(), 12)())
+	if v := m.View(); !strings.Contains(v, "[Errno 98] error while attempting to bind") {
+		t.Errorf("failure view lacks the engine's last log lines:\n%s", v)
+	}
+}
+
+func TestEventStreamClosingEndsTheRun(t *testing.T) {
+	sc := sceneSteady()
+	m := feed(t, sc, 80, 24)
+	m = update(t, m, eventsMsg{closed: true})
+	if !m.st.ended {
+		t.Fatal("a closed stream did not end the run")
+	}
+	if v := m.View(); !strings.Contains(v, "press q to quit") {
+		t.Errorf("view does not tell the run is over:\n%s", v)
+	}
+}
+
+func TestViewFitsAnyWindowAndRedrawsOnResize(t *testing.T) {
+	m := feed(t, sceneStalled(), 80, 24)
+	for _, size := range []struct{ w, h int }{{80, 24}, {100, 30}, {60, 20}, {200, 60}, {20, 5}} {
+		m = update(t, m, tea.WindowSizeMsg{Width: size.w, Height: size.h})
+		out := m.View()
+		assertFits(t, out, size.w, size.h)
+		if size.w >= 80 && len(strings.Split(out, "\n")) != size.h {
+			t.Errorf("%dx%d: view is %d lines, want the whole window", size.w, size.h, len(strings.Split(out, "\n")))
+		}
+	}
+}
+
+func TestNoColorPinsAnASCIIProfile(t *testing.T) {
+	t.Setenv("NO_COLOR", "1")
+	if p := terminalRenderer().ColorProfile(); p != termenv.Ascii {
+		t.Errorf("NO_COLOR: profile %v, want Ascii", p)
+	}
+	sc := sceneStalled()
+	colour := lipgloss.NewRenderer(nil)
+	colour.SetColorProfile(termenv.ANSI256)
+	m := New(sc.ctrl, nil, Options{Now: func() time.Time { return wallAt(sc.now) }, Renderer: colour})
+	m = update(t, m, eventsMsg{events: sc.events})
+	if !strings.Contains(m.View(), "\x1b[") {
+		t.Fatal("a colour profile drew no colour; the ASCII check below would prove nothing")
+	}
+	if v := feed(t, sc, 80, 24).View(); strings.Contains(v, "\x1b[") {
+		t.Errorf("ASCII profile drew escape codes")
+	}
+}
+
+func TestMalformedEventsNeverPanic(t *testing.T) {
+	evs := []experiment.Event{
+		{Kind: experiment.KindRun},
+		{Kind: experiment.KindEngine},
+		{Kind: experiment.KindEngine, Engine: &experiment.EngineInfo{}},
+		{Kind: experiment.KindLog},
+		{Kind: experiment.KindFault},
+		{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: "stall", Source: -3}},
+		{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: "stall", Source: 1 << 30}},
+		{Kind: experiment.KindWindow},
+		{Kind: experiment.KindWindow, Window: &check.Window{Source: -1}},
+		{Kind: experiment.KindSamples, Samples: []probe.Sample{{Source: -1}, {Source: 1 << 20}, {Source: 0, Latency: -time.Second}}},
+		{Kind: experiment.KindVerdict},
+		{Kind: "no-such-kind"},
+		{Kind: experiment.KindLog, Log: &experiment.LogLine{Engine: "decoder", Line: "\x1b[2J\x1b[Hcleared\tscreen\r"}},
+		{Kind: experiment.KindEnd, ExitCode: 3},
+	}
+	m := New(newFakeCtrl(), nil, Options{Now: func() time.Time { return wallAt(0) }, Renderer: asciiRenderer()})
+	m = update(t, m, eventsMsg{events: evs})
+	m = press(t, m, "s", "tab", "1", "l", "esc", "?")
+	out := m.View()
+	assertFits(t, out, 80, 24)
+	log := logText(m)
+	if !strings.Contains(log, "out of range") {
+		t.Errorf("bad source indexes were not reported:\n%s", log)
+	}
+	if strings.Contains(log, "\x1b") || !strings.Contains(log, "cleared screen") {
+		t.Errorf("an engine's control codes were not cleaned: %q", log)
+	}
+}
+
+func TestWarningBeforeReadyShowsTroubleUntilTheClusterIsUp(t *testing.T) {
+	sc := withEvents(sceneStartup(), -15*time.Second,
+		experiment.Event{Kind: experiment.KindWarning, Message: "source-1 slow to answer /health (5s)"},
+		experiment.Event{Kind: experiment.KindLog, Log: &experiment.LogLine{Engine: "source-1", Line: "loading model weights"}},
+	)
+	m := feed(t, sc, 80, 24)
+	v := m.View()
+	for _, want := range []string{"trouble while starting", "source-1 slow to answer /health (5s)", "starting engines"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("start-up view lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "did not come up") {
+		t.Errorf("a warning is not a failed start while the run goes on:\n%s", v)
+	}
+	if m.tailsStage != 1 {
+		t.Errorf("logs of the engines not up were not asked for on the warning (stage %d)", m.tailsStage)
+	}
+	up := withEvents(sc, -14*time.Second,
+		engineEv(1, experiment.StateReady),
+		experiment.Event{Kind: experiment.KindEngine, Engine: engineInfo("decoder", 0, experiment.StateReady, 4300, time.Second)},
+		experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseWarmup},
+	)
+	if v := feed(t, up, 80, 24).View(); !strings.Contains(v, "ENGINE") || !strings.Contains(v, "phase WARM-UP") {
+		t.Errorf("the dashboard did not open once the cluster was up:\n%s", v)
+	}
+}
+
+func TestWindowsFollowTheRunsTimeScale(t *testing.T) {
+	tests := []struct {
+		name                        string
+		opts                        Options
+		scale                       float64
+		window, recent, stall, join time.Duration
+	}{
+		{name: "real time", scale: 1, window: time.Minute, recent: 10 * time.Second, stall: 30 * time.Second, join: 1500 * time.Millisecond},
+		{name: "compressed 20x", scale: 0.05, window: 3 * time.Second, recent: 500 * time.Millisecond, stall: 1500 * time.Millisecond, join: 75 * time.Millisecond},
+		{name: "options win", scale: 0.05, opts: Options{Window: 10 * time.Second, Recent: 2 * time.Second, StallFor: 4 * time.Second},
+			window: 10 * time.Second, recent: 2 * time.Second, stall: 4 * time.Second, join: 75 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s script
+			s.run(runInfo("stall", 2, tt.scale))
+			opts := tt.opts
+			opts.Renderer = asciiRenderer()
+			m := update(t, New(newFakeCtrl(), nil, opts), eventsMsg{events: s.events})
+			got := []time.Duration{m.window(), m.recent(), m.stallFor(), m.bridge()}
+			want := []time.Duration{tt.window, tt.recent, tt.stall, tt.join}
+			if !slices.Equal(got, want) {
+				t.Errorf("window, recent, stall, bridge = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestRunRefusesMissingInputs(t *testing.T) {
+	ch := make(chan experiment.Event)
+	tests := []struct {
+		name   string
+		ctrl   experiment.Controller
+		events <-chan experiment.Event
+		want   string
+	}{
+		{name: "no controller", events: ch, want: "dashboard: no experiment controller"},
+		{name: "no events", ctrl: newFakeCtrl(), want: "dashboard: no event channel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Run(t.Context(), tt.ctrl, tt.events, Options{})
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Run = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,625 @@
+package ui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"p2pfault/check"
+	"p2pfault/experiment"
+	"p2pfault/probe"
+)
+
+// maxSources bounds how many source panels a (possibly malformed) event
+// stream can make the dashboard allocate.
+const maxSources = 64
+
+// point is one finished pull, kept compact because each source's ring holds
+// a whole chart window of them.
+type point struct {
+	end     time.Duration // since t0
+	latency time.Duration
+	hit     bool
+	ok      bool // HTTP 200 and no transport error
+}
+
+// span is a fault window on a source, marked on its chart.
+type span struct {
+	start, end time.Duration
+	open       bool
+}
+
+// sourceState is what the dashboard knows of one source.
+type sourceState struct {
+	index  int
+	points ring[point]
+	spans  ring[span]
+
+	// Counts over the whole run: O(1) memory however long it lasts.
+	n, ok200, errs, pulled int64
+
+	// The last fault action taken on the source (not a failed one).
+	action    string
+	actionAt  time.Duration
+	actionPid int // the engine's pid when the action was taken
+	stallFor  time.Duration
+}
+
+func (s *sourceState) openSpan() *span {
+	if s.spans.Len() == 0 {
+		return nil
+	}
+	i := (s.spans.head + s.spans.n - 1) % len(s.spans.buf)
+	if !s.spans.buf[i].open {
+		return nil
+	}
+	return &s.spans.buf[i]
+}
+
+func (s *sourceState) lastSpan() *span {
+	if s.spans.Len() == 0 {
+		return nil
+	}
+	return &s.spans.buf[(s.spans.head+s.spans.n-1)%len(s.spans.buf)]
+}
+
+// engineState is one engine's latest process state and its last log lines.
+type engineState struct {
+	info      experiment.EngineInfo
+	logs      ring[string]
+	everReady bool
+	reported  bool // a KindEngine event named it (not only a log line)
+}
+
+// logLevel tells the event log how to style an entry.
+type logLevel int
+
+const (
+	levelInfo logLevel = iota
+	levelFault
+	levelWarn
+	levelError
+)
+
+// logEntry is one line of the dashboard's event log.
+type logEntry struct {
+	at    time.Duration // since t0
+	level logLevel
+	text  string
+}
+
+// state is everything the dashboard derived from the run's events. The
+// Model owns it; panels only read it.
+type state struct {
+	run      *experiment.RunInfo
+	phase    experiment.Phase
+	sources  []*sourceState
+	engines  map[string]*engineState
+	log      ring[logEntry]
+	verdict  *check.Verdict
+	final    bool
+	probing  bool
+	outRange int64 // samples naming a source index out of range, dropped
+
+	// anchor maps wall time to run time (since t0): the latest event's
+	// (T, Wall), so the clock keeps moving between events.
+	anchorT    time.Duration
+	anchorWall time.Time
+	firstWall  time.Time
+	latestT    time.Duration
+
+	ended    bool
+	endMsg   string
+	exitCode int
+	endT     time.Duration
+	endWall  time.Time
+
+	startFailed bool
+	failures    []string // warnings and the end message seen before the cluster was up
+
+	maxPoints int
+}
+
+func newState(maxPoints, logLines int) *state {
+	return &state{
+		engines:   make(map[string]*engineState),
+		log:       newRing[logEntry](logLines),
+		probing:   true,
+		maxPoints: maxPoints,
+	}
+}
+
+// nowT is the run time (since t0) at wall time now. It stops at the end of
+// the run so the final charts stay on screen.
+func (st *state) nowT(now time.Time) time.Duration {
+	if st.ended {
+		return st.endT
+	}
+	if st.anchorWall.IsZero() {
+		return st.anchorT
+	}
+	return st.anchorT + now.Sub(st.anchorWall)
+}
+
+// elapsed is the wall time since the run started, stopped at its end.
+func (st *state) elapsed(now time.Time) time.Duration {
+	start := st.firstWall
+	if st.run != nil && !st.run.Started.IsZero() {
+		start = st.run.Started
+	}
+	if start.IsZero() {
+		return 0
+	}
+	if st.ended && !st.endWall.IsZero() {
+		now = st.endWall
+	}
+	return now.Sub(start)
+}
+
+// up reports whether the cluster got past start-up: the run entered
+// warm-up or a later phase, or every engine the run needs was ready.
+func (st *state) up() bool {
+	switch st.phase {
+	case "", experiment.PhaseStarting:
+	default:
+		return true
+	}
+	if st.run == nil {
+		return false
+	}
+	ready := 0
+	for _, e := range st.engines {
+		if e.everReady {
+			ready++
+		}
+	}
+	return ready >= st.run.Sources+1
+}
+
+func (st *state) timeScale() float64 {
+	if st.run == nil || st.run.TimeScale <= 0 {
+		return 1
+	}
+	return st.run.TimeScale
+}
+
+func (st *state) addLog(at time.Duration, level logLevel, format string, args ...any) {
+	st.log.Push(logEntry{at: at, level: level, text: clean(fmt.Sprintf(format, args...))})
+}
+
+// source returns the state of source i, creating it (and those before it)
+// on first sight; nil when i is out of range.
+func (st *state) source(i int) *sourceState {
+	if i < 0 || i >= maxSources {
+		return nil
+	}
+	for len(st.sources) <= i {
+		st.sources = append(st.sources, &sourceState{
+			index:  len(st.sources),
+			points: newRing[point](st.maxPoints),
+			spans:  newRing[span](32),
+		})
+	}
+	return st.sources[i]
+}
+
+// sourceEngine names the engine of source i, as the runner does.
+func sourceEngine(i int) string { return fmt.Sprintf("source-%d", i) }
+
+// engineOrder lists engines as the process table shows them: sources by
+// index, then the decoder and anything else by name.
+func (st *state) engineOrder() []*engineState {
+	out := make([]*engineState, 0, len(st.engines))
+	for _, e := range st.engines {
+		if e.reported {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		ea, eb := out[a].info, out[b].info
+		sa, sb := ea.Role == "source", eb.Role == "source"
+		if sa != sb {
+			return sa
+		}
+		if sa && ea.Index != eb.Index {
+			return ea.Index < eb.Index
+		}
+		return ea.Name < eb.Name
+	})
+	return out
+}
+
+// engineOf returns the engine of source i, if any event named it.
+func (st *state) engineOf(i int) *engineState {
+	if e, ok := st.engines[sourceEngine(i)]; ok && e.reported {
+		return e
+	}
+	for _, e := range st.engines {
+		if e.reported && e.info.Role == "source" && e.info.Index == i {
+			return e
+		}
+	}
+	return nil
+}
+
+// apply folds one event into the state. keep is how far back, in run time,
+// samples are still needed (the longest window shown).
+func (st *state) apply(ev experiment.Event, keep time.Duration) {
+	if !ev.Wall.IsZero() {
+		if st.firstWall.IsZero() {
+			st.firstWall = ev.Wall
+		}
+		if !st.ended {
+			st.anchorT, st.anchorWall = ev.T, ev.Wall
+		}
+	} else if !st.ended {
+		st.anchorT = ev.T
+	}
+	if ev.T > st.latestT {
+		st.latestT = ev.T
+	}
+
+	switch ev.Kind {
+	case experiment.KindRun:
+		st.applyRun(ev)
+	case experiment.KindPhase:
+		if ev.Phase != "" && ev.Phase != st.phase {
+			st.phase = ev.Phase
+			st.addLog(ev.T, levelInfo, "phase: %s", ev.Phase)
+		}
+	case experiment.KindEngine:
+		st.applyEngine(ev)
+	case experiment.KindLog:
+		if ev.Log == nil {
+			return
+		}
+		if e := st.engine(ev.Log.Engine); e != nil {
+			e.logs.Push(clean(ev.Log.Line))
+		}
+		st.addLog(ev.T, levelInfo, "[%s] %s", ev.Log.Engine, ev.Log.Line)
+	case experiment.KindFault:
+		st.applyFault(ev)
+	case experiment.KindWindow:
+		st.applyWindow(ev)
+	case experiment.KindSamples:
+		st.applySamples(ev.Samples, keep)
+	case experiment.KindWarning:
+		st.addLog(ev.T, levelWarn, "warning: %s", ev.Message)
+		if !st.up() {
+			st.startFailed = true
+			st.addFailure(ev.Message)
+		}
+	case experiment.KindVerdict:
+		st.applyVerdict(ev)
+	case experiment.KindEnd:
+		st.applyEnd(ev)
+	}
+}
+
+func (st *state) applyRun(ev experiment.Event) {
+	if ev.Run == nil {
+		return
+	}
+	run := *ev.Run
+	st.run = &run
+	for i := 0; i < run.Sources && i < maxSources; i++ {
+		st.source(i)
+	}
+	st.addLog(ev.T, levelInfo, "run: case %s, arm %s, %d sources on %s, time scale %g",
+		orDash(run.Case), orDash(run.Arm), run.Sources, orDash(run.Engine), st.timeScale())
+}
+
+// maxEngines bounds the engines a malformed stream can make the dashboard track.
+const maxEngines = 2*maxSources + 8
+
+// engine returns the named engine's state, creating it on first sight;
+// nil once maxEngines are tracked.
+func (st *state) engine(name string) *engineState {
+	e, ok := st.engines[name]
+	if !ok {
+		if len(st.engines) >= maxEngines {
+			return nil
+		}
+		e = &engineState{info: experiment.EngineInfo{Name: name}, logs: newRing[string](64)}
+		st.engines[name] = e
+	}
+	return e
+}
+
+func (st *state) applyEngine(ev experiment.Event) {
+	if ev.Engine == nil || ev.Engine.Name == "" {
+		return
+	}
+	info := *ev.Engine
+	info.Members = append([]int(nil), info.Members...)
+	e := st.engine(info.Name)
+	if e == nil {
+		return
+	}
+	known, prev := e.reported, e.info.State
+	e.info, e.reported = info, true
+	if info.Role == "source" {
+		st.source(info.Index)
+	}
+	if info.State == experiment.StateReady {
+		e.everReady = true
+	}
+	if known && prev == info.State {
+		return
+	}
+	switch info.State {
+	case experiment.StateExited:
+		exit := info.Exit
+		if exit == "" {
+			exit = "no exit status"
+		}
+		st.addLog(ev.T, levelWarn, "%s exited (%s)", info.Name, exit)
+	case experiment.StateReady:
+		st.addLog(ev.T, levelInfo, "%s ready (pid %d, :%d)", info.Name, info.Pid, info.HTTPPort)
+	default:
+		st.addLog(ev.T, levelInfo, "%s %s (pid %d)", info.Name, info.State, info.Pid)
+	}
+}
+
+func (st *state) applyFault(ev experiment.Event) {
+	f := ev.Fault
+	if f == nil {
+		return
+	}
+	by := f.By
+	if by == "" {
+		by = "script"
+	}
+	if f.Err != "" {
+		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, sourceEngine(f.Source), by, f.Err)
+		return
+	}
+	s := st.source(f.Source)
+	if s == nil {
+		st.addLog(ev.T, levelWarn, "%s on source %d, which is out of range", f.Action, f.Source)
+		return
+	}
+	s.action, s.actionAt, s.stallFor, s.actionPid = f.Action, ev.T, 0, 0
+	if e := st.engineOf(f.Source); e != nil {
+		s.actionPid = e.info.Pid
+	}
+	what := fmt.Sprintf("%s %s (%s)", f.Action, sourceEngine(f.Source), by)
+	switch f.Action {
+	case experiment.ActionStall:
+		s.stallFor = f.Duration
+		if f.Duration > 0 {
+			what += " for " + fmtSpan(f.Duration)
+		}
+		st.openSpan(s, ev.T)
+	case experiment.ActionKill, experiment.ActionRemove:
+		st.openSpan(s, ev.T)
+	case experiment.ActionResume, experiment.ActionReady, experiment.ActionRestore:
+		if sp := s.openSpan(); sp != nil {
+			sp.end, sp.open = ev.T, false
+		}
+	}
+	st.addLog(ev.T, levelFault, "%s", what)
+}
+
+// openSpan marks a fault on the source's chart unless one is already open
+// (the KindWindow event and the fault action describe the same window).
+func (st *state) openSpan(s *sourceState, at time.Duration) {
+	if s.openSpan() != nil {
+		return
+	}
+	s.spans.Push(span{start: at, open: true})
+}
+
+func (st *state) applyWindow(ev experiment.Event) {
+	w := ev.Window
+	if w == nil {
+		return
+	}
+	s := st.source(w.Source)
+	if s == nil {
+		return
+	}
+	if w.End == 0 {
+		if sp := s.openSpan(); sp != nil {
+			sp.start = w.Start
+		} else {
+			s.spans.Push(span{start: w.Start, open: true})
+		}
+		st.addLog(ev.T, levelFault, "fault window opened on %s", sourceEngine(w.Source))
+		return
+	}
+	switch sp := s.lastSpan(); {
+	case sp != nil && (sp.open || sp.start == w.Start):
+		sp.start, sp.end, sp.open = w.Start, w.End, false
+	default:
+		s.spans.Push(span{start: w.Start, end: w.End})
+	}
+	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", sourceEngine(w.Source), fmtLatency(w.End-w.Start))
+}
+
+func (st *state) applySamples(samples []probe.Sample, keep time.Duration) {
+	for i := range samples {
+		sm := &samples[i]
+		s := st.source(sm.Source)
+		if s == nil {
+			if st.outRange == 0 {
+				st.addLog(st.latestT, levelWarn, "dropping samples naming source %d: out of range", sm.Source)
+			}
+			st.outRange++
+			continue
+		}
+		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == ""}
+		s.points.Push(p)
+		s.n++
+		if sm.Status == 200 {
+			s.ok200++
+		}
+		if !p.ok {
+			s.errs++
+		}
+		if p.hit {
+			s.pulled++
+		}
+		if p.end > st.latestT {
+			st.latestT = p.end
+		}
+	}
+	// Drop what no window shows any more. Samples arrive roughly in the
+	// order they end, so the oldest are at the front.
+	horizon := st.latestT - keep
+	for _, s := range st.sources {
+		for s.points.Len() > 0 && s.points.Front().end < horizon {
+			s.points.PopFront()
+		}
+	}
+}
+
+func (st *state) applyVerdict(ev experiment.Event) {
+	if ev.Verdict == nil {
+		return
+	}
+	v := *ev.Verdict
+	v.Checks = append([]check.Result(nil), v.Checks...)
+	st.verdict = &v
+	st.final = ev.Final
+	if !ev.Final {
+		return
+	}
+	if v.Passed {
+		st.addLog(ev.T, levelInfo, "verdict: PASS")
+		return
+	}
+	var failed []string
+	for _, c := range v.Checks {
+		if !c.Passed {
+			failed = append(failed, c.Name)
+		}
+	}
+	st.addLog(ev.T, levelError, "verdict: FAIL (%s)", strings.Join(failed, ", "))
+}
+
+func (st *state) applyEnd(ev experiment.Event) {
+	if st.ended {
+		return
+	}
+	wasUp := st.up()
+	st.ended = true
+	st.endMsg = clean(ev.Message)
+	st.exitCode = ev.ExitCode
+	st.endT = ev.T
+	st.endWall = ev.Wall
+	level := levelInfo
+	if ev.ExitCode != 0 {
+		level = levelError
+	}
+	st.addLog(ev.T, level, "run ended: %s (exit %d)", orDash(ev.Message), ev.ExitCode)
+	if !wasUp && ev.ExitCode != 0 {
+		st.startFailed = true
+		if ev.Message != "" {
+			st.addFailure(ev.Message)
+		}
+	}
+}
+
+// closeStream records that the event channel closed; a run that ends
+// without a KindEnd event still ends.
+func (st *state) closeStream(now time.Time) {
+	if st.ended {
+		return
+	}
+	t := st.nowT(now)
+	st.ended = true
+	st.endMsg = "the event stream closed"
+	st.endT = t
+	st.endWall = now
+	st.addLog(t, levelWarn, "the event stream closed before the run ended")
+	if !st.up() {
+		st.startFailed = true
+		st.addFailure("the experiment stopped before the cluster was up")
+	}
+}
+
+// addFailure keeps the last few reasons the cluster did not come up.
+func (st *state) addFailure(msg string) {
+	const keep = 5
+	st.failures = append(st.failures, clean(msg))
+	if n := len(st.failures); n > keep {
+		st.failures = append(st.failures[:0], st.failures[n-keep:]...)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// badgeKind is a source's state as the badge shows it.
+type badgeKind int
+
+const (
+	badgeUnknown badgeKind = iota
+	badgeStarting
+	badgeReady
+	badgeStalled
+	badgeKilled
+	badgeRestarting
+	badgeRemoved
+	badgeExited
+)
+
+// badge derives a source's state from the last fault action on it and its
+// engine's latest process state: the action says why (a kill, not a crash),
+// the process state says where it is now (restarting, ready again).
+func (st *state) badge(i int, nowT, defaultStall time.Duration) (badgeKind, string) {
+	if i < 0 || i >= len(st.sources) {
+		return badgeUnknown, "?"
+	}
+	s := st.sources[i]
+	var engState, exit string
+	var restarts, pid int
+	if e := st.engineOf(i); e != nil {
+		engState, restarts, exit, pid = e.info.State, e.info.Restarts, e.info.Exit, e.info.Pid
+	}
+	// After a kill or a restore, "ready" only counts from a new process:
+	// an engine event from before the signal may still say ready.
+	respawned := engState == experiment.StateReady && pid != s.actionPid
+	switch {
+	case s.action == experiment.ActionRemove || engState == experiment.StateRemoved:
+		return badgeRemoved, "REMOVED"
+	case s.action == experiment.ActionStall && engState != experiment.StateExited && engState != experiment.StateRestarting,
+		engState == experiment.StateStopped:
+		label := "STALLED"
+		dur := s.stallFor
+		if dur == 0 {
+			dur = defaultStall
+		}
+		if s.action == experiment.ActionStall && dur > 0 {
+			label += " " + fmtCountdown(s.actionAt+dur-nowT)
+		}
+		return badgeStalled, label
+	case engState == experiment.StateRestarting:
+		return badgeRestarting, "RESTARTING"
+	case s.action == experiment.ActionKill && engState == experiment.StateStarting:
+		return badgeRestarting, "RESTARTING"
+	case s.action == experiment.ActionKill && !respawned:
+		return badgeKilled, "KILLED"
+	case s.action == experiment.ActionRestore && !respawned:
+		return badgeRestarting, "RESTARTING"
+	case engState == experiment.StateExited:
+		if exit != "" {
+			return badgeExited, "EXITED " + exit
+		}
+		return badgeExited, "EXITED"
+	case engState == experiment.StateStarting && restarts > 0:
+		return badgeRestarting, "RESTARTING"
+	case engState == experiment.StateStarting:
+		return badgeStarting, "STARTING"
+	case engState == experiment.StateReady:
+		return badgeReady, "READY"
+	default:
+		return badgeUnknown, "WAITING"
+	}
+}
