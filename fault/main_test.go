@@ -1,0 +1,181 @@
+package fault_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"p2pfault/exitcode"
+	"p2pfault/runner"
+	"p2pfault/runner/enginetest"
+	"p2pfault/runner/session"
+	"p2pfault/sim"
+)
+
+// simMainEnv makes the test binary act as p2pfault with its `sim` command
+// (the repository's convention), so tests fault real simulated engines.
+const simMainEnv = "P2PFAULT_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(simMainEnv) == "1" {
+		root := &cobra.Command{Use: "p2pfault", SilenceUsage: true, SilenceErrors: true}
+		root.AddCommand(sim.Command())
+		root.SetArgs(os.Args[1:])
+		err := root.Execute()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
+		os.Exit(exitcode.Code(err))
+	}
+	if os.Getenv(enginetest.EnvVar) == "1" {
+		os.Exit(enginetest.Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeConfig is a cluster of fake engines (runner/enginetest: the sim's
+// process shape, ready in milliseconds) on kernel-picked ports. GORACE
+// stops a -race engine from sleeping 1 s at exit.
+func fakeConfig(t testing.TB) runner.Config {
+	return runner.Config{
+		OutDir:       t.TempDir(),
+		FreePorts:    true,
+		Env:          []string{enginetest.EnvVar + "=1", "GORACE=atexit_sleep_ms=0"},
+		ReadyTimeout: 30 * time.Second,
+		StopGrace:    3 * time.Second,
+	}
+}
+
+// simConfig is a cluster of real simulated engines (this test binary as
+// p2pfault), their startup delay scaled down.
+func simConfig(t testing.TB) runner.Config {
+	return runner.Config{
+		OutDir:       t.TempDir(),
+		FreePorts:    true,
+		TimeScale:    0.05,
+		Env:          []string{simMainEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+		ReadyTimeout: 60 * time.Second,
+		StopGrace:    5 * time.Second,
+	}
+}
+
+// engineKinds are the engines the fault tests run against: the real
+// simulated engine, and the fake with the same process shape.
+var engineKinds = []struct {
+	name   string
+	config func(testing.TB) runner.Config
+}{
+	{"sim", simConfig},
+	{"fake", fakeConfig},
+}
+
+// startCluster starts cfg, stops it in t.Cleanup and then SIGKILLs every
+// session it ever had, in case Stop failed.
+func startCluster(t testing.TB, cfg runner.Config) *runner.Cluster {
+	t.Helper()
+	var sids []int
+	cfg.OnChange = func(c runner.Change) {
+		if c.Sid > 0 {
+			sids = append(sids, c.Sid) // OnChange runs on one goroutine
+		}
+	}
+	t.Cleanup(func() {
+		for _, sid := range sids {
+			_, _ = session.Signal(sid, unix.SIGKILL)
+		}
+	})
+	c, err := runner.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("stop cluster: %v", err)
+		}
+	})
+	return c
+}
+
+// startBystander starts a process in a session of its own that no fault
+// may touch: `sh` with a background child.
+func startBystander(t testing.TB) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "sleep 120 & exec sleep 120")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sid := cmd.Process.Pid
+	reaped := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(reaped)
+	}()
+	t.Cleanup(func() {
+		_, _ = session.Signal(sid, unix.SIGKILL)
+		<-reaped
+	})
+	if !eventually(5*time.Second, func() bool { live, _ := session.Live(sid); return len(live) == 2 }) {
+		t.Fatalf("bystander session %d never had 2 processes", sid)
+	}
+	return sid
+}
+
+// eventually polls cond every 5 ms until it holds or d passes.
+func eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// snapshot is a session's members and their states.
+type snapshot map[int]byte
+
+func snap(t testing.TB, sid int) snapshot {
+	t.Helper()
+	ms, err := session.Members(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := snapshot{}
+	for _, m := range ms {
+		if m.Live() {
+			s[m.Pid] = m.State
+		}
+	}
+	return s
+}
+
+// untouched reports how a session changed from before, "" if it did not:
+// the same live pids, none stopped.
+func untouched(t testing.TB, sid int, before snapshot) string {
+	now := snap(t, sid)
+	if len(now) != len(before) {
+		return "members changed"
+	}
+	for pid, st := range now {
+		if _, ok := before[pid]; !ok {
+			return "members changed"
+		}
+		if st == 'T' {
+			return "a member is stopped"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,306 @@
+package fault
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"p2pfault/exitcode"
+)
+
+// Actions of a timeline step; the strings are experiment's Action*.
+const (
+	ActionStall   = "stall"   // SIGSTOP the session (for a duration, or until resume)
+	ActionResume  = "resume"  // SIGCONT a stalled source
+	ActionKill    = "kill"    // SIGKILL the session, restart on the same ports
+	ActionRemove  = "remove"  // SIGTERM, left down
+	ActionRestore = "restore" // bring a removed source back
+)
+
+// actionList names the actions in messages.
+const actionList = "stall, resume, kill, remove, restore"
+
+func isAction(a string) bool {
+	switch a {
+	case ActionStall, ActionResume, ActionKill, ActionRemove, ActionRestore:
+		return true
+	}
+	return false
+}
+
+// Step is one line of a timeline: `at 10s stall source-0 for 30s`.
+type Step struct {
+	At     time.Duration // since the timeline's start (the run's t0)
+	Action string
+	Source int
+	For    time.Duration // stall only: resume after this long; 0 = until a resume step
+	Line   int           // position in the script, for errors; 0 for presets
+	Col    int
+}
+
+// String renders the step in the timeline language; Parse reads it back.
+func (s Step) String() string {
+	out := fmt.Sprintf("at %v %s source-%d", s.At, s.Action, s.Source)
+	if s.For > 0 {
+		out += fmt.Sprintf(" for %v", s.For)
+	}
+	return out
+}
+
+// Timeline is a script of fault steps, in time order.
+type Timeline []Step
+
+// String renders the timeline on one line, steps separated by "; ".
+func (t Timeline) String() string {
+	parts := make([]string, len(t))
+	for i, s := range t {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// token is a word of the script and where it starts.
+type token struct {
+	text      string
+	line, col int
+}
+
+// syntaxError is a parse error at a position: "timeline:1:4: ...".
+func syntaxError(line, col int, format string, args ...any) error {
+	return exitcode.Usagef("timeline:%d:%d: %s", line, col, fmt.Sprintf(format, args...))
+}
+
+// Parse reads a timeline: steps separated by ";" or newlines, each
+//
+//	at DURATION ACTION source-N [for DURATION]
+//
+// with ACTION one of stall, resume, kill, remove, restore ("for" only with
+// stall) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
+// Steps are returned sorted by time (stable). Errors are usage errors that
+// name the position: `timeline:1:4: bad duration "10x"`.
+func Parse(text string) (Timeline, error) {
+	var t Timeline
+	for i, line := range strings.Split(text, "\n") {
+		if c := strings.IndexByte(line, '#'); c >= 0 {
+			line = line[:c]
+		}
+		var stmt []token
+		flush := func(endCol int) error {
+			if len(stmt) == 0 {
+				return nil
+			}
+			s, err := parseStep(stmt, i+1, endCol)
+			stmt = nil
+			if err != nil {
+				return err
+			}
+			t = append(t, s)
+			return nil
+		}
+		start := -1
+		for j := 0; j <= len(line); j++ {
+			end := j == len(line)
+			sep := !end && line[j] == ';'
+			space := !end && (line[j] == ' ' || line[j] == '\t' || line[j] == '\r')
+			if end || sep || space {
+				if start >= 0 {
+					stmt = append(stmt, token{text: line[start:j], line: i + 1, col: start + 1})
+					start = -1
+				}
+				if end || sep {
+					if err := flush(j + 1); err != nil {
+						return nil, err
+					}
+				}
+				continue
+			}
+			if start < 0 {
+				start = j
+			}
+		}
+	}
+	slices.SortStableFunc(t, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
+	return t, nil
+}
+
+// parseStep parses one statement; endCol is where it ends, for "missing"
+// errors.
+func parseStep(toks []token, line, endCol int) (Step, error) {
+	next := 0
+	want := func(what string) (token, error) {
+		if next >= len(toks) {
+			return token{}, syntaxError(line, endCol, "missing %s after %q", what, joinTokens(toks))
+		}
+		next++
+		return toks[next-1], nil
+	}
+	s := Step{Line: toks[0].line, Col: toks[0].col}
+	at, err := want(`"at"`)
+	if err != nil {
+		return s, err
+	}
+	if at.text != "at" {
+		return s, syntaxError(at.line, at.col, `want "at DURATION ACTION source-N", got %q`, at.text)
+	}
+	d, err := want("a duration")
+	if err != nil {
+		return s, err
+	}
+	if s.At, err = parseDuration(d); err != nil {
+		return s, err
+	}
+	a, err := want("an action")
+	if err != nil {
+		return s, err
+	}
+	if !isAction(a.text) {
+		return s, syntaxError(a.line, a.col, "unknown action %q (want %s)", a.text, actionList)
+	}
+	s.Action = a.text
+	tg, err := want("a target")
+	if err != nil {
+		return s, err
+	}
+	if s.Source, err = parseTarget(tg); err != nil {
+		return s, err
+	}
+	if next < len(toks) && toks[next].text == "for" {
+		f := toks[next]
+		next++
+		if s.Action != ActionStall {
+			return s, syntaxError(f.line, f.col, `"for" goes only with stall, not %s`, s.Action)
+		}
+		d, err := want("a duration")
+		if err != nil {
+			return s, err
+		}
+		if s.For, err = parseDuration(d); err != nil {
+			return s, err
+		}
+		if s.For == 0 {
+			return s, syntaxError(d.line, d.col, "stall for %q: want a positive duration", d.text)
+		}
+	}
+	if next < len(toks) {
+		x := toks[next]
+		return s, syntaxError(x.line, x.col, "unexpected %q after %q", x.text, joinTokens(toks[:next]))
+	}
+	return s, nil
+}
+
+func parseDuration(tok token) (time.Duration, error) {
+	d, err := time.ParseDuration(tok.text)
+	if err != nil {
+		return 0, syntaxError(tok.line, tok.col, "bad duration %q", tok.text)
+	}
+	if d < 0 {
+		return 0, syntaxError(tok.line, tok.col, "negative duration %q", tok.text)
+	}
+	return d, nil
+}
+
+func parseTarget(tok token) (int, error) {
+	n, ok := strings.CutPrefix(tok.text, "source-")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil || i < 0 || n != strconv.Itoa(i) {
+		return 0, syntaxError(tok.line, tok.col, "bad target %q (want source-N, e.g. source-0)", tok.text)
+	}
+	return i, nil
+}
+
+func joinTokens(toks []token) string {
+	parts := make([]string, len(toks))
+	for i, t := range toks {
+		parts[i] = t.text
+	}
+	return strings.Join(parts, " ")
+}
+
+// Check reports a step naming a source the cluster does not have, with its
+// position.
+func (t Timeline) Check(sources int) error {
+	for _, s := range t {
+		if s.Source >= sources {
+			return exitcode.Usagef("timeline:%d:%d: %s names source-%d, but the cluster has sources 0-%d",
+				s.Line, s.Col, s.String(), s.Source, sources-1)
+		}
+	}
+	return nil
+}
+
+// The seed's fault: on source 0, 10 s into the measured run, a 30 s stall.
+const (
+	presetAt    = 10 * time.Second
+	presetStall = 30 * time.Second
+)
+
+// presetList names the seed's cases in messages.
+const presetList = "stall, kill, remove, none"
+
+// Preset returns a seed case as a timeline, every time multiplied by scale:
+// "stall" (SIGSTOP source-0 at 10 s for 30 s), "kill" (SIGKILL source-0 at
+// 10 s, restart), "remove" (SIGTERM source-0 at 10 s, left down) or "none".
+func Preset(name string, scale float64) (Timeline, error) {
+	if scale <= 0 || scale != scale {
+		return nil, exitcode.Usagef("time scale %v: want a positive number", scale)
+	}
+	at := scaled(presetAt, scale)
+	switch name {
+	case "stall":
+		return Timeline{{At: at, Action: ActionStall, Source: 0, For: scaled(presetStall, scale)}}, nil
+	case "kill":
+		return Timeline{{At: at, Action: ActionKill, Source: 0}}, nil
+	case "remove":
+		return Timeline{{At: at, Action: ActionRemove, Source: 0}}, nil
+	case "none":
+		return Timeline{}, nil
+	}
+	return nil, exitcode.Usagef("case %q: want one of %s", name, presetList)
+}
+
+func scaled(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * f)
+}
+
+// Play runs each step at start+At by calling do in a goroutine of its own,
+// so a slow step (a kill waiting for its restart) does not delay the next;
+// steps on one engine are serialised by the runner. It returns when every
+// step has returned or ctx ends (steps not yet due are then skipped), with
+// every step's error.
+func (t Timeline) Play(ctx context.Context, start time.Time, do func(context.Context, Step) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	defer wg.Wait()
+	for _, s := range t {
+		timer := time.NewTimer(time.Until(start.Add(s.At)))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return errors.Join(append(errs, ctx.Err())...)
+		case <-timer.C:
+		}
+		wg.Go(func() {
+			if err := do(ctx, s); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", s, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,218 @@
+package fault_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"p2pfault/exitcode"
+	"p2pfault/fault"
+)
+
+func TestParseReadsSteps(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want fault.Timeline
+	}{
+		{"two steps separated by a semicolon", "at 10s stall source-0 for 30s; at 50s remove source-1", fault.Timeline{
+			{At: 10 * time.Second, Action: "stall", Source: 0, For: 30 * time.Second, Line: 1, Col: 1},
+			{At: 50 * time.Second, Action: "remove", Source: 1, Line: 1, Col: 32},
+		}},
+		{"newlines, comments and blank lines", "# the seed's kill\n\n  at 1.5s kill source-12   # then back\nat 3s restore source-12;\n", fault.Timeline{
+			{At: 1500 * time.Millisecond, Action: "kill", Source: 12, Line: 3, Col: 3},
+			{At: 3 * time.Second, Action: "restore", Source: 12, Line: 4, Col: 1},
+		}},
+		{"steps sorted by time, ties kept in order", "at 2s resume source-0; at 1s stall source-0; at 2s kill source-1", fault.Timeline{
+			{At: time.Second, Action: "stall", Source: 0, Line: 1, Col: 24},
+			{At: 2 * time.Second, Action: "resume", Source: 0, Line: 1, Col: 1},
+			{At: 2 * time.Second, Action: "kill", Source: 1, Line: 1, Col: 46},
+		}},
+		{"empty script", "  \n# nothing\n;;", nil},
+		{"tabs and minutes", "at\t2m\tstall\tsource-0\tfor\t1m30s", fault.Timeline{
+			{At: 2 * time.Minute, Action: "stall", Source: 0, For: 90 * time.Second, Line: 1, Col: 1},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := fault.Parse(tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d steps %v, want %d", len(got), got, len(tt.want))
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("step %d = %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestParseErrorsNameTheirPosition(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want string
+	}{
+		{"bad duration", "at 10x stall source-0", `timeline:1:4: bad duration "10x"`},
+		{"negative duration", "at -1s kill source-0", `timeline:1:4: negative duration "-1s"`},
+		{"no at", "stall source-0", `timeline:1:1: want "at DURATION ACTION source-N", got "stall"`},
+		{"unknown action", "at 1s freeze source-0", `timeline:1:7: unknown action "freeze" (want stall, resume, kill, remove, restore)`},
+		{"bad target", "at 1s stall src0", `timeline:1:13: bad target "src0"`},
+		{"target with leading zero", "at 1s kill source-01", `timeline:1:12: bad target "source-01"`},
+		{"for with kill", "at 1s kill source-0 for 3s", `timeline:1:21: "for" goes only with stall, not kill`},
+		{"missing stall length", "at 1s stall source-0 for", `timeline:1:25: missing a duration after "at 1s stall source-0 for"`},
+		{"missing target", "at 1s stall", `timeline:1:12: missing a target after "at 1s stall"`},
+		{"zero stall", "at 1s stall source-0 for 0s", `timeline:1:26: stall for "0s": want a positive duration`},
+		{"trailing word", "at 1s stall source-0 now", `timeline:1:22: unexpected "now" after "at 1s stall source-0"`},
+		{"error on the second line", "at 1s stall source-0\nat 2s kill source-x", `timeline:2:12: bad target "source-x"`},
+		{"error in the second statement of a line", "at 1s stall source-0; at 2s kil source-1", `timeline:1:29: unknown action "kil"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := fault.Parse(tt.text)
+			if err == nil {
+				t.Fatalf("Parse(%q) succeeded", tt.text)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want %q", err, tt.want)
+			}
+			if exitcode.Code(err) != exitcode.Usage {
+				t.Errorf("exit code %d, want %d", exitcode.Code(err), exitcode.Usage)
+			}
+		})
+	}
+}
+
+func TestTimelineStringParsesBack(t *testing.T) {
+	text := "at 10s stall source-0 for 30s; at 1m0s remove source-1; at 1m30.5s restore source-1"
+	tl, err := fault.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tl.String(); got != text {
+		t.Errorf("String() = %q, want %q", got, text)
+	}
+	again, err := fault.Parse(tl.String())
+	if err != nil || again.String() != text {
+		t.Errorf("reparse: %v, %q", err, again)
+	}
+}
+
+func TestPresetIsTheSeedCaseScaled(t *testing.T) {
+	tests := []struct {
+		name  string
+		scale float64
+		want  string
+	}{
+		{"stall", 1, "at 10s stall source-0 for 30s"},
+		{"stall", 0.1, "at 1s stall source-0 for 3s"},
+		{"kill", 1, "at 10s kill source-0"},
+		{"kill", 0.05, "at 500ms kill source-0"},
+		{"remove", 2, "at 20s remove source-0"},
+		{"none", 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tl, err := fault.Preset(tt.name, tt.scale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tl.String(); got != tt.want {
+				t.Errorf("Preset(%q, %v) = %q, want %q", tt.name, tt.scale, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPresetRejectsUnknownCaseAndBadScale(t *testing.T) {
+	tests := []struct {
+		name  string
+		scale float64
+		want  string
+	}{
+		{"freeze", 1, `case "freeze": want one of stall, kill, remove, none`},
+		{"stall", 0, "time scale 0: want a positive number"},
+		{"stall", -1, "time scale -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			_, err := fault.Preset(tt.name, tt.scale)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || exitcode.Code(err) != exitcode.Usage {
+				t.Errorf("Preset(%q, %v) = %v, want usage error %q", tt.name, tt.scale, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckNamesStepWithSourceOutOfRange(t *testing.T) {
+	tl, err := fault.Parse("at 1s stall source-0\nat 2s kill source-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tl.Check(3); err != nil {
+		t.Errorf("3 sources: %v", err)
+	}
+	err = tl.Check(2)
+	if err == nil || !strings.Contains(err.Error(), "timeline:2:1: at 2s kill source-2 names source-2, but the cluster has sources 0-1") {
+		t.Errorf("2 sources: %v", err)
+	}
+}
+
+func TestPlayFiresEachStepOnTimeEvenAfterASlowOne(t *testing.T) {
+	tl, err := fault.Parse("at 0s kill source-0; at 100ms stall source-1; at 300ms remove source-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	fired := map[string]time.Duration{}
+	start := time.Now()
+	err = tl.Play(context.Background(), start, func(_ context.Context, s fault.Step) error {
+		mu.Lock()
+		fired[s.Action] = time.Since(start)
+		mu.Unlock()
+		if s.Action == "kill" {
+			time.Sleep(500 * time.Millisecond) // a restart taking its time
+			return errors.New("restart failed")
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "at 0s kill source-0: restart failed") {
+		t.Errorf("Play error %v, want the kill step's error", err)
+	}
+	for _, s := range tl {
+		got, ok := fired[s.Action]
+		// Margins: the machine is shared; a step must not fire early, and
+		// must not wait for the slow kill (500 ms).
+		if !ok || got < s.At || got > s.At+350*time.Millisecond {
+			t.Errorf("%s fired at %v (ok %v), want within [%v, %v]", s, got, ok, s.At, s.At+350*time.Millisecond)
+		}
+	}
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Errorf("Play returned after %v, before the slow step ended", took)
+	}
+}
+
+func TestPlayStopsWhenContextEnds(t *testing.T) {
+	tl, err := fault.Parse("at 0s stall source-0; at 10s kill source-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	var n int
+	start := time.Now()
+	err = tl.Play(ctx, start, func(context.Context, fault.Step) error { n++; return nil })
+	if !errors.Is(err, context.DeadlineExceeded) || n != 1 {
+		t.Errorf("Play = %v after %d steps, want deadline exceeded after 1", err, n)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Play took %v after its context ended", took)
+	}
+}

@@ -1,0 +1,356 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"p2pfault/exitcode"
+)
+
+// errStopping is returned by an engine operation that the cluster's Stop
+// interrupted or that came after it.
+var errStopping = errors.New("the cluster is stopping")
+
+// Cluster is the running engines of one run.
+type Cluster struct {
+	cfg     Config
+	engines []*Engine
+	spawn   *spawner
+	events  *dispatcher
+
+	// life is cancelled when Stop begins, so an operation in flight (a
+	// restart waiting for readiness) gives way to it.
+	life    context.Context
+	endLife context.CancelFunc
+
+	stopOnce  sync.Once
+	stopDone  chan struct{}
+	stopErr   error
+	watchMu   sync.Mutex
+	unwatch   func() bool // ends the watch of Start's ctx
+	sessionMu sync.Mutex  // serialises writes of sessions.json
+	leftovers []SessionEntry
+	owner     ProcID
+	bootID    string
+}
+
+// Start starts every engine of cfg concurrently and waits until each
+// answers GET /health with 200 (within cfg.ReadyTimeout). On failure it
+// stops whatever it started and returns an error naming the engine, its
+// exit status and its last log lines; a fixed port that is taken is a usage
+// error naming the port and its holder.
+//
+// ctx bounds the cluster's life as well as its start: when ctx is cancelled
+// (Ctrl-C) the cluster stops itself as Stop does. Call Stop in any case,
+// typically deferred; it is safe to call twice and from a deferred recover.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.OutDir == "" {
+		return nil, exitcode.Usagef("no output folder for the engines' logs and sessions.json (runner.Config.OutDir is empty)")
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, exitcode.AsUsage(fmt.Errorf("create output folder %s: %w", cfg.OutDir, err))
+	}
+	if cfg.Engine == EngineVLLM {
+		path, err := exec.LookPath(cfg.VLLMBin)
+		if err != nil {
+			return nil, exitcode.AsUsage(fmt.Errorf("vllm binary %q: %w", cfg.VLLMBin, err))
+		}
+		cfg.VLLMBin = path
+	}
+	plans, err := planPorts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	plans, err = resolvePorts(cfg, plans)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := buildSpecs(cfg, plans)
+	if err != nil {
+		return nil, exitcode.AsUsage(err)
+	}
+
+	c, err := newCluster(cfg, specs)
+	if err != nil {
+		return nil, err
+	}
+	startCtx, cancel := c.opContext(ctx)
+	defer cancel()
+	errs := make([]error, len(c.engines))
+	var wg sync.WaitGroup
+	for i, e := range c.engines {
+		wg.Go(func() {
+			errs[i] = e.start(startCtx)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		stopErr := c.Stop(context.Background())
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("start cluster: %w", errors.Join(ctx.Err(), stopErr))
+		}
+		return nil, exitcode.AsUsage(fmt.Errorf("start cluster: %w", errors.Join(err, stopErr)))
+	}
+	c.watchMu.Lock()
+	c.unwatch = context.AfterFunc(ctx, func() { _ = c.Stop(context.Background()) })
+	c.watchMu.Unlock()
+	return c, nil
+}
+
+func newCluster(cfg Config, specs []Spec) (*Cluster, error) {
+	owner, err := selfID()
+	if err != nil {
+		return nil, err
+	}
+	life, endLife := context.WithCancel(context.Background())
+	c := &Cluster{
+		cfg:      cfg,
+		spawn:    newSpawner(),
+		events:   newDispatcher(cfg.OnLog, cfg.OnChange),
+		life:     life,
+		endLife:  endLife,
+		stopDone: make(chan struct{}),
+		owner:    owner,
+		bootID:   bootID(),
+	}
+	// Keep the live sessions of an earlier run in this folder in the new
+	// file, so `p2pfault cleanup` still finds them after we overwrite it.
+	if left, err := Leftovers(cfg.OutDir); err == nil {
+		for _, l := range left {
+			c.leftovers = append(c.leftovers, l.SessionEntry)
+		}
+	}
+	for _, s := range specs {
+		c.engines = append(c.engines, &Engine{c: c, spec: s, tail: newRing(cfg.LogTail), state: StateStarting})
+	}
+	return c, nil
+}
+
+// Engines returns every engine: the sources in order, then the decoder.
+func (c *Cluster) Engines() []*Engine { return append([]*Engine(nil), c.engines...) }
+
+// Sources returns the source engines in index order.
+func (c *Cluster) Sources() []*Engine {
+	return append([]*Engine(nil), c.engines[:len(c.engines)-1]...)
+}
+
+// Decoder returns the decoder engine.
+func (c *Cluster) Decoder() *Engine { return c.engines[len(c.engines)-1] }
+
+// Source returns source i, or an error naming the index.
+func (c *Cluster) Source(i int) (*Engine, error) {
+	if i < 0 || i >= len(c.engines)-1 {
+		return nil, fmt.Errorf("source %d: the cluster has sources 0-%d", i, len(c.engines)-2)
+	}
+	return c.engines[i], nil
+}
+
+// Engine returns the engine with the given name ("source-0", "decoder").
+func (c *Cluster) Engine(name string) (*Engine, error) {
+	for _, e := range c.engines {
+		if e.spec.Name == name {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("no engine named %q", name)
+}
+
+// OutDir is the folder of the engines' logs and sessions.json.
+func (c *Cluster) OutDir() string { return c.cfg.OutDir }
+
+// Stop ends every engine: SIGCONT (a stalled engine cannot handle
+// SIGTERM), SIGTERM, SIGKILL after StopGrace or when ctx ends, then waits
+// until each session has no live process and each engine is reaped. It is
+// safe to call more than once and concurrently; every call returns the
+// first call's result once the cluster is down.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() {
+		c.stopErr = c.stop(ctx)
+		close(c.stopDone)
+	})
+	<-c.stopDone
+	return c.stopErr
+}
+
+func (c *Cluster) stop(ctx context.Context) error {
+	c.watchMu.Lock()
+	if c.unwatch != nil {
+		c.unwatch()
+	}
+	c.watchMu.Unlock()
+	c.endLife()
+	errs := make([]error, len(c.engines))
+	var wg sync.WaitGroup
+	for i, e := range c.engines {
+		wg.Go(func() { errs[i] = e.stopForGood(ctx) })
+	}
+	wg.Wait()
+	errs = append(errs, c.writeSessions())
+	c.spawn.close()
+	c.events.close()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stop cluster: %w", err)
+	}
+	return nil
+}
+
+// opContext is ctx, also cancelled when the cluster starts stopping.
+func (c *Cluster) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(c.life, func() { cancel(errStopping) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
+	}
+}
+
+func (c *Cluster) logPath(name string) string {
+	return filepath.Join(c.cfg.OutDir, name+".log")
+}
+
+// spawner starts every engine from one goroutine locked to its OS thread.
+// Go's Pdeathsig is tied to the thread that forked the child, and the
+// runtime may end an idle thread; this thread lives until the cluster is
+// stopped, and then exits still locked, so the kernel SIGKILLs anything it
+// forked that is somehow still alive.
+type spawner struct {
+	reqs chan spawnReq
+	quit chan struct{}
+	once sync.Once
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan spawnReq), quit: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *spawner) loop() {
+	runtime.LockOSThread()
+	// No UnlockOSThread: returning locked ends the thread (see spawner).
+	for {
+		select {
+		case r := <-s.reqs:
+			r.done <- r.cmd.Start()
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+func (s *spawner) start(cmd *exec.Cmd) error {
+	r := spawnReq{cmd: cmd, done: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+		return <-r.done
+	case <-s.quit:
+		return errStopping
+	}
+}
+
+func (s *spawner) close() { s.once.Do(func() { close(s.quit) }) }
+
+// dispatcher calls OnLog and OnChange from one goroutine, in order, so
+// callers never hold an engine's lock while user code runs.
+type dispatcher struct {
+	onLog    func(string, string)
+	onChange func(Change)
+
+	mu      sync.Mutex
+	queue   []func()
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+	dropped int
+}
+
+// maxQueued bounds the log lines waiting for a slow OnLog; state changes
+// are never dropped.
+const maxQueued = 10000
+
+func newDispatcher(onLog func(string, string), onChange func(Change)) *dispatcher {
+	d := &dispatcher{onLog: onLog, onChange: onChange, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go d.run()
+	return d
+}
+
+func (d *dispatcher) push(fn func(), droppable bool) {
+	d.mu.Lock()
+	if d.closed || (droppable && len(d.queue) >= maxQueued) {
+		if droppable {
+			d.dropped++
+		}
+		d.mu.Unlock()
+		return
+	}
+	d.queue = append(d.queue, fn)
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dispatcher) log(engine, line string) {
+	if d.onLog != nil {
+		d.push(func() { d.onLog(engine, line) }, true)
+	}
+}
+
+func (d *dispatcher) change(ch Change) {
+	if d.onChange != nil {
+		d.push(func() { d.onChange(ch) }, false)
+	}
+}
+
+func (d *dispatcher) run() {
+	defer close(d.done)
+	for {
+		d.mu.Lock()
+		q, closed := d.queue, d.closed
+		d.queue = nil
+		d.mu.Unlock()
+		for _, fn := range q {
+			fn()
+		}
+		if len(q) > 0 {
+			continue
+		}
+		if closed {
+			return
+		}
+		<-d.wake
+	}
+}
+
+// close delivers what is queued and ends the dispatcher.
+func (d *dispatcher) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		// A callback that blocks must not keep Stop from returning.
+	}
+}

@@ -1,0 +1,86 @@
+package runner
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestRingKeepsLastLinesInOrder(t *testing.T) {
+	tests := []struct {
+		name  string
+		size  int
+		added int
+		ask   int
+		want  []string
+	}{
+		{"fewer than asked", 4, 2, 3, []string{"l0", "l1"}},
+		{"wrapped", 3, 5, 3, []string{"l2", "l3", "l4"}},
+		{"asked fewer than kept", 3, 5, 2, []string{"l3", "l4"}},
+		{"empty", 3, 0, 3, nil},
+		{"asked none", 3, 2, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRing(tt.size)
+			for i := range tt.added {
+				r.add("l" + strconv.Itoa(i))
+			}
+			if got := r.last(tt.ask); !slices.Equal(got, tt.want) {
+				t.Errorf("last(%d) = %q, want %q", tt.ask, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadLinesSplitsAndBoundsLines(t *testing.T) {
+	long := strings.Repeat("x", maxLine+100)
+	var got []string
+	readLines(strings.NewReader("a\nb\r\n"+long+"\nlast"), func(l string) { got = append(got, l) })
+	if len(got) != 4 || got[0] != "a" || got[1] != "b" || len(got[2]) != maxLine || got[3] != "last" {
+		t.Errorf("lines: %d, first %q %q, long %d, last %q", len(got), got[0], got[1], len(got[2]), got[len(got)-1])
+	}
+}
+
+func TestResolvePortsMovesTakenDefaultsOnly(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	l2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := l2.Addr().(*net.TCPAddr).Port
+	l2.Close()
+
+	cfg := Config{Sources: 1}
+	got, err := resolvePorts(cfg, []portPlan{{http: taken, p2p: free}, {http: free + 1000, p2p: free + 1001}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].http == taken || got[0].http == 0 {
+		t.Errorf("taken default port %d kept: %+v", taken, got[0])
+	}
+	if got[0].p2p != free {
+		t.Errorf("free default port %d moved to %d", free, got[0].p2p)
+	}
+
+	cfg.FreePorts = true
+	got, err = resolvePorts(cfg, []portPlan{{http: 8100, p2p: 7777}, {http: 8200, p2p: 7778, fixedHTTP: true}})
+	if err != nil && !strings.Contains(err.Error(), "8200") {
+		t.Fatal(err)
+	}
+	if err == nil && (got[0].http == 8100 || got[0].p2p == 7777 || got[1].p2p == 7778 || got[1].http != 8200) {
+		t.Errorf("FreePorts: %+v, want every unfixed port moved and the fixed one kept", got)
+	}
+
+	_, err = resolvePorts(Config{Sources: 1}, []portPlan{{http: taken, p2p: free, fixedHTTP: true}, {http: free + 1, p2p: free + 2}})
+	if err == nil || !strings.Contains(err.Error(), "fixed source-0 HTTP port "+strconv.Itoa(taken)+" is in use by pid") {
+		t.Errorf("fixed taken port: %v", err)
+	}
+}

@@ -1,0 +1,241 @@
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"p2pfault/exitcode"
+)
+
+// Role of an engine in the cluster.
+type Role string
+
+const (
+	RoleSource  Role = "source"
+	RoleDecoder Role = "decoder"
+)
+
+// DecoderName is the name of the cluster's single decoder.
+const DecoderName = "decoder"
+
+// SourceName is the name of source i ("source-0").
+func SourceName(i int) string { return "source-" + strconv.Itoa(i) }
+
+// Spec is how one engine is started: never through a shell.
+type Spec struct {
+	Name     string // "source-0", ..., "decoder"
+	Role     Role
+	Index    int // source index; 0 for the decoder
+	HTTPPort int
+	P2PHost  string
+	P2PPort  int
+	Path     string   // the binary: p2pfault itself (sim) or vllm
+	Args     []string // argv after the binary
+	Env      []string // KEY=VALUE set on top of p2pfault's own environment
+
+	FixedHTTP bool // the user fixed this port: taken is an error, not a reason to move
+	FixedP2P  bool
+}
+
+// Argv is the full argument vector, binary first.
+func (s Spec) Argv() []string { return append([]string{s.Path}, s.Args...) }
+
+// CommandLine renders the spec as a shell command (env, then argv), for logs
+// and for people who want to run one engine by hand.
+func (s Spec) CommandLine() string {
+	var b strings.Builder
+	for _, kv := range s.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		b.WriteString(k + "=" + shellQuote(v) + " ")
+	}
+	for i, a := range s.Argv() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// kvTransferConfig is reference §1's --kv-transfer-config; a struct rather
+// than a map so the JSON's key order is the script's and stable.
+type kvTransferConfig struct {
+	KVConnector string        `json:"kv_connector"`
+	KVRole      string        `json:"kv_role"`
+	Extra       kvExtraConfig `json:"kv_connector_extra_config"`
+}
+
+type kvExtraConfig struct {
+	SpecName       string    `json:"spec_name"`
+	CPUBytesToUse  int       `json:"cpu_bytes_to_use"`
+	SecondaryTiers []p2pTier `json:"secondary_tiers"`
+}
+
+type p2pTier struct {
+	Type string `json:"type"`
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+func kvTransferJSON(host string, port int) string {
+	// Marshalling a struct of strings and ints cannot fail.
+	b, _ := json.Marshal(kvTransferConfig{
+		KVConnector: "OffloadingConnector",
+		KVRole:      "kv_both",
+		Extra: kvExtraConfig{
+			SpecName:       "TieringOffloadingSpec",
+			CPUBytesToUse:  DefaultCPUBytes,
+			SecondaryTiers: []p2pTier{{Type: "p2p", Host: host, Port: port}},
+		},
+	})
+	return string(b)
+}
+
+// portPlan is one engine's ports before they are checked.
+type portPlan struct {
+	http, p2p           int
+	fixedHTTP, fixedP2P bool
+}
+
+// planPorts gives each engine (sources, then the decoder) its ports from
+// the bases, as run_accuracy_test.sh does.
+func planPorts(cfg Config) ([]portPlan, error) {
+	base := func(p, def int) (int, bool) {
+		if p == 0 {
+			return def, false
+		}
+		return p, true
+	}
+	srcHTTP, fixedSrc := base(cfg.Ports.SourceHTTP, DefaultSourceHTTPPort)
+	decHTTP, fixedDec := base(cfg.Ports.DecoderHTTP, DefaultDecoderHTTPPort)
+	p2p, fixedP2P := base(cfg.Ports.P2P, DefaultP2PPort)
+	plans := make([]portPlan, 0, cfg.Sources+1)
+	for i := 0; i < cfg.Sources; i++ {
+		plans = append(plans, portPlan{http: srcHTTP + i, p2p: p2p + i, fixedHTTP: fixedSrc, fixedP2P: fixedP2P})
+	}
+	plans = append(plans, portPlan{http: decHTTP, p2p: p2p + cfg.Sources, fixedHTTP: fixedDec, fixedP2P: fixedP2P})
+	return plans, checkPortPlans(cfg.Sources, plans)
+}
+
+// checkPortPlans rejects ports out of range and ports given twice.
+func checkPortPlans(sources int, plans []portPlan) error {
+	owner := map[int]string{}
+	for i, p := range plans {
+		name := engineName(sources, i)
+		for _, use := range []struct {
+			what string
+			port int
+		}{{name + " HTTP", p.http}, {name + " P2P", p.p2p}} {
+			if use.port < 1 || use.port > 65535 {
+				return exitcode.Usagef("port %d for %s: want 1-65535", use.port, use.what)
+			}
+			if prev, dup := owner[use.port]; dup {
+				return exitcode.Usagef("port %d is given to both %s and %s", use.port, prev, use.what)
+			}
+			owner[use.port] = use.what
+		}
+	}
+	return nil
+}
+
+func engineName(sources, i int) string {
+	if i < sources {
+		return SourceName(i)
+	}
+	return DecoderName
+}
+
+// Plan returns how each engine of cfg would be started (sources first, then
+// the decoder) with the planned ports, without starting or binding
+// anything. Start uses the same specs, except that an unfixed port that is
+// taken (every unfixed port with FreePorts) is replaced by a free one.
+func Plan(cfg Config) ([]Spec, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ports, err := planPorts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return buildSpecs(cfg, ports)
+}
+
+// buildSpecs renders every engine's argv and environment from one template,
+// so the simulated engine is started exactly as vllm serve would be.
+func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
+	path := cfg.VLLMBin
+	prefix := []string{}
+	if cfg.Engine == EngineSim {
+		path = cfg.SelfBin
+		if path == "" {
+			self, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("find p2pfault's own binary for the simulated engine: %w", err)
+			}
+			path = self
+		}
+		prefix = []string{"sim"}
+	}
+	specs := make([]Spec, 0, len(ports))
+	for i, p := range ports {
+		s := Spec{
+			Name:      engineName(cfg.Sources, i),
+			Role:      RoleSource,
+			Index:     i,
+			HTTPPort:  p.http,
+			P2PHost:   Host,
+			P2PPort:   p.p2p,
+			Path:      path,
+			FixedHTTP: p.fixedHTTP,
+			FixedP2P:  p.fixedP2P,
+		}
+		if i >= cfg.Sources {
+			s.Role, s.Index = RoleDecoder, 0
+		}
+		s.Args = append(append([]string{}, prefix...),
+			"serve", cfg.Model,
+			"--port", strconv.Itoa(p.http),
+			"--host", Host,
+			"--block-size", "128",
+			"--max-model-len", "512",
+			"--gpu-memory-utilization", "0.45",
+			"--enforce-eager",
+			"--tensor-parallel-size", "1",
+			"--enable-prompt-tokens-details",
+			"--kv-transfer-config", kvTransferJSON(Host, p.p2p),
+		)
+		if cfg.Engine == EngineSim && cfg.TimeScale != 1 {
+			s.Args = append(s.Args, "--sim-time-scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
+		}
+		s.Args = append(s.Args, cfg.ExtraArgs...)
+		if s.Role == RoleSource {
+			s.Args = append(s.Args, cfg.SourceArgs...)
+		} else {
+			s.Args = append(s.Args, cfg.DecoderArgs...)
+		}
+		if cfg.Engine == EngineVLLM && len(cfg.GPUs) > 0 {
+			s.Env = append(s.Env, "CUDA_VISIBLE_DEVICES="+cfg.GPUs[i%len(cfg.GPUs)])
+		}
+		s.Env = append(s.Env, "PYTHONHASHSEED="+cfg.HashSeed)
+		if cfg.HandshakeTimeout > 0 {
+			s.Env = append(s.Env, "VLLM_P2P_HANDSHAKE_TIMEOUT_S="+formatSeconds(cfg.HandshakeTimeout))
+		}
+		s.Env = append(s.Env, cfg.Env...)
+		specs = append(specs, s)
+	}
+	return specs, nil
+}

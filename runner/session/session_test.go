@@ -1,0 +1,180 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseStatReadsIdentityFields(t *testing.T) {
+	// tty .. itrealvalue, then starttime 98765, vsize, rss.
+	tail := " 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10"
+	tests := []struct {
+		name    string
+		line    string
+		want    Proc
+		wantErr string
+	}{
+		{"plain", "42 (sleep) S 1 42 42" + tail, Proc{Comm: "sleep", State: 'S', PPid: 1, Pgrp: 42, Sid: 42, StartTicks: 98765}, ""},
+		{"comm with spaces and parens", "7 (a) b (c) T 3 7 9" + tail, Proc{Comm: "a) b (c", State: 'T', PPid: 3, Pgrp: 7, Sid: 9, StartTicks: 98765}, ""},
+		{"no comm", "7 sleep S 1 2 3", Proc{}, "no (comm)"},
+		{"truncated", "7 (x) S 1 2 3", Proc{}, "too few fields"},
+		{"bad number", "7 (x) S one 2 3" + tail, Proc{}, "field 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStat([]byte(tt.line))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStatAgreesWithProcfs(t *testing.T) {
+	self, err := procfs.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := self.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Stat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Pid != want.PID || got.PPid != want.PPID || got.Sid != want.Session || got.Pgrp != want.PGRP || got.StartTicks != want.Starttime || got.Comm != want.Comm {
+		t.Errorf("Stat = %+v, procfs = %+v", got, want)
+	}
+	if _, err := Stat(1 << 30); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Stat of a pid that does not exist: %v, want ErrNotExist", err)
+	}
+}
+
+// startSession starts `sh` in a session of its own with a background
+// child, so the session has two members; it is killed in t.Cleanup.
+func startSession(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "sleep 60 & exec sleep 60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sid := cmd.Process.Pid
+	reaped := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(reaped)
+	}()
+	t.Cleanup(func() {
+		_, _ = Signal(sid, unix.SIGKILL)
+		<-reaped
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		live, err := Live(sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(live) == 2 {
+			return sid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d has %v, want 2 members", sid, live)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func states(t *testing.T, sid int) string {
+	t.Helper()
+	ms, err := Members(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, m := range ms {
+		b.WriteByte(m.State)
+	}
+	return b.String()
+}
+
+func TestSignalRefusesSystemAndOwnSessions(t *testing.T) {
+	own, err := unix.Getsid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		sid  int
+		want string
+	}{
+		{"session 0", 0, "sessions 0 and 1 belong to the system"},
+		{"session 1", 1, "sessions 0 and 1 belong to the system"},
+		{"negative", -4, "refusing to signal session -4"},
+		{"own session", own, "p2pfault's own session"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// SIGCONT: harmless if the guard ever failed.
+			_, err := Signal(tt.sid, unix.SIGCONT)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Signal(%d) = %v, want %q", tt.sid, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSignalStopsAndResumesEveryMemberOfExactlyThatSession(t *testing.T) {
+	target := startSession(t)
+	bystander := startSession(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	sent, err := Signal(target, unix.SIGSTOP)
+	if err != nil || len(sent) != 2 {
+		t.Fatalf("SIGSTOP sent to %v, %v; want both members", sent, err)
+	}
+	if err := WaitStates(ctx, sent, Proc.Stopped, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := states(t, target); got != "TT" {
+		t.Errorf("target states %q after SIGSTOP, want TT", got)
+	}
+	if got := states(t, bystander); strings.ContainsRune(got, 'T') {
+		t.Errorf("bystander states %q: touched", got)
+	}
+	if _, err := Signal(target, unix.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitStates(ctx, sent, func(p Proc) bool { return !p.Stopped() }, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Signal(target, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitGone(ctx, target, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := Live(bystander); len(live) != 2 {
+		t.Errorf("bystander lost members: %v", live)
+	}
+	if _, err := Signal(target, unix.SIGCONT); !errors.Is(err, ErrNoMembers) {
+		t.Errorf("signal to an empty session: %v, want ErrNoMembers", err)
+	}
+}
