@@ -27,6 +27,7 @@ type clusterFlags struct {
 	p2pPort     int
 	engineArgs  []string
 	freePorts   bool
+	loadPolicy  string
 	handshake   time.Duration
 
 	interval    time.Duration
@@ -52,6 +53,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.sourcePort, "source-port", 0, "fix source i's HTTP port to this + i (default 8100 + i, or free ports when taken)")
 	fs.IntVar(&f.decoderPort, "decoder-port", 0, "fix the decoder's HTTP port (default 8200, or a free port when taken)")
 	fs.IntVar(&f.p2pPort, "p2p-port", 0, "fix the P2P ports: source i on this + i, the decoder after the sources (default 7777)")
+	fs.StringVar(&f.loadPolicy, "kv-load-failure-policy", "recompute", "kv_load_failure_policy of every engine: recompute (a KV load that fails because its source died prefills locally) or fail (vLLM's default: the request errors)")
 	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from the kernel instead of the defaults (parallel runs, tests)")
 	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
@@ -115,15 +117,16 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 		Arm:  arm,
 		Case: caseName,
 		Cluster: runner.Config{
-			Engine:           f.engine,
-			Sources:          n,
-			Model:            f.model,
-			VLLMBin:          f.vllmBin,
-			GPUs:             f.gpus,
-			HandshakeTimeout: f.handshake,
-			ExtraArgs:        append(append([]string{}, f.engineArgs...), extra...),
-			Ports:            runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
-			FreePorts:        f.freePorts,
+			Engine:            f.engine,
+			Sources:           n,
+			Model:             f.model,
+			VLLMBin:           f.vllmBin,
+			GPUs:              f.gpus,
+			HandshakeTimeout:  f.handshake,
+			ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
+			Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
+			FreePorts:         f.freePorts,
+			LoadFailurePolicy: f.loadPolicy,
 		},
 		TimeScale:     f.timeScale,
 		Interval:      f.interval,

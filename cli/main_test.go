@@ -30,6 +30,8 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			// The sim's front end re-executes the test binary for its core.
 			env.Setenv("P2PFAULT_TEST_MAIN", "1")
+			// A -race binary sleeps 1 s at exit by default; engines exit often.
+			env.Setenv("GORACE", "atexit_sleep_ms=0")
 			return nil
 		},
 	})

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/charmbracelet/x/term"
+	"github.com/spf13/cobra"
 
 	"p2pfault/check"
 	"p2pfault/console"

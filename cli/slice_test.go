@@ -16,10 +16,10 @@ import (
 type sliceReport struct {
 	TimeScale float64 `json:"time_scale"`
 	Rows      []struct {
-		Arm     string `json:"arm"`
-		Case    string `json:"case"`
-		Passed  bool   `json:"passed"`
-		Checks  []struct {
+		Arm    string `json:"arm"`
+		Case   string `json:"case"`
+		Passed bool   `json:"passed"`
+		Checks []struct {
 			Name   string `json:"name"`
 			Passed bool   `json:"passed"`
 			Detail string `json:"detail"`
@@ -51,8 +51,29 @@ func startP2pfault(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), "P2PFAULT_TEST_MAIN=1")
+	return startCommand(t, self, args...)
+}
+
+// buildP2pfault builds the module's binary (without the race detector)
+// into a temporary folder.
+func buildP2pfault(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "p2pfault")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startCommand starts bin with args in a process group of its own and
+// kills that group if the test ends first.
+func startCommand(t *testing.T, bin string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	// A -race binary sleeps 1 s at exit by default; engines exit often.
+	cmd.Env = append(os.Environ(), "P2PFAULT_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0")
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -81,7 +102,10 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 	}
 	const scale = 0.2
 	out := t.TempDir()
-	cmd, log := startP2pfault(t, "slice", "--arms", "main,fixed", "--time-scale", "0.2", "--quiet", "--out", out)
+	// Six clusters at once: the engines are a plain build of p2pfault, not
+	// this race-instrumented test binary, which would starve a 2-core box.
+	bin := buildP2pfault(t)
+	cmd, log := startCommand(t, bin, "slice", "--arms", "main,fixed", "--time-scale", "0.2", "--quiet", "--out", out)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

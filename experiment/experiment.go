@@ -467,7 +467,7 @@ func (e *Experiment) setPhase(p Phase) {
 // engines saw them (the sim's wording, and vLLM's where it differs).
 var interesting = []string{
 	"engine ready", "connected", " down", "timed out", "stale connection",
-	"resumed after", "hash seed mismatch", "fingerprint", "ERROR", "Traceback",
+	"resumed after", "hash seed mismatch", "fingerprint mismatch", "ERROR", "Traceback",
 }
 
 func (e *Experiment) onLog(engine, line string) {

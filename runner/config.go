@@ -72,6 +72,11 @@ type Config struct {
 	TimeScale        float64       // the simulator's --sim-time-scale; 0 = 1
 	HandshakeTimeout time.Duration // VLLM_P2P_HANDSHAKE_TIMEOUT_S; 0 = the engine's default (30 s)
 
+	// LoadFailurePolicy goes into every engine's kv-transfer-config as
+	// kv_load_failure_policy: "fail", "recompute", or "" for the engine's
+	// default (fail).
+	LoadFailurePolicy string
+
 	ExtraArgs   []string // appended to every engine's argv
 	SourceArgs  []string // appended to the sources' argv, after ExtraArgs
 	DecoderArgs []string // appended to the decoder's argv, after ExtraArgs
@@ -112,6 +117,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Model == "" {
 		cfg.Model = DefaultModel
+	}
+	switch cfg.LoadFailurePolicy {
+	case "", "fail", "recompute":
+	default:
+		return cfg, exitcode.Usagef("kv load failure policy %q: want fail or recompute", cfg.LoadFailurePolicy)
 	}
 	if cfg.VLLMBin == "" {
 		cfg.VLLMBin = "vllm"

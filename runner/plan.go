@@ -76,6 +76,10 @@ type kvTransferConfig struct {
 	KVConnector string        `json:"kv_connector"`
 	KVRole      string        `json:"kv_role"`
 	Extra       kvExtraConfig `json:"kv_connector_extra_config"`
+	// LoadFailurePolicy is vLLM's kv_load_failure_policy (#34896): "fail"
+	// (vLLM's default) errors a request whose KV load failed, "recompute"
+	// prefills it locally. Omitted when empty.
+	LoadFailurePolicy string `json:"kv_load_failure_policy,omitempty"`
 }
 
 type kvExtraConfig struct {
@@ -90,7 +94,7 @@ type p2pTier struct {
 	Port int    `json:"port"`
 }
 
-func kvTransferJSON(host string, port int) string {
+func kvTransferJSON(host string, port int, policy string) string {
 	// Marshalling a struct of strings and ints cannot fail.
 	b, _ := json.Marshal(kvTransferConfig{
 		KVConnector: "OffloadingConnector",
@@ -100,6 +104,7 @@ func kvTransferJSON(host string, port int) string {
 			CPUBytesToUse:  DefaultCPUBytes,
 			SecondaryTiers: []p2pTier{{Type: "p2p", Host: host, Port: port}},
 		},
+		LoadFailurePolicy: policy,
 	})
 	return string(b)
 }
@@ -216,7 +221,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			"--enforce-eager",
 			"--tensor-parallel-size", "1",
 			"--enable-prompt-tokens-details",
-			"--kv-transfer-config", kvTransferJSON(Host, p.p2p),
+			"--kv-transfer-config", kvTransferJSON(Host, p.p2p, cfg.LoadFailurePolicy),
 		)
 		if cfg.Engine == EngineSim && cfg.TimeScale != 1 {
 			s.Args = append(s.Args, "--sim-time-scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))

@@ -215,3 +215,37 @@ func TestPlanRejectsBadConfigNamingIt(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanPutsTheLoadFailurePolicyInTheKVTransferConfig: the policy goes
+// into every engine's --kv-transfer-config at the top level, as vLLM reads
+// it; empty leaves vLLM's default (the key is absent); anything else is a
+// usage error naming it.
+func TestPlanPutsTheLoadFailurePolicyInTheKVTransferConfig(t *testing.T) {
+	for _, policy := range []string{"", "fail", "recompute"} {
+		cfg := vllmTwoSources()
+		cfg.LoadFailurePolicy = policy
+		specs, err := runner.Plan(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range specs {
+			i := slices.Index(s.Args, "--kv-transfer-config")
+			var kv map[string]any
+			if err := json.Unmarshal([]byte(s.Args[i+1]), &kv); err != nil {
+				t.Fatal(err)
+			}
+			got, present := kv["kv_load_failure_policy"]
+			if policy == "" && present {
+				t.Errorf("%s: policy %q in %s, want the key absent", s.Name, got, s.Args[i+1])
+			}
+			if policy != "" && got != policy {
+				t.Errorf("%s: kv_load_failure_policy %v, want %q", s.Name, got, policy)
+			}
+		}
+	}
+	cfg := vllmTwoSources()
+	cfg.LoadFailurePolicy = "retry"
+	if _, err := runner.Plan(cfg); exitcode.Code(err) != exitcode.Usage || !strings.Contains(fmt.Sprint(err), `"retry"`) {
+		t.Fatalf("policy retry: err %v, want a usage error naming it", err)
+	}
+}
