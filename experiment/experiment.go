@@ -16,6 +16,10 @@ import (
 	"p2pfault/runner"
 )
 
+// NameFaultWindow is the check a scripted run fails when it ended before
+// its fault fired (interrupted): there was no window to check.
+const NameFaultWindow = "fault_window"
+
 // Experiment is one run. Faces Subscribe before Run; the dashboard also
 // drives it through its Controller methods.
 type Experiment struct {
@@ -382,6 +386,15 @@ func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
 	e.mu.Lock()
 	if len(e.windows) == 0 {
 		e.mu.Unlock()
+		if len(e.timeline) > 0 {
+			// A scripted run that ended before its fault checked nothing:
+			// say so rather than pass.
+			return check.Verdict{Checks: []check.Result{{
+				Name: NameFaultWindow, Empty: true,
+				Detail: fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
+					runEnd.Seconds(), e.timeline[0].At.Seconds()),
+			}}}
+		}
 		return check.Verdict{Passed: true}
 	}
 	w := e.windows[len(e.windows)-1]

@@ -1,0 +1,171 @@
+package experiment_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"p2pfault/cli"
+	"p2pfault/exitcode"
+	"p2pfault/experiment"
+	"p2pfault/runner"
+)
+
+// TestMain lets the simulated engines this test starts be the test binary
+// itself (P2PFAULT_TEST_MAIN=1 is inherited by every engine).
+func TestMain(m *testing.M) {
+	if os.Getenv("P2PFAULT_TEST_MAIN") == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// recorder collects a run's events and lets the test wait for one.
+type recorder struct {
+	ch   <-chan experiment.Event
+	seen []experiment.Event
+}
+
+func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok func(experiment.Event) bool) experiment.Event {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		select {
+		case ev, open := <-r.ch:
+			if !open {
+				t.Fatalf("the run ended before %s", what)
+			}
+			r.seen = append(r.seen, ev)
+			if ok(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, limit)
+		}
+	}
+}
+
+func fault(action string, src int) func(experiment.Event) bool {
+	return func(ev experiment.Event) bool {
+		return ev.Kind == experiment.KindFault && ev.Fault.Action == action && ev.Fault.Source == src && ev.Fault.Err == ""
+	}
+}
+
+// TestControllerFiresFaultsAndRefusesWhatCannotAct drives a dashboard-like
+// run through the Controller: stall and resume, kill (the source restarts
+// and is ready again), remove and restore; a fault on a source that is
+// removed is refused with the reason, and every fault opens and closes its
+// window. Ending the context ends the run as interrupted, engines stopped.
+func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
+	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0") // engines exit often; a -race binary sleeps 1 s at exit
+	exp, err := experiment.New(experiment.Config{
+		Case:      experiment.CaseNone,
+		TimeScale: 0.2,
+		FaultFor:  5 * time.Second, // a key's stall: 1 s at this scale
+		Cluster: runner.Config{
+			FreePorts: true,
+			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
+		},
+		OutDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{ch: exp.Subscribe()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var runErr error
+	done := make(chan struct{})
+	go func() { defer close(done); _, runErr = exp.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	rec.waitFor(t, "baseline", time.Minute, func(ev experiment.Event) bool { return ev.Phase == experiment.PhaseBaseline })
+
+	if err := exp.Stall(0); err != nil {
+		t.Fatalf("stall source-0: %v", err)
+	}
+	if err := exp.Stall(0); err == nil || !strings.Contains(err.Error(), "stalled") {
+		t.Errorf("a second stall of source-0: %v, want a refusal saying it is stalled", err)
+	}
+	rec.waitFor(t, "a stopped source-0", 10*time.Second, func(ev experiment.Event) bool {
+		return ev.Kind == experiment.KindEngine && ev.Engine.Name == "source-0" && ev.Engine.State == experiment.StateStopped
+	})
+	if err := exp.Resume(0); err != nil {
+		t.Fatalf("resume source-0: %v", err)
+	}
+	w := rec.waitFor(t, "the stall window closing", 10*time.Second, func(ev experiment.Event) bool {
+		return ev.Kind == experiment.KindWindow && ev.Window.End != 0
+	})
+	if w.Window.Source != 0 || w.Window.End <= w.Window.Start {
+		t.Errorf("stall window %+v, want source 0 with End > Start", *w.Window)
+	}
+	if err := exp.Resume(0); err == nil {
+		t.Error("resume of a source that is not stalled: no error")
+	}
+
+	if err := exp.Kill(0); err != nil {
+		t.Fatalf("kill source-0: %v", err)
+	}
+	rec.waitFor(t, "source-0 ready after the kill", 30*time.Second, fault(experiment.ActionReady, 0))
+
+	if err := exp.Remove(1); err != nil {
+		t.Fatalf("remove source-1: %v", err)
+	}
+	for _, try := range []struct {
+		name string
+		fn   func(int) error
+	}{{"stall", exp.Stall}, {"kill", exp.Kill}, {"remove", exp.Remove}} {
+		if err := try.fn(1); err == nil || !strings.Contains(err.Error(), "removed") {
+			t.Errorf("%s of removed source-1: %v, want a refusal saying it is removed", try.name, err)
+		}
+	}
+	rec.waitFor(t, "the refusal in the events", 5*time.Second, func(ev experiment.Event) bool {
+		return ev.Kind == experiment.KindFault && ev.Fault.Source == 1 && strings.Contains(ev.Fault.Err, "removed")
+	})
+	if err := exp.Restore(1); err != nil {
+		t.Fatalf("restore source-1: %v", err)
+	}
+	rec.waitFor(t, "source-1 ready after the restore", 30*time.Second, fault(experiment.ActionReady, 1))
+
+	cancel()
+	select {
+	case <-done:
+		if !errors.Is(runErr, exitcode.ErrInterrupted) {
+			t.Errorf("run ended with %v, want interrupted", runErr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end 30 s after its context was cancelled")
+	}
+	var final, end bool
+	for ev := range rec.ch {
+		rec.seen = append(rec.seen, ev)
+		final = final || (ev.Kind == experiment.KindVerdict && ev.Final)
+		if ev.Kind == experiment.KindEnd {
+			end = true
+			if ev.ExitCode != exitcode.Interrupted {
+				t.Errorf("end event exit code %d, want %d", ev.ExitCode, exitcode.Interrupted)
+			}
+		}
+	}
+	if !final || !end {
+		t.Errorf("final verdict %v, end event %v: want both", final, end)
+	}
+	exited := map[string]bool{}
+	for _, ev := range rec.seen {
+		if ev.Kind == experiment.KindEngine {
+			exited[ev.Engine.Name] = ev.Engine.State == experiment.StateExited || ev.Engine.State == experiment.StateRemoved
+		}
+	}
+	for _, name := range []string{"source-0", "source-1", "decoder"} {
+		if !exited[name] {
+			t.Errorf("%s's last state is not exited", name)
+		}
+	}
+}

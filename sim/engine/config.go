@@ -1,0 +1,152 @@
+// Package engine is the simulated engine core: the scheduler loop that ticks
+// every few milliseconds, the KV tiers, and the P2P sessions with peers. All
+// P2P work (accepting connects, answering lookups and fetches, deadlines,
+// heartbeats) happens on ticks, so a frozen engine answers nothing, which is
+// what makes a SIGSTOPped source look to its peers as it does in vLLM.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"p2pfault/sim/kv"
+)
+
+// PendingMode is what a request does when it meets a P2P session whose
+// handshake is still pending.
+type PendingMode int
+
+const (
+	// PendingWait re-polls every tick until the handshake ends (vLLM main).
+	PendingWait PendingMode = iota
+	// PendingPrefill misses at once and prefills locally (vLLM PR #64501).
+	PendingPrefill
+)
+
+func (m PendingMode) String() string {
+	if m == PendingPrefill {
+		return "prefill"
+	}
+	return "wait"
+}
+
+// LoadFailurePolicy is vLLM's kv_load_failure_policy: what a request does
+// when a fetch from a peer fails after the lookup hit.
+type LoadFailurePolicy int
+
+const (
+	// PolicyFail fails the request (vLLM's default).
+	PolicyFail LoadFailurePolicy = iota
+	// PolicyRecompute prefills the blocks locally instead.
+	PolicyRecompute
+)
+
+func (p LoadFailurePolicy) String() string {
+	if p == PolicyRecompute {
+		return "recompute"
+	}
+	return "fail"
+}
+
+// Config is one engine core's configuration. Durations are already scaled
+// by the sim's time scale.
+type Config struct {
+	Model           string
+	BlockSize       int // tokens per KV block
+	TPSize          int // tensor-parallel size: part of the fingerprint
+	KVBytesPerToken int
+	HashSeed        string // PYTHONHASHSEED (resolved: never empty)
+	GPUBlocks       int    // GPU prefix cache capacity
+	CPUBlocks       int    // CPU offload tier capacity
+
+	P2P     bool   // a p2p secondary tier is configured
+	P2PHost string // bind address and identity host, used verbatim
+	P2PPort int    // 0 picks a free port
+
+	PendingHandshake PendingMode
+	LoadFailure      LoadFailurePolicy
+
+	HandshakeTimeout  time.Duration // VLLM_P2P_HANDSHAKE_TIMEOUT_S
+	LookupTimeout     time.Duration // consumer deadline on a lookup_resp
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration // silence after a ping that kills a session
+	LookupHold        time.Duration // producer hold on a block still being computed
+	LoadTimeout       time.Duration // fetch → transfer_done, then abort
+	AbortAckTimeout   time.Duration // abort_fetch → abort_ack, then the load fails
+
+	PrefillPerToken   time.Duration // not scaled: compute cost
+	DecodePerToken    time.Duration
+	TransferBandwidth float64 // bytes per second of a peer-to-peer transfer
+
+	Tick       time.Duration // scheduler step period
+	FreezeGap  time.Duration // a gap between steps over this means the process was frozen
+	StaleRoute bool          // model the ZMQ router's stale-connection gap
+}
+
+// BlockBytes is the size of one KV block: vLLM's block_len.
+func (c Config) BlockBytes() int64 { return int64(c.BlockSize) * int64(c.KVBytesPerToken) }
+
+// Fingerprint is what peers must agree on to exchange blocks.
+func (c Config) Fingerprint() string {
+	return kv.Fingerprint(c.Model, c.BlockSize, c.TPSize, c.KVBytesPerToken)
+}
+
+// Validate reports the first field that would make the engine misbehave.
+func (c Config) Validate() error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %d must be positive", name, v))
+		}
+	}
+	positiveDur := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s must be positive", name, d))
+		}
+	}
+	nonNegDur := func(name string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s must not be negative", name, d))
+		}
+	}
+	if c.Model == "" {
+		errs = append(errs, errors.New("model is empty"))
+	}
+	if c.HashSeed == "" {
+		errs = append(errs, errors.New("hash seed is empty"))
+	}
+	positive("block size", c.BlockSize)
+	positive("tensor-parallel size", c.TPSize)
+	positive("KV bytes per token", c.KVBytesPerToken)
+	if c.GPUBlocks < 0 || c.CPUBlocks < 0 {
+		errs = append(errs, fmt.Errorf("cache capacities %d/%d must not be negative", c.GPUBlocks, c.CPUBlocks))
+	}
+	if c.P2P && (c.P2PPort < 0 || c.P2PPort > 65535) {
+		errs = append(errs, fmt.Errorf("P2P port %d out of range", c.P2PPort))
+	}
+	positiveDur("handshake timeout", c.HandshakeTimeout)
+	positiveDur("lookup timeout", c.LookupTimeout)
+	positiveDur("heartbeat interval", c.HeartbeatInterval)
+	positiveDur("heartbeat timeout", c.HeartbeatTimeout)
+	positiveDur("lookup hold", c.LookupHold)
+	positiveDur("load timeout", c.LoadTimeout)
+	positiveDur("abort-ack timeout", c.AbortAckTimeout)
+	positiveDur("tick", c.Tick)
+	positiveDur("freeze gap", c.FreezeGap)
+	nonNegDur("prefill cost per token", c.PrefillPerToken)
+	nonNegDur("decode cost per token", c.DecodePerToken)
+	if !(c.TransferBandwidth > 0) {
+		errs = append(errs, fmt.Errorf("transfer bandwidth %g must be positive", c.TransferBandwidth))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("engine config: %w", err)
+	}
+	return nil
+}
+
+// transferTime is how long the producer takes to write n bytes; the network
+// round trip of fetch and transfer_done adds the RTT on top.
+func (c Config) transferTime(n int64) time.Duration {
+	return time.Duration(float64(n) / c.TransferBandwidth * float64(time.Second))
+}

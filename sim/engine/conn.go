@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"p2pfault/sim/wire"
+)
+
+// sendQueue bounds the frames waiting to be written to one peer; a peer
+// that lets it fill is not reading and its connection is dropped.
+const sendQueue = 1024
+
+// conn is one TCP connection of the control channel. Its reader and writer
+// goroutines only move bytes; what the frames mean is decided on ticks.
+type conn struct {
+	id     uint64
+	nc     net.Conn
+	out    chan []byte
+	closed bool // set by the stepping goroutine when it closes the conn
+
+	sess   *session // consumer side: the session that dialled it
+	peerID string   // producer side: the consumer identity it was acked as
+}
+
+func (e *Engine) newConn(nc net.Conn, sess *session) *conn {
+	if e.shut {
+		nc.Close()
+		return nil
+	}
+	e.nextConnID++
+	c := &conn{id: e.nextConnID, nc: nc, out: make(chan []byte, sendQueue), sess: sess}
+	e.conns[c.id] = c
+	e.wg.Add(2)
+	go e.readLoop(c)
+	go e.writeLoop(c)
+	return c
+}
+
+func (e *Engine) readLoop(c *conn) {
+	defer e.wg.Done()
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		payload, err := wire.ReadFrame(br)
+		if err != nil {
+			e.post(evConnLost{connID: c.id, err: err})
+			return
+		}
+		m, err := wire.DecodePayload(payload)
+		if err != nil {
+			e.post(evConnLost{connID: c.id, err: err})
+			return
+		}
+		if !e.post(evFrame{connID: c.id, msg: m}) {
+			return
+		}
+	}
+}
+
+func (e *Engine) writeLoop(c *conn) {
+	defer e.wg.Done()
+	for f := range c.out {
+		if _, err := c.nc.Write(f); err != nil {
+			e.post(evConnLost{connID: c.id, err: err})
+			for range c.out {
+			}
+			break
+		}
+	}
+	c.nc.Close()
+}
+
+// send queues m to c. Called on the stepping goroutine only.
+func (e *Engine) send(c *conn, m wire.Message) {
+	if c == nil || c.closed {
+		return
+	}
+	f, err := wire.Encode(m)
+	if err != nil {
+		e.log.Error(compP2P, "encode %s for %s: %v", m.Type, e.connName(c), err)
+		return
+	}
+	select {
+	case c.out <- f:
+	default:
+		e.connLost(c, errors.New("send queue full: peer is not reading"))
+	}
+}
+
+// closeConn drops c at once (a session death: vLLM closes the socket).
+func (e *Engine) closeConn(c *conn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.nc.Close()
+	close(c.out)
+	e.forgetConn(c)
+}
+
+// closeAfterFlush closes c once what is queued has been written.
+func (e *Engine) closeAfterFlush(c *conn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	close(c.out)
+	e.forgetConn(c)
+}
+
+func (e *Engine) forgetConn(c *conn) {
+	delete(e.conns, c.id)
+	if c.sess == nil {
+		e.dropProducerState(c)
+	}
+}
+
+// connLost handles a connection that ended under us: EOF, reset, a write
+// error or a garbage frame.
+func (e *Engine) connLost(c *conn, err error) {
+	if c.closed {
+		return
+	}
+	if c.sess != nil {
+		s := c.sess
+		e.closeConn(c)
+		if s.state != sessDead {
+			e.killSession(s, lostReason(err))
+		}
+		return
+	}
+	if c.peerID != "" {
+		e.log.Info(compP2P, "connection from %s closed: %s", c.peerID, lostReason(err))
+	}
+	e.closeConn(c)
+}
+
+func (e *Engine) connName(c *conn) string {
+	switch {
+	case c.sess != nil:
+		return c.sess.peer
+	case c.peerID != "":
+		return c.peerID
+	}
+	return c.nc.RemoteAddr().String()
+}
+
+// lostReason names why a connection ended in the words an operator expects.
+func lostReason(err error) string {
+	switch {
+	case errors.Is(err, io.EOF):
+		return "connection closed by peer"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset by peer"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken pipe"
+	}
+	return err.Error()
+}

@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"p2pfault/sim/wire"
+)
+
+type sessState int
+
+const (
+	sessDialing sessState = iota // TCP dial in flight
+	sessPending                  // connect sent, no connect_ack yet
+	sessReady
+	sessDead
+)
+
+// session is the consumer side of one (this engine, peer) pair, keyed by the
+// peer's literal "host:port". It never retries its connect: a session that
+// does not become ready dies at its handshake deadline and the next request
+// opens a new one.
+type session struct {
+	peer       string
+	state      sessState
+	c          *conn
+	cancelDial context.CancelFunc
+
+	handshakeDeadline time.Time
+	nextPing          time.Time
+	hbDeadline        time.Time // set by a ping, cleared by any frame: ZMQ's HEARTBEAT_TIMEOUT
+
+	waiters []*request          // wait mode: requests polling the pending handshake
+	lookups map[string]*request // by wire kv_request_id
+	loads   map[string]*request
+}
+
+// openSession starts a session with the request's source: dial on its own
+// goroutine (its result is handled on a step), then connect.
+func (e *Engine) openSession(src *RemoteSource) *session {
+	ctx, cancel := context.WithCancel(e.ctx)
+	s := &session{
+		peer:              src.ID(),
+		state:             sessDialing,
+		cancelDial:        cancel,
+		handshakeDeadline: e.now.Add(e.cfg.HandshakeTimeout),
+		lookups:           make(map[string]*request),
+		loads:             make(map[string]*request),
+	}
+	e.sessions[s.peer] = s
+	addr := net.JoinHostPort(src.Host, strconv.Itoa(src.Port))
+	// The dial is bounded by the handshake deadline, as the whole handshake is.
+	d := net.Dialer{Timeout: e.cfg.HandshakeTimeout}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if !e.post(evDialed{sess: s, nc: nc, err: err}) && nc != nil {
+			nc.Close()
+		}
+	}()
+	return s
+}
+
+func (e *Engine) onDialed(s *session, nc net.Conn, err error) {
+	if s.state != sessDialing {
+		if nc != nil {
+			nc.Close()
+		}
+		return
+	}
+	s.cancelDial()
+	if err != nil {
+		// A refused connect kills the session at once (kill/remove cases).
+		e.killSession(s, lostReason(err))
+		return
+	}
+	s.c = e.newConn(nc, s)
+	if s.c == nil {
+		e.killSession(s, "engine shutting down")
+		return
+	}
+	s.state = sessPending
+	e.send(s.c, wire.Message{
+		Type:        wire.TypeConnect,
+		PeerID:      e.id,
+		Fingerprint: e.fingerprint,
+		HashSeed:    e.cfg.HashSeed,
+		BlockLen:    e.blockBytes,
+	})
+}
+
+func (e *Engine) consumerFrame(c *conn, m wire.Message) {
+	s := c.sess
+	if s.state == sessDead {
+		return
+	}
+	// Any traffic proves the peer alive (ZMQ heartbeat semantics).
+	s.hbDeadline = time.Time{}
+	switch m.Type {
+	case wire.TypeConnectAck:
+		if s.state != sessPending {
+			return
+		}
+		if m.PeerID != s.peer {
+			// Replies are routed by the literal identity, so a peer that
+			// calls itself otherwise can never be talked to.
+			e.killSession(s, "peer answered as "+m.PeerID+": identities must match literally")
+			return
+		}
+		s.state = sessReady
+		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
+		e.log.Info(compP2P, "peer %s connected", s.peer)
+	case wire.TypeConnectReject:
+		e.killSession(s, "connect rejected: "+m.Reason)
+	case wire.TypeLookupResp:
+		r := s.lookups[m.KVRequestID]
+		if r == nil {
+			return
+		}
+		delete(s.lookups, m.KVRequestID)
+		want := r.maxHit - r.localHit()
+		n := 0
+		for n < len(m.Hits) && n < want && m.Hits[n] {
+			n++
+		}
+		if n == 0 {
+			e.miss(r)
+			return
+		}
+		keys := r.hashes[r.localHit() : r.localHit()+n]
+		r.state = rsLoad
+		r.fetched = n
+		r.deadline = e.now.Add(e.cfg.LoadTimeout)
+		s.loads[m.KVRequestID] = r
+		e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: m.KVRequestID, Keys: keys})
+	case wire.TypeTransferDone:
+		r := s.loads[m.KVRequestID]
+		if r == nil || r.state != rsLoad {
+			return
+		}
+		delete(s.loads, m.KVRequestID)
+		if !m.Success {
+			e.loadFailed(r, "transfer failed at the source")
+			return
+		}
+		e.loaded(r, r.fetched, m.Bytes)
+	case wire.TypeAbortAck:
+		r := s.loads[m.KVRequestID]
+		if r == nil || r.state != rsAbort {
+			return
+		}
+		delete(s.loads, m.KVRequestID)
+		e.loadFailed(r, "load timed out after "+secs(e.cfg.LoadTimeout)+" and was aborted")
+	case wire.TypePing:
+		e.send(c, wire.Message{Type: wire.TypePong})
+	case wire.TypeDisconnect:
+		e.killSession(s, "peer disconnected")
+	}
+}
+
+// superviseSessions enforces the consumer's deadlines and heartbeats, in a
+// fixed order so equal deadlines resolve the same way every run.
+func (e *Engine) superviseSessions() {
+	peers := make([]string, 0, len(e.sessions))
+	for p := range e.sessions {
+		peers = append(peers, p)
+	}
+	sort.Strings(peers)
+	for _, p := range peers {
+		s := e.sessions[p]
+		switch s.state {
+		case sessDialing, sessPending:
+			if !e.now.Before(s.handshakeDeadline) {
+				e.log.Warning(compP2P, "handshake with %s timed out after %s", s.peer, secs(e.cfg.HandshakeTimeout))
+				e.killSession(s, "handshake timed out")
+			}
+		case sessReady:
+			e.superviseReady(s)
+		}
+	}
+}
+
+func (e *Engine) superviseReady(s *session) {
+	for _, r := range s.lookups {
+		if !e.now.Before(r.deadline) {
+			// One unanswered lookup reaps the whole session.
+			e.log.Warning(compP2P, "lookup on %s timed out after %s", s.peer, secs(e.cfg.LookupTimeout))
+			e.killSession(s, "lookup timed out")
+			return
+		}
+	}
+	for id, r := range s.loads {
+		if e.now.Before(r.deadline) {
+			continue
+		}
+		if r.state == rsLoad {
+			e.log.Warning(compP2P, "KV load for %s from %s timed out after %s, sending abort", r.in.Source.KVRequestID, s.peer, secs(e.cfg.LoadTimeout))
+			r.state = rsAbort
+			r.deadline = e.now.Add(e.cfg.AbortAckTimeout)
+			e.send(s.c, wire.Message{Type: wire.TypeAbortFetch, KVRequestID: id})
+			continue
+		}
+		delete(s.loads, id)
+		e.loadFailed(r, "abort not acknowledged within "+secs(e.cfg.AbortAckTimeout))
+	}
+	if !s.hbDeadline.IsZero() && !e.now.Before(s.hbDeadline) {
+		e.killSession(s, "heartbeat timed out after "+secs(e.cfg.HeartbeatTimeout))
+		return
+	}
+	if !e.now.Before(s.nextPing) {
+		e.send(s.c, wire.Message{Type: wire.TypePing})
+		if s.hbDeadline.IsZero() {
+			s.hbDeadline = e.now.Add(e.cfg.HeartbeatTimeout)
+		}
+		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
+	}
+}
+
+// killSession reaps s: requests waiting on its handshake or lookups miss
+// and prefill locally; loads in flight fail under the load-failure policy.
+func (e *Engine) killSession(s *session, reason string) {
+	if s.state == sessDead {
+		return
+	}
+	s.state = sessDead
+	e.log.Warning(compP2P, "peer %s down: %s", s.peer, reason)
+	if e.sessions[s.peer] == s {
+		delete(e.sessions, s.peer)
+	}
+	s.cancelDial()
+	if s.c != nil {
+		e.closeConn(s.c)
+	}
+	for _, r := range s.waiters {
+		if r.state == rsWaitSession && r.sess == s {
+			e.miss(r)
+		}
+	}
+	s.waiters = nil
+	for _, r := range sortedByID(s.lookups) {
+		e.miss(r)
+	}
+	s.lookups = nil
+	for _, r := range sortedByID(s.loads) {
+		e.loadFailed(r, "peer "+s.peer+" down: "+reason)
+	}
+	s.loads = nil
+}
+
+func sortedByID(m map[string]*request) []*request {
+	out := make([]*request, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// secs formats a duration as vLLM's logs do: "30.0s".
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s" }

@@ -1,0 +1,364 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"p2pfault/sim/kv"
+	"p2pfault/sim/simlog"
+	"p2pfault/sim/wire"
+)
+
+// Log components, as in vLLM's "[file.py:line]" slot.
+const (
+	compP2P    = "p2p"
+	compEngine = "engine"
+)
+
+// inboxSize bounds the events waiting for the next step; a full inbox
+// pushes back on readers like a full socket buffer would.
+const inboxSize = 4096
+
+// shutdownFlush bounds how long shutdown waits for disconnects to go out.
+const shutdownFlush = time.Second
+
+// Engine is one engine core. Its state is owned by the goroutine that calls
+// Step; other goroutines (connection readers, dialers, the front-end link)
+// only post events to its inbox.
+type Engine struct {
+	cfg         Config
+	log         *simlog.Logger
+	fingerprint string
+	blockBytes  int64
+
+	ln    net.Listener
+	id    string // own P2P identity, "host:port" literal
+	inbox chan event
+	done  chan struct{} // closed at shutdown: posts stop blocking
+	wg    sync.WaitGroup
+	ctx   context.Context // cancels dials
+	stop  context.CancelFunc
+
+	// Owned by the stepping goroutine.
+	now        time.Time // the current step's time
+	lastStep   time.Time
+	shut       bool
+	gpu, cpu   *kv.LRU
+	active     []*request
+	byID       map[uint64]*request
+	nextConnID uint64
+	conns      map[uint64]*conn
+	sessions   map[string]*session // consumer side, by peer identity
+	routes     map[string]*conn    // producer side, by consumer identity
+	stale      map[string]staleRoute
+	held       []*heldLookup
+	transfers  []*transfer
+	pins       map[pinKey]*pinSet
+	computing  map[uint64]int // blocks being prefilled: a lookup on them is held
+}
+
+// New returns an engine core for cfg; call Listen (when cfg.P2P) and then
+// Run, or Start and Step for a test that drives the clock.
+func New(cfg Config, log *simlog.Logger) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Engine{
+		cfg:         cfg,
+		log:         log,
+		fingerprint: cfg.Fingerprint(),
+		blockBytes:  cfg.BlockBytes(),
+		inbox:       make(chan event, inboxSize),
+		done:        make(chan struct{}),
+		ctx:         ctx,
+		stop:        stop,
+		gpu:         kv.NewLRU(cfg.GPUBlocks),
+		cpu:         kv.NewLRU(cfg.CPUBlocks),
+		byID:        make(map[uint64]*request),
+		conns:       make(map[uint64]*conn),
+		sessions:    make(map[string]*session),
+		routes:      make(map[string]*conn),
+		stale:       make(map[string]staleRoute),
+		pins:        make(map[pinKey]*pinSet),
+		computing:   make(map[uint64]int),
+	}, nil
+}
+
+// Listen binds the P2P listener. The identity is the configured host used
+// verbatim plus the bound port, as vLLM's f"{host}:{port}".
+func (e *Engine) Listen() error {
+	if !e.cfg.P2P {
+		return nil
+	}
+	addr := net.JoinHostPort(e.cfg.P2PHost, strconv.Itoa(e.cfg.P2PPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("bind P2P port %s: %w", addr, err)
+	}
+	e.ln = ln
+	e.id = e.cfg.P2PHost + ":" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return nil
+}
+
+// ID is the engine's P2P identity ("" without a P2P tier or before Listen).
+func (e *Engine) ID() string { return e.id }
+
+// Run starts the engine and steps it every tick until ctx is done, then
+// shuts it down (disconnecting peers).
+func (e *Engine) Run(ctx context.Context) error {
+	e.Start()
+	t := time.NewTicker(e.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.Shutdown()
+			return nil
+		case <-t.C:
+			// The wall clock, not the tick's stamp: after a freeze the stamp
+			// is stale and the gap is what resume detection measures.
+			e.Step(time.Now())
+		}
+	}
+}
+
+// Start starts accepting P2P connections. The accepted connections are
+// handled on the next Step.
+func (e *Engine) Start() {
+	if e.ln == nil {
+		return
+	}
+	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s)",
+		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake)
+	e.wg.Add(1)
+	go e.acceptLoop()
+}
+
+func (e *Engine) acceptLoop() {
+	defer e.wg.Done()
+	for {
+		nc, err := e.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Transient (e.g. EMFILE): try again after a tick.
+			select {
+			case <-e.done:
+				return
+			case <-time.After(e.cfg.Tick):
+			}
+			continue
+		}
+		if !e.post(evAccepted{nc: nc}) {
+			nc.Close()
+			return
+		}
+	}
+}
+
+// Submit hands a request to the engine under the caller's id, unique among
+// the caller's requests in flight; done is called on the stepping goroutine
+// when it finishes (never after Cancel). done must not block.
+func (e *Engine) Submit(id uint64, req Request, done func(Result)) {
+	if !e.post(evSubmit{id: id, req: req, done: done}) {
+		done(Result{Err: ErrShutDown})
+	}
+}
+
+// Cancel abandons a submitted request (its client went away).
+func (e *Engine) Cancel(id uint64) { e.post(evCancel{id: id}) }
+
+// ErrShutDown is the result of requests the engine dropped at shutdown.
+var ErrShutDown = errors.New("engine core shut down")
+
+// ErrDuplicateID is the result of a Submit whose id is already in flight.
+var ErrDuplicateID = errors.New("request id already in flight")
+
+func (e *Engine) post(ev event) bool {
+	select {
+	case <-e.done:
+		return false
+	default:
+	}
+	select {
+	case e.inbox <- ev:
+		return true
+	case <-e.done:
+		return false
+	}
+}
+
+// Step runs one scheduler step at now. Resume detection comes before the
+// inbox so that what a frozen process finds waiting is judged the same way
+// whichever goroutine woke first.
+func (e *Engine) Step(now time.Time) {
+	if e.shut {
+		return
+	}
+	e.now = now
+	e.detectResume()
+	e.drainInbox()
+	e.serveHeldLookups(false)
+	e.finishTransfers()
+	e.expirePins()
+	e.superviseSessions()
+	e.advanceRequests()
+	e.lastStep = now
+}
+
+func (e *Engine) detectResume() {
+	if e.lastStep.IsZero() {
+		return
+	}
+	gap := e.now.Sub(e.lastStep)
+	if gap <= e.cfg.FreezeGap {
+		return
+	}
+	e.log.Warning(compEngine, "engine resumed after %.1fs frozen", gap.Seconds())
+	if !e.cfg.StaleRoute {
+		return
+	}
+	for id, st := range e.stale {
+		if !e.now.Before(st.until) {
+			delete(e.stale, id) // swept long ago by the router's heartbeat
+		}
+	}
+	// Every route that existed when the process froze may now be a dead
+	// connection the router has not swept yet (reference §3).
+	for id, c := range e.routes {
+		e.stale[id] = staleRoute{c: c, until: e.now.Add(e.cfg.HeartbeatTimeout)}
+	}
+}
+
+func (e *Engine) drainInbox() {
+	for {
+		select {
+		case ev := <-e.inbox:
+			e.handle(ev)
+		default:
+			return
+		}
+	}
+}
+
+func (e *Engine) handle(ev event) {
+	switch ev := ev.(type) {
+	case evSubmit:
+		e.admit(ev)
+	case evCancel:
+		if r := e.byID[ev.id]; r != nil {
+			r.cancelled = true
+		}
+	case evAccepted:
+		e.newConn(ev.nc, nil)
+	case evDialed:
+		e.onDialed(ev.sess, ev.nc, ev.err)
+	case evFrame:
+		if c := e.conns[ev.connID]; c != nil && !c.closed {
+			if c.sess != nil {
+				e.consumerFrame(c, ev.msg)
+			} else {
+				e.producerFrame(c, ev.msg)
+			}
+		}
+	case evConnLost:
+		if c := e.conns[ev.connID]; c != nil && !c.closed {
+			e.connLost(c, ev.err)
+		}
+	}
+}
+
+// Shutdown disconnects every peer, drops in-flight requests and stops the
+// engine's goroutines. Call it from the stepping goroutine (Run does).
+func (e *Engine) Shutdown() {
+	if e.shut {
+		return
+	}
+	e.shut = true
+	if e.ln != nil {
+		e.ln.Close()
+	}
+	e.stop()
+	// A graceful close tells peers at once, so their requests do not wait
+	// for a timeout (vLLM's disconnect on shutdown).
+	for _, c := range e.conns {
+		if (c.sess != nil && c.sess.state == sessReady) || (c.sess == nil && c.peerID != "") {
+			e.send(c, wire.Message{Type: wire.TypeDisconnect})
+		}
+		e.closeAfterFlush(c)
+	}
+	for _, r := range e.active {
+		if r.state != rsDone {
+			e.finish(r, Result{Err: ErrShutDown})
+		}
+	}
+	e.active = nil
+	close(e.done)
+	// Connections that arrived but were never handled would leak.
+	for {
+		select {
+		case ev := <-e.inbox:
+			switch ev := ev.(type) {
+			case evAccepted:
+				ev.nc.Close()
+			case evDialed:
+				if ev.nc != nil {
+					ev.nc.Close()
+				}
+			}
+			continue
+		default:
+		}
+		break
+	}
+	flushed := make(chan struct{})
+	go func() { e.wg.Wait(); close(flushed) }()
+	select {
+	case <-flushed:
+	case <-time.After(shutdownFlush):
+		for _, c := range e.conns {
+			c.nc.Close()
+		}
+		<-flushed
+	}
+}
+
+// Wait blocks until the engine's goroutines have ended (after Shutdown).
+func (e *Engine) Wait() { e.wg.Wait() }
+
+type event interface{ isEvent() }
+
+type evSubmit struct {
+	id   uint64
+	req  Request
+	done func(Result)
+}
+type evCancel struct{ id uint64 }
+type evAccepted struct{ nc net.Conn }
+type evDialed struct {
+	sess *session
+	nc   net.Conn
+	err  error
+}
+type evFrame struct {
+	connID uint64
+	msg    wire.Message
+}
+type evConnLost struct {
+	connID uint64
+	err    error
+}
+
+func (evSubmit) isEvent()   {}
+func (evCancel) isEvent()   {}
+func (evAccepted) isEvent() {}
+func (evDialed) isEvent()   {}
+func (evFrame) isEvent()    {}
+func (evConnLost) isEvent() {}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"p2pfault/sim/kv"
+	"p2pfault/sim/simlog"
+)
+
+// syncBuf is a log sink tests can read while engines write.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testConfig is a fast engine: timeouts in the hundreds of milliseconds.
+func testConfig() Config {
+	return Config{
+		Model:             "m",
+		BlockSize:         16,
+		TPSize:            1,
+		KVBytesPerToken:   1024,
+		HashSeed:          "42",
+		GPUBlocks:         256,
+		CPUBlocks:         1024,
+		P2P:               true,
+		P2PHost:           "127.0.0.1",
+		HandshakeTimeout:  600 * time.Millisecond,
+		LookupTimeout:     150 * time.Millisecond,
+		HeartbeatInterval: 50 * time.Millisecond,
+		HeartbeatTimeout:  400 * time.Millisecond,
+		LookupHold:        500 * time.Millisecond,
+		LoadTimeout:       300 * time.Millisecond,
+		AbortAckTimeout:   100 * time.Millisecond,
+		TransferBandwidth: 10e9,
+		Tick:              2 * time.Millisecond,
+		FreezeGap:         100 * time.Millisecond,
+		StaleRoute:        true,
+	}
+}
+
+// driven is an engine stepped by its own goroutine, which a test can pause
+// to freeze it (its sockets stay open, as a SIGSTOPped process's do).
+type driven struct {
+	*Engine
+	log    *syncBuf
+	ids    atomic.Uint64
+	mu     sync.Mutex
+	paused bool
+	stop   chan struct{}
+	ended  chan struct{}
+}
+
+func startEngine(t *testing.T, mutate func(*Config)) *driven {
+	t.Helper()
+	cfg := testConfig()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	log := &syncBuf{}
+	e, err := New(cfg, simlog.New(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	d := &driven{Engine: e, log: log, stop: make(chan struct{}), ended: make(chan struct{})}
+	e.Start()
+	go d.loop()
+	t.Cleanup(d.shutdown)
+	return d
+}
+
+func (d *driven) loop() {
+	defer close(d.ended)
+	t := time.NewTicker(d.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			d.Shutdown()
+			return
+		case <-t.C:
+			d.mu.Lock()
+			paused := d.paused
+			d.mu.Unlock()
+			if !paused {
+				d.Step(time.Now())
+			}
+		}
+	}
+}
+
+func (d *driven) setPaused(p bool) {
+	d.mu.Lock()
+	d.paused = p
+	d.mu.Unlock()
+}
+
+func (d *driven) shutdown() {
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	<-d.ended
+}
+
+// prompt returns n unique tokens for trial.
+func prompt(trial string, n int) []int32 {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "%s-%d ", strings.Join(strings.Fields(trial), "_"), i)
+	}
+	return kv.Tokenize(b.String())
+}
+
+type outcome struct {
+	res     Result
+	latency time.Duration
+}
+
+// run submits req and waits for its result.
+func run(t *testing.T, e *driven, req Request) outcome {
+	t.Helper()
+	start := time.Now()
+	ch := make(chan Result, 1)
+	e.Submit(e.ids.Add(1), req, func(r Result) { ch <- r })
+	select {
+	case r := <-ch:
+		return outcome{res: r, latency: time.Since(start)}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("request did not finish in 10s")
+		return outcome{}
+	}
+}
+
+// runAsync submits req and delivers its outcome on the returned channel.
+func runAsync(e *driven, req Request) <-chan outcome {
+	start := time.Now()
+	ch := make(chan outcome, 1)
+	e.Submit(e.ids.Add(1), req, func(r Result) { ch <- outcome{res: r, latency: time.Since(start)} })
+	return ch
+}
+
+func pull(src *driven, tokens []int32, id string) Request {
+	host, port := splitID(src.ID())
+	return Request{Tokens: tokens, MaxTokens: 1, Source: &RemoteSource{KVRequestID: id, Host: host, Port: port}}
+}
+
+func splitID(id string) (string, int) {
+	i := strings.LastIndexByte(id, ':')
+	var port int
+	fmt.Sscanf(id[i+1:], "%d", &port)
+	return id[:i], port
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

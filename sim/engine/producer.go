@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"p2pfault/sim/wire"
+)
+
+// staleRoute is a route that existed when the process froze: the first
+// connect from its identity on another connection is routed to it and lost,
+// like a reconnecting peer's first message in vLLM's ZMQ router.
+type staleRoute struct {
+	c     *conn
+	until time.Time // the router would have swept it by then (heartbeat)
+}
+
+// heldLookup is a lookup waiting on blocks still being computed here
+// (vLLM's HIT_PENDING), answered when they are stored or at its deadline.
+type heldLookup struct {
+	c        *conn
+	id       string
+	keys     []uint64
+	deadline time.Time
+}
+
+// transfer is a fetch being written to the consumer.
+type transfer struct {
+	c       *conn
+	id      string
+	keys    []uint64
+	at      time.Time
+	success bool
+	bytes   int64
+}
+
+type pinKey struct {
+	conn uint64
+	id   string
+}
+
+// pinSet are the blocks a lookup hit pinned until its fetch or expiry.
+type pinSet struct {
+	keys    []uint64
+	expires time.Time
+}
+
+func (e *Engine) producerFrame(c *conn, m wire.Message) {
+	switch m.Type {
+	case wire.TypeConnect:
+		e.onConnect(c, m)
+	case wire.TypePing:
+		e.send(c, wire.Message{Type: wire.TypePong})
+	case wire.TypeDisconnect:
+		if c.peerID != "" {
+			e.log.Info(compP2P, "peer %s disconnected", c.peerID)
+		}
+		e.closeConn(c)
+	case wire.TypeLookup, wire.TypeFetch, wire.TypeAbortFetch:
+		if c.peerID == "" {
+			e.log.Warning(compP2P, "%s from %s before its connect was acknowledged: ignored", m.Type, e.connName(c))
+			return
+		}
+		switch m.Type {
+		case wire.TypeLookup:
+			h := &heldLookup{c: c, id: m.KVRequestID, keys: m.Keys, deadline: e.now.Add(e.cfg.LookupHold)}
+			if !e.answerLookup(h, false) {
+				e.held = append(e.held, h)
+			}
+		case wire.TypeFetch:
+			e.onFetch(c, m)
+		case wire.TypeAbortFetch:
+			e.onAbortFetch(c, m)
+		}
+	}
+}
+
+func (e *Engine) onConnect(c *conn, m wire.Message) {
+	if c.peerID != "" {
+		return // no second connect on one connection
+	}
+	if reason := e.checkPeer(m); reason != "" {
+		e.log.Warning(compP2P, "refused connect from %s: %s", m.PeerID, reason)
+		e.send(c, wire.Message{Type: wire.TypeConnectReject, Reason: reason})
+		e.closeAfterFlush(c)
+		return
+	}
+	if st, ok := e.stale[m.PeerID]; ok {
+		delete(e.stale, m.PeerID)
+		if st.c != c && e.now.Before(st.until) {
+			e.log.Warning(compP2P, "connect from %s routed to a stale connection and dropped", m.PeerID)
+			if e.routes[m.PeerID] == st.c {
+				delete(e.routes, m.PeerID)
+			}
+			// No ack: the consumer's handshake runs to its deadline, and
+			// its next session finds the route gone.
+			return
+		}
+	}
+	c.peerID = m.PeerID
+	e.routes[m.PeerID] = c
+	e.send(c, wire.Message{Type: wire.TypeConnectAck, PeerID: e.id})
+	e.log.Info(compP2P, "accepted connect from %s", m.PeerID)
+}
+
+// checkPeer returns why a connect must be refused, or "".
+func (e *Engine) checkPeer(m wire.Message) string {
+	switch {
+	case m.HashSeed != e.cfg.HashSeed:
+		return fmt.Sprintf("hash seed mismatch (ours %s, theirs %s)", e.cfg.HashSeed, m.HashSeed)
+	case m.Fingerprint != e.fingerprint:
+		return fmt.Sprintf("config fingerprint mismatch (ours %q, theirs %q)", e.fingerprint, m.Fingerprint)
+	case m.BlockLen != e.blockBytes:
+		return fmt.Sprintf("block_len mismatch (ours %d, theirs %d)", e.blockBytes, m.BlockLen)
+	}
+	return ""
+}
+
+// answerLookup answers h unless a block it would hit is still being
+// computed here and force is false. Hits are a consecutive prefix and are
+// pinned until the fetch.
+func (e *Engine) answerLookup(h *heldLookup, force bool) bool {
+	hits := make([]bool, len(h.keys))
+	n := 0
+	for i, k := range h.keys {
+		if e.cpu.Contains(k) {
+			hits[i] = true
+			n++
+			continue
+		}
+		if e.computing[k] > 0 && !force {
+			return false
+		}
+		break
+	}
+	if n > 0 {
+		for _, k := range h.keys[:n] {
+			e.cpu.Pin(k)
+		}
+		e.unpin(pinKey{h.c.id, h.id})
+		e.pins[pinKey{h.c.id, h.id}] = &pinSet{keys: h.keys[:n], expires: e.now.Add(e.cfg.LoadTimeout + e.cfg.AbortAckTimeout)}
+	}
+	e.send(h.c, wire.Message{Type: wire.TypeLookupResp, KVRequestID: h.id, Hits: hits})
+	return true
+}
+
+func (e *Engine) serveHeldLookups(force bool) {
+	kept := e.held[:0]
+	for _, h := range e.held {
+		if h.c.closed {
+			continue
+		}
+		if e.answerLookup(h, force || !e.now.Before(h.deadline)) {
+			continue
+		}
+		kept = append(kept, h)
+	}
+	for i := len(kept); i < len(e.held); i++ {
+		e.held[i] = nil
+	}
+	e.held = kept
+}
+
+func (e *Engine) onFetch(c *conn, m wire.Message) {
+	key := pinKey{c.id, m.KVRequestID}
+	ok := true
+	for _, k := range m.Keys {
+		if !e.cpu.Contains(k) {
+			ok = false
+			break
+		}
+	}
+	t := &transfer{c: c, id: m.KVRequestID, success: ok}
+	if ok {
+		// The transfer holds its own pins; the lookup's are released.
+		for _, k := range m.Keys {
+			e.cpu.Pin(k)
+		}
+		t.keys = m.Keys
+		t.bytes = int64(len(m.Keys)) * e.blockBytes
+	}
+	e.unpin(key)
+	t.at = e.now.Add(e.cfg.transferTime(t.bytes))
+	e.transfers = append(e.transfers, t)
+}
+
+func (e *Engine) onAbortFetch(c *conn, m wire.Message) {
+	kept := e.transfers[:0]
+	for _, t := range e.transfers {
+		if t.c == c && t.id == m.KVRequestID {
+			e.unpinKeys(t.keys)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	e.transfers = kept
+	e.send(c, wire.Message{Type: wire.TypeAbortAck, KVRequestID: m.KVRequestID})
+}
+
+func (e *Engine) finishTransfers() {
+	kept := e.transfers[:0]
+	for _, t := range e.transfers {
+		if t.c.closed {
+			continue // dropProducerState unpinned it
+		}
+		if e.now.Before(t.at) {
+			kept = append(kept, t)
+			continue
+		}
+		e.unpinKeys(t.keys)
+		e.send(t.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: t.id, Success: t.success, Bytes: t.bytes})
+	}
+	for i := len(kept); i < len(e.transfers); i++ {
+		e.transfers[i] = nil
+	}
+	e.transfers = kept
+}
+
+func (e *Engine) expirePins() {
+	for k, p := range e.pins {
+		if !e.now.Before(p.expires) {
+			e.unpin(k)
+		}
+	}
+}
+
+func (e *Engine) unpin(k pinKey) {
+	if p := e.pins[k]; p != nil {
+		e.unpinKeys(p.keys)
+		delete(e.pins, k)
+	}
+}
+
+func (e *Engine) unpinKeys(keys []uint64) {
+	for _, k := range keys {
+		e.cpu.Unpin(k)
+	}
+}
+
+// dropProducerState forgets what a closed inbound connection held: its
+// route, held lookups, pins and transfers.
+func (e *Engine) dropProducerState(c *conn) {
+	if c.peerID != "" && e.routes[c.peerID] == c {
+		delete(e.routes, c.peerID)
+	}
+	for k := range e.pins {
+		if k.conn == c.id {
+			e.unpin(k)
+		}
+	}
+	kept := e.transfers[:0]
+	for _, t := range e.transfers {
+		if t.c == c {
+			e.unpinKeys(t.keys)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	e.transfers = kept
+}

@@ -1,0 +1,321 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"p2pfault/sim/kv"
+	"p2pfault/sim/wire"
+)
+
+// Request is one completion as the engine core sees it: tokens already
+// produced by the front end's tokenizer.
+type Request struct {
+	Tokens    []int32
+	CacheSalt string
+	MaxTokens int
+	Source    *RemoteSource // kv_transfer_params.remote_kv_source, if any
+}
+
+// RemoteSource names the peer to pull KV blocks from.
+type RemoteSource struct {
+	KVRequestID string
+	Host        string
+	Port        int
+}
+
+// ID is the peer's identity: the literal "host:port", as vLLM matches it.
+func (s RemoteSource) ID() string { return s.Host + ":" + strconv.Itoa(s.Port) }
+
+// Result is what a finished request reports to the front end.
+type Result struct {
+	CachedTokens int
+	Stats        Stats
+	Err          error // a failed load under kv_load_failure_policy "fail", or shutdown
+}
+
+// Stats are the request's contribution to the engine's counters.
+type Stats struct {
+	PromptTokens        int
+	GPUQueryTokens      int // vllm:prefix_cache_queries
+	GPUHitTokens        int // vllm:prefix_cache_hits
+	ExternalQueryTokens int // vllm:external_prefix_cache_queries: asked of the connector
+	ExternalHitTokens   int // vllm:external_prefix_cache_hits: own CPU tier + P2P
+	CPUReadBytes        int64
+	P2PReadBytes        int64
+}
+
+// LoadError is a fetch from a peer that failed after its lookup hit.
+type LoadError struct {
+	Peer        string
+	KVRequestID string
+	Reason      string
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("KV load for %s from peer %s failed: %s", e.KVRequestID, e.Peer, e.Reason)
+}
+
+type reqState int
+
+const (
+	rsNew         reqState = iota
+	rsWaitSession          // the named peer's session is not ready yet (wait mode)
+	rsLookup               // lookup sent, waiting for lookup_resp
+	rsLoad                 // fetch sent, waiting for transfer_done
+	rsAbort                // load timed out, abort_fetch sent, waiting for abort_ack
+	rsPrefill
+	rsDecode
+	rsDone
+)
+
+type request struct {
+	id        uint64
+	in        Request
+	done      func(Result)
+	cancelled bool
+
+	state   reqState
+	hashes  []uint64 // full prompt blocks
+	maxHit  int      // blocks that may come from a cache
+	gpuHit  int
+	cpuHit  int
+	peerHit int
+	fetched int // blocks asked for in the fetch
+	stats   Stats
+
+	sess     *session
+	wireID   string    // kv_request_id on the wire
+	deadline time.Time // of the lookup, load or abort in flight
+	wakeAt   time.Time // end of prefill or decode
+	storing  []uint64  // its blocks counted in e.computing until stored
+}
+
+func (r *request) localHit() int { return r.gpuHit + r.cpuHit }
+
+func (e *Engine) admit(ev evSubmit) {
+	if e.byID[ev.id] != nil {
+		ev.done(Result{Err: fmt.Errorf("submit request %d: %w", ev.id, ErrDuplicateID)})
+		return
+	}
+	r := &request{id: ev.id, in: ev.req, done: ev.done}
+	e.byID[r.id] = r
+	e.active = append(e.active, r)
+}
+
+// advanceRequests moves every request as far as it can go this step, in
+// submission order.
+func (e *Engine) advanceRequests() {
+	live := e.active[:0]
+	for _, r := range e.active {
+		e.advance(r)
+		if r.state == rsDone {
+			delete(e.byID, r.id)
+			continue
+		}
+		live = append(live, r)
+	}
+	for i := len(live); i < len(e.active); i++ {
+		e.active[i] = nil
+	}
+	e.active = live
+}
+
+func (e *Engine) advance(r *request) {
+	for {
+		before := r.state
+		switch r.state {
+		case rsNew:
+			if r.cancelled {
+				e.drop(r)
+				return
+			}
+			e.lookupLocal(r)
+		case rsWaitSession:
+			if r.cancelled {
+				e.drop(r)
+				return
+			}
+			e.pollSession(r)
+		case rsPrefill:
+			if r.cancelled {
+				e.drop(r)
+				return
+			}
+			if e.now.Before(r.wakeAt) {
+				return
+			}
+			e.storeBlocks(r)
+			r.state = rsDecode
+			r.wakeAt = e.now.Add(time.Duration(r.in.MaxTokens) * e.cfg.DecodePerToken)
+		case rsDecode:
+			if r.cancelled {
+				e.drop(r)
+				return
+			}
+			if e.now.Before(r.wakeAt) {
+				return
+			}
+			e.finish(r, Result{CachedTokens: (r.localHit() + r.peerHit) * e.cfg.BlockSize, Stats: r.stats})
+		}
+		// rsLookup, rsLoad and rsAbort move on frames and deadlines.
+		if r.state == before || r.state == rsDone {
+			return
+		}
+	}
+}
+
+// lookupLocal checks the engine's own tiers: GPU prefix cache, then the CPU
+// tier for the blocks after the GPU hits. What is left may be asked of the
+// named peer.
+func (e *Engine) lookupLocal(r *request) {
+	bs := e.cfg.BlockSize
+	n := len(r.in.Tokens)
+	r.hashes = kv.BlockHashes(e.cfg.HashSeed, r.in.CacheSalt, r.in.Tokens, bs)
+	r.maxHit = kv.MaxHitBlocks(n, bs)
+	cand := r.hashes[:r.maxHit]
+	r.gpuHit = e.gpu.PrefixHits(cand)
+	r.cpuHit = e.cpu.PrefixHits(cand[r.gpuHit:])
+	for _, h := range cand[r.gpuHit:r.localHit()] {
+		e.gpu.Insert(h) // a CPU hit is promoted to the GPU
+	}
+	r.stats = Stats{
+		PromptTokens:        n,
+		GPUQueryTokens:      n,
+		GPUHitTokens:        r.gpuHit * bs,
+		ExternalQueryTokens: n - r.gpuHit*bs,
+		ExternalHitTokens:   r.cpuHit * bs,
+		CPUReadBytes:        int64(r.cpuHit) * e.blockBytes,
+	}
+	if r.in.Source == nil || !e.cfg.P2P || r.localHit() == r.maxHit {
+		e.startCompute(r)
+		return
+	}
+	r.wireID = r.in.Source.KVRequestID + "#" + strconv.FormatUint(r.id, 10)
+	r.state = rsWaitSession
+}
+
+// pollSession is vLLM's lookup() on the peer: no session → open one; a
+// pending one → RETRY (wait) or MISS (prefill); a ready one → send lookup.
+func (e *Engine) pollSession(r *request) {
+	src := r.in.Source
+	s := e.sessions[src.ID()]
+	if s == nil {
+		s = e.openSession(src)
+	}
+	switch s.state {
+	case sessDialing, sessPending:
+		if e.cfg.PendingHandshake == PendingPrefill {
+			e.miss(r)
+			return
+		}
+		if r.sess != s {
+			r.sess = s
+			s.waiters = append(s.waiters, r)
+		}
+	case sessReady:
+		r.sess = s
+		r.state = rsLookup
+		r.deadline = e.now.Add(e.cfg.LookupTimeout)
+		s.lookups[r.wireID] = r
+		e.send(s.c, wire.Message{Type: wire.TypeLookup, KVRequestID: r.wireID, Keys: r.hashes[r.localHit():r.maxHit]})
+	case sessDead:
+		// killSession removes dead sessions from the map; never reached.
+		e.miss(r)
+	}
+}
+
+// miss ends the peer phase with no blocks from the peer.
+func (e *Engine) miss(r *request) {
+	r.sess = nil
+	if r.cancelled {
+		e.drop(r)
+		return
+	}
+	e.startCompute(r)
+}
+
+// loaded lands n pulled blocks in the CPU tier and GPU cache.
+func (e *Engine) loaded(r *request, n int, bytes int64) {
+	r.sess = nil
+	from := r.localHit()
+	for _, h := range r.hashes[from : from+n] {
+		e.cpu.Insert(h)
+		e.gpu.Insert(h)
+	}
+	r.peerHit = n
+	r.stats.ExternalHitTokens += n * e.cfg.BlockSize
+	r.stats.P2PReadBytes += bytes
+	if r.cancelled {
+		e.drop(r)
+		return
+	}
+	e.startCompute(r)
+}
+
+// loadFailed follows kv_load_failure_policy.
+func (e *Engine) loadFailed(r *request, reason string) {
+	r.sess = nil
+	peer := r.in.Source.ID()
+	if r.cancelled {
+		e.drop(r)
+		return
+	}
+	if e.cfg.LoadFailure == PolicyRecompute {
+		e.log.Warning(compP2P, "KV load for %s from %s failed (%s): recomputing locally", r.in.Source.KVRequestID, peer, reason)
+		e.startCompute(r)
+		return
+	}
+	e.log.Error(compP2P, "KV load for %s from %s failed (%s): failing the request", r.in.Source.KVRequestID, peer, reason)
+	e.finish(r, Result{Err: &LoadError{Peer: peer, KVRequestID: r.in.Source.KVRequestID, Reason: reason}})
+}
+
+// startCompute starts the prefill of the tokens no cache provided. Its
+// blocks are "being computed" until it ends, so a peer's lookup on them is
+// held rather than missed.
+func (e *Engine) startCompute(r *request) {
+	cached := (r.localHit() + r.peerHit) * e.cfg.BlockSize
+	r.state = rsPrefill
+	r.wakeAt = e.now.Add(time.Duration(len(r.in.Tokens)-cached) * e.cfg.PrefillPerToken)
+	for _, h := range r.hashes {
+		if !e.cpu.Contains(h) {
+			e.computing[h]++
+			r.storing = append(r.storing, h)
+		}
+	}
+}
+
+// storeBlocks offloads the request's full prompt blocks (vLLM's
+// offload_prompt_only) to the CPU tier and keeps them in the GPU cache.
+func (e *Engine) storeBlocks(r *request) {
+	e.releaseComputing(r)
+	for _, h := range r.hashes {
+		e.gpu.Insert(h)
+		e.cpu.Insert(h)
+	}
+}
+
+func (e *Engine) releaseComputing(r *request) {
+	for _, h := range r.storing {
+		if n := e.computing[h]; n <= 1 {
+			delete(e.computing, h)
+		} else {
+			e.computing[h] = n - 1
+		}
+	}
+	r.storing = nil
+}
+
+func (e *Engine) finish(r *request, res Result) {
+	e.releaseComputing(r)
+	r.state = rsDone
+	if !r.cancelled && r.done != nil {
+		r.done(res)
+	}
+}
+
+func (e *Engine) drop(r *request) {
+	e.releaseComputing(r)
+	r.state = rsDone
+}

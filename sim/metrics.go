@@ -1,0 +1,88 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"p2pfault/sim/engine"
+)
+
+// metrics are the reference §5 counters the sim counts honestly. The front
+// end keeps them from each request's result, so /metrics answers even while
+// the engine core is stopped (vLLM's API server also serves them).
+type metrics struct {
+	mu                 sync.Mutex
+	success            int64
+	failed             int64
+	promptTokens       int64
+	generationTokens   int64
+	gpuQueries         int64
+	gpuHits            int64
+	extQueries         int64
+	extHits            int64
+	primaryReadBytes   int64
+	p2pReadBytes       int64
+	p2pPulls, p2pHits  int64
+	requestsWithSource int64
+}
+
+func (m *metrics) record(st engine.Stats, completion int, ok, pulled bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ok {
+		m.success++
+		m.generationTokens += int64(completion)
+	} else {
+		m.failed++
+	}
+	m.promptTokens += int64(st.PromptTokens)
+	m.gpuQueries += int64(st.GPUQueryTokens)
+	m.gpuHits += int64(st.GPUHitTokens)
+	m.extQueries += int64(st.ExternalQueryTokens)
+	m.extHits += int64(st.ExternalHitTokens)
+	m.primaryReadBytes += st.CPUReadBytes
+	m.p2pReadBytes += st.P2PReadBytes
+	if pulled {
+		m.requestsWithSource++
+		if st.P2PReadBytes > 0 {
+			m.p2pHits++
+		}
+	}
+}
+
+// write renders the Prometheus text exposition format.
+func (m *metrics) write(w io.Writer, model string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := fmt.Sprintf(`model_name=%q`, model)
+	type series struct {
+		name, help, labels string
+		v                  int64
+	}
+	counters := []series{
+		{"vllm:request_success_total", "Count of successfully processed requests.", l + `,finished_reason="length"`, m.success},
+		{"vllm:prompt_tokens_total", "Number of prefill tokens processed.", l, m.promptTokens},
+		{"vllm:generation_tokens_total", "Number of generation tokens processed.", l, m.generationTokens},
+		{"vllm:prefix_cache_queries_total", "Prefix cache queries, in tokens (GPU).", l, m.gpuQueries},
+		{"vllm:prefix_cache_hits_total", "Prefix cache hits, in tokens (GPU).", l, m.gpuHits},
+		{"vllm:external_prefix_cache_queries_total", "External prefix cache queries, in tokens (KV connector).", l, m.extQueries},
+		{"vllm:external_prefix_cache_hits_total", "External prefix cache hits, in tokens (KV connector: own CPU tier and P2P).", l, m.extHits},
+		{"vllm:kv_offload_tiering_read_bytes_total", "Bytes read from an offload tier.", l + `,tier="0:primary"`, m.primaryReadBytes},
+		{"vllm:kv_offload_tiering_read_bytes_total", "", l + `,tier="1:p2p"`, m.p2pReadBytes},
+		{"sim:request_failure_total", "Requests that failed in the engine (a KV load under kv_load_failure_policy=fail). Sim only.", l, m.failed},
+		{"sim:p2p_pull_requests_total", "Requests that named a remote_kv_source. Sim only.", l, m.requestsWithSource},
+		{"sim:p2p_pull_hits_total", "Of those, requests that loaded blocks over P2P. Sim only.", l, m.p2pHits},
+	}
+	for _, s := range counters {
+		if s.help != "" {
+			if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", s.name, s.help, s.name); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintf(w, "%s{%s} %d\n", s.name, s.labels, s.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

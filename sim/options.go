@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"p2pfault/exitcode"
+	"p2pfault/sim/engine"
+)
+
+// serveFlags are the command-line flags of `sim serve`, as parsed.
+type serveFlags struct {
+	host                string
+	port                int
+	kvTransferConfig    string
+	blockSize           int
+	maxModelLen         int
+	promptTokensDetails bool
+	gpuMemUtil          float64
+	enforceEager        bool
+	tpSize              int
+	seed                int64
+	pendingHandshake    string
+
+	timeScale         float64
+	lookupTimeout     time.Duration
+	heartbeatInterval time.Duration
+	heartbeatTimeout  time.Duration
+	lookupHold        time.Duration
+	prefillPerToken   time.Duration
+	decodePerToken    time.Duration
+	transferBandwidth float64
+	kvBytesPerToken   int
+	startupDelay      time.Duration
+	tick              time.Duration
+	staleRoute        bool
+	freezeGap         time.Duration
+	loadTimeout       time.Duration
+	abortAckTimeout   time.Duration
+}
+
+func (f *serveFlags) register(fs *pflag.FlagSet) {
+	// vLLM's flags (reference §1).
+	fs.StringVar(&f.host, "host", "127.0.0.1", "HTTP bind host (loopback only)")
+	fs.IntVar(&f.port, "port", 8000, "HTTP port (0 picks a free one, logged at startup)")
+	fs.StringVar(&f.kvTransferConfig, "kv-transfer-config", "", "OffloadingConnector JSON with a TieringOffloadingSpec and a p2p secondary tier")
+	fs.IntVar(&f.blockSize, "block-size", 16, "tokens per KV block")
+	fs.IntVar(&f.maxModelLen, "max-model-len", 2048, "longest prompt + completion in tokens")
+	fs.BoolVar(&f.promptTokensDetails, "enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens")
+	fs.Float64Var(&f.gpuMemUtil, "gpu-memory-utilization", 0.9, "fraction of the (simulated) GPU for the KV cache, in (0, 1]")
+	fs.BoolVar(&f.enforceEager, "enforce-eager", false, "accepted for compatibility; no effect")
+	fs.IntVar(&f.tpSize, "tensor-parallel-size", 1, "tensor-parallel size (part of the P2P config fingerprint)")
+	fs.Int64Var(&f.seed, "seed", 0, "sampling seed (accepted; the sim's output is deterministic)")
+	fs.StringVar(&f.pendingHandshake, "p2p-pending-handshake", "wait", "a request meeting a pending P2P handshake: wait (vLLM main) or prefill (vLLM PR #64501)")
+
+	// Sim knobs.
+	fs.Float64Var(&f.timeScale, "sim-time-scale", 1, "multiplies every sim timeout and delay (not the tick, compute or transfer time)")
+	fs.DurationVar(&f.lookupTimeout, "sim-lookup-timeout", 8*time.Second, "a lookup not answered within this kills the P2P session")
+	fs.DurationVar(&f.heartbeatInterval, "sim-heartbeat-interval", 2*time.Second, "ping interval on ready P2P sessions")
+	fs.DurationVar(&f.heartbeatTimeout, "sim-heartbeat-timeout", 10*time.Second, "silence after a ping that kills a P2P session")
+	fs.DurationVar(&f.lookupHold, "sim-lookup-hold", 5*time.Second, "how long a source holds a lookup on blocks it is still computing")
+	fs.DurationVar(&f.prefillPerToken, "sim-prefill-per-token", 26*time.Microsecond, "prefill cost per uncached prompt token")
+	fs.DurationVar(&f.decodePerToken, "sim-decode-per-token", 2*time.Millisecond, "decode cost per generated token")
+	fs.Float64Var(&f.transferBandwidth, "sim-transfer-bandwidth", 10e9, "P2P transfer bandwidth in bytes/s")
+	fs.IntVar(&f.kvBytesPerToken, "sim-kv-bytes-per-token", 32768, "KV bytes per token (32768 = Llama-3.2-1B fp16)")
+	fs.DurationVar(&f.startupDelay, "sim-startup-delay", 3*time.Second, "simulated model load before the engine binds its ports")
+	fs.DurationVar(&f.tick, "sim-tick", 5*time.Millisecond, "scheduler step period")
+	fs.BoolVar(&f.staleRoute, "sim-stale-route", true, "after a freeze, drop the first reconnect of a peer into its stale route (vLLM's ZMQ gap)")
+	fs.DurationVar(&f.freezeGap, "sim-freeze-gap", 500*time.Millisecond, "a gap between steps over this means the process was frozen")
+	fs.DurationVar(&f.loadTimeout, "sim-load-timeout", 30*time.Second, "fetch without transfer_done before the abort")
+	fs.DurationVar(&f.abortAckTimeout, "sim-abort-ack-timeout", 10*time.Second, "abort without abort_ack before the load fails")
+}
+
+// serveConfig is a validated `sim serve` configuration.
+type serveConfig struct {
+	Model               string
+	Host                string
+	Port                int
+	MaxModelLen         int
+	PromptTokensDetails bool
+	StartupDelay        time.Duration // scaled
+	HashSeedRandom      bool          // PYTHONHASHSEED was unset
+	Engine              engine.Config
+}
+
+// gpuBlocksPerUtil sizes the simulated GPU prefix cache: blocks at a
+// gpu-memory-utilization of 1.0. It only needs to be large enough that the
+// probe's unique prompts never depend on it.
+const gpuBlocksPerUtil = 8192
+
+// resolve validates the flags and environment. Every error is a usage error
+// naming the flag, key or variable at fault.
+func (f *serveFlags) resolve(model string, getenv func(string) string) (serveConfig, error) {
+	var c serveConfig
+	fail := func(format string, args ...any) (serveConfig, error) {
+		return serveConfig{}, exitcode.Usagef(format, args...)
+	}
+	if strings.TrimSpace(model) == "" {
+		return fail("MODEL must not be empty")
+	}
+	if !isLoopback(f.host) {
+		return fail("--host %q: the sim serves on loopback only (127.0.0.1, ::1 or localhost)", f.host)
+	}
+	if f.port < 0 || f.port > 65535 {
+		return fail("--port %d: want 0..65535", f.port)
+	}
+	for _, v := range []struct {
+		name string
+		val  int
+	}{{"--block-size", f.blockSize}, {"--max-model-len", f.maxModelLen}, {"--tensor-parallel-size", f.tpSize}, {"--sim-kv-bytes-per-token", f.kvBytesPerToken}} {
+		if v.val <= 0 {
+			return fail("%s %d: must be positive", v.name, v.val)
+		}
+	}
+	if !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
+		return fail("--gpu-memory-utilization %g: want a fraction in (0, 1]", f.gpuMemUtil)
+	}
+	var mode engine.PendingMode
+	switch f.pendingHandshake {
+	case "wait":
+		mode = engine.PendingWait
+	case "prefill":
+		mode = engine.PendingPrefill
+	default:
+		return fail("--p2p-pending-handshake %q: want wait or prefill", f.pendingHandshake)
+	}
+	if !(f.timeScale > 0) || math.IsInf(f.timeScale, 0) {
+		return fail("--sim-time-scale %g: must be a positive number", f.timeScale)
+	}
+	if !(f.transferBandwidth > 0) || math.IsInf(f.transferBandwidth, 0) {
+		return fail("--sim-transfer-bandwidth %g: must be a positive number of bytes/s", f.transferBandwidth)
+	}
+	for _, d := range []struct {
+		name string
+		val  time.Duration
+	}{
+		{"--sim-lookup-timeout", f.lookupTimeout}, {"--sim-heartbeat-interval", f.heartbeatInterval},
+		{"--sim-heartbeat-timeout", f.heartbeatTimeout}, {"--sim-lookup-hold", f.lookupHold},
+		{"--sim-tick", f.tick}, {"--sim-freeze-gap", f.freezeGap},
+		{"--sim-load-timeout", f.loadTimeout}, {"--sim-abort-ack-timeout", f.abortAckTimeout},
+	} {
+		if d.val <= 0 {
+			return fail("%s %s: must be a positive duration", d.name, d.val)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		val  time.Duration
+	}{{"--sim-prefill-per-token", f.prefillPerToken}, {"--sim-decode-per-token", f.decodePerToken}, {"--sim-startup-delay", f.startupDelay}} {
+		if d.val < 0 {
+			return fail("%s %s: must not be negative", d.name, d.val)
+		}
+	}
+
+	handshake := 30 * time.Second
+	if v := getenv("VLLM_P2P_HANDSHAKE_TIMEOUT_S"); v != "" {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(s > 0) || math.IsInf(s, 0) {
+			return fail("VLLM_P2P_HANDSHAKE_TIMEOUT_S=%q: must be a positive number of seconds", v)
+		}
+		handshake = time.Duration(s * float64(time.Second))
+	}
+	seed, random, err := hashSeed(getenv("PYTHONHASHSEED"))
+	if err != nil {
+		return serveConfig{}, exitcode.AsUsage(err)
+	}
+
+	var kvt kvTransfer
+	if f.kvTransferConfig != "" {
+		if kvt, err = parseKVTransferConfig(f.kvTransferConfig); err != nil {
+			return serveConfig{}, exitcode.AsUsage(err)
+		}
+		if kvt.P2P && !isLoopback(kvt.P2PHost) {
+			return fail("--kv-transfer-config: secondary_tiers p2p host %q: the sim serves on loopback only", kvt.P2PHost)
+		}
+	}
+	blockBytes := int64(f.blockSize) * int64(f.kvBytesPerToken)
+	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * f.timeScale) }
+
+	c = serveConfig{
+		Model:               model,
+		Host:                f.host,
+		Port:                f.port,
+		MaxModelLen:         f.maxModelLen,
+		PromptTokensDetails: f.promptTokensDetails,
+		StartupDelay:        scale(f.startupDelay),
+		HashSeedRandom:      random,
+		Engine: engine.Config{
+			Model:             model,
+			BlockSize:         f.blockSize,
+			TPSize:            f.tpSize,
+			KVBytesPerToken:   f.kvBytesPerToken,
+			HashSeed:          seed,
+			GPUBlocks:         int(f.gpuMemUtil * gpuBlocksPerUtil),
+			CPUBlocks:         int(min(kvt.CPUBytes/blockBytes, math.MaxInt32)),
+			P2P:               kvt.P2P,
+			P2PHost:           kvt.P2PHost,
+			P2PPort:           kvt.P2PPort,
+			PendingHandshake:  mode,
+			LoadFailure:       kvt.LoadFailure,
+			HandshakeTimeout:  scale(handshake),
+			LookupTimeout:     scale(f.lookupTimeout),
+			HeartbeatInterval: scale(f.heartbeatInterval),
+			HeartbeatTimeout:  scale(f.heartbeatTimeout),
+			LookupHold:        scale(f.lookupHold),
+			LoadTimeout:       scale(f.loadTimeout),
+			AbortAckTimeout:   scale(f.abortAckTimeout),
+			PrefillPerToken:   f.prefillPerToken,
+			DecodePerToken:    f.decodePerToken,
+			TransferBandwidth: f.transferBandwidth,
+			Tick:              f.tick,
+			FreezeGap:         f.freezeGap,
+			StaleRoute:        f.staleRoute,
+		},
+	}
+	// A scale small enough to round a timeout to zero is a bad scale.
+	if err := c.Engine.Validate(); err != nil {
+		return fail("--sim-time-scale %g: %v", f.timeScale, err)
+	}
+	return c, nil
+}
+
+// hashSeed resolves PYTHONHASHSEED as Python does: unset or "random" means
+// a random seed per process; otherwise an integer in [0, 4294967295].
+func hashSeed(v string) (seed string, random bool, err error) {
+	if v == "" || v == "random" {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", false, fmt.Errorf("PYTHONHASHSEED: draw a random seed: %w", err)
+		}
+		return strconv.FormatUint(uint64(binary.BigEndian.Uint32(b[:])), 10), true, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return "", false, fmt.Errorf("PYTHONHASHSEED=%q: must be \"random\" or an integer in [0, 4294967295]", v)
+	}
+	return strconv.FormatUint(n, 10), false, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// getenv is os.Getenv, named for injection in tests.
+func getenv(k string) string { return os.Getenv(k) }

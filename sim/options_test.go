@@ -1,0 +1,118 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"p2pfault/exitcode"
+	"p2pfault/sim/engine"
+)
+
+func resolveArgs(t *testing.T, env map[string]string, args ...string) (serveConfig, error) {
+	t.Helper()
+	var f serveFlags
+	fs := newServeFlagSet(&f)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return f.resolve("m", func(k string) string { return env[k] })
+}
+
+func newServeFlagSet(f *serveFlags) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(fs)
+	return fs
+}
+
+func TestResolveServeConfig(t *testing.T) {
+	launch := `{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":209715200,"secondary_tiers":[{"type":"p2p","host":"127.0.0.1","port":7777}]}}`
+	tests := []struct {
+		name  string
+		env   map[string]string
+		args  []string
+		check func(c serveConfig) string
+	}{
+		{"the launch script's flags: 50 CPU blocks, P2P on 127.0.0.1:7777, vLLM's timeouts", map[string]string{"PYTHONHASHSEED": "42"},
+			[]string{"--port", "8100", "--block-size", "128", "--max-model-len", "512", "--gpu-memory-utilization", "0.45",
+				"--enforce-eager", "--tensor-parallel-size", "1", "--enable-prompt-tokens-details", "--kv-transfer-config", launch},
+			func(c serveConfig) string {
+				e := c.Engine
+				switch {
+				case c.Port != 8100 || c.MaxModelLen != 512 || !c.PromptTokensDetails:
+					return "HTTP settings"
+				case e.CPUBlocks != 50: // 209715200 / (128 × 32768)
+					return "CPU blocks"
+				case !e.P2P || e.P2PHost != "127.0.0.1" || e.P2PPort != 7777:
+					return "P2P tier"
+				case e.HashSeed != "42" || c.HashSeedRandom:
+					return "hash seed"
+				case e.HandshakeTimeout != 30*time.Second || e.LookupTimeout != 8*time.Second || e.HeartbeatTimeout != 10*time.Second:
+					return "timeouts"
+				case e.PendingHandshake != engine.PendingWait || e.LoadFailure != engine.PolicyFail:
+					return "modes"
+				case time.Duration(384)*e.PrefillPerToken < 9*time.Millisecond || time.Duration(384)*e.PrefillPerToken > 11*time.Millisecond:
+					return "a 384-token prefill should cost about 10 ms"
+				}
+				return ""
+			}},
+		{"the time scale multiplies timeouts and delays but not the tick or costs", map[string]string{"PYTHONHASHSEED": "1", "VLLM_P2P_HANDSHAKE_TIMEOUT_S": "20"},
+			[]string{"--sim-time-scale", "0.1", "--kv-transfer-config", launch, "--sim-startup-delay", "2s"},
+			func(c serveConfig) string {
+				e := c.Engine
+				switch {
+				case e.HandshakeTimeout != 2*time.Second || e.LookupTimeout != 800*time.Millisecond:
+					return "handshake/lookup"
+				case e.HeartbeatInterval != 200*time.Millisecond || e.HeartbeatTimeout != time.Second || e.LookupHold != 500*time.Millisecond:
+					return "heartbeat/hold"
+				case e.LoadTimeout != 3*time.Second || e.AbortAckTimeout != time.Second || c.StartupDelay != 200*time.Millisecond:
+					return "load/abort/startup"
+				case e.Tick != 5*time.Millisecond || e.PrefillPerToken != 26*time.Microsecond || e.FreezeGap != 500*time.Millisecond:
+					return "unscaled knobs"
+				}
+				return ""
+			}},
+		{"no kv-transfer-config: no CPU tier, no P2P", map[string]string{"PYTHONHASHSEED": "0"}, nil,
+			func(c serveConfig) string {
+				if c.Engine.P2P || c.Engine.CPUBlocks != 0 {
+					return "tiers"
+				}
+				return ""
+			}},
+		{"a p2p tier without host or port takes vLLM's defaults; recompute policy in the extra config", map[string]string{"PYTHONHASHSEED": "0"},
+			[]string{"--p2p-pending-handshake=prefill", "--kv-transfer-config", `{"kv_connector":"OffloadingConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":2e8,"kv_load_failure_policy":"recompute","secondary_tiers":[{"type":"p2p"}]}}`},
+			func(c serveConfig) string {
+				e := c.Engine
+				if e.P2PHost != "localhost" || e.P2PPort != 5710 || e.LoadFailure != engine.PolicyRecompute || e.PendingHandshake != engine.PendingPrefill {
+					return "defaults"
+				}
+				return ""
+			}},
+		{"unset PYTHONHASHSEED draws a random seed", nil, nil,
+			func(c serveConfig) string {
+				if !c.HashSeedRandom || c.Engine.HashSeed == "" {
+					return "random seed"
+				}
+				return ""
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := resolveArgs(t, tt.env, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if what := tt.check(c); what != "" {
+				t.Errorf("wrong %s: %+v", what, c)
+			}
+		})
+	}
+}
+
+func TestResolveErrorsAreUsageErrors(t *testing.T) {
+	_, err := resolveArgs(t, nil, "--sim-freeze-gap", "0s")
+	if exitcode.Code(err) != exitcode.Usage {
+		t.Errorf("exit code %d for %v, want %d", exitcode.Code(err), err, exitcode.Usage)
+	}
+}

@@ -1,0 +1,170 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"p2pfault/exitcode"
+	"p2pfault/sim/link"
+	"p2pfault/sim/simlog"
+)
+
+// coreStopWait bounds how long the front end waits for its core to exit
+// after closing the link, before killing it.
+const coreStopWait = 5 * time.Second
+
+// httpShutdownWait bounds how long requests in flight may finish at exit.
+const httpShutdownWait = time.Second
+
+func failed(err error) error { return &exitcode.Error{Code: exitcode.Failed, Err: err} }
+
+// runServe is the front-end process: start the engine core, wait until it
+// is ready, then bind HTTP and serve until a signal or the core's death.
+func runServe(ctx context.Context, cfg serveConfig, log *simlog.Logger) error {
+	if cfg.HashSeedRandom {
+		log.Warning(compAPI, "PYTHONHASHSEED is not set: using random hash seed %s; P2P peers with another seed will refuse this engine (hash seed mismatch)", cfg.Engine.HashSeed)
+	}
+	core, l, err := startCore(cfg, log)
+	if err != nil {
+		return failed(err)
+	}
+	defer core.stop(l, log)
+	fe := newFrontEnd(cfg, l, log)
+
+	var p2pID string
+	select {
+	case <-ctx.Done():
+		log.Info(compAPI, "interrupted during startup")
+		return nil
+	case m := <-fe.startup:
+		if m.Type == link.TypeFatal {
+			return failed(fmt.Errorf("engine core failed to start: %s", m.Message))
+		}
+		p2pID = m.P2PID
+	case <-fe.gone:
+		return failed(fmt.Errorf("engine core exited during startup: %s", core.status(time.Second)))
+	}
+
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error(compAPI, "bind HTTP port %s: %v", addr, err)
+		return failed(fmt.Errorf("bind HTTP port %s: %w", addr, err))
+	}
+	srv := &http.Server{Handler: fe.routes(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownWait)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+	if p2pID == "" {
+		p2pID = "none (no p2p tier configured)"
+	}
+	log.Info(compAPI, "engine ready: serving model %s on http://%s, P2P identity %s", cfg.Model, ln.Addr(), p2pID)
+
+	select {
+	case <-ctx.Done():
+		log.Info(compAPI, "shutting down on signal")
+		return nil
+	case <-fe.shutdown:
+		log.Info(compAPI, "engine core stopped on a signal: shutting down")
+		return nil
+	case <-fe.gone:
+		if fe.stopping() {
+			return nil
+		}
+		status := core.status(time.Second)
+		log.Error(compAPI, "engine core died (%s): shutting down the API server", status)
+		return failed(fmt.Errorf("engine core died: %s", status))
+	}
+}
+
+// coreProc is the engine-core child process.
+type coreProc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // cmd.Wait's, once exited is closed
+}
+
+// startCore re-executes this binary as `sim core` on one end of a
+// socketpair. The child stays in our session and process group (a fault
+// signalling the group reaches it) and dies with us (Pdeathsig).
+func startCore(cfg serveConfig, log *simlog.Logger) (*coreProc, *link.Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start engine core: socketpair: %w", err)
+	}
+	parent := os.NewFile(uintptr(fds[0]), "link-front")
+	child := os.NewFile(uintptr(fds[1]), "link-core")
+	defer child.Close()
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start engine core: link: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("start engine core: find own executable: %w", err)
+	}
+	b, err := json.Marshal(coreConfig{Engine: cfg.Engine, StartupDelay: cfg.StartupDelay})
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("start engine core: encode config: %w", err)
+	}
+	cmd := exec.Command(exe, "sim", "core", "--config", string(b))
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("start engine core %s: %w", exe, err)
+	}
+	log.Info(compAPI, "started engine core (pid %d) for model %s", cmd.Process.Pid, cfg.Model)
+	p := &coreProc{cmd: cmd, exited: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	return p, link.New(conn), nil
+}
+
+// status describes how the core exited, waiting up to d for it.
+func (p *coreProc) status(d time.Duration) string {
+	select {
+	case <-p.exited:
+		if p.err == nil {
+			return "exit status 0"
+		}
+		return p.err.Error()
+	case <-time.After(d):
+		return "link closed, process still running"
+	}
+}
+
+// stop closes the link, which makes the core disconnect its peers and
+// exit; a core that does not (it may be stopped) is killed.
+func (p *coreProc) stop(l *link.Conn, log *simlog.Logger) {
+	_ = l.Close()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(coreStopWait):
+	}
+	log.Warning(compAPI, "engine core (pid %d) did not exit within %s: killing it", p.cmd.Process.Pid, coreStopWait)
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		log.Error(compAPI, "kill engine core (pid %d): %v", p.cmd.Process.Pid, err)
+	}
+	<-p.exited
+}

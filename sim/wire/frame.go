@@ -1,0 +1,75 @@
+// Package wire is the simulated engine's P2P control channel: frames of a
+// 4-byte big-endian length followed by a msgpack map with a "type" key.
+// vLLM wire compatibility is not a goal; the message set mirrors vLLM's
+// session protocol so the timing behaviour can.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// HeaderLen is the size of a frame's length prefix.
+const HeaderLen = 4
+
+// MaxFrameLen bounds a frame's payload so a garbage length prefix cannot
+// make a reader allocate gigabytes. A lookup for the longest prompt the sim
+// accepts (131072 tokens in 16-token blocks) is well under it.
+const MaxFrameLen = 1 << 20
+
+// ErrFrameTooLarge is returned for a length prefix over MaxFrameLen.
+var ErrFrameTooLarge = errors.New("frame too large")
+
+// AppendFrame appends payload to dst behind its length prefix.
+func AppendFrame(dst, payload []byte) ([]byte, error) {
+	if len(payload) > MaxFrameLen {
+		return dst, fmt.Errorf("append frame of %d bytes (max %d): %w", len(payload), MaxFrameLen, ErrFrameTooLarge)
+	}
+	var hdr [HeaderLen]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(payload)))
+	dst = append(dst, hdr[:]...)
+	return append(dst, payload...), nil
+}
+
+// ReadFrame reads one frame from r and returns its payload. It returns
+// io.EOF only when r ends cleanly between frames.
+func ReadFrame(r io.Reader) ([]byte, error) {
+	var hdr [HeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("read frame header: %w", err)
+		}
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrameLen {
+		return nil, fmt.Errorf("read frame: length %d over max %d: %w", n, MaxFrameLen, ErrFrameTooLarge)
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("read frame payload of %d bytes: %w", n, err)
+	}
+	return payload, nil
+}
+
+// splitFrame returns the payload of the frame at the start of b and the
+// number of bytes the frame takes.
+func splitFrame(b []byte) ([]byte, int, error) {
+	if len(b) < HeaderLen {
+		return nil, 0, fmt.Errorf("frame header: have %d of %d bytes: %w", len(b), HeaderLen, io.ErrUnexpectedEOF)
+	}
+	n := binary.BigEndian.Uint32(b)
+	if n > MaxFrameLen {
+		return nil, 0, fmt.Errorf("frame length %d over max %d: %w", n, MaxFrameLen, ErrFrameTooLarge)
+	}
+	end := HeaderLen + int(n)
+	if len(b) < end {
+		return nil, 0, fmt.Errorf("frame payload: have %d of %d bytes: %w", len(b)-HeaderLen, n, io.ErrUnexpectedEOF)
+	}
+	return b[HeaderLen:end], end, nil
+}
