@@ -28,7 +28,7 @@ const (
 	DefaultRecovery      = 25 * time.Second // measured after the fault window of stall and kill
 	DefaultNoneDuration  = 30 * time.Second // headless case none: length of the measured run
 	DefaultWarmupTimeout = 60 * time.Second // not scaled: first sessions can be slow on real engines
-	DefaultSeedTimeout   = 1 * time.Second // scaled; a healthy seed takes ~10 ms, and a longer wait delays the faulted pulls behind it
+	DefaultSeedTimeout   = 1 * time.Second  // scaled; a healthy seed takes ~10 ms, and a longer wait delays the faulted pulls behind it
 	DefaultPullTimeout   = 60 * time.Second // longer than the slowest real outcome (30 s + 10 s)
 )
 
