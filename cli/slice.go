@@ -83,6 +83,7 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		return exitcode.Usagef("--source-port/--decoder-port/--p2p-port fix the ports of every row, so rows cannot run at once: add --parallel 1")
 	}
 	exps := make([]*experiment.Experiment, len(rows))
+	pool := runner.NewPortPool() // rows running at once never pick the same port
 	for i, r := range rows {
 		extra, err := armArgs(o.flags.engine, r.arm)
 		if err != nil {
@@ -98,6 +99,7 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		// Rows running at once take free ports rather than racing for the
 		// script's defaults.
 		cfg.Cluster.FreePorts = cfg.Cluster.FreePorts || parallel > 1
+		cfg.Cluster.PortPool = pool
 		if err := os.MkdirAll(r.out, 0o755); err != nil {
 			return exitcode.Usagef("create output folder %s: %w", r.out, err)
 		}

@@ -83,7 +83,10 @@ type Config struct {
 	Env         []string // KEY=VALUE added to every engine's environment
 
 	Ports     Ports
-	FreePorts bool // take every port that is not fixed from the kernel, ignoring the defaults (tests, parallel runs)
+	FreePorts bool // take every port that is not fixed from PortPool, ignoring the defaults (tests, parallel runs)
+	// PortPool hands out free ports; clusters started side by side share
+	// one so they never pick the same port. nil = a pool of this Start.
+	PortPool *PortPool
 
 	OutDir       string        // engine logs (NAME.log) and sessions.json; required by Start
 	ReadyTimeout time.Duration // per engine start; 0 = 60 s (sim) or 1200 s (vllm)

@@ -84,3 +84,25 @@ func TestResolvePortsMovesTakenDefaultsOnly(t *testing.T) {
 		t.Errorf("fixed taken port: %v", err)
 	}
 }
+
+// TestPortPoolNeverGivesAPortTwiceNorAnEphemeralOne: clusters started side
+// by side share a pool; its ports are free, distinct, and below the
+// kernel's ephemeral range (where outgoing connections would take them
+// while an engine loads its model).
+func TestPortPoolNeverGivesAPortTwiceNorAnEphemeralOne(t *testing.T) {
+	pool := NewPortPool()
+	seen := map[int]bool{}
+	for range 200 {
+		p, err := pool.pick(map[int]bool{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("port %d given twice", p)
+		}
+		seen[p] = true
+		if p < pool.lo || p >= pool.hi {
+			t.Fatalf("port %d outside [%d, %d)", p, pool.lo, pool.hi)
+		}
+	}
+}

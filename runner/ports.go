@@ -2,10 +2,13 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -81,35 +84,17 @@ func portInUse(what string, port int) error {
 
 // resolvePorts checks every planned port: a fixed port that is taken is a
 // usage error naming it and its holder; an unfixed one that is taken (every
-// unfixed one with FreePorts) is replaced by a port the kernel picks.
+// unfixed one with FreePorts) is replaced by a free one from cfg.Ports'
+// pool.
 func resolvePorts(cfg Config, plans []portPlan) ([]portPlan, error) {
 	out := append([]portPlan(nil), plans...)
-	used := map[int]bool{}
-	for _, p := range plans {
-		used[p.http], used[p.p2p] = true, true
+	pool := cfg.PortPool
+	if pool == nil {
+		pool = NewPortPool()
 	}
-	// Hold every picked port open until all are picked, so the kernel
-	// does not hand the same one out twice.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			_ = l.Close()
-		}
-	}()
-	pick := func() (int, error) {
-		for range 100 {
-			l, err := net.Listen("tcp", net.JoinHostPort(Host, "0"))
-			if err != nil {
-				return 0, fmt.Errorf("pick a free port on %s: %w", Host, err)
-			}
-			held = append(held, l)
-			port := l.Addr().(*net.TCPAddr).Port
-			if !used[port] {
-				used[port] = true
-				return port, nil
-			}
-		}
-		return 0, errors.New("pick a free port: the kernel kept giving planned ports")
+	avoid := map[int]bool{}
+	for _, p := range plans {
+		avoid[p.http], avoid[p.p2p] = true, true
 	}
 	for i := range out {
 		name := engineName(cfg.Sources, i)
@@ -124,7 +109,7 @@ func resolvePorts(cfg Config, plans []portPlan) ([]portPlan, error) {
 					return nil, exitcode.AsUsage(fmt.Errorf("fixed %w", portInUse(slot.what, *slot.port)))
 				}
 			case cfg.FreePorts || !portFree(*slot.port):
-				p, err := pick()
+				p, err := pool.pick(avoid)
 				if err != nil {
 					return nil, err
 				}
@@ -133,6 +118,51 @@ func resolvePorts(cfg Config, plans []portPlan) ([]portPlan, error) {
 		}
 	}
 	return out, nil
+}
+
+// PortPool hands out free ports for engines. An engine binds its ports
+// seconds after they are picked (the model load), so a picked port must
+// not be one the kernel may give to an outgoing connection meanwhile (the
+// ephemeral range, where port 0 picks from), nor one another cluster of
+// this process picked: the pool draws from below the ephemeral range and
+// never hands out a port twice. Clusters started side by side (the slice)
+// share one pool.
+type PortPool struct {
+	mu     sync.Mutex
+	given  map[int]bool
+	lo, hi int // draw from [lo, hi)
+	rng    *rand.Rand
+}
+
+// NewPortPool returns a pool drawing from 10000 up to the start of the
+// kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range).
+func NewPortPool() *PortPool {
+	hi := 32768
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > 11000 {
+				hi = lo
+			}
+		}
+	}
+	return &PortPool{given: map[int]bool{}, lo: 10000, hi: hi, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))}
+}
+
+// pick returns a port that is free now, was never given by this pool and
+// is not in avoid.
+func (p *PortPool) pick(avoid map[int]bool) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range 1000 {
+		port := p.lo + p.rng.IntN(p.hi-p.lo)
+		if p.given[port] || avoid[port] || !portFree(port) {
+			continue
+		}
+		p.given[port] = true
+		avoid[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("pick a free port on %s in [%d, %d): none found in 1000 tries", Host, p.lo, p.hi)
 }
 
 // waitPortsFree polls until every port can be bound, or ctx ends; a killed
