@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"p2pfault/check"
+	"p2pfault/experiment"
+	"p2pfault/report"
 )
 
 // sliceReport is the part of report.json this test reads.
@@ -182,6 +187,7 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 			t.Errorf("%s: recovery %+v, want >= 50%% pulled again", name, r.Recovery)
 		}
 	}
+	checkOpenLoopDuringStall(t, filepath.Join(out, "main-stall", "events.jsonl"), time.Duration(scale*float64(500*time.Millisecond)))
 	for _, f := range []string{"report.md", "junit.xml", "main-stall/events.jsonl", "fixed-kill/timeline.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("slice output: %v", err)
@@ -212,4 +218,47 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkOpenLoopDuringStall: while source 0 is stalled (pulls naming it hang
+// for up to the handshake timeout), trials naming it still start on
+// schedule: their number equals rate × stall length ± 1. A trial starts
+// with its seed; its pull follows the seed's answer or timeout.
+func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, _, err := report.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var win *check.Window
+	var starts []time.Duration
+	for _, ev := range events {
+		if ev.Kind == experiment.KindWindow && ev.Window.End != 0 && win == nil {
+			win = ev.Window
+		}
+		for _, s := range ev.Samples {
+			if s.Source == 0 {
+				starts = append(starts, s.Start-s.SeedLatency)
+			}
+		}
+	}
+	if win == nil {
+		t.Fatal("main/stall: no closed fault window in its events")
+	}
+	n := 0
+	for _, st := range starts {
+		if st >= win.Start && st < win.End {
+			n++
+		}
+	}
+	want := float64(win.End-win.Start) / float64(interval)
+	if math.Abs(float64(n)-want) > 1 {
+		t.Errorf("main/stall: %d trials naming source 0 started in the %.2fs stall, want %.1f ± 1 (one every %v)",
+			n, (win.End - win.Start).Seconds(), want, interval)
+	}
 }
