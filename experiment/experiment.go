@@ -314,23 +314,24 @@ func (e *Experiment) durationElapsed(t0 time.Time) <-chan time.Time {
 }
 
 // collect keeps every sample (the checks need them all) and queues them
-// for the next batch event.
+// for the next batch event, until the probe is done and out is drained.
 func (e *Experiment) collect(out <-chan probe.Sample, probeDone <-chan struct{}) {
+	keep := func(s probe.Sample) {
+		e.mu.Lock()
+		e.samples = append(e.samples, s)
+		e.pending = append(e.pending, s)
+		e.mu.Unlock()
+	}
 	for {
 		select {
 		case s := <-out:
-			e.mu.Lock()
-			e.samples = append(e.samples, s)
-			e.pending = append(e.pending, s)
-			e.mu.Unlock()
+			keep(s)
 		case <-probeDone:
+			// Run has returned: nothing more is sent, take what is queued.
 			for {
 				select {
 				case s := <-out:
-					e.mu.Lock()
-					e.samples = append(e.samples, s)
-					e.pending = append(e.pending, s)
-					e.mu.Unlock()
+					keep(s)
 				default:
 					return
 				}

@@ -2,37 +2,23 @@ package fault_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"p2pfault/exitcode"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
 	"p2pfault/sim"
 )
 
-// simMainEnv makes the test binary act as p2pfault with its `sim` command
-// (the repository's convention), so tests fault real simulated engines.
-const simMainEnv = "P2PFAULT_TEST_MAIN"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(simMainEnv) == "1" {
-		root := &cobra.Command{Use: "p2pfault", SilenceUsage: true, SilenceErrors: true}
-		root.AddCommand(sim.Command())
-		root.SetArgs(os.Args[1:])
-		err := root.Execute()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "Error:", err)
-		}
-		os.Exit(exitcode.Code(err))
+	if os.Getenv(sim.StandaloneEnv) == "1" {
+		os.Exit(sim.RunStandalone(os.Args[1:]))
 	}
 	if os.Getenv(enginetest.EnvVar) == "1" {
 		os.Exit(enginetest.Main(os.Args[1:]))
@@ -60,7 +46,7 @@ func simConfig(t testing.TB) runner.Config {
 		OutDir:       t.TempDir(),
 		FreePorts:    true,
 		TimeScale:    0.05,
-		Env:          []string{simMainEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+		Env:          []string{sim.StandaloneEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		ReadyTimeout: 60 * time.Second,
 		StopGrace:    5 * time.Second,
 	}

@@ -13,6 +13,7 @@ import (
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
+	"p2pfault/sim"
 )
 
 // recorder collects what a cluster reports through its callbacks.
@@ -90,7 +91,7 @@ func simConfigIn(dir string) runner.Config {
 		OutDir:       dir,
 		FreePorts:    true,
 		TimeScale:    0.05,
-		Env:          []string{simMainEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+		Env:          []string{sim.StandaloneEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		ReadyTimeout: 60 * time.Second,
 		StopGrace:    5 * time.Second,
 	}

@@ -7,17 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"p2pfault/exitcode"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/sim"
 )
-
-// simMainEnv makes the test binary act as p2pfault with its `sim` command
-// (the repository's convention), so tests start real simulated engines.
-const simMainEnv = "P2PFAULT_TEST_MAIN"
 
 // superviseEnv makes the test binary a p2pfault that starts a cluster of
 // fake engines in the folder it names, prints "ready" and waits to be
@@ -25,15 +18,8 @@ const simMainEnv = "P2PFAULT_TEST_MAIN"
 const superviseEnv = "P2PFAULT_TEST_SUPERVISE"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(simMainEnv) == "1" {
-		root := &cobra.Command{Use: "p2pfault", SilenceUsage: true, SilenceErrors: true}
-		root.AddCommand(sim.Command())
-		root.SetArgs(os.Args[1:])
-		err := root.Execute()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "Error:", err)
-		}
-		os.Exit(exitcode.Code(err))
+	if os.Getenv(sim.StandaloneEnv) == "1" {
+		os.Exit(sim.RunStandalone(os.Args[1:]))
 	}
 	if os.Getenv(enginetest.EnvVar) == "1" {
 		os.Exit(enginetest.Main(os.Args[1:]))
