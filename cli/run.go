@@ -111,6 +111,12 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		info := exp.Info()
 		faces.Go(func() {
 			uiErr := ui.Run(ctx, exp, ch, ui.Options{StallFor: info.FaultFor})
+			// Keep reading after the dashboard is gone: the experiment
+			// never drops an event, so an unread channel would stall it.
+			defer func() {
+				for range ch {
+				}
+			}()
 			if uiErr != nil {
 				cancel(uiErr)
 				return
