@@ -97,7 +97,7 @@ func startCommand(t *testing.T, bin string, args ...string) (*exec.Cmd, *bytes.B
 
 // TestSliceGivesTheSeedsVerdictsAtCompressedTime runs the whole slice
 // (main and fixed × stall, kill, remove) on the simulated cluster at time
-// scale 0.2 and checks the seed's verdicts: main stall fails on the
+// scale 0.25 and checks the seed's verdicts: main stall fails on the
 // handshake timeout, everything else passes. Figures are asserted in
 // windows with wide margins (the machine is shared and the engines run
 // under the race detector); bounds at time scale s are s × the seed's.
@@ -105,12 +105,12 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs six clusters for ~25 s")
 	}
-	const scale = 0.2
+	const scale = 0.25
 	out := t.TempDir()
 	// Six clusters at once: the engines are a plain build of p2pfault, not
 	// this race-instrumented test binary, which would starve a 2-core box.
 	bin := buildP2pfault(t)
-	cmd, log := startCommand(t, bin, "slice", "--arms", "main,fixed", "--time-scale", "0.2", "--quiet", "--out", out)
+	cmd, log := startCommand(t, bin, "slice", "--arms", "main,fixed", "--time-scale", "0.25", "--quiet", "--out", out)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

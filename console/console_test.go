@@ -1,0 +1,72 @@
+package console
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"p2pfault/check"
+	"p2pfault/experiment"
+	"p2pfault/probe"
+)
+
+func sample(src int, start, lat time.Duration, cached int) probe.Sample {
+	return probe.Sample{Source: src, Start: start, Latency: lat, Status: 200, CachedTokens: cached}
+}
+
+// TestPrinterSummarisesEachSecondAndPrintsChangesOnce: one summary line per
+// second of finished pulls, per source; an engine state printed only when
+// it changes; faults, windows and warnings as they come.
+func TestPrinterSummarisesEachSecondAndPrintsChangesOnce(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "main/stall ")
+	ready := &experiment.EngineInfo{Name: "source-0", State: experiment.StateReady, Pid: 10, Sid: 10, HTTPPort: 8100, P2PPort: 7777}
+	events := []experiment.Event{
+		{Kind: experiment.KindRun, Run: &experiment.RunInfo{Arm: "main", Case: "stall", Engine: "sim", Sources: 2, TimeScale: 1, Interval: 500 * time.Millisecond}},
+		{Kind: experiment.KindEngine, Engine: ready},
+		{Kind: experiment.KindEngine, Engine: ready},
+		{Kind: experiment.KindSamples, Samples: []probe.Sample{
+			sample(0, 100*time.Millisecond, 30*time.Millisecond, 384),
+			sample(1, 300*time.Millisecond, 40*time.Millisecond, 384),
+			sample(0, 600*time.Millisecond, 20*time.Millisecond, 0),
+		}},
+		{T: 10 * time.Second, Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: "stall", Source: 0, Duration: 30 * time.Second, By: "script"}},
+		{T: 10 * time.Second, Kind: experiment.KindWindow, Window: &check.Window{Source: 0, Start: 10 * time.Second}},
+		{Kind: experiment.KindSamples, Samples: []probe.Sample{sample(1, 11*time.Second, 30*time.Millisecond, 384)}},
+		{T: 12 * time.Second, Kind: experiment.KindWarning, Message: "in-flight cap hit"},
+		{T: 13 * time.Second, Kind: experiment.KindEnd, Message: "run complete"},
+	}
+	for _, ev := range events {
+		p.Print(ev)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"main/stall [   0.00s] run: arm main, case stall, engine sim, 2 sources",
+		"source-0 ready (pid 10, sid 10, http :8100, p2p :7777)",
+		"[   1.00s] source-0 n=2 hit=1 p50=0.02s max=0.03s | source-1 n=1 hit=1 p50=0.04s max=0.04s",
+		"[  10.00s] fault: stall source-0 for 30.00s (script)",
+		"fault window on source-0 opened",
+		"warning: in-flight cap hit",
+		"[  12.00s] source-1 n=1 hit=1",
+		"end: run complete",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "source-0 ready"); n != 1 {
+		t.Errorf("source-0 ready printed %d times, want once:\n%s", n, got)
+	}
+}
+
+func TestPrinterWithoutSummariesPrintsNoPullLines(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	p.Summaries = false
+	p.Print(experiment.Event{Kind: experiment.KindSamples, Samples: []probe.Sample{sample(0, 0, time.Millisecond, 1)}})
+	p.Print(experiment.Event{Kind: experiment.KindEnd})
+	if strings.Contains(out.String(), "n=") {
+		t.Fatalf("summary printed with Summaries off:\n%s", out.String())
+	}
+}
