@@ -52,6 +52,10 @@ func timelinePlot(run Run) (*plot.Plot, error) {
 	p.X.Label.Text = "seconds since t0"
 	p.Y.Label.Text = "pull latency (s)"
 	p.Legend.Top = true
+	// Top left: the faulted pulls of a stall start after the fault, so the
+	// corner before it is empty; on the right the legend was clipped.
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
 	p.Add(plotter.NewGrid())
 
 	bound := run.Info.Bounds.FaultedMax.Seconds()
