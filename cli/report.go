@@ -67,11 +67,7 @@ func newCleanupCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dirs := args
 			if len(dirs) == 0 {
-				found, _ := filepath.Glob(filepath.Join("p2pfault-runs", "*", "sessions.json"))
-				nested, _ := filepath.Glob(filepath.Join("p2pfault-runs", "*", "*", "sessions.json"))
-				for _, f := range append(found, nested...) {
-					dirs = append(dirs, filepath.Dir(f))
-				}
+				dirs = runDirs()
 			}
 			total := 0
 			for _, d := range dirs {

@@ -157,17 +157,42 @@ func verdictError(v check.Verdict) error {
 	return nil
 }
 
-// prepareOut creates the run's folder and warns about engines a previous
-// run left behind in it.
+// prepareOut creates the run's folder and warns about engines that an
+// earlier run left behind, in it or in any run folder under ./p2pfault-runs
+// (the default place).
 func prepareOut(out string, stderr io.Writer) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return exitcode.Usagef("create output folder %s: %w", out, err)
 	}
-	left, err := runner.Leftovers(out)
-	if err == nil && len(left) > 0 {
-		fmt.Fprintf(stderr, "warning: %d engine process(es) of an earlier run in %s are still alive; `p2pfault cleanup %s` ends them\n", len(left), out, out)
+	for _, dir := range append([]string{out}, runDirs()...) {
+		left, err := runner.Leftovers(dir)
+		if err != nil {
+			continue
+		}
+		n := 0
+		for _, l := range left {
+			if !l.OwnerAlive { // a running p2pfault's engines are not left behind
+				n++
+			}
+		}
+		if n > 0 {
+			fmt.Fprintf(stderr, "warning: %d engine(s) of an earlier run in %s are still alive; `p2pfault cleanup %s` ends them\n", n, dir, dir)
+		}
 	}
 	return nil
+}
+
+// runDirs lists the run folders under ./p2pfault-runs that hold a
+// sessions.json (a slice's rows are one level deeper).
+func runDirs() []string {
+	var dirs []string
+	for _, pattern := range []string{"p2pfault-runs/*/" + runner.SessionsFile, "p2pfault-runs/*/*/" + runner.SessionsFile} {
+		found, _ := filepath.Glob(pattern)
+		for _, f := range found {
+			dirs = append(dirs, filepath.Dir(f))
+		}
+	}
+	return dirs
 }
 
 // writeEvents writes every event to path as it comes, flushed at once, so

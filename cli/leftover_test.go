@@ -1,0 +1,92 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"p2pfault/cli"
+	"p2pfault/runner"
+)
+
+// TestLeftEngineIsWarnedAboutAndCleanedUp: a sessions.json whose owner is
+// gone names a process that is still alive (an engine a crashed run left
+// behind). A new run in that folder warns about it; `p2pfault cleanup DIR`
+// ends it, after checking it is still that process.
+func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
+	loner := exec.Command("sleep", "300")
+	loner.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := loner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := loner.Process.Pid
+	reaped := make(chan struct{})
+	go func() { _ = loner.Wait(); close(reaped) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-reaped
+	})
+	dir := t.TempDir()
+	writeSessions(t, dir, pid)
+
+	var stdout, stderr bytes.Buffer
+	// A bad timeline ends the run after the folder was checked and before
+	// anything starts.
+	code := cli.Main([]string{"run", "--headless", "--out", dir, "--timeline", "at 1x stall source-0"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s", code, stderr.String())
+	}
+	want := "warning: 1 engine(s) of an earlier run in " + dir + " are still alive"
+	if !strings.Contains(stderr.String(), want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+
+	stdout.Reset()
+	if code := cli.Main([]string{"cleanup", dir}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("cleanup exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "ended 1 engine") {
+		t.Fatalf("cleanup output: %s", stdout.String())
+	}
+	select {
+	case <-reaped:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the left engine (pid %d) is still alive 10 s after cleanup", pid)
+	}
+}
+
+// writeSessions records pid as source-0 of a run whose p2pfault is gone.
+func writeSessions(t *testing.T, dir string, pid int) {
+	t.Helper()
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(data)[strings.LastIndexByte(string(data), ')')+1:])
+	ticks, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A real pid with a start time that does not match: a dead owner.
+	owner := runner.ProcID{Pid: os.Getpid(), StartTicks: 1}
+	entry := runner.SessionEntry{Engine: "source-0", Pid: pid, Sid: pid, StartTicks: ticks,
+		Argv: []string{"sleep", "300"}, Owner: owner, BootID: strings.TrimSpace(string(boot))}
+	b, err := json.Marshal(map[string]any{"owner": owner, "engines": []runner.SessionEntry{entry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, runner.SessionsFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
