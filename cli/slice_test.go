@@ -237,7 +237,11 @@ func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration)
 	}
 	var win *check.Window
 	var starts []time.Duration
+	endCode := -1
 	for _, ev := range events {
+		if ev.Kind == experiment.KindEnd {
+			endCode = ev.ExitCode
+		}
 		if ev.Kind == experiment.KindWindow && ev.Window.End != 0 && win == nil {
 			win = ev.Window
 		}
@@ -246,6 +250,9 @@ func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration)
 				starts = append(starts, s.Start-s.SeedLatency)
 			}
 		}
+	}
+	if endCode != 1 {
+		t.Errorf("main/stall: the end event carries exit code %d, want 1 (a bound failed)", endCode)
 	}
 	if win == nil {
 		t.Fatal("main/stall: no closed fault window in its events")

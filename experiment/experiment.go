@@ -186,7 +186,11 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 			err = fmt.Errorf("stop the cluster: %w", stopErr)
 		}
 		e.emitEngines()
-		e.emitEnd(err)
+		endErr := err
+		if endErr == nil && !verdict.Passed {
+			endErr = exitcode.ErrBoundFailed // the end event carries the run's exit code
+		}
+		e.emitEnd(endErr)
 	}()
 	e.emitEngines()
 	go e.safely(e.pollEngines)
