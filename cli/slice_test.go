@@ -166,13 +166,14 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 				t.Errorf("%s: no seed-like failure message in %+v", name, r.Checks)
 			}
 		case name == "fixed/stall":
-			// Prefill while the handshake is pending: p50 tiny, max below
-			// the 8 s lookup timeout (9 s with margin), scaled.
+			// Prefill while the handshake is pending: p50 tiny, max near
+			// the 8 s lookup timeout (the 9 s, scaled, + 0.5 s for
+			// a busy machine).
 			if r.Faulted.P50 > 0.25 {
 				t.Errorf("%s: faulted p50 %.2fs, want <= 0.25s", name, r.Faulted.P50)
 			}
-			if r.Faulted.Max > 9*scale {
-				t.Errorf("%s: faulted max %.2fs, want <= %.1fs", name, r.Faulted.Max, 9*scale)
+			if r.Faulted.Max > 9*scale+0.5 {
+				t.Errorf("%s: faulted max %.2fs, want <= %.2fs", name, r.Faulted.Max, 9*scale+0.5)
 			}
 		default: // kill, remove: refused or reset connections, local prefill at once
 			if r.Faulted.P50 > 0.25 {
