@@ -16,6 +16,7 @@ import (
 
 	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/runner/enginetest"
 )
 
 func healthy(e *runner.Engine) bool {
@@ -91,7 +92,7 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 					t.Errorf("pid %d still stopped after resume", pid)
 				}
 			}
-			if !eventually(5*time.Second, func() bool { return healthy(e) }) || e.Info().State != runner.StateReady {
+			if !enginetest.Eventually(5*time.Second, func() bool { return healthy(e) }) || e.Info().State != runner.StateReady {
 				t.Errorf("resumed engine not serving: %+v", e.Info())
 			}
 			if st.ResumedAt().Before(st.StoppedAt()) {

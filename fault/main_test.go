@@ -110,24 +110,10 @@ func startBystander(t testing.TB) int {
 		_, _ = session.Signal(sid, unix.SIGKILL)
 		<-reaped
 	})
-	if !eventually(5*time.Second, func() bool { live, _ := session.Live(sid); return len(live) == 2 }) {
+	if !enginetest.Eventually(5*time.Second, func() bool { live, _ := session.Live(sid); return len(live) == 2 }) {
 		t.Fatalf("bystander session %d never had 2 processes", sid)
 	}
 	return sid
-}
-
-// eventually polls cond every 5 ms until it holds or d passes.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // snapshot is a session's members and their states.

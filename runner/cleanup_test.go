@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"p2pfault/runner"
+	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
 )
 
@@ -46,7 +47,7 @@ func startLoner(t *testing.T) runner.SessionEntry {
 		killSessions([]int{pid})
 		<-reaped
 	})
-	if !eventually(10*time.Second, func() bool { return len(liveMembers(t, pid)) == 2 }) {
+	if !enginetest.Eventually(10*time.Second, func() bool { return len(liveMembers(t, pid)) == 2 }) {
 		t.Fatalf("loner session %d never had its core: %v", pid, liveMembers(t, pid))
 	}
 	st, err := session.Stat(pid)

@@ -73,7 +73,7 @@ func TestStartRunsEachEngineInItsOwnSession(t *testing.T) {
 			t.Errorf("%s: log file %s lacks 'engine ready' (%v)", e.Name(), e.LogPath(), err)
 		}
 		want := []runner.State{runner.StateStarting, runner.StateReady}
-		if !eventually(2*time.Second, func() bool { return slices.Equal(rec.states(e.Name()), want) }) {
+		if !enginetest.Eventually(2*time.Second, func() bool { return slices.Equal(rec.states(e.Name()), want) }) {
 			t.Errorf("%s: changes %v, want %v", e.Name(), rec.states(e.Name()), want)
 		}
 		resp, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", net.JoinHostPort(e.P2PHost(), strconv.Itoa(e.P2PPort())))
@@ -125,7 +125,7 @@ func TestStopEndsEverySessionAndIsIdempotent(t *testing.T) {
 				if _, err := session.Signal(sids[0], unix.SIGSTOP); err != nil {
 					t.Fatal(err)
 				}
-				if !eventually(2*time.Second, func() bool { return c.Sources()[0].Info().State == runner.StateStopped }) {
+				if !enginetest.Eventually(2*time.Second, func() bool { return c.Sources()[0].Info().State == runner.StateStopped }) {
 					t.Fatalf("source-0 never showed stopped: %+v", c.Sources()[0].Info())
 				}
 			}
@@ -242,7 +242,7 @@ func TestRestartUsesSamePortsInNewSession(t *testing.T) {
 		t.Errorf("old session %d still has %v", before.Sid, live)
 	}
 	want := []runner.State{runner.StateStarting, runner.StateReady, runner.StateRestarting, runner.StateStarting, runner.StateReady}
-	if !eventually(2*time.Second, func() bool { return slices.Equal(rec.states("source-0"), want) }) {
+	if !enginetest.Eventually(2*time.Second, func() bool { return slices.Equal(rec.states("source-0"), want) }) {
 		t.Errorf("changes %v, want %v", rec.states("source-0"), want)
 	}
 	entries := readSessions(t, cfg.OutDir).Engines
@@ -290,18 +290,18 @@ func TestCrashedFrontEndIsExitedAndItsCoreKilled(t *testing.T) {
 	if err := unix.Kill(in.Pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(3*time.Second, func() bool { return len(liveMembers(t, in.Sid)) == 0 }) {
+	if !enginetest.Eventually(3*time.Second, func() bool { return len(liveMembers(t, in.Sid)) == 0 }) {
 		t.Fatalf("core of crashed %s still alive: %v", src.Name(), liveMembers(t, in.Sid))
 	}
 	// The leader is a zombie (not live) a moment before it is reaped.
-	if !eventually(2*time.Second, func() bool { return src.Info().State == runner.StateExited }) {
+	if !enginetest.Eventually(2*time.Second, func() bool { return src.Info().State == runner.StateExited }) {
 		t.Fatalf("after crash: %+v, want exited", src.Info())
 	}
 	if got := src.Info(); got.Exit != "signal killed" {
 		t.Errorf("after crash: exit %q, want 'signal killed'", got.Exit)
 	}
 	// OnChange runs on the dispatcher's goroutine, a moment later.
-	if !eventually(2*time.Second, func() bool { got := rec.states("source-0"); return got[len(got)-1] == runner.StateExited }) {
+	if !enginetest.Eventually(2*time.Second, func() bool { got := rec.states("source-0"); return got[len(got)-1] == runner.StateExited }) {
 		t.Errorf("changes %v: last is not exited", rec.states("source-0"))
 	}
 }
@@ -324,7 +324,7 @@ func TestCancelledContextStopsCluster(t *testing.T) {
 	}
 	cancel()
 	for _, sid := range sids {
-		if !eventually(5*time.Second, func() bool { return len(liveMembers(t, sid)) == 0 }) {
+		if !enginetest.Eventually(5*time.Second, func() bool { return len(liveMembers(t, sid)) == 0 }) {
 			t.Errorf("session %d alive 5 s after the context was cancelled", sid)
 		}
 	}

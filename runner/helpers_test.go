@@ -137,20 +137,6 @@ func killSessions(sids []int) {
 	}
 }
 
-// eventually polls cond every 10 ms until it holds or d passes.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // liveMembers returns the live processes of session sid.
 func liveMembers(t *testing.T, sid int) []int {
 	t.Helper()

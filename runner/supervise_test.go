@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"p2pfault/runner/enginetest"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,7 +104,7 @@ func testSupervisorKilled(t *testing.T, engine, end string) {
 		}
 	}
 	for _, e := range rec.Engines {
-		if !eventually(2*time.Second-time.Since(died), func() bool { return len(liveMembers(t, e.Sid)) == 0 }) {
+		if !enginetest.Eventually(2*time.Second-time.Since(died), func() bool { return len(liveMembers(t, e.Sid)) == 0 }) {
 			t.Errorf("%s session %d still has %v %v after its p2pfault died", e.Engine, e.Sid, liveMembers(t, e.Sid), time.Since(died))
 		}
 	}

@@ -294,3 +294,18 @@ func core(args []string) error {
 	_, _ = io.Copy(io.Discard, os.NewFile(4, "link"))
 	return nil
 }
+
+// Eventually polls cond every 5 ms until it holds (true) or d has passed
+// (false): tests wait for a process state instead of sleeping.
+func Eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
