@@ -1,12 +1,12 @@
 package experiment
 
 import (
-	"fmt"
 	"math"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/exitcode"
+	"p2pfault/fault"
 	"p2pfault/runner"
 )
 
@@ -143,19 +143,22 @@ func (c Config) scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * c.TimeScale)
 }
 
-// presetTimeline is the text of a case's scripted timeline, at real time:
-// the experiment parses it and scales it like a user's timeline.
-func (c Config) presetTimeline() string {
-	at := fmtDur(c.FaultAt)
-	switch c.Case {
-	case CaseStall:
-		return fmt.Sprintf("at %s stall source-0 for %s", at, fmtDur(c.FaultFor))
-	case CaseKill:
-		return fmt.Sprintf("at %s kill source-0", at)
-	case CaseRemove:
-		return fmt.Sprintf("at %s remove source-0", at)
+// scriptedTimeline is the run's timeline at real time: the user's
+// --timeline, or the case's preset (fault's seed cases) with this run's
+// fault time and stall length.
+func (c Config) scriptedTimeline() (fault.Timeline, error) {
+	if c.Timeline != "" {
+		return fault.Parse(c.Timeline)
 	}
-	return ""
+	tl, err := fault.Preset(c.Case, 1)
+	if err != nil {
+		return nil, err
+	}
+	for i := range tl {
+		tl[i].At = c.FaultAt
+		if tl[i].Action == fault.ActionStall {
+			tl[i].For = c.FaultFor
+		}
+	}
+	return tl, nil
 }
-
-func fmtDur(d time.Duration) string { return d.String() }

@@ -52,14 +52,11 @@ func New(cfg Config) (*Experiment, error) {
 	if err != nil {
 		return nil, err
 	}
-	text := cfg.Timeline
-	if text == "" {
-		text = cfg.presetTimeline()
-	}
-	tl, err := fault.Parse(text)
+	tl, err := cfg.scriptedTimeline()
 	if err != nil {
 		return nil, exitcode.AsUsage(err)
 	}
+	text := tl.String()
 	if err := tl.Check(sourcesOf(cfg)); err != nil {
 		return nil, err
 	}
