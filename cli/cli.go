@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"p2pfault/exitcode"
+	"p2pfault/experiment"
 	"p2pfault/sim"
 )
 
@@ -59,11 +60,13 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 
 	runCmd, runOpts := newRunCommand()
-	sliceCmd, sliceOpts := newSliceCommand()
+	sliceCmd, _ := newSliceCommand()
 	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()))
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if os.Getenv("FAULTS") == "1" {
-			return runSlice(cmd, sliceOpts)
+			// The seed's knob: the slice, with the flags given to bare
+			// p2pfault (they are run's) and the slice's default arms and cases.
+			return runSlice(cmd, &sliceOptions{flags: runOpts.flags, arms: []string{"main", "fixed"}, cases: experiment.Cases})
 		}
 		return runRun(cmd, runOpts)
 	}
