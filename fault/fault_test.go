@@ -150,7 +150,7 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 // no other session moved.
 func testFault(t *testing.T, cfg runner.Config, apply func(t *testing.T, e *runner.Engine, before runner.Info)) {
 	c := startCluster(t, cfg)
-	bystander := startBystander(t)
+	bystander := enginetest.StartSession(t)
 	target := c.Sources()[0]
 	before := target.Info()
 	others := map[string]runner.Info{}

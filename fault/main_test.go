@@ -3,8 +3,6 @@ package fault_test
 import (
 	"context"
 	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,31 +87,6 @@ func startCluster(t testing.TB, cfg runner.Config) *runner.Cluster {
 		}
 	})
 	return c
-}
-
-// startBystander starts a process in a session of its own that no fault
-// may touch: `sh` with a background child.
-func startBystander(t testing.TB) int {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", "sleep 120 & exec sleep 120")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sid := cmd.Process.Pid
-	reaped := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(reaped)
-	}()
-	t.Cleanup(func() {
-		_, _ = session.Signal(sid, unix.SIGKILL)
-		<-reaped
-	})
-	if !enginetest.Eventually(5*time.Second, func() bool { live, _ := session.Live(sid); return len(live) == 2 }) {
-		t.Fatalf("bystander session %d never had 2 processes", sid)
-	}
-	return sid
 }
 
 // snapshot is a session's members and their states.

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
+	"p2pfault/runner/enginetest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -66,41 +65,6 @@ func TestStatAgreesWithProcfs(t *testing.T) {
 	}
 }
 
-// startSession starts `sh` in a session of its own with a background
-// child, so the session has two members; it is killed in t.Cleanup.
-func startSession(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", "sleep 60 & exec sleep 60")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sid := cmd.Process.Pid
-	reaped := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(reaped)
-	}()
-	t.Cleanup(func() {
-		_, _ = Signal(sid, unix.SIGKILL)
-		<-reaped
-	})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		live, err := Live(sid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(live) == 2 {
-			return sid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %d has %v, want 2 members", sid, live)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func states(t *testing.T, sid int) string {
 	t.Helper()
 	ms, err := Members(sid)
@@ -141,8 +105,8 @@ func TestSignalRefusesSystemAndOwnSessions(t *testing.T) {
 }
 
 func TestSignalStopsAndResumesEveryMemberOfExactlyThatSession(t *testing.T) {
-	target := startSession(t)
-	bystander := startSession(t)
+	target := enginetest.StartSession(t)
+	bystander := enginetest.StartSession(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
