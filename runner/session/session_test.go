@@ -3,9 +3,12 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"p2pfault/runner/enginetest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,11 +81,7 @@ func states(t *testing.T, sid int) string {
 	return b.String()
 }
 
-func TestSignalRefusesSystemAndOwnSessions(t *testing.T) {
-	own, err := unix.Getsid(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestSignalRefusesSystemSessions(t *testing.T) {
 	tests := []struct {
 		name string
 		sid  int
@@ -91,7 +90,6 @@ func TestSignalRefusesSystemAndOwnSessions(t *testing.T) {
 		{"session 0", 0, "sessions 0 and 1 belong to the system"},
 		{"session 1", 1, "sessions 0 and 1 belong to the system"},
 		{"negative", -4, "refusing to signal session -4"},
-		{"own session", own, "p2pfault's own session"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,6 +99,43 @@ func TestSignalRefusesSystemAndOwnSessions(t *testing.T) {
 				t.Errorf("Signal(%d) = %v, want %q", tt.sid, err, tt.want)
 			}
 		})
+	}
+}
+
+// ownSessionChild marks the re-executed test binary that checks the guard
+// from inside a session of its own.
+const ownSessionChild = "P2PFAULT_OWN_SESSION_CHILD"
+
+// TestSignalRefusesOwnSession runs the check in a child started with
+// Setsid: the test's own session id is whatever the caller's is, and in
+// containers whose session leader lives outside the pid namespace getsid
+// reads 0, which the system guard answers first. A fresh session always has
+// a real id above 1, so the own-session guard is what must refuse it.
+func TestSignalRefusesOwnSession(t *testing.T) {
+	if os.Getenv(ownSessionChild) == "1" {
+		own, err := unix.Getsid(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if own != os.Getpid() {
+			t.Fatalf("child is not a session leader: sid %d, pid %d", own, os.Getpid())
+		}
+		_, err = Signal(own, unix.SIGCONT)
+		if err == nil || !strings.Contains(err.Error(), "p2pfault's own session") {
+			t.Fatalf("Signal(own session %d) = %v, want \"p2pfault's own session\"", own, err)
+		}
+		fmt.Println("own-session guard refused", own)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSignalRefusesOwnSession$", "-test.v")
+	cmd.Env = append(os.Environ(), ownSessionChild+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child in its own session: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "own-session guard refused") {
+		t.Fatalf("child did not run the check:\n%s", out)
 	}
 }
 
