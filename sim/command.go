@@ -45,7 +45,8 @@ func serveCommand() *cobra.Command {
 		Use:   "serve MODEL",
 		Short: "Serve MODEL like `vllm serve` (HTTP front end + engine core)",
 		Long: "Serve MODEL like `vllm serve`: the vLLM flags of a P2P KV-offload launch, plus --sim-* knobs.\n" +
-			"Environment: PYTHONHASHSEED (peers must share it), VLLM_P2P_HANDSHAKE_TIMEOUT_S (default 30).",
+			"Environment: PYTHONHASHSEED (peers must share it), VLLM_P2P_HANDSHAKE_TIMEOUT_S (default 30),\n" +
+			"VLLM_LOG_STATS_INTERVAL (seconds between stats lines, default 10).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args: func(_ *cobra.Command, args []string) error {

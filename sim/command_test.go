@@ -87,6 +87,8 @@ func TestBadFlagsAreUsageErrors(t *testing.T) {
 		{"a bad load-failure policy", serve("--kv-transfer-config", `{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_load_failure_policy":"retry","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":1}}`), nil, `kv_load_failure_policy "retry"`},
 		{"a handshake timeout that is not a number", serve(), []string{"VLLM_P2P_HANDSHAKE_TIMEOUT_S=soon"}, `VLLM_P2P_HANDSHAKE_TIMEOUT_S="soon"`},
 		{"a zero handshake timeout", serve(), []string{"VLLM_P2P_HANDSHAKE_TIMEOUT_S=0"}, `VLLM_P2P_HANDSHAKE_TIMEOUT_S="0"`},
+		{"a stats interval that is not a number", serve(), []string{"VLLM_LOG_STATS_INTERVAL=often"}, `VLLM_LOG_STATS_INTERVAL="often"`},
+		{"a negative stats interval", serve(), []string{"VLLM_LOG_STATS_INTERVAL=-1"}, `VLLM_LOG_STATS_INTERVAL="-1"`},
 		{"a hash seed that is not an integer", serve(), []string{"PYTHONHASHSEED=abc"}, `PYTHONHASHSEED="abc"`},
 		{"an unknown sim subcommand", []string{"sim", "serv"}, nil, `unknown command "serv"`},
 	}

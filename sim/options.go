@@ -30,6 +30,7 @@ type serveFlags struct {
 	tpSize              int
 	seed                int64
 	pendingHandshake    string
+	disableLogStats     bool
 
 	timeScale         float64
 	lookupTimeout     time.Duration
@@ -60,6 +61,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.enforceEager, "enforce-eager", false, "accepted for compatibility; no effect")
 	fs.IntVar(&f.tpSize, "tensor-parallel-size", 1, "tensor-parallel size (part of the P2P config fingerprint)")
 	fs.Int64Var(&f.seed, "seed", 0, "sampling seed (accepted; the sim's output is deterministic)")
+	fs.BoolVar(&f.disableLogStats, "disable-log-stats", false, "do not print the periodic stats line (throughput, queues, prefix cache hit rates)")
 	fs.StringVar(&f.pendingHandshake, "p2p-pending-handshake", "wait", "a request meeting a pending P2P handshake: wait (vLLM main) or prefill (vLLM PR #64501)")
 
 	// Sim knobs.
@@ -169,6 +171,17 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 		}
 		handshake = time.Duration(s * float64(time.Second))
 	}
+	statsInterval := 10 * time.Second
+	if v := getenv("VLLM_LOG_STATS_INTERVAL"); v != "" {
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(s > 0) || math.IsInf(s, 0) {
+			return fail("VLLM_LOG_STATS_INTERVAL=%q: must be a positive number of seconds", v)
+		}
+		statsInterval = time.Duration(s * float64(time.Second))
+	}
+	if f.disableLogStats {
+		statsInterval = 0
+	}
 	seed, random, err := hashSeed(getenv("PYTHONHASHSEED"))
 	if err != nil {
 		return serveConfig{}, exitcode.AsUsage(err)
@@ -220,6 +233,7 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 			Tick:              f.tick,
 			FreezeGap:         f.freezeGap,
 			StaleRoute:        f.staleRoute,
+			StatsInterval:     scale(statsInterval),
 		},
 	}
 	// A scale small enough to round a timeout to zero is a bad scale.

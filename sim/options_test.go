@@ -52,12 +52,14 @@ func TestResolveServeConfig(t *testing.T) {
 					return "timeouts"
 				case e.PendingHandshake != engine.PendingWait || e.LoadFailure != engine.PolicyFail:
 					return "modes"
+				case e.StatsInterval != 10*time.Second:
+					return "stats interval (vLLM's VLLM_LOG_STATS_INTERVAL default)"
 				case time.Duration(384)*e.PrefillPerToken < 9*time.Millisecond || time.Duration(384)*e.PrefillPerToken > 11*time.Millisecond:
 					return "a 384-token prefill should cost about 10 ms"
 				}
 				return ""
 			}},
-		{"the time scale multiplies timeouts and delays but not the tick or costs", map[string]string{"PYTHONHASHSEED": "1", "VLLM_P2P_HANDSHAKE_TIMEOUT_S": "20"},
+		{"the time scale multiplies timeouts and delays but not the tick or costs", map[string]string{"PYTHONHASHSEED": "1", "VLLM_P2P_HANDSHAKE_TIMEOUT_S": "20", "VLLM_LOG_STATS_INTERVAL": "5"},
 			[]string{"--sim-time-scale", "0.1", "--kv-transfer-config", launch, "--sim-startup-delay", "2s"},
 			func(c serveConfig) string {
 				e := c.Engine
@@ -68,6 +70,8 @@ func TestResolveServeConfig(t *testing.T) {
 					return "heartbeat/hold"
 				case e.LoadTimeout != 3*time.Second || e.AbortAckTimeout != time.Second || c.StartupDelay != 200*time.Millisecond:
 					return "load/abort/startup"
+				case e.StatsInterval != 500*time.Millisecond:
+					return "stats interval"
 				case e.Tick != 5*time.Millisecond || e.PrefillPerToken != 26*time.Microsecond || e.FreezeGap != 500*time.Millisecond:
 					return "unscaled knobs"
 				}
@@ -86,6 +90,13 @@ func TestResolveServeConfig(t *testing.T) {
 				e := c.Engine
 				if e.P2PHost != "localhost" || e.P2PPort != 5710 || e.LoadFailure != engine.PolicyRecompute || e.PendingHandshake != engine.PendingPrefill {
 					return "defaults"
+				}
+				return ""
+			}},
+		{"--disable-log-stats turns the stats line off", map[string]string{"PYTHONHASHSEED": "0", "VLLM_LOG_STATS_INTERVAL": "3"}, []string{"--disable-log-stats"},
+			func(c serveConfig) string {
+				if c.Engine.StatsInterval != 0 {
+					return "stats interval"
 				}
 				return ""
 			}},

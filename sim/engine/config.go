@@ -82,6 +82,8 @@ type Config struct {
 	Tick       time.Duration // scheduler step period
 	FreezeGap  time.Duration // a gap between steps over this means the process was frozen
 	StaleRoute bool          // model the ZMQ router's stale-connection gap
+
+	StatsInterval time.Duration // period of the stats log line; 0 turns it off
 }
 
 // BlockBytes is the size of one KV block: vLLM's block_len.
@@ -134,6 +136,7 @@ func (c Config) Validate() error {
 	positiveDur("abort-ack timeout", c.AbortAckTimeout)
 	positiveDur("tick", c.Tick)
 	positiveDur("freeze gap", c.FreezeGap)
+	nonNegDur("stats interval", c.StatsInterval)
 	nonNegDur("prefill cost per token", c.PrefillPerToken)
 	nonNegDur("decode cost per token", c.DecodePerToken)
 	if !(c.TransferBandwidth > 0) {

@@ -60,6 +60,7 @@ type Engine struct {
 	transfers  []*transfer
 	pins       map[pinKey]*pinSet
 	computing  map[uint64]int // blocks being prefilled: a lookup on them is held
+	stats      statsLog
 }
 
 // New returns an engine core for cfg; call Listen (when cfg.P2P) and then
@@ -210,6 +211,7 @@ func (e *Engine) Step(now time.Time) {
 	e.expirePins()
 	e.superviseSessions()
 	e.advanceRequests()
+	e.logStats()
 	e.lastStep = now
 }
 

@@ -309,6 +309,11 @@ func (e *Engine) releaseComputing(r *request) {
 
 func (e *Engine) finish(r *request, res Result) {
 	e.releaseComputing(r)
+	if res.Err == nil {
+		e.stats.record(r.stats, true, r.in.MaxTokens)
+	} else {
+		e.stats.record(r.stats, false, 0)
+	}
 	r.state = rsDone
 	if !r.cancelled && r.done != nil {
 		r.done(res)
