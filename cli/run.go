@@ -15,6 +15,7 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/console"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/report"
@@ -197,7 +198,7 @@ func runDirs() []string {
 
 // writeEvents writes every event to path as it comes, flushed at once, so
 // a crashed run still leaves its events for `p2pfault report`.
-func writeEvents(wg *sync.WaitGroup, ch <-chan experiment.Event, path string) <-chan error {
+func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string) <-chan error {
 	errc := make(chan error, 1)
 	log, err := report.NewEventLog(path)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/report"
 )
 
@@ -240,10 +240,10 @@ func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration)
 	var starts []time.Duration
 	endCode := -1
 	for _, ev := range events {
-		if ev.Kind == experiment.KindEnd {
+		if ev.Kind == event.KindEnd {
 			endCode = ev.ExitCode
 		}
-		if ev.Kind == experiment.KindWindow && ev.Window.End != 0 && win == nil {
+		if ev.Kind == event.KindWindow && ev.Window.End != 0 && win == nil {
 			win = ev.Window
 		}
 		for _, s := range ev.Samples {

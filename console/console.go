@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -35,7 +35,7 @@ func New(w io.Writer, prefix string) *Printer {
 }
 
 // Run prints every event of ch until it closes.
-func (p *Printer) Run(ch <-chan experiment.Event) {
+func (p *Printer) Run(ch <-chan event.Event) {
 	for ev := range ch {
 		p.Print(ev)
 	}
@@ -43,9 +43,9 @@ func (p *Printer) Run(ch <-chan experiment.Event) {
 }
 
 // Print prints one event.
-func (p *Printer) Print(ev experiment.Event) {
+func (p *Printer) Print(ev event.Event) {
 	switch ev.Kind {
-	case experiment.KindRun:
+	case event.KindRun:
 		r := ev.Run
 		p.sources = r.Sources
 		p.line(ev.T, "run: arm %s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
@@ -53,10 +53,10 @@ func (p *Printer) Print(ev experiment.Event) {
 		if r.Timeline != "" {
 			p.line(ev.T, "timeline: %s", r.Timeline)
 		}
-	case experiment.KindPhase:
+	case event.KindPhase:
 		p.flush()
 		p.line(ev.T, "phase %s", ev.Phase)
-	case experiment.KindEngine:
+	case event.KindEngine:
 		e := ev.Engine
 		if p.states[e.Name] == e.State {
 			return
@@ -67,9 +67,9 @@ func (p *Printer) Print(ev experiment.Event) {
 			detail = e.Exit
 		}
 		p.line(ev.T, "%s %s (%s)", e.Name, e.State, detail)
-	case experiment.KindLog:
+	case event.KindLog:
 		p.line(ev.T, "%s: %s", ev.Log.Engine, ev.Log.Line)
-	case experiment.KindFault:
+	case event.KindFault:
 		f := ev.Fault
 		msg := fmt.Sprintf("fault: %s source-%d", f.Action, f.Source)
 		if f.Duration > 0 {
@@ -80,14 +80,14 @@ func (p *Printer) Print(ev experiment.Event) {
 			msg += ": failed: " + f.Err
 		}
 		p.line(ev.T, "%s", msg)
-	case experiment.KindWindow:
+	case event.KindWindow:
 		w := ev.Window
 		if w.End == 0 {
 			p.line(ev.T, "fault window on source-%d opened", w.Source)
 		} else {
 			p.line(ev.T, "fault window on source-%d closed after %s", w.Source, secs(w.End-w.Start))
 		}
-	case experiment.KindSamples:
+	case event.KindSamples:
 		if !p.Summaries {
 			return
 		}
@@ -99,9 +99,9 @@ func (p *Printer) Print(ev experiment.Event) {
 			}
 			p.pending = append(p.pending, s)
 		}
-	case experiment.KindWarning:
+	case event.KindWarning:
 		p.line(ev.T, "warning: %s", ev.Message)
-	case experiment.KindEnd:
+	case event.KindEnd:
 		p.flush()
 		if ev.Message != "" {
 			p.line(ev.T, "end: %s", ev.Message)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -21,21 +21,21 @@ func sample(src int, start, lat time.Duration, cached int) probe.Sample {
 func TestPrinterSummarisesEachSecondAndPrintsChangesOnce(t *testing.T) {
 	var out bytes.Buffer
 	p := New(&out, "main/stall ")
-	ready := &experiment.EngineInfo{Name: "source-0", State: experiment.StateReady, Pid: 10, Sid: 10, HTTPPort: 8100, P2PPort: 7777}
-	events := []experiment.Event{
-		{Kind: experiment.KindRun, Run: &experiment.RunInfo{Arm: "main", Case: "stall", Engine: "sim", Sources: 2, TimeScale: 1, Interval: 500 * time.Millisecond}},
-		{Kind: experiment.KindEngine, Engine: ready},
-		{Kind: experiment.KindEngine, Engine: ready},
-		{Kind: experiment.KindSamples, Samples: []probe.Sample{
+	ready := &event.EngineInfo{Name: "source-0", State: event.StateReady, Pid: 10, Sid: 10, HTTPPort: 8100, P2PPort: 7777}
+	events := []event.Event{
+		{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "stall", Engine: "sim", Sources: 2, TimeScale: 1, Interval: 500 * time.Millisecond}},
+		{Kind: event.KindEngine, Engine: ready},
+		{Kind: event.KindEngine, Engine: ready},
+		{Kind: event.KindSamples, Samples: []probe.Sample{
 			sample(0, 100*time.Millisecond, 30*time.Millisecond, 384),
 			sample(1, 300*time.Millisecond, 40*time.Millisecond, 384),
 			sample(0, 600*time.Millisecond, 20*time.Millisecond, 0),
 		}},
-		{T: 10 * time.Second, Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: "stall", Source: 0, Duration: 30 * time.Second, By: "script"}},
-		{T: 10 * time.Second, Kind: experiment.KindWindow, Window: &check.Window{Source: 0, Start: 10 * time.Second}},
-		{Kind: experiment.KindSamples, Samples: []probe.Sample{sample(1, 11*time.Second, 30*time.Millisecond, 384)}},
-		{T: 12 * time.Second, Kind: experiment.KindWarning, Message: "in-flight cap hit"},
-		{T: 13 * time.Second, Kind: experiment.KindEnd, Message: "run complete"},
+		{T: 10 * time.Second, Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: 0, Duration: 30 * time.Second, By: "script"}},
+		{T: 10 * time.Second, Kind: event.KindWindow, Window: &check.Window{Source: 0, Start: 10 * time.Second}},
+		{Kind: event.KindSamples, Samples: []probe.Sample{sample(1, 11*time.Second, 30*time.Millisecond, 384)}},
+		{T: 12 * time.Second, Kind: event.KindWarning, Message: "in-flight cap hit"},
+		{T: 13 * time.Second, Kind: event.KindEnd, Message: "run complete"},
 	}
 	for _, ev := range events {
 		p.Print(ev)
@@ -64,8 +64,8 @@ func TestPrinterWithoutSummariesPrintsNoPullLines(t *testing.T) {
 	var out bytes.Buffer
 	p := New(&out, "")
 	p.Summaries = false
-	p.Print(experiment.Event{Kind: experiment.KindSamples, Samples: []probe.Sample{sample(0, 0, time.Millisecond, 1)}})
-	p.Print(experiment.Event{Kind: experiment.KindEnd})
+	p.Print(event.Event{Kind: event.KindSamples, Samples: []probe.Sample{sample(0, 0, time.Millisecond, 1)}})
+	p.Print(event.Event{Kind: event.KindEnd})
 	if strings.Contains(out.String(), "n=") {
 		t.Fatalf("summary printed with Summaries off:\n%s", out.String())
 	}

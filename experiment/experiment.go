@@ -1,3 +1,8 @@
+// Package experiment runs one fault experiment (cluster + warm-up + probe +
+// fault timeline + checks) and reports it as a stream of typed events
+// (package event). The dashboard, the headless printer and the report
+// writers are faces that read the same events; none of them touches a
+// process.
 package experiment
 
 import (
@@ -10,6 +15,7 @@ import (
 	"time"
 
 	"p2pfault/check"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 	"p2pfault/probe"
@@ -27,7 +33,7 @@ type Experiment struct {
 	timeline fault.Timeline // scaled
 
 	mu      sync.Mutex
-	subs    []chan Event
+	subs    []chan event.Event
 	seq     int64
 	start   time.Time
 	t0      time.Time // zero until warm-up ends
@@ -36,7 +42,7 @@ type Experiment struct {
 	samples []probe.Sample
 	pending []probe.Sample
 	windows []check.Window // in order; the last may be open (End == 0)
-	phase   Phase
+	phase   event.Phase
 	down    map[int]string // source index -> why it cannot take a fault now (removed, restarting)
 	stalls  map[int]*fault.Stalled
 	// resumedEarly marks stalls ended by Resume rather than their timer.
@@ -88,18 +94,18 @@ func sourcesOf(cfg Config) int {
 // Subscribe returns a channel that receives every event of the run and is
 // closed when the run ends. Call it before Run. A subscriber must keep
 // reading: events are never dropped, so a stuck reader stalls the run.
-func (e *Experiment) Subscribe() <-chan Event {
+func (e *Experiment) Subscribe() <-chan event.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ch := make(chan Event, 4096)
+	ch := make(chan event.Event, 4096)
 	e.subs = append(e.subs, ch)
 	return ch
 }
 
 // Info describes the run as planned.
-func (e *Experiment) Info() RunInfo {
+func (e *Experiment) Info() event.RunInfo {
 	c := e.cfg
-	info := RunInfo{
+	info := event.RunInfo{
 		Arm: c.Arm, Case: c.Case, Engine: c.Cluster.Engine, TimeScale: c.TimeScale,
 		Sources: sourcesOf(c), Interval: c.scale(c.Interval), Timeline: c.Timeline,
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: c.Cluster.Model, Started: e.start,
@@ -158,8 +164,8 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	defer e.closeSubs()
 
 	info := e.Info()
-	e.emit(Event{Kind: KindRun, Run: &info})
-	e.setPhase(PhaseStarting)
+	e.emit(event.Event{Kind: event.KindRun, Run: &info})
+	e.setPhase(event.PhaseStarting)
 
 	ccfg := e.cfg.Cluster
 	ccfg.OutDir = e.cfg.OutDir
@@ -192,7 +198,7 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	e.emitEngines()
 	go e.safely(e.pollEngines)
 
-	e.setPhase(PhaseWarmup)
+	e.setPhase(event.PhaseWarmup)
 	pr, err := probe.New(e.probeConfig(cl))
 	if err != nil {
 		return verdict, exitcode.AsUsage(err)
@@ -212,7 +218,7 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	e.mu.Lock()
 	e.t0 = t0
 	e.mu.Unlock()
-	e.setPhase(PhaseBaseline)
+	e.setPhase(event.PhaseBaseline)
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
@@ -240,8 +246,8 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	<-flushDone
 
 	final := e.verdictAt(runEnd)
-	e.emit(Event{Kind: KindVerdict, Verdict: &final, Final: true})
-	e.setPhase(PhaseDone)
+	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &final, Final: true})
+	e.setPhase(event.PhaseDone)
 	if runErr == nil {
 		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 			runErr = c // a goroutine failed (panic, restart that never came up)
@@ -301,7 +307,7 @@ func (e *Experiment) probeConfig(cl *runner.Cluster) probe.Config {
 		PromptTokens: e.cfg.PromptTokens,
 		SeedTimeout:  e.cfg.scale(e.cfg.SeedTimeout),
 		PullTimeout:  e.cfg.scale(e.cfg.PullTimeout),
-		Warn:         func(msg string) { e.emit(Event{Kind: KindWarning, Message: msg}) },
+		Warn:         func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 	}
 }
 
@@ -367,7 +373,7 @@ func (e *Experiment) flushSamples() {
 	e.pending = nil
 	e.mu.Unlock()
 	if len(batch) > 0 {
-		e.emit(Event{Kind: KindSamples, Samples: batch})
+		e.emit(event.Event{Kind: event.KindSamples, Samples: batch})
 	}
 }
 
@@ -379,7 +385,7 @@ func (e *Experiment) emitLiveVerdict() {
 		return
 	}
 	v := e.verdictAt(e.since())
-	e.emit(Event{Kind: KindVerdict, Verdict: &v})
+	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &v})
 }
 
 // verdictAt evaluates the checks over the samples so far, on the window
@@ -437,7 +443,7 @@ func (e *Experiment) since() time.Duration {
 }
 
 // emit stamps ev and hands it to every subscriber, in order.
-func (e *Experiment) emit(ev Event) {
+func (e *Experiment) emit(ev event.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.seq++
@@ -461,20 +467,20 @@ func (e *Experiment) closeSubs() {
 }
 
 func (e *Experiment) emitEnd(err error) {
-	ev := Event{Kind: KindEnd, ExitCode: exitcode.Code(err), Message: "run complete"}
+	ev := event.Event{Kind: event.KindEnd, ExitCode: exitcode.Code(err), Message: "run complete"}
 	if err != nil {
 		ev.Message = err.Error()
 	}
 	e.emit(ev)
 }
 
-func (e *Experiment) setPhase(p Phase) {
+func (e *Experiment) setPhase(p event.Phase) {
 	e.mu.Lock()
 	same := e.phase == p
 	e.phase = p
 	e.mu.Unlock()
 	if !same {
-		e.emit(Event{Kind: KindPhase, Phase: p})
+		e.emit(event.Event{Kind: event.KindPhase, Phase: p})
 	}
 }
 
@@ -488,7 +494,7 @@ var interesting = []string{
 func (e *Experiment) onLog(engine, line string) {
 	for _, k := range interesting {
 		if strings.Contains(line, k) {
-			e.emit(Event{Kind: KindLog, Log: &LogLine{Engine: engine, Line: line}})
+			e.emit(event.Event{Kind: event.KindLog, Log: &event.LogLine{Engine: engine, Line: line}})
 			return
 		}
 	}
@@ -543,7 +549,7 @@ func (e *Experiment) emitEngines() {
 	}
 	for _, en := range cl.Engines() {
 		in := en.Info()
-		e.emit(Event{Kind: KindEngine, Engine: &EngineInfo{
+		e.emit(event.Event{Kind: event.KindEngine, Engine: &event.EngineInfo{
 			Name: in.Name, Role: string(in.Role), Index: in.Index, State: string(in.State),
 			Pid: in.Pid, Sid: in.Sid, Members: in.Members, HTTPPort: in.HTTPPort, P2PPort: in.P2PPort,
 			Uptime: in.Uptime, Restarts: in.Restarts, Exit: in.Exit,

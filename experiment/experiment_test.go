@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"p2pfault/cli"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/runner"
@@ -25,11 +26,11 @@ func TestMain(m *testing.M) {
 
 // recorder collects a run's events and lets the test wait for one.
 type recorder struct {
-	ch   <-chan experiment.Event
-	seen []experiment.Event
+	ch   <-chan event.Event
+	seen []event.Event
 }
 
-func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok func(experiment.Event) bool) experiment.Event {
+func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok func(event.Event) bool) event.Event {
 	t.Helper()
 	deadline := time.After(limit)
 	for {
@@ -48,9 +49,9 @@ func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok fu
 	}
 }
 
-func fault(action string, src int) func(experiment.Event) bool {
-	return func(ev experiment.Event) bool {
-		return ev.Kind == experiment.KindFault && ev.Fault.Action == action && ev.Fault.Source == src && ev.Fault.Err == ""
+func fault(action string, src int) func(event.Event) bool {
+	return func(ev event.Event) bool {
+		return ev.Kind == event.KindFault && ev.Fault.Action == action && ev.Fault.Source == src && ev.Fault.Err == ""
 	}
 }
 
@@ -86,7 +87,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 		<-done
 	})
 
-	rec.waitFor(t, "baseline", time.Minute, func(ev experiment.Event) bool { return ev.Phase == experiment.PhaseBaseline })
+	rec.waitFor(t, "baseline", time.Minute, func(ev event.Event) bool { return ev.Phase == event.PhaseBaseline })
 
 	if err := exp.Stall(0); err != nil {
 		t.Fatalf("stall source-0: %v", err)
@@ -94,14 +95,14 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	if err := exp.Stall(0); err == nil || !strings.Contains(err.Error(), "stalled") {
 		t.Errorf("a second stall of source-0: %v, want a refusal saying it is stalled", err)
 	}
-	rec.waitFor(t, "a stopped source-0", 10*time.Second, func(ev experiment.Event) bool {
-		return ev.Kind == experiment.KindEngine && ev.Engine.Name == "source-0" && ev.Engine.State == experiment.StateStopped
+	rec.waitFor(t, "a stopped source-0", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindEngine && ev.Engine.Name == "source-0" && ev.Engine.State == event.StateStopped
 	})
 	if err := exp.Resume(0); err != nil {
 		t.Fatalf("resume source-0: %v", err)
 	}
-	w := rec.waitFor(t, "the stall window closing", 10*time.Second, func(ev experiment.Event) bool {
-		return ev.Kind == experiment.KindWindow && ev.Window.End != 0
+	w := rec.waitFor(t, "the stall window closing", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindWindow && ev.Window.End != 0
 	})
 	if w.Window.Source != 0 || w.Window.End <= w.Window.Start {
 		t.Errorf("stall window %+v, want source 0 with End > Start", *w.Window)
@@ -113,7 +114,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	if err := exp.Kill(0); err != nil {
 		t.Fatalf("kill source-0: %v", err)
 	}
-	rec.waitFor(t, "source-0 ready after the kill", 30*time.Second, fault(experiment.ActionReady, 0))
+	rec.waitFor(t, "source-0 ready after the kill", 30*time.Second, fault(event.ActionReady, 0))
 
 	if err := exp.Remove(1); err != nil {
 		t.Fatalf("remove source-1: %v", err)
@@ -126,13 +127,13 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 			t.Errorf("%s of removed source-1: %v, want a refusal saying it is removed", try.name, err)
 		}
 	}
-	rec.waitFor(t, "the refusal in the events", 5*time.Second, func(ev experiment.Event) bool {
-		return ev.Kind == experiment.KindFault && ev.Fault.Source == 1 && strings.Contains(ev.Fault.Err, "removed")
+	rec.waitFor(t, "the refusal in the events", 5*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindFault && ev.Fault.Source == 1 && strings.Contains(ev.Fault.Err, "removed")
 	})
 	if err := exp.Restore(1); err != nil {
 		t.Fatalf("restore source-1: %v", err)
 	}
-	rec.waitFor(t, "source-1 ready after the restore", 30*time.Second, fault(experiment.ActionReady, 1))
+	rec.waitFor(t, "source-1 ready after the restore", 30*time.Second, fault(event.ActionReady, 1))
 
 	cancel()
 	select {
@@ -146,8 +147,8 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	var final, end bool
 	for ev := range rec.ch {
 		rec.seen = append(rec.seen, ev)
-		final = final || (ev.Kind == experiment.KindVerdict && ev.Final)
-		if ev.Kind == experiment.KindEnd {
+		final = final || (ev.Kind == event.KindVerdict && ev.Final)
+		if ev.Kind == event.KindEnd {
 			end = true
 			if ev.ExitCode != exitcode.Interrupted {
 				t.Errorf("end event exit code %d, want %d", ev.ExitCode, exitcode.Interrupted)
@@ -159,8 +160,8 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	}
 	exited := map[string]bool{}
 	for _, ev := range rec.seen {
-		if ev.Kind == experiment.KindEngine {
-			exited[ev.Engine.Name] = ev.Engine.State == experiment.StateExited || ev.Engine.State == experiment.StateRemoved
+		if ev.Kind == event.KindEngine {
+			exited[ev.Engine.Name] = ev.Engine.State == event.StateExited || ev.Engine.State == event.StateRemoved
 		}
 	}
 	for _, name := range []string{"source-0", "source-1", "decoder"} {

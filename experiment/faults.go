@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/check"
+	"p2pfault/event"
 	"p2pfault/fault"
 	"p2pfault/runner"
 )
@@ -122,11 +123,11 @@ func (e *Experiment) refuse(i int, action string) string {
 }
 
 func (e *Experiment) faultEvent(action string, src int, d time.Duration, by string, err error) {
-	f := &FaultInfo{Action: action, Source: src, Duration: d, By: by}
+	f := &event.FaultInfo{Action: action, Source: src, Duration: d, By: by}
 	if err != nil {
 		f.Err = err.Error()
 	}
-	e.emit(Event{Kind: KindFault, Fault: f})
+	e.emit(event.Event{Kind: event.KindFault, Fault: f})
 }
 
 // openWindow starts a fault window on src; recovers says whether it will
@@ -137,8 +138,8 @@ func (e *Experiment) openWindow(src int, at time.Time, recovers bool) {
 	e.mu.Lock()
 	e.windows = append(e.windows, w)
 	e.mu.Unlock()
-	e.emit(Event{Kind: KindWindow, Window: &w})
-	e.setPhase(PhaseFault)
+	e.emit(event.Event{Kind: event.KindWindow, Window: &w})
+	e.setPhase(event.PhaseFault)
 }
 
 // closeWindow ends the open window on src, if any.
@@ -157,31 +158,31 @@ func (e *Experiment) closeWindow(src int, at time.Time) {
 	}
 	e.mu.Unlock()
 	if closed != nil {
-		e.emit(Event{Kind: KindWindow, Window: closed})
-		e.setPhase(PhaseRecovery)
+		e.emit(event.Event{Kind: event.KindWindow, Window: closed})
+		e.setPhase(event.PhaseRecovery)
 	}
 }
 
 func (e *Experiment) stall(src int, d time.Duration, by string) error {
 	if why := e.refuse(src, "stall"); why != "" {
-		return e.refused(ActionStall, src, by, why)
+		return e.refused(event.ActionStall, src, by, why)
 	}
 	en, err := e.source(src)
 	if err != nil {
-		return e.refused(ActionStall, src, by, err.Error())
+		return e.refused(event.ActionStall, src, by, err.Error())
 	}
 	// fault resumes the session by itself after d, and at once when the
 	// run's context ends: a stall never outlives its run.
 	st, err := fault.Stall(e.ctx, en, d)
 	if err != nil {
-		e.faultEvent(ActionStall, src, d, by, err)
+		e.faultEvent(event.ActionStall, src, d, by, err)
 		return err
 	}
 	e.mu.Lock()
 	e.down[src] = "stalled"
 	e.stalls[src] = st
 	e.mu.Unlock()
-	e.faultEvent(ActionStall, src, d, by, nil)
+	e.faultEvent(event.ActionStall, src, d, by, nil)
 	e.openWindow(src, st.StoppedAt(), true)
 	e.emitEngines()
 	go e.safely(func() { e.awaitResume(src, st, by) })
@@ -201,7 +202,7 @@ func (e *Experiment) awaitResume(src int, st *fault.Stalled, by string) {
 	if early {
 		by = byKey
 	}
-	e.faultEvent(ActionResume, src, 0, by, st.Err())
+	e.faultEvent(event.ActionResume, src, 0, by, st.Err())
 	e.closeWindow(src, st.ResumedAt())
 	e.emitEngines()
 }
@@ -214,18 +215,18 @@ func (e *Experiment) resume(src int, by string) error {
 	}
 	e.mu.Unlock()
 	if st == nil {
-		return e.refused(ActionResume, src, by, fmt.Sprintf("cannot resume source-%d: it is not stalled", src))
+		return e.refused(event.ActionResume, src, by, fmt.Sprintf("cannot resume source-%d: it is not stalled", src))
 	}
 	return st.Resume()
 }
 
 func (e *Experiment) kill(src int, by string) error {
 	if why := e.refuse(src, "kill"); why != "" {
-		return e.refused(ActionKill, src, by, why)
+		return e.refused(event.ActionKill, src, by, why)
 	}
 	en, err := e.source(src)
 	if err != nil {
-		return e.refused(ActionKill, src, by, err.Error())
+		return e.refused(event.ActionKill, src, by, err.Error())
 	}
 	e.mu.Lock()
 	e.down[src] = "restarting"
@@ -239,7 +240,7 @@ func (e *Experiment) kill(src int, by string) error {
 			at := time.Now()
 			_, err := fault.SignalSession(sid, unix.SIGKILL)
 			if err == nil {
-				e.faultEvent(ActionKill, src, 0, by, nil)
+				e.faultEvent(event.ActionKill, src, 0, by, nil)
 				e.openWindow(src, at, true)
 				e.emitEngines()
 			}
@@ -253,7 +254,7 @@ func (e *Experiment) kill(src int, by string) error {
 		e.restarted(en, src, by, "restart", err)
 	})
 	if err := <-killed; err != nil {
-		e.faultEvent(ActionKill, src, 0, by, err)
+		e.faultEvent(event.ActionKill, src, 0, by, err)
 		return err
 	}
 	return nil
@@ -265,7 +266,7 @@ func (e *Experiment) kill(src int, by string) error {
 func (e *Experiment) restarted(en *runner.Engine, src int, by, what string, err error) {
 	if err != nil {
 		if e.ctx.Err() == nil {
-			e.faultEvent(ActionReady, src, 0, by, err)
+			e.faultEvent(event.ActionReady, src, 0, by, err)
 			e.fail(fmt.Errorf("%s source-%d: %w", what, src, err))
 		}
 		return
@@ -273,30 +274,30 @@ func (e *Experiment) restarted(en *runner.Engine, src int, by, what string, err 
 	e.mu.Lock()
 	delete(e.down, src)
 	e.mu.Unlock()
-	e.faultEvent(ActionReady, src, 0, by, nil)
+	e.faultEvent(event.ActionReady, src, 0, by, nil)
 	e.closeWindow(src, en.Info().ReadyAt)
 	e.emitEngines()
 }
 
 func (e *Experiment) remove(src int, by string) error {
 	if why := e.refuse(src, "remove"); why != "" {
-		return e.refused(ActionRemove, src, by, why)
+		return e.refused(event.ActionRemove, src, by, why)
 	}
 	en, err := e.source(src)
 	if err != nil {
-		return e.refused(ActionRemove, src, by, err.Error())
+		return e.refused(event.ActionRemove, src, by, err.Error())
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
 	at, err := fault.Remove(ctx, en)
 	if err != nil {
-		e.faultEvent(ActionRemove, src, 0, by, err)
+		e.faultEvent(event.ActionRemove, src, 0, by, err)
 		return err
 	}
 	e.mu.Lock()
 	e.down[src] = "removed"
 	e.mu.Unlock()
-	e.faultEvent(ActionRemove, src, 0, by, nil)
+	e.faultEvent(event.ActionRemove, src, 0, by, nil)
 	e.openWindow(src, at, false)
 	e.emitEngines()
 	return nil
@@ -310,13 +311,13 @@ func (e *Experiment) restore(src int, by string) error {
 	}
 	e.mu.Unlock()
 	if !removed {
-		return e.refused(ActionRestore, src, by, fmt.Sprintf("cannot restore source-%d: it is not removed", src))
+		return e.refused(event.ActionRestore, src, by, fmt.Sprintf("cannot restore source-%d: it is not removed", src))
 	}
 	en, err := e.source(src)
 	if err != nil {
-		return e.refused(ActionRestore, src, by, err.Error())
+		return e.refused(event.ActionRestore, src, by, err.Error())
 	}
-	e.faultEvent(ActionRestore, src, 0, by, nil)
+	e.faultEvent(event.ActionRestore, src, 0, by, nil)
 	e.openWindow(src, time.Now(), true) // the restore's own window: down until ready
 	go e.safely(func() {
 		_, err := fault.Restore(e.ctx, en)
@@ -349,4 +350,4 @@ func (e *Experiment) Remove(i int) error { return e.remove(i, byKey) }
 // Restore brings a removed source back.
 func (e *Experiment) Restore(i int) error { return e.restore(i, byKey) }
 
-var _ Controller = (*Experiment)(nil)
+var _ event.Controller = (*Experiment)(nil)

@@ -14,7 +14,7 @@ import (
 	"os"
 	"sync"
 
-	"p2pfault/experiment"
+	"p2pfault/event"
 )
 
 // EventLog writes a run's events to events.jsonl, one JSON object a line.
@@ -38,7 +38,7 @@ func NewEventLog(path string) (*EventLog, error) {
 // unbuffered write, so once Write returns the event is in the kernel and
 // survives a crash of this process; `p2pfault report` can then rebuild the
 // reports of a run that never got to write them.
-func (l *EventLog) Write(ev experiment.Event) error {
+func (l *EventLog) Write(ev event.Event) error {
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event %d (%s) for %s: %w", ev.Seq, ev.Kind, l.path, err)
@@ -79,7 +79,7 @@ func (l *EventLog) Close() error {
 // and reported as truncated, with every complete event before them. A line
 // that does not parse anywhere else is damage, not a crash, and is an error
 // naming its line number.
-func ReadEvents(r io.Reader) (events []experiment.Event, truncated bool, err error) {
+func ReadEvents(r io.Reader) (events []event.Event, truncated bool, err error) {
 	br := bufio.NewReader(r)
 	var (
 		lineNo  int
@@ -97,12 +97,12 @@ func ReadEvents(r io.Reader) (events []experiment.Event, truncated bool, err err
 				if pending != nil {
 					return events, true, pending
 				}
-				var ev experiment.Event
+				var ev event.Event
 				if err := json.Unmarshal(trimmed, &ev); err != nil {
 					pending = fmt.Errorf("events line %d: %w", lineNo, err)
 				} else {
 					events = append(events, ev)
-					sawEnd = sawEnd || ev.Kind == experiment.KindEnd
+					sawEnd = sawEnd || ev.Kind == event.KindEnd
 				}
 			}
 		}

@@ -11,10 +11,10 @@ import (
 	"sync"
 	"testing"
 
-	"p2pfault/experiment"
+	"p2pfault/event"
 )
 
-func encodeLines(t *testing.T, evs []experiment.Event) []string {
+func encodeLines(t *testing.T, evs []event.Event) []string {
 	t.Helper()
 	lines := make([]string, len(evs))
 	for i, ev := range evs {
@@ -159,9 +159,9 @@ func TestReadEvents(t *testing.T) {
 	}
 }
 
-func jsonRoundTrip(t *testing.T, evs []experiment.Event) []experiment.Event {
+func jsonRoundTrip(t *testing.T, evs []event.Event) []event.Event {
 	t.Helper()
-	out := make([]experiment.Event, len(evs))
+	out := make([]event.Event, len(evs))
 	for i, ev := range evs {
 		b, err := json.Marshal(ev)
 		if err != nil {
@@ -189,9 +189,9 @@ func FuzzRebuildNeverPanics(f *testing.F) {
 	// Small seeds: Go's fuzzer crawls on inputs of tens of kilobytes, and a
 	// whole fixture run is 54 kB.
 	fx := mainStall()
-	var small []experiment.Event
+	var small []event.Event
 	for _, ev := range fx.events() {
-		if ev.Kind == experiment.KindSamples {
+		if ev.Kind == event.KindSamples {
 			ev.Samples = ev.Samples[:1]
 		}
 		small = append(small, ev)

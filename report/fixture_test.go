@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -123,8 +123,8 @@ func mainRemove() fixture {
 	}, 30*ms, 0, 0)
 }
 
-func (f fixture) info() experiment.RunInfo {
-	return experiment.RunInfo{
+func (f fixture) info() event.RunInfo {
+	return event.RunInfo{
 		Arm: f.arm, Case: f.kase, Engine: "sim", TimeScale: 1, Sources: 2,
 		Interval: 500 * ms, FaultAt: f.window.Start, FaultFor: f.window.End - f.window.Start,
 		Duration: runDuration, Timeline: "10s " + f.kase + " source-0", Bounds: check.DefaultBounds(),
@@ -135,21 +135,21 @@ func (f fixture) info() experiment.RunInfo {
 // events is the fixture's event stream as experiment would write it:
 // samples in batches once a second as they finish, the window opening and
 // closing, the final verdict and the end event.
-func (f fixture) events() []experiment.Event {
+func (f fixture) events() []event.Event {
 	info := f.info()
-	var evs []experiment.Event
-	add := func(ev experiment.Event) { evs = append(evs, ev) }
-	add(experiment.Event{T: -5 * time.Second, Kind: experiment.KindRun, Run: &info})
-	add(experiment.Event{T: -5 * time.Second, Kind: experiment.KindPhase, Phase: experiment.PhaseWarmup})
-	add(experiment.Event{T: 0, Kind: experiment.KindPhase, Phase: experiment.PhaseBaseline})
+	var evs []event.Event
+	add := func(ev event.Event) { evs = append(evs, ev) }
+	add(event.Event{T: -5 * time.Second, Kind: event.KindRun, Run: &info})
+	add(event.Event{T: -5 * time.Second, Kind: event.KindPhase, Phase: event.PhaseWarmup})
+	add(event.Event{T: 0, Kind: event.KindPhase, Phase: event.PhaseBaseline})
 	open := f.window
 	open.End = 0
-	add(experiment.Event{T: f.window.Start, Kind: experiment.KindWindow, Window: &open})
-	add(experiment.Event{T: f.window.Start, Kind: experiment.KindPhase, Phase: experiment.PhaseFault})
+	add(event.Event{T: f.window.Start, Kind: event.KindWindow, Window: &open})
+	add(event.Event{T: f.window.Start, Kind: event.KindPhase, Phase: event.PhaseFault})
 	if f.window.End < runDuration {
 		closed := f.window
-		add(experiment.Event{T: f.window.End, Kind: experiment.KindWindow, Window: &closed})
-		add(experiment.Event{T: f.window.End, Kind: experiment.KindPhase, Phase: experiment.PhaseRecovery})
+		add(event.Event{T: f.window.End, Kind: event.KindWindow, Window: &closed})
+		add(event.Event{T: f.window.End, Kind: event.KindPhase, Phase: event.PhaseRecovery})
 	}
 	batches := map[time.Duration][]probe.Sample{}
 	last := runDuration
@@ -159,19 +159,19 @@ func (f fixture) events() []experiment.Event {
 		last = max(last, at)
 	}
 	for at, b := range batches {
-		add(experiment.Event{T: at, Kind: experiment.KindSamples, Samples: b})
+		add(event.Event{T: at, Kind: event.KindSamples, Samples: b})
 	}
-	add(experiment.Event{T: runDuration, Kind: experiment.KindPhase, Phase: experiment.PhaseDone})
+	add(event.Event{T: runDuration, Kind: event.KindPhase, Phase: event.PhaseDone})
 	v := check.Evaluate(check.Input{Samples: f.samples, Window: f.window, RunEnd: runDuration, Bounds: info.Bounds})
-	add(experiment.Event{T: last + 100*ms, Kind: experiment.KindVerdict, Verdict: &v, Final: true})
+	add(event.Event{T: last + 100*ms, Kind: event.KindVerdict, Verdict: &v, Final: true})
 	code := 0
 	if !v.Passed {
 		code = 1
 	}
-	add(experiment.Event{T: last + 100*ms, Kind: experiment.KindEnd, Message: "run complete", ExitCode: code})
+	add(event.Event{T: last + 100*ms, Kind: event.KindEnd, Message: "run complete", ExitCode: code})
 
 	// Order by time (map order is random), then number them.
-	slices.SortStableFunc(evs, func(a, b experiment.Event) int { return cmp.Compare(a.T, b.T) })
+	slices.SortStableFunc(evs, func(a, b event.Event) int { return cmp.Compare(a.T, b.T) })
 	for i := range evs {
 		evs[i].Seq = int64(i + 1)
 		evs[i].Wall = wall0().Add(evs[i].T)

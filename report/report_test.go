@@ -15,7 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 )
 
 func seedFixtures() []fixture { return []fixture{mainStall(), fixedStall(), mainRemove()} }
@@ -333,7 +333,7 @@ func TestTimelineSVGMarksFailedRequests(t *testing.T) {
 }
 
 func TestTimelineSVGOfARunWithoutSamples(t *testing.T) {
-	r := Run{Info: experiment.RunInfo{Arm: "main", Case: "none", Bounds: check.DefaultBounds()}}
+	r := Run{Info: event.RunInfo{Arm: "main", Case: "none", Bounds: check.DefaultBounds()}}
 	var b bytes.Buffer
 	if err := WriteSVG(&b, r); err != nil {
 		t.Fatal(err)
@@ -385,8 +385,8 @@ func TestWriteAllRefusesNoRuns(t *testing.T) {
 func TestFromEvents(t *testing.T) {
 	stall := mainStall()
 	evs := stall.events()
-	cutAt := func(T time.Duration) []experiment.Event {
-		var out []experiment.Event
+	cutAt := func(T time.Duration) []event.Event {
+		var out []event.Event
 		for _, ev := range evs {
 			if ev.T <= T {
 				out = append(out, ev)
@@ -422,7 +422,7 @@ func TestFromEvents(t *testing.T) {
 	t.Run("the final verdict is taken as logged, not recomputed", func(t *testing.T) {
 		doctored := slices.Clone(evs)
 		for i, ev := range doctored {
-			if ev.Kind == experiment.KindVerdict {
+			if ev.Kind == event.KindVerdict {
 				v := check.Verdict{Passed: true, Checks: []check.Result{{Name: check.NameAll200, Passed: true, Detail: "logged"}}}
 				doctored[i].Verdict = &v
 			}
@@ -467,9 +467,9 @@ func TestFromEvents(t *testing.T) {
 	})
 
 	t.Run("a crashed run without a fault is checked for all_200 only", func(t *testing.T) {
-		var noFault []experiment.Event
+		var noFault []event.Event
 		for _, ev := range evs {
-			if ev.Kind != experiment.KindWindow && ev.Kind != experiment.KindVerdict && ev.Kind != experiment.KindEnd {
+			if ev.Kind != event.KindWindow && ev.Kind != event.KindVerdict && ev.Kind != event.KindEnd {
 				noFault = append(noFault, ev)
 			}
 		}
@@ -490,12 +490,12 @@ func TestFromEvents(t *testing.T) {
 	second := check.Window{Source: 1, Start: 50 * time.Second, End: 55 * time.Second, Recovers: true}
 	twoFaults := slices.Clone(evs)
 	for i, ev := range twoFaults {
-		if ev.Kind == experiment.KindVerdict {
+		if ev.Kind == event.KindVerdict {
 			twoFaults = slices.Delete(twoFaults, i, i+1)
 			break
 		}
 	}
-	twoFaults = slices.Insert(twoFaults, len(twoFaults)-1, experiment.Event{T: 55 * time.Second, Kind: experiment.KindWindow, Window: &second})
+	twoFaults = slices.Insert(twoFaults, len(twoFaults)-1, event.Event{T: 55 * time.Second, Kind: event.KindWindow, Window: &second})
 	for _, tc := range []struct {
 		name     string
 		timeline string
@@ -521,13 +521,13 @@ func TestFromEvents(t *testing.T) {
 
 	errCases := []struct {
 		name string
-		evs  []experiment.Event
+		evs  []event.Event
 		want string
 	}{
 		{"no run event", evs[1:], "no run event among"},
-		{"two run events", append([]experiment.Event{evs[0]}, evs...), "a second run event"},
-		{"a run event without its info", []experiment.Event{{Seq: 1, Kind: experiment.KindRun}}, "run event without run info"},
-		{"a window event without its window", []experiment.Event{evs[0], {Seq: 2, Kind: experiment.KindWindow}}, "window event without window"},
+		{"two run events", append([]event.Event{evs[0]}, evs...), "a second run event"},
+		{"a run event without its info", []event.Event{{Seq: 1, Kind: event.KindRun}}, "run event without run info"},
+		{"a window event without its window", []event.Event{evs[0], {Seq: 2, Kind: event.KindWindow}}, "window event without window"},
 	}
 	for _, tc := range errCases {
 		t.Run(tc.name+" is an error", func(t *testing.T) {
@@ -540,7 +540,7 @@ func TestFromEvents(t *testing.T) {
 
 // writeEventsFile writes evs as events.jsonl into a fresh folder, then
 // lets cut shorten the bytes as a crash would.
-func writeEventsFile(t *testing.T, evs []experiment.Event, cut func([]byte) []byte) string {
+func writeEventsFile(t *testing.T, evs []event.Event, cut func([]byte) []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), FileEvents)
 	log, err := NewEventLog(path)

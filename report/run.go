@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
 // Run is one finished (or crashed) run, as its events tell it.
 type Run struct {
-	Info experiment.RunInfo
+	Info event.RunInfo
 
 	// Window is the fault window the checks look at: the scripted
 	// fault's, or the latest one of a run without a timeline (faults from
@@ -57,7 +57,7 @@ func (r Run) Name() string { return r.Info.Arm + "/" + r.Info.Case }
 // one. A fault window still open when the events stop is closed at the run
 // end. Truncated is set when there is no end event; a cut last line only
 // ReadEvents sees, so Rebuild adds its verdict.
-func FromEvents(events []experiment.Event) (Run, error) {
+func FromEvents(events []event.Event) (Run, error) {
 	var (
 		r        Run
 		haveRun  bool
@@ -75,7 +75,7 @@ func FromEvents(events []experiment.Event) (Run, error) {
 			r.Last = ev.Wall
 		}
 		switch ev.Kind {
-		case experiment.KindRun:
+		case event.KindRun:
 			if ev.Run == nil {
 				return Run{}, fmt.Errorf("event %d (seq %d): run event without run info", i+1, ev.Seq)
 			}
@@ -83,22 +83,22 @@ func FromEvents(events []experiment.Event) (Run, error) {
 				return Run{}, fmt.Errorf("event %d (seq %d): a second run event: one events log holds one run", i+1, ev.Seq)
 			}
 			r.Info, haveRun = *ev.Run, true
-		case experiment.KindPhase:
-			if ev.Phase == experiment.PhaseDone && !haveDone {
+		case event.KindPhase:
+			if ev.Phase == event.PhaseDone && !haveDone {
 				doneAt, haveDone = ev.T, true
 			}
-		case experiment.KindWindow:
+		case event.KindWindow:
 			if ev.Window == nil {
 				return Run{}, fmt.Errorf("event %d (seq %d): window event without window", i+1, ev.Seq)
 			}
 			open = addWindow(&r.Windows, open, *ev.Window)
-		case experiment.KindSamples:
+		case event.KindSamples:
 			r.Samples = append(r.Samples, ev.Samples...)
-		case experiment.KindVerdict:
+		case event.KindVerdict:
 			if ev.Verdict != nil && ev.Final {
 				final = ev.Verdict
 			}
-		case experiment.KindEnd:
+		case event.KindEnd:
 			r.EndMessage, r.ExitCode, sawEnd = ev.Message, ev.ExitCode, true
 		}
 	}

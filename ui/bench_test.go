@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -26,7 +26,7 @@ func simulate(tb testing.TB, m Model, sources int, interval, run time.Duration) 
 
 	const frame = 100 * time.Millisecond
 	var trial int64
-	batch := make([]experiment.Event, 0, 16)
+	batch := make([]event.Event, 0, 16)
 	samples := make([]probe.Sample, 0, 1024)
 	next := time.Duration(0)
 	verdict := liveVerdict(true)
@@ -41,24 +41,24 @@ func simulate(tb testing.TB, m Model, sources int, interval, run time.Duration) 
 				})
 			}
 		}
-		batch = append(batch, experiment.Event{Kind: experiment.KindSamples, T: t, Wall: wallAt(t), Samples: samples})
+		batch = append(batch, event.Event{Kind: event.KindSamples, T: t, Wall: wallAt(t), Samples: samples})
 		if t%time.Second == 0 {
 			for i := 0; i < sources; i++ {
-				batch = append(batch, experiment.Event{Kind: experiment.KindEngine, T: t, Wall: wallAt(t),
-					Engine: engineInfo(sourceEngine(i), i, experiment.StateReady, 4200+10*i, warmup+t)})
+				batch = append(batch, event.Event{Kind: event.KindEngine, T: t, Wall: wallAt(t),
+					Engine: engineInfo(sourceEngine(i), i, event.StateReady, 4200+10*i, warmup+t)})
 			}
-			batch = append(batch, experiment.Event{Kind: experiment.KindVerdict, T: t, Wall: wallAt(t), Verdict: &verdict})
+			batch = append(batch, event.Event{Kind: event.KindVerdict, T: t, Wall: wallAt(t), Verdict: &verdict})
 		}
 		if t%(10*time.Minute) == time.Minute {
 			batch = append(batch,
-				experiment.Event{Kind: experiment.KindFault, T: t, Wall: wallAt(t), Fault: &experiment.FaultInfo{Action: experiment.ActionStall, Source: 0, Duration: 30 * time.Second, By: "key"}},
-				experiment.Event{Kind: experiment.KindLog, T: t, Wall: wallAt(t), Log: &experiment.LogLine{Engine: "decoder", Line: fmt.Sprintf("P2P %d: peer 127.0.0.1:7777 down", t)}},
+				event.Event{Kind: event.KindFault, T: t, Wall: wallAt(t), Fault: &event.FaultInfo{Action: event.ActionStall, Source: 0, Duration: 30 * time.Second, By: "key"}},
+				event.Event{Kind: event.KindLog, T: t, Wall: wallAt(t), Log: &event.LogLine{Engine: "decoder", Line: fmt.Sprintf("P2P %d: peer 127.0.0.1:7777 down", t)}},
 			)
 		}
 		if t%(10*time.Minute) == time.Minute+30*time.Second {
 			batch = append(batch,
-				experiment.Event{Kind: experiment.KindFault, T: t, Wall: wallAt(t), Fault: &experiment.FaultInfo{Action: experiment.ActionResume, Source: 0, By: "key"}},
-				experiment.Event{Kind: experiment.KindWindow, T: t, Wall: wallAt(t), Window: &check.Window{Source: 0, Start: t - 30*time.Second, End: t, Recovers: true}},
+				event.Event{Kind: event.KindFault, T: t, Wall: wallAt(t), Fault: &event.FaultInfo{Action: event.ActionResume, Source: 0, By: "key"}},
+				event.Event{Kind: event.KindWindow, T: t, Wall: wallAt(t), Window: &check.Window{Source: 0, Start: t - 30*time.Second, End: t, Recovers: true}},
 			)
 		}
 		m = update(tb, m, eventsMsg{events: batch})

@@ -5,13 +5,13 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"p2pfault/experiment"
+	"p2pfault/event"
 )
 
 // eventsMsg is a batch of run events: everything that was queued when the
 // feed woke up, so the dashboard redraws once per batch, not per event.
 type eventsMsg struct {
-	events []experiment.Event
+	events []event.Event
 	closed bool // the channel closed after these events
 }
 
@@ -41,7 +41,7 @@ const maxBatch = 4096
 // ~10 a second), blocks for the next event, then drains what is already
 // queued and returns it as one message. The Model re-arms it after each
 // batch. done unblocks it when the dashboard is shut down.
-func waitEvents(events <-chan experiment.Event, done <-chan struct{}, gap time.Duration) tea.Cmd {
+func waitEvents(events <-chan event.Event, done <-chan struct{}, gap time.Duration) tea.Cmd {
 	return func() tea.Msg {
 		if gap > 0 {
 			t := time.NewTimer(gap)
@@ -52,7 +52,7 @@ func waitEvents(events <-chan experiment.Event, done <-chan struct{}, gap time.D
 				return nil
 			}
 		}
-		var first experiment.Event
+		var first event.Event
 		var ok bool
 		select {
 		case first, ok = <-events:
@@ -62,7 +62,7 @@ func waitEvents(events <-chan experiment.Event, done <-chan struct{}, gap time.D
 		if !ok {
 			return eventsMsg{closed: true}
 		}
-		batch := []experiment.Event{first}
+		batch := []event.Event{first}
 		for len(batch) < maxBatch {
 			select {
 			case ev, ok := <-events:
@@ -84,19 +84,19 @@ func clockTick(d time.Duration) tea.Cmd {
 }
 
 // controllerAction runs one Controller call a key asked for.
-func controllerAction(ctrl experiment.Controller, action string, source int) tea.Cmd {
+func controllerAction(ctrl event.Controller, action string, source int) tea.Cmd {
 	return func() tea.Msg {
 		var err error
 		switch action {
-		case experiment.ActionStall:
+		case event.ActionStall:
 			err = ctrl.Stall(source)
-		case experiment.ActionResume:
+		case event.ActionResume:
 			err = ctrl.Resume(source)
-		case experiment.ActionKill:
+		case event.ActionKill:
 			err = ctrl.Kill(source)
-		case experiment.ActionRemove:
+		case event.ActionRemove:
 			err = ctrl.Remove(source)
-		case experiment.ActionRestore:
+		case event.ActionRestore:
 			err = ctrl.Restore(source)
 		}
 		return actionDoneMsg{action: action, source: source, err: err}
@@ -104,7 +104,7 @@ func controllerAction(ctrl experiment.Controller, action string, source int) tea
 }
 
 // setProbing pauses or resumes the probe.
-func setProbing(ctrl experiment.Controller, on bool) tea.Cmd {
+func setProbing(ctrl event.Controller, on bool) tea.Cmd {
 	return func() tea.Msg {
 		ctrl.SetProbing(on)
 		return nil
@@ -112,14 +112,14 @@ func setProbing(ctrl experiment.Controller, on bool) tea.Cmd {
 }
 
 // fetchLogTail reads an engine's last n log lines.
-func fetchLogTail(ctrl experiment.Controller, engine string, n int) tea.Cmd {
+func fetchLogTail(ctrl event.Controller, engine string, n int) tea.Cmd {
 	return func() tea.Msg {
 		return logTailMsg{engine: engine, lines: cleanLines(ctrl.LogTail(engine, n))}
 	}
 }
 
 // fetchFailTails reads the last log lines of each engine that did not come up.
-func fetchFailTails(ctrl experiment.Controller, engines []string, n int) tea.Cmd {
+func fetchFailTails(ctrl event.Controller, engines []string, n int) tea.Cmd {
 	return func() tea.Msg {
 		tails := make([]engineTail, 0, len(engines))
 		for _, e := range engines {

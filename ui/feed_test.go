@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -67,7 +67,7 @@ func TestSamplesOlderThanTheWindowsShownAreDropped(t *testing.T) {
 			for at := time.Duration(0); at < tt.run; at += tt.rate {
 				batch = append(batch, probe.Sample{Source: 0, Start: at, Latency: 10 * time.Millisecond, Status: 200, CachedTokens: 128})
 				if len(batch) == cap(batch) {
-					st.apply(experiment.Event{Kind: experiment.KindSamples, T: at, Samples: batch}, tt.keep)
+					st.apply(event.Event{Kind: event.KindSamples, T: at, Samples: batch}, tt.keep)
 					batch = batch[:0]
 				}
 			}
@@ -83,15 +83,15 @@ func TestSamplesOlderThanTheWindowsShownAreDropped(t *testing.T) {
 }
 
 func TestFeedBatchesWhatIsQueued(t *testing.T) {
-	ch := make(chan experiment.Event, 10)
+	ch := make(chan event.Event, 10)
 	for i := 0; i < 5; i++ {
-		ch <- experiment.Event{Seq: int64(i), Kind: experiment.KindPhase}
+		ch <- event.Event{Seq: int64(i), Kind: event.KindPhase}
 	}
 	msg, ok := waitEvents(ch, nil, 0)().(eventsMsg)
 	if !ok || len(msg.events) != 5 || msg.closed {
 		t.Fatalf("got %+v, want one batch of 5 open", msg)
 	}
-	ch <- experiment.Event{Seq: 9}
+	ch <- event.Event{Seq: 9}
 	close(ch)
 	msg = waitEvents(ch, nil, 0)().(eventsMsg)
 	if len(msg.events) != 1 || !msg.closed {
@@ -103,8 +103,8 @@ func TestFeedBatchesWhatIsQueued(t *testing.T) {
 }
 
 func TestFeedWaitsAFrameBetweenBatches(t *testing.T) {
-	ch := make(chan experiment.Event, 1)
-	ch <- experiment.Event{Kind: experiment.KindPhase}
+	ch := make(chan event.Event, 1)
+	ch <- event.Event{Kind: event.KindPhase}
 	const frame = 60 * time.Millisecond
 	start := time.Now()
 	if _, ok := waitEvents(ch, nil, frame)().(eventsMsg); !ok {
@@ -117,7 +117,7 @@ func TestFeedWaitsAFrameBetweenBatches(t *testing.T) {
 }
 
 func TestFeedStopsWhenTheDashboardIsDone(t *testing.T) {
-	ch := make(chan experiment.Event)
+	ch := make(chan event.Event)
 	done := make(chan struct{})
 	got := make(chan any, 1)
 	go func() { got <- waitEvents(ch, done, 0)() }()

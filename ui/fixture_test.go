@@ -10,7 +10,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -87,19 +87,19 @@ func wallAt(t time.Duration) time.Time { return started().Add(warmup + t) }
 
 // script builds a synthetic event stream.
 type script struct {
-	events []experiment.Event
+	events []event.Event
 	trial  int64
 }
 
-func (s *script) add(t time.Duration, ev experiment.Event) {
+func (s *script) add(t time.Duration, ev event.Event) {
 	ev.Seq = int64(len(s.events) + 1)
 	ev.T, ev.Wall = t, wallAt(t)
 	s.events = append(s.events, ev)
 }
 
-func runInfo(faultCase string, sources int, scale float64) *experiment.RunInfo {
+func runInfo(faultCase string, sources int, scale float64) *event.RunInfo {
 	sc := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
-	return &experiment.RunInfo{
+	return &event.RunInfo{
 		Arm: "main", Case: faultCase, Engine: "sim", TimeScale: scale, Sources: sources,
 		Interval: sc(500 * time.Millisecond), FaultAt: sc(10 * time.Second), FaultFor: sc(30 * time.Second),
 		Duration: sc(60 * time.Second), Bounds: check.DefaultBounds().Scaled(scale),
@@ -107,38 +107,38 @@ func runInfo(faultCase string, sources int, scale float64) *experiment.RunInfo {
 	}
 }
 
-func (s *script) run(info *experiment.RunInfo) {
-	s.add(-warmup, experiment.Event{Kind: experiment.KindRun, Run: info})
-	s.add(-warmup, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseStarting})
+func (s *script) run(info *event.RunInfo) {
+	s.add(-warmup, event.Event{Kind: event.KindRun, Run: info})
+	s.add(-warmup, event.Event{Kind: event.KindPhase, Phase: event.PhaseStarting})
 }
 
-func engineInfo(name string, index int, state string, pid int, up time.Duration) *experiment.EngineInfo {
+func engineInfo(name string, index int, state string, pid int, up time.Duration) *event.EngineInfo {
 	role, http, p2p := "source", 8100+index, 7777+index
 	if name == "decoder" {
 		role, http, p2p = "decoder", 8200, 7779
 	}
-	return &experiment.EngineInfo{
+	return &event.EngineInfo{
 		Name: name, Role: role, Index: index, State: state, Pid: pid, Sid: pid,
 		Members: []int{pid, pid + 3}, HTTPPort: http, P2PPort: p2p, Uptime: up,
 	}
 }
 
-func (s *script) engine(t time.Duration, info *experiment.EngineInfo) {
-	s.add(t, experiment.Event{Kind: experiment.KindEngine, Engine: info})
+func (s *script) engine(t time.Duration, info *event.EngineInfo) {
+	s.add(t, event.Event{Kind: event.KindEngine, Engine: info})
 }
 
 // upCluster brings two sources and the decoder up and reaches t0.
 func (s *script) upCluster(sources int) {
 	for i := 0; i < sources; i++ {
-		s.engine(-19*time.Second, engineInfo(sourceEngine(i), i, experiment.StateStarting, 4200+10*i, 0))
+		s.engine(-19*time.Second, engineInfo(sourceEngine(i), i, event.StateStarting, 4200+10*i, 0))
 	}
-	s.engine(-19*time.Second, engineInfo("decoder", 0, experiment.StateStarting, 4300, 0))
+	s.engine(-19*time.Second, engineInfo("decoder", 0, event.StateStarting, 4300, 0))
 	for i := 0; i < sources; i++ {
-		s.engine(-16*time.Second, engineInfo(sourceEngine(i), i, experiment.StateReady, 4200+10*i, 3*time.Second))
+		s.engine(-16*time.Second, engineInfo(sourceEngine(i), i, event.StateReady, 4200+10*i, 3*time.Second))
 	}
-	s.engine(-15*time.Second, engineInfo("decoder", 0, experiment.StateReady, 4300, 4*time.Second))
-	s.add(-14*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseWarmup})
-	s.add(0, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseBaseline})
+	s.engine(-15*time.Second, engineInfo("decoder", 0, event.StateReady, 4300, 4*time.Second))
+	s.add(-14*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseWarmup})
+	s.add(0, event.Event{Kind: event.KindPhase, Phase: event.PhaseBaseline})
 }
 
 // latencyFn gives a pull's latency and whether it hit, by source and start.
@@ -186,24 +186,24 @@ func (s *script) flush(pending *[]probe.Sample, t time.Duration) {
 	}
 	*pending = rest
 	if len(done) > 0 {
-		s.add(t, experiment.Event{Kind: experiment.KindSamples, Samples: done})
+		s.add(t, event.Event{Kind: event.KindSamples, Samples: done})
 	}
 }
 
 func (s *script) fault(t time.Duration, action string, source int, d time.Duration) {
-	s.add(t, experiment.Event{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: action, Source: source, Duration: d, By: "script"}})
+	s.add(t, event.Event{Kind: event.KindFault, Fault: &event.FaultInfo{Action: action, Source: source, Duration: d, By: "script"}})
 }
 
 func (s *script) window(t time.Duration, w check.Window) {
-	s.add(t, experiment.Event{Kind: experiment.KindWindow, Window: &w})
+	s.add(t, event.Event{Kind: event.KindWindow, Window: &w})
 }
 
 func (s *script) log(t time.Duration, engine, line string) {
-	s.add(t, experiment.Event{Kind: experiment.KindLog, Log: &experiment.LogLine{Engine: engine, Line: line}})
+	s.add(t, event.Event{Kind: event.KindLog, Log: &event.LogLine{Engine: engine, Line: line}})
 }
 
 func (s *script) verdict(t time.Duration, v check.Verdict, final bool) {
-	s.add(t, experiment.Event{Kind: experiment.KindVerdict, Verdict: &v, Final: final})
+	s.add(t, event.Event{Kind: event.KindVerdict, Verdict: &v, Final: final})
 }
 
 func liveVerdict(faultedMax bool) check.Verdict {
@@ -231,7 +231,7 @@ func liveVerdict(faultedMax bool) check.Verdict {
 
 // scene is a synthetic run stopped at now (run time).
 type scene struct {
-	events []experiment.Event
+	events []event.Event
 	now    time.Duration
 	ctrl   *fakeCtrl
 }
@@ -239,9 +239,9 @@ type scene struct {
 func sceneStartup() scene {
 	var s script
 	s.run(runInfo("stall", 2, 1))
-	s.engine(-19*time.Second, engineInfo("source-0", 0, experiment.StateStarting, 4200, 0))
-	s.engine(-19*time.Second, engineInfo("source-1", 1, experiment.StateStarting, 4210, 0))
-	s.engine(-16*time.Second, engineInfo("source-0", 0, experiment.StateReady, 4200, 3*time.Second))
+	s.engine(-19*time.Second, engineInfo("source-0", 0, event.StateStarting, 4200, 0))
+	s.engine(-19*time.Second, engineInfo("source-1", 1, event.StateStarting, 4210, 0))
+	s.engine(-16*time.Second, engineInfo("source-0", 0, event.StateReady, 4200, 3*time.Second))
 	s.log(-16*time.Second, "source-0", "INFO: Application startup complete.")
 	return scene{events: s.events, now: -15 * time.Second, ctrl: newFakeCtrl()}
 }
@@ -249,14 +249,14 @@ func sceneStartup() scene {
 func sceneStartupFailed() scene {
 	var s script
 	s.run(runInfo("stall", 2, 1))
-	s.engine(-19*time.Second, engineInfo("source-0", 0, experiment.StateStarting, 4200, 0))
-	s.engine(-19*time.Second, engineInfo("source-1", 1, experiment.StateStarting, 4210, 0))
-	s.engine(-18*time.Second, engineInfo("source-0", 0, experiment.StateReady, 4200, time.Second))
-	exited := engineInfo("source-1", 1, experiment.StateExited, 4210, 2*time.Second)
+	s.engine(-19*time.Second, engineInfo("source-0", 0, event.StateStarting, 4200, 0))
+	s.engine(-19*time.Second, engineInfo("source-1", 1, event.StateStarting, 4210, 0))
+	s.engine(-18*time.Second, engineInfo("source-0", 0, event.StateReady, 4200, time.Second))
+	exited := engineInfo("source-1", 1, event.StateExited, 4210, 2*time.Second)
 	exited.Exit = "code 1"
 	s.engine(-17*time.Second, exited)
-	s.add(-17*time.Second, experiment.Event{Kind: experiment.KindWarning, Message: "source-1 exited before it was ready (code 1)"})
-	s.add(-16*time.Second, experiment.Event{Kind: experiment.KindEnd, Message: "start source-1 on :8101: port in use by pid 999", ExitCode: 2})
+	s.add(-17*time.Second, event.Event{Kind: event.KindWarning, Message: "source-1 exited before it was ready (code 1)"})
+	s.add(-16*time.Second, event.Event{Kind: event.KindEnd, Message: "start source-1 on :8101: port in use by pid 999", ExitCode: 2})
 	ctrl := newFakeCtrl()
 	ctrl.logs["source-1"] = []string{
 		"INFO: Started server process [4210]",
@@ -279,10 +279,10 @@ func sceneStalled() scene {
 	s.run(runInfo("stall", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, experiment.ActionStall, 0, 30*time.Second)
+	s.fault(10*time.Second, event.ActionStall, 0, 30*time.Second)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
-	s.add(10*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseFault})
-	s.engine(10100*time.Millisecond, engineInfo("source-0", 0, experiment.StateStopped, 4200, 29*time.Second))
+	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
+	s.engine(10100*time.Millisecond, engineInfo("source-0", 0, event.StateStopped, 4200, 29*time.Second))
 	// Pulls naming the stalled source hang, then give up on the lookup
 	// deadline; the healthy source keeps hitting.
 	s.samples(2, 10*time.Second, 22*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
@@ -301,16 +301,16 @@ func sceneKilled(restarting bool) scene {
 	s.run(runInfo("kill", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, experiment.ActionKill, 0, 0)
+	s.fault(10*time.Second, event.ActionKill, 0, 0)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
-	s.add(10*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseFault})
-	exited := engineInfo("source-0", 0, experiment.StateExited, 4200, 29*time.Second)
+	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
+	exited := engineInfo("source-0", 0, event.StateExited, 4200, 29*time.Second)
 	exited.Exit = "signal killed"
 	s.engine(10050*time.Millisecond, exited)
 	s.log(10060*time.Millisecond, "decoder", "P2P 77aa: peer 127.0.0.1:7777 down")
 	now := 10500 * time.Millisecond
 	if restarting {
-		re := engineInfo("source-0", 0, experiment.StateRestarting, 4400, 0)
+		re := engineInfo("source-0", 0, event.StateRestarting, 4400, 0)
 		re.Restarts = 1
 		s.engine(10200*time.Millisecond, re)
 		now = 12 * time.Second
@@ -329,10 +329,10 @@ func sceneRemoved() scene {
 	s.run(runInfo("remove", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, experiment.ActionRemove, 0, 0)
+	s.fault(10*time.Second, event.ActionRemove, 0, 0)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second})
-	s.add(10*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseFault})
-	s.engine(10300*time.Millisecond, engineInfo("source-0", 0, experiment.StateRemoved, 4200, 29*time.Second))
+	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
+	s.engine(10300*time.Millisecond, engineInfo("source-0", 0, event.StateRemoved, 4200, 29*time.Second))
 	s.samples(2, 10*time.Second, 20*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
 		if i == 0 {
 			return 15 * time.Millisecond, false
@@ -347,7 +347,7 @@ func sceneFailedChecks() scene {
 	s.run(runInfo("stall", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, experiment.ActionStall, 0, 30*time.Second)
+	s.fault(10*time.Second, event.ActionStall, 0, 30*time.Second)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	s.samples(2, 10*time.Second, 40*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
 		if i == 0 {
@@ -355,11 +355,11 @@ func sceneFailedChecks() scene {
 		}
 		return healthy(i, start, trial)
 	})
-	s.fault(40*time.Second, experiment.ActionResume, 0, 0)
+	s.fault(40*time.Second, event.ActionResume, 0, 0)
 	s.window(40*time.Second, check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
 	s.samples(2, 40*time.Second, 60*time.Second, 500*time.Millisecond, healthy)
-	s.add(60*time.Second, experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseDone})
+	s.add(60*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})
 	s.verdict(60*time.Second, liveVerdict(false), true)
-	s.add(60*time.Second, experiment.Event{Kind: experiment.KindEnd, Message: "a bound failed", ExitCode: 1})
+	s.add(60*time.Second, event.Event{Kind: event.KindEnd, Message: "a bound failed", ExitCode: 1})
 	return scene{events: s.events, now: 61 * time.Second, ctrl: newFakeCtrl()}
 }

@@ -19,8 +19,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
-	"p2pfault/experiment"
 )
 
 // Options tune the dashboard. Zero values take the defaults noted.
@@ -84,8 +84,8 @@ const logTailLines = 500
 // Model is the dashboard, a tea.Model. It owns all state and routes every
 // message; panels only render what it hands them.
 type Model struct {
-	ctrl   experiment.Controller
-	events <-chan experiment.Event
+	ctrl   event.Controller
+	events <-chan event.Event
 	done   <-chan struct{}
 	opts   Options
 
@@ -121,7 +121,7 @@ func (r *renderScratch) source(i int) *chartScratch {
 }
 
 // New returns the dashboard over events; its keys call ctrl.
-func New(ctrl experiment.Controller, events <-chan experiment.Event, opts Options) Model {
+func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
 	opts = opts.withDefaults()
 	styles := NewStyles(opts.Renderer)
 	h := help.New()
@@ -144,7 +144,7 @@ func New(ctrl experiment.Controller, events <-chan experiment.Event, opts Option
 // Run shows the dashboard on the terminal's alternate screen until the
 // user quits (q or ctrl+c, also after the run ended) or ctx is done. The
 // caller then stops the experiment and cleans up.
-func Run(ctx context.Context, ctrl experiment.Controller, events <-chan experiment.Event, opts Options) error {
+func Run(ctx context.Context, ctrl event.Controller, events <-chan event.Event, opts Options) error {
 	if ctrl == nil {
 		return errors.New("dashboard: no experiment controller")
 	}
@@ -256,7 +256,7 @@ func (m Model) stallFor() time.Duration {
 	if m.opts.StallFor > 0 {
 		return m.opts.StallFor
 	}
-	if m.st.run != nil && m.st.run.Case == experiment.ActionStall && m.st.run.FaultFor > 0 {
+	if m.st.run != nil && m.st.run.Case == event.ActionStall && m.st.run.FaultFor > 0 {
 		return m.st.run.FaultFor
 	}
 	return m.scaled(30 * time.Second)
@@ -266,7 +266,7 @@ func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 	keep := m.keep()
 	for _, ev := range msg.events {
 		m.st.apply(ev, keep)
-		if ev.Kind == experiment.KindRun {
+		if ev.Kind == event.KindRun {
 			keep = m.keep() // the time scale is known now
 		}
 	}
@@ -388,11 +388,11 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			b      key.Binding
 			action string
 		}{
-			{k.Stall, experiment.ActionStall},
-			{k.Resume, experiment.ActionResume},
-			{k.Kill, experiment.ActionKill},
-			{k.Remove, experiment.ActionRemove},
-			{k.Restore, experiment.ActionRestore},
+			{k.Stall, event.ActionStall},
+			{k.Resume, event.ActionResume},
+			{k.Kill, event.ActionKill},
+			{k.Remove, event.ActionRemove},
+			{k.Restore, event.ActionRestore},
 		} {
 			if !key.Matches(msg, a.b) {
 				continue
@@ -429,7 +429,7 @@ func (m Model) refusal(action string, i int) string {
 	name := sourceEngine(i)
 	b, _ := m.st.badge(i, m.nowT(), m.stallFor())
 	switch action {
-	case experiment.ActionStall:
+	case event.ActionStall:
 		switch b {
 		case badgeRemoved:
 			return name + " is removed; press u to bring it back"
@@ -440,22 +440,22 @@ func (m Model) refusal(action string, i int) string {
 		case badgeExited:
 			return name + " has exited"
 		}
-	case experiment.ActionResume:
+	case event.ActionResume:
 		if b != badgeStalled {
 			return name + " is not stalled"
 		}
-	case experiment.ActionKill:
+	case event.ActionKill:
 		switch b {
 		case badgeRemoved:
 			return name + " is removed; press u to bring it back"
 		case badgeKilled, badgeRestarting:
 			return name + " is already restarting"
 		}
-	case experiment.ActionRemove:
+	case event.ActionRemove:
 		if b == badgeRemoved {
 			return name + " is already removed"
 		}
-	case experiment.ActionRestore:
+	case event.ActionRestore:
 		if b != badgeRemoved {
 			return name + " is not removed"
 		}
@@ -738,7 +738,7 @@ func (m Model) nextFault(nowT time.Duration) string {
 		return ""
 	}
 	scripted := run.Case != "" && run.Case != "none" && run.FaultAt > 0
-	beforeT0 := m.st.phase == "" || m.st.phase == experiment.PhaseStarting || m.st.phase == experiment.PhaseWarmup
+	beforeT0 := m.st.phase == "" || m.st.phase == event.PhaseStarting || m.st.phase == event.PhaseWarmup
 	switch {
 	case !scripted:
 		if run.Duration > 0 && !beforeT0 {

@@ -12,7 +12,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -66,7 +66,7 @@ func logText(m Model) string {
 }
 
 // withEvents appends events to a scene at run time t.
-func withEvents(sc scene, t time.Duration, evs ...experiment.Event) scene {
+func withEvents(sc scene, t time.Duration, evs ...event.Event) scene {
 	for _, ev := range evs {
 		ev.T, ev.Wall = t, wallAt(t)
 		sc.events = append(sc.events, ev)
@@ -77,16 +77,16 @@ func withEvents(sc scene, t time.Duration, evs ...experiment.Event) scene {
 	return sc
 }
 
-func faultEv(action string, source int) experiment.Event {
-	return experiment.Event{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: action, Source: source, By: "key"}}
+func faultEv(action string, source int) event.Event {
+	return event.Event{Kind: event.KindFault, Fault: &event.FaultInfo{Action: action, Source: source, By: "key"}}
 }
 
-func engineEv(source int, state string) experiment.Event {
+func engineEv(source int, state string) event.Event {
 	return engineEvPid(source, state, 4200+10*source)
 }
 
-func engineEvPid(source int, state string, pid int) experiment.Event {
-	return experiment.Event{Kind: experiment.KindEngine, Engine: engineInfo(sourceEngine(source), source, state, pid, time.Second)}
+func engineEvPid(source int, state string, pid int) event.Event {
+	return event.Event{Kind: event.KindEngine, Engine: engineInfo(sourceEngine(source), source, state, pid, time.Second)}
 }
 
 func TestKeysCallTheControllerForTheSelectedSource(t *testing.T) {
@@ -232,30 +232,30 @@ func TestBadgeFollowsFaultsAndEngineStates(t *testing.T) {
 	at := 9 * time.Second
 	tests := []struct {
 		name string
-		evs  []experiment.Event
+		evs  []event.Event
 		now  time.Duration
 		want string
 	}{
 		{name: "ready", want: "READY"},
-		{name: "stall counts down from the fault's duration", evs: []experiment.Event{
-			{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: experiment.ActionStall, Source: 0, Duration: 30 * time.Second}},
+		{name: "stall counts down from the fault's duration", evs: []event.Event{
+			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: event.ActionStall, Source: 0, Duration: 30 * time.Second}},
 		}, now: at + 12*time.Second, want: "STALLED 18s"},
-		{name: "stall below ten seconds shows tenths", evs: []experiment.Event{
-			{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: experiment.ActionStall, Source: 0, Duration: 30 * time.Second}},
+		{name: "stall below ten seconds shows tenths", evs: []event.Event{
+			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: event.ActionStall, Source: 0, Duration: 30 * time.Second}},
 		}, now: at + 25500*time.Millisecond, want: "STALLED 4.5s"},
-		{name: "stalled process seen in /proc", evs: []experiment.Event{engineEv(0, experiment.StateStopped)}, want: "STALLED"},
-		{name: "resume makes it ready", evs: []experiment.Event{faultEv(experiment.ActionStall, 0), faultEv(experiment.ActionResume, 0), engineEv(0, experiment.StateReady)}, want: "READY"},
-		{name: "kill before the exit is seen", evs: []experiment.Event{faultEv(experiment.ActionKill, 0)}, want: "KILLED"},
-		{name: "killed process exited", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateExited)}, want: "KILLED"},
-		{name: "killed then restarting", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateExited), engineEv(0, experiment.StateRestarting)}, want: "RESTARTING"},
-		{name: "killed then starting again", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateStarting)}, want: "RESTARTING"},
-		{name: "ready again after kill", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEv(0, experiment.StateReady), faultEv(experiment.ActionReady, 0)}, want: "READY"},
-		{name: "removed", evs: []experiment.Event{faultEv(experiment.ActionRemove, 0)}, want: "REMOVED"},
-		{name: "restore brings it back through restarting", evs: []experiment.Event{faultEv(experiment.ActionRemove, 0), engineEv(0, experiment.StateRemoved), faultEv(experiment.ActionRestore, 0), engineEv(0, experiment.StateStarting)}, want: "RESTARTING"},
-		{name: "restored and ready", evs: []experiment.Event{faultEv(experiment.ActionRemove, 0), faultEv(experiment.ActionRestore, 0), engineEvPid(0, experiment.StateReady, 5000)}, want: "READY"},
-		{name: "ready from a new process after kill", evs: []experiment.Event{faultEv(experiment.ActionKill, 0), engineEvPid(0, experiment.StateReady, 5000)}, want: "READY"},
-		{name: "a crash is not a kill", evs: []experiment.Event{engineEv(0, experiment.StateExited)}, want: "EXITED"},
-		{name: "a failed fault changes nothing", evs: []experiment.Event{{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: experiment.ActionStall, Source: 0, Err: "no such session"}}}, want: "READY"},
+		{name: "stalled process seen in /proc", evs: []event.Event{engineEv(0, event.StateStopped)}, want: "STALLED"},
+		{name: "resume makes it ready", evs: []event.Event{faultEv(event.ActionStall, 0), faultEv(event.ActionResume, 0), engineEv(0, event.StateReady)}, want: "READY"},
+		{name: "kill before the exit is seen", evs: []event.Event{faultEv(event.ActionKill, 0)}, want: "KILLED"},
+		{name: "killed process exited", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateExited)}, want: "KILLED"},
+		{name: "killed then restarting", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateExited), engineEv(0, event.StateRestarting)}, want: "RESTARTING"},
+		{name: "killed then starting again", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
+		{name: "ready again after kill", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateReady), faultEv(event.ActionReady, 0)}, want: "READY"},
+		{name: "removed", evs: []event.Event{faultEv(event.ActionRemove, 0)}, want: "REMOVED"},
+		{name: "restore brings it back through restarting", evs: []event.Event{faultEv(event.ActionRemove, 0), engineEv(0, event.StateRemoved), faultEv(event.ActionRestore, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
+		{name: "restored and ready", evs: []event.Event{faultEv(event.ActionRemove, 0), faultEv(event.ActionRestore, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
+		{name: "ready from a new process after kill", evs: []event.Event{faultEv(event.ActionKill, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
+		{name: "a crash is not a kill", evs: []event.Event{engineEv(0, event.StateExited)}, want: "EXITED"},
+		{name: "a failed fault changes nothing", evs: []event.Event{{Kind: event.KindFault, Fault: &event.FaultInfo{Action: event.ActionStall, Source: 0, Err: "no such session"}}}, want: "READY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,13 +279,13 @@ func TestHeaderCountsDownToTheScriptedFault(t *testing.T) {
 	tests := []struct {
 		name string
 		now  time.Duration
-		info *experiment.RunInfo
+		info *event.RunInfo
 		want string
 	}{
 		{name: "before the fault", now: 6500 * time.Millisecond, info: runInfo("stall", 2, 1), want: "stall source-0 in 3.5s"},
 		{name: "compressed time", now: 200 * time.Millisecond, info: runInfo("kill", 2, 0.05), want: "kill source-0 in 0.3s"},
 		{name: "after the fault: end of run", now: 25 * time.Second, info: runInfo("remove", 2, 1), want: "ends in 35s"},
-		{name: "no scripted fault", now: 5 * time.Second, info: func() *experiment.RunInfo {
+		{name: "no scripted fault", now: 5 * time.Second, info: func() *event.RunInfo {
 			i := runInfo("none", 2, 1)
 			i.FaultAt, i.Duration = 0, 0
 			return i
@@ -371,21 +371,21 @@ func TestNoColorPinsAnASCIIProfile(t *testing.T) {
 }
 
 func TestMalformedEventsNeverPanic(t *testing.T) {
-	evs := []experiment.Event{
-		{Kind: experiment.KindRun},
-		{Kind: experiment.KindEngine},
-		{Kind: experiment.KindEngine, Engine: &experiment.EngineInfo{}},
-		{Kind: experiment.KindLog},
-		{Kind: experiment.KindFault},
-		{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: "stall", Source: -3}},
-		{Kind: experiment.KindFault, Fault: &experiment.FaultInfo{Action: "stall", Source: 1 << 30}},
-		{Kind: experiment.KindWindow},
-		{Kind: experiment.KindWindow, Window: &check.Window{Source: -1}},
-		{Kind: experiment.KindSamples, Samples: []probe.Sample{{Source: -1}, {Source: 1 << 20}, {Source: 0, Latency: -time.Second}}},
-		{Kind: experiment.KindVerdict},
+	evs := []event.Event{
+		{Kind: event.KindRun},
+		{Kind: event.KindEngine},
+		{Kind: event.KindEngine, Engine: &event.EngineInfo{}},
+		{Kind: event.KindLog},
+		{Kind: event.KindFault},
+		{Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: -3}},
+		{Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: 1 << 30}},
+		{Kind: event.KindWindow},
+		{Kind: event.KindWindow, Window: &check.Window{Source: -1}},
+		{Kind: event.KindSamples, Samples: []probe.Sample{{Source: -1}, {Source: 1 << 20}, {Source: 0, Latency: -time.Second}}},
+		{Kind: event.KindVerdict},
 		{Kind: "no-such-kind"},
-		{Kind: experiment.KindLog, Log: &experiment.LogLine{Engine: "decoder", Line: "\x1b[2J\x1b[Hcleared\tscreen\r"}},
-		{Kind: experiment.KindEnd, ExitCode: 3},
+		{Kind: event.KindLog, Log: &event.LogLine{Engine: "decoder", Line: "\x1b[2J\x1b[Hcleared\tscreen\r"}},
+		{Kind: event.KindEnd, ExitCode: 3},
 	}
 	m := New(newFakeCtrl(), nil, Options{Now: func() time.Time { return wallAt(0) }, Renderer: asciiRenderer()})
 	m = update(t, m, eventsMsg{events: evs})
@@ -403,8 +403,8 @@ func TestMalformedEventsNeverPanic(t *testing.T) {
 
 func TestWarningBeforeReadyShowsTroubleUntilTheClusterIsUp(t *testing.T) {
 	sc := withEvents(sceneStartup(), -15*time.Second,
-		experiment.Event{Kind: experiment.KindWarning, Message: "source-1 slow to answer /health (5s)"},
-		experiment.Event{Kind: experiment.KindLog, Log: &experiment.LogLine{Engine: "source-1", Line: "loading model weights"}},
+		event.Event{Kind: event.KindWarning, Message: "source-1 slow to answer /health (5s)"},
+		event.Event{Kind: event.KindLog, Log: &event.LogLine{Engine: "source-1", Line: "loading model weights"}},
 	)
 	m := feed(t, sc, 80, 24)
 	v := m.View()
@@ -420,9 +420,9 @@ func TestWarningBeforeReadyShowsTroubleUntilTheClusterIsUp(t *testing.T) {
 		t.Errorf("logs of the engines not up were not asked for on the warning (stage %d)", m.tailsStage)
 	}
 	up := withEvents(sc, -14*time.Second,
-		engineEv(1, experiment.StateReady),
-		experiment.Event{Kind: experiment.KindEngine, Engine: engineInfo("decoder", 0, experiment.StateReady, 4300, time.Second)},
-		experiment.Event{Kind: experiment.KindPhase, Phase: experiment.PhaseWarmup},
+		engineEv(1, event.StateReady),
+		event.Event{Kind: event.KindEngine, Engine: engineInfo("decoder", 0, event.StateReady, 4300, time.Second)},
+		event.Event{Kind: event.KindPhase, Phase: event.PhaseWarmup},
 	)
 	if v := feed(t, up, 80, 24).View(); !strings.Contains(v, "ENGINE") || !strings.Contains(v, "phase WARM-UP") {
 		t.Errorf("the dashboard did not open once the cluster was up:\n%s", v)
@@ -458,11 +458,11 @@ func TestWindowsFollowTheRunsTimeScale(t *testing.T) {
 }
 
 func TestRunRefusesMissingInputs(t *testing.T) {
-	ch := make(chan experiment.Event)
+	ch := make(chan event.Event)
 	tests := []struct {
 		name   string
-		ctrl   experiment.Controller
-		events <-chan experiment.Event
+		ctrl   event.Controller
+		events <-chan event.Event
 		want   string
 	}{
 		{name: "no controller", events: ch, want: "dashboard: no experiment controller"},

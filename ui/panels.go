@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 )
 
 // Panels are dumb: each is handed what it shows and renders it in the size
@@ -58,8 +58,8 @@ func spread(left, right string, w int) string {
 
 // headerPanel is the top two lines: what runs, where it is, what comes next.
 type headerPanel struct {
-	run       *experiment.RunInfo
-	phase     experiment.Phase
+	run       *event.RunInfo
+	phase     event.Phase
 	nowT      time.Duration
 	elapsed   time.Duration
 	scale     float64
@@ -206,7 +206,7 @@ func (t procTable) Render(w, h int) string {
 	for _, e := range t.engines {
 		i := e.info
 		state := i.State
-		if i.Exit != "" && i.State == experiment.StateExited {
+		if i.Exit != "" && i.State == event.StateExited {
 			state += " (" + i.Exit + ")"
 		}
 		rows = append(rows, []string{
@@ -266,15 +266,15 @@ func pidOrDash(p int) string {
 // engineBadge maps a process state to the badge colours.
 func engineBadge(state string) badgeKind {
 	switch state {
-	case experiment.StateReady:
+	case event.StateReady:
 		return badgeReady
-	case experiment.StateStopped:
+	case event.StateStopped:
 		return badgeStalled
-	case experiment.StateExited:
+	case event.StateExited:
 		return badgeKilled
-	case experiment.StateRestarting:
+	case event.StateRestarting:
 		return badgeRestarting
-	case experiment.StateRemoved:
+	case event.StateRemoved:
 		return badgeRemoved
 	default:
 		return badgeStarting
@@ -349,7 +349,7 @@ func (c checksPanel) Render(w, h int) string {
 // the seed's table.
 type verdictTable struct {
 	verdict *check.Verdict
-	run     *experiment.RunInfo
+	run     *event.RunInfo
 	styles  *Styles
 }
 
@@ -396,7 +396,7 @@ func (v verdictTable) Render(w, h int) string {
 // startupView is the screen while engines come up, and the reason when
 // they did not.
 type startupView struct {
-	run      *experiment.RunInfo
+	run      *event.RunInfo
 	engines  []startupEngine
 	spinner  string
 	failed   bool
@@ -410,7 +410,7 @@ type startupView struct {
 
 type startupEngine struct {
 	name  string
-	info  *experiment.EngineInfo
+	info  *event.EngineInfo
 	ready bool
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/experiment"
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -66,7 +66,7 @@ func (s *sourceState) lastSpan() *span {
 
 // engineState is one engine's latest process state and its last log lines.
 type engineState struct {
-	info      experiment.EngineInfo
+	info      event.EngineInfo
 	logs      ring[string]
 	everReady bool
 	reported  bool // a KindEngine event named it (not only a log line)
@@ -92,8 +92,8 @@ type logEntry struct {
 // state is everything the dashboard derived from the run's events. The
 // Model owns it; panels only read it.
 type state struct {
-	run      *experiment.RunInfo
-	phase    experiment.Phase
+	run      *event.RunInfo
+	phase    event.Phase
 	sources  []*sourceState
 	engines  map[string]*engineState
 	log      ring[logEntry]
@@ -161,7 +161,7 @@ func (st *state) elapsed(now time.Time) time.Duration {
 // warm-up or a later phase, or every engine the run needs was ready.
 func (st *state) up() bool {
 	switch st.phase {
-	case "", experiment.PhaseStarting:
+	case "", event.PhaseStarting:
 	default:
 		return true
 	}
@@ -245,7 +245,7 @@ func (st *state) engineOf(i int) *engineState {
 
 // apply folds one event into the state. keep is how far back, in run time,
 // samples are still needed (the longest window shown).
-func (st *state) apply(ev experiment.Event, keep time.Duration) {
+func (st *state) apply(ev event.Event, keep time.Duration) {
 	if !ev.Wall.IsZero() {
 		if st.firstWall.IsZero() {
 			st.firstWall = ev.Wall
@@ -261,16 +261,16 @@ func (st *state) apply(ev experiment.Event, keep time.Duration) {
 	}
 
 	switch ev.Kind {
-	case experiment.KindRun:
+	case event.KindRun:
 		st.applyRun(ev)
-	case experiment.KindPhase:
+	case event.KindPhase:
 		if ev.Phase != "" && ev.Phase != st.phase {
 			st.phase = ev.Phase
 			st.addLog(ev.T, levelInfo, "phase: %s", ev.Phase)
 		}
-	case experiment.KindEngine:
+	case event.KindEngine:
 		st.applyEngine(ev)
-	case experiment.KindLog:
+	case event.KindLog:
 		if ev.Log == nil {
 			return
 		}
@@ -278,26 +278,26 @@ func (st *state) apply(ev experiment.Event, keep time.Duration) {
 			e.logs.Push(clean(ev.Log.Line))
 		}
 		st.addLog(ev.T, levelInfo, "[%s] %s", ev.Log.Engine, ev.Log.Line)
-	case experiment.KindFault:
+	case event.KindFault:
 		st.applyFault(ev)
-	case experiment.KindWindow:
+	case event.KindWindow:
 		st.applyWindow(ev)
-	case experiment.KindSamples:
+	case event.KindSamples:
 		st.applySamples(ev.Samples, keep)
-	case experiment.KindWarning:
+	case event.KindWarning:
 		st.addLog(ev.T, levelWarn, "warning: %s", ev.Message)
 		if !st.up() {
 			st.startFailed = true
 			st.addFailure(ev.Message)
 		}
-	case experiment.KindVerdict:
+	case event.KindVerdict:
 		st.applyVerdict(ev)
-	case experiment.KindEnd:
+	case event.KindEnd:
 		st.applyEnd(ev)
 	}
 }
 
-func (st *state) applyRun(ev experiment.Event) {
+func (st *state) applyRun(ev event.Event) {
 	if ev.Run == nil {
 		return
 	}
@@ -321,13 +321,13 @@ func (st *state) engine(name string) *engineState {
 		if len(st.engines) >= maxEngines {
 			return nil
 		}
-		e = &engineState{info: experiment.EngineInfo{Name: name}, logs: newRing[string](64)}
+		e = &engineState{info: event.EngineInfo{Name: name}, logs: newRing[string](64)}
 		st.engines[name] = e
 	}
 	return e
 }
 
-func (st *state) applyEngine(ev experiment.Event) {
+func (st *state) applyEngine(ev event.Event) {
 	if ev.Engine == nil || ev.Engine.Name == "" {
 		return
 	}
@@ -342,27 +342,27 @@ func (st *state) applyEngine(ev experiment.Event) {
 	if info.Role == "source" {
 		st.source(info.Index)
 	}
-	if info.State == experiment.StateReady {
+	if info.State == event.StateReady {
 		e.everReady = true
 	}
 	if known && prev == info.State {
 		return
 	}
 	switch info.State {
-	case experiment.StateExited:
+	case event.StateExited:
 		exit := info.Exit
 		if exit == "" {
 			exit = "no exit status"
 		}
 		st.addLog(ev.T, levelWarn, "%s exited (%s)", info.Name, exit)
-	case experiment.StateReady:
+	case event.StateReady:
 		st.addLog(ev.T, levelInfo, "%s ready (pid %d, :%d)", info.Name, info.Pid, info.HTTPPort)
 	default:
 		st.addLog(ev.T, levelInfo, "%s %s (pid %d)", info.Name, info.State, info.Pid)
 	}
 }
 
-func (st *state) applyFault(ev experiment.Event) {
+func (st *state) applyFault(ev event.Event) {
 	f := ev.Fault
 	if f == nil {
 		return
@@ -386,15 +386,15 @@ func (st *state) applyFault(ev experiment.Event) {
 	}
 	what := fmt.Sprintf("%s %s (%s)", f.Action, sourceEngine(f.Source), by)
 	switch f.Action {
-	case experiment.ActionStall:
+	case event.ActionStall:
 		s.stallFor = f.Duration
 		if f.Duration > 0 {
 			what += " for " + fmtSpan(f.Duration)
 		}
 		st.openSpan(s, ev.T)
-	case experiment.ActionKill, experiment.ActionRemove:
+	case event.ActionKill, event.ActionRemove:
 		st.openSpan(s, ev.T)
-	case experiment.ActionResume, experiment.ActionReady, experiment.ActionRestore:
+	case event.ActionResume, event.ActionReady, event.ActionRestore:
 		if sp := s.openSpan(); sp != nil {
 			sp.end, sp.open = ev.T, false
 		}
@@ -411,7 +411,7 @@ func (st *state) openSpan(s *sourceState, at time.Duration) {
 	s.spans.Push(span{start: at, open: true})
 }
 
-func (st *state) applyWindow(ev experiment.Event) {
+func (st *state) applyWindow(ev event.Event) {
 	w := ev.Window
 	if w == nil {
 		return
@@ -475,7 +475,7 @@ func (st *state) applySamples(samples []probe.Sample, keep time.Duration) {
 	}
 }
 
-func (st *state) applyVerdict(ev experiment.Event) {
+func (st *state) applyVerdict(ev event.Event) {
 	if ev.Verdict == nil {
 		return
 	}
@@ -499,7 +499,7 @@ func (st *state) applyVerdict(ev experiment.Event) {
 	st.addLog(ev.T, levelError, "verdict: FAIL (%s)", strings.Join(failed, ", "))
 }
 
-func (st *state) applyEnd(ev experiment.Event) {
+func (st *state) applyEnd(ev event.Event) {
 	if st.ended {
 		return
 	}
@@ -585,39 +585,39 @@ func (st *state) badge(i int, nowT, defaultStall time.Duration) (badgeKind, stri
 	}
 	// After a kill or a restore, "ready" only counts from a new process:
 	// an engine event from before the signal may still say ready.
-	respawned := engState == experiment.StateReady && pid != s.actionPid
+	respawned := engState == event.StateReady && pid != s.actionPid
 	switch {
-	case s.action == experiment.ActionRemove || engState == experiment.StateRemoved:
+	case s.action == event.ActionRemove || engState == event.StateRemoved:
 		return badgeRemoved, "REMOVED"
-	case s.action == experiment.ActionStall && engState != experiment.StateExited && engState != experiment.StateRestarting,
-		engState == experiment.StateStopped:
+	case s.action == event.ActionStall && engState != event.StateExited && engState != event.StateRestarting,
+		engState == event.StateStopped:
 		label := "STALLED"
 		dur := s.stallFor
 		if dur == 0 {
 			dur = defaultStall
 		}
-		if s.action == experiment.ActionStall && dur > 0 {
+		if s.action == event.ActionStall && dur > 0 {
 			label += " " + fmtCountdown(s.actionAt+dur-nowT)
 		}
 		return badgeStalled, label
-	case engState == experiment.StateRestarting:
+	case engState == event.StateRestarting:
 		return badgeRestarting, "RESTARTING"
-	case s.action == experiment.ActionKill && engState == experiment.StateStarting:
+	case s.action == event.ActionKill && engState == event.StateStarting:
 		return badgeRestarting, "RESTARTING"
-	case s.action == experiment.ActionKill && !respawned:
+	case s.action == event.ActionKill && !respawned:
 		return badgeKilled, "KILLED"
-	case s.action == experiment.ActionRestore && !respawned:
+	case s.action == event.ActionRestore && !respawned:
 		return badgeRestarting, "RESTARTING"
-	case engState == experiment.StateExited:
+	case engState == event.StateExited:
 		if exit != "" {
 			return badgeExited, "EXITED " + exit
 		}
 		return badgeExited, "EXITED"
-	case engState == experiment.StateStarting && restarts > 0:
+	case engState == event.StateStarting && restarts > 0:
 		return badgeRestarting, "RESTARTING"
-	case engState == experiment.StateStarting:
+	case engState == event.StateStarting:
 		return badgeStarting, "STARTING"
-	case engState == experiment.StateReady:
+	case engState == event.StateReady:
 		return badgeReady, "READY"
 	default:
 		return badgeUnknown, "WAITING"

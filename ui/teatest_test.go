@@ -9,14 +9,14 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 
-	"p2pfault/experiment"
+	"p2pfault/event"
 )
 
 // program runs the dashboard in a teatest program fed by a live channel,
 // with the scene's events already sent.
-func program(t *testing.T, sc scene) (*teatest.TestModel, chan experiment.Event) {
+func program(t *testing.T, sc scene) (*teatest.TestModel, chan event.Event) {
 	t.Helper()
-	events := make(chan experiment.Event, len(sc.events)+16)
+	events := make(chan event.Event, len(sc.events)+16)
 	for _, ev := range sc.events {
 		events <- ev
 	}
@@ -101,7 +101,7 @@ func TestProgramStallOnARemovedSourceSaysWhyAndCallsNothing(t *testing.T) {
 	waitOutput(t, tm, "READY")
 
 	// The source is removed while the dashboard runs.
-	for _, ev := range []experiment.Event{faultEv(experiment.ActionRemove, 0), engineEv(0, experiment.StateRemoved)} {
+	for _, ev := range []event.Event{faultEv(event.ActionRemove, 0), engineEv(0, event.StateRemoved)} {
 		ev.T, ev.Wall = sc.now, wallAt(sc.now)
 		events <- ev
 	}
@@ -122,7 +122,7 @@ func TestProgramFollowsLiveEvents(t *testing.T) {
 	sc := sceneSteady()
 	tm, events := program(t, sc)
 	waitOutput(t, tm, "READY")
-	ev := faultEv(experiment.ActionStall, 1)
+	ev := faultEv(event.ActionStall, 1)
 	ev.Fault.Duration = 30 * time.Second
 	ev.T, ev.Wall = sc.now, wallAt(sc.now)
 	events <- ev

@@ -1,8 +1,9 @@
-// Package experiment runs one fault experiment (cluster + warm-up + probe +
-// fault timeline + checks) and reports it as a stream of typed events. The
-// dashboard, the headless printer and the report writers are faces that read
-// the same events; none of them touches a process.
-package experiment
+// Package event holds the types of the event stream one fault experiment
+// produces (package experiment) and its faces read: the dashboard, the
+// headless printer and the report writers. It is a leaf of its own so the
+// faces and `p2pfault report` depend on the stream, not on the code that
+// runs processes.
+package event
 
 import (
 	"time"
