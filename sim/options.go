@@ -163,21 +163,13 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 		}
 	}
 
-	handshake := 30 * time.Second
-	if v := getenv("VLLM_P2P_HANDSHAKE_TIMEOUT_S"); v != "" {
-		s, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(s > 0) || math.IsInf(s, 0) {
-			return fail("VLLM_P2P_HANDSHAKE_TIMEOUT_S=%q: must be a positive number of seconds", v)
-		}
-		handshake = time.Duration(s * float64(time.Second))
+	handshake, err := envSeconds(getenv, "VLLM_P2P_HANDSHAKE_TIMEOUT_S", 30*time.Second)
+	if err != nil {
+		return serveConfig{}, err
 	}
-	statsInterval := 10 * time.Second
-	if v := getenv("VLLM_LOG_STATS_INTERVAL"); v != "" {
-		s, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(s > 0) || math.IsInf(s, 0) {
-			return fail("VLLM_LOG_STATS_INTERVAL=%q: must be a positive number of seconds", v)
-		}
-		statsInterval = time.Duration(s * float64(time.Second))
+	statsInterval, err := envSeconds(getenv, "VLLM_LOG_STATS_INTERVAL", 10*time.Second)
+	if err != nil {
+		return serveConfig{}, err
 	}
 	if f.disableLogStats {
 		statsInterval = 0
@@ -241,6 +233,20 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 		return fail("--sim-time-scale %g: %v", f.timeScale, err)
 	}
 	return c, nil
+}
+
+// envSeconds reads a vLLM environment variable holding a positive number
+// of seconds; unset means def.
+func envSeconds(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	s, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(s > 0) || math.IsInf(s, 0) {
+		return 0, exitcode.Usagef("%s=%q: must be a positive number of seconds", name, v)
+	}
+	return time.Duration(s * float64(time.Second)), nil
 }
 
 // hashSeed resolves PYTHONHASHSEED as Python does: unset or "random" means
