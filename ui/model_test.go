@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -207,6 +208,39 @@ func TestLogKeyShowsTheSelectedEngineLogFullScreen(t *testing.T) {
 	}
 	if v := press(t, m, "esc").View(); !strings.Contains(v, "ENGINE") {
 		t.Errorf("esc did not go back to the dashboard:\n%s", v)
+	}
+}
+
+func TestLogViewWrapsLongLinesAndKeepsTheNewest(t *testing.T) {
+	stats := "INFO 11-29 17:38:39 [loggers] Engine 000: Avg prompt throughput: 3991.0 tokens/s, Avg generation throughput: 10.0 tokens/s, " +
+		"Running: 0 reqs, Waiting: 41 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%, External prefix cache hit rate: 82.8%"
+	sc := sceneSteady()
+	var lines []string
+	for i := range 40 {
+		lines = append(lines, fmt.Sprintf("INFO old line %d", i))
+	}
+	sc.ctrl.logs["source-0"] = append(lines, stats, "INFO newest")
+	v := press(t, feed(t, sc, 80, 24), "l").View()
+	rows := strings.Split(v, "\n")
+	if len(rows) != 24 {
+		t.Fatalf("log view is %d rows, want 24", len(rows))
+	}
+	for i, r := range rows {
+		if w := lipgloss.Width(r); w > 80 {
+			t.Errorf("row %d is %d cells wide: %q", i, w, r)
+		}
+	}
+	flat := strings.Join(strings.Fields(v), " ")
+	for _, want := range []string{"Waiting: 41 reqs", "External prefix cache hit rate: 82.8%", "INFO newest", "INFO old line 39"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("log view lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "…") {
+		t.Errorf("a log line was truncated:\n%s", v)
+	}
+	if strings.Contains(v, "old line 0\n") || strings.Contains(v, "INFO old line 1 ") {
+		t.Errorf("the oldest lines should have scrolled away:\n%s", v)
 	}
 }
 

@@ -501,13 +501,40 @@ func (v logView) Render(w, h int) string {
 	title := s.Title.Render("log: "+v.engine) + s.Dim.Render(fmt.Sprintf("  (last %d lines)", len(v.lines)))
 	lines := []string{title}
 	body := h - 1
-	ls := v.lines
-	if len(ls) > body {
-		ls = ls[len(ls)-body:]
-	}
-	if len(ls) == 0 {
+	if len(v.lines) == 0 {
 		lines = append(lines, s.Dim.Render("no output yet"))
 	}
-	lines = append(lines, ls...)
+	// Long lines (vLLM's stats line is ~250 columns) wrap, indented, rather
+	// than lose their end: the newest lines that fit are shown whole.
+	var rows []string
+	for i := len(v.lines) - 1; i >= 0 && len(rows) < body; i-- {
+		rows = append(wrapLine(v.lines[i], w), rows...)
+	}
+	if len(rows) > body {
+		rows = rows[len(rows)-body:]
+	}
+	lines = append(lines, rows...)
 	return block(lines, w, h)
+}
+
+// logIndent marks a wrapped line's continuation rows.
+const logIndent = "  "
+
+// wrapLine breaks line into rows of at most w cells, at spaces where it
+// can; rows after the first are indented.
+func wrapLine(line string, w int) []string {
+	if w <= len(logIndent)+1 || ansi.StringWidth(line) <= w {
+		return []string{line}
+	}
+	first := ansi.Wrap(line, w, "")
+	rows := strings.Split(first, "\n")
+	if len(rows) == 1 {
+		return rows
+	}
+	rest := strings.Join(rows[1:], " ")
+	out := []string{rows[0]}
+	for _, r := range strings.Split(ansi.Wrap(rest, w-len(logIndent), ""), "\n") {
+		out = append(out, logIndent+r)
+	}
+	return out
 }
