@@ -66,6 +66,13 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		if os.Getenv("FAULTS") == "1" {
 			// The seed's knob: the slice, with the flags given to bare
 			// p2pfault (they are run's) and the slice's default arms and cases.
+			// run's own flags have no meaning in a slice: say so rather than
+			// ignore them.
+			for _, name := range []string{"case", "arm", "headless", "duration", "timeline"} {
+				if cmd.Flags().Changed(name) {
+					return exitcode.Usagef("FAULTS=1 runs the slice, which has no --%s (see `p2pfault slice --help`: --arms, --cases)", name)
+				}
+			}
 			return runSlice(cmd, &sliceOptions{flags: runOpts.flags, arms: []string{"main", "fixed"}, cases: experiment.Cases})
 		}
 		return runRun(cmd, runOpts)

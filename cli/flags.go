@@ -54,7 +54,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.decoderPort, "decoder-port", 0, "fix the decoder's HTTP port (default 8200, or a free port when taken)")
 	fs.IntVar(&f.p2pPort, "p2p-port", 0, "fix the P2P ports: source i on this + i, the decoder after the sources (default 7777)")
 	fs.StringVar(&f.loadPolicy, "kv-load-failure-policy", "recompute", "kv_load_failure_policy of every engine: recompute (a KV load that fails because its source died prefills locally) or fail (vLLM's default: the request errors)")
-	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from the kernel instead of the defaults (parallel runs, tests)")
+	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from a pool below the kernel's ephemeral range instead of the defaults (parallel runs, tests)")
 	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
 
@@ -74,21 +74,21 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.bounds.RecoveryWindow, "bound-recovery-window", def.RecoveryWindow, "check 5: window after SIGCONT or the restart")
 	fs.Float64Var(&f.bounds.RecoveryHitRate, "bound-recovery-hit-rate", def.RecoveryHitRate, "check 5: fraction of pulls naming the faulted source that hit again")
 
-	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json (default p2pfault-runs/DATE-TIME-ARM-CASE)")
+	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json (default p2pfault-runs/DATE-TIME-ARM-CASE; for slice, p2pfault-runs/DATE-TIME-slice)")
 }
 
 // sourcesFromEnv honours the seed's NUM_PREFILL_INSTANCES.
 func (f *clusterFlags) sourceCount(fs *pflag.FlagSet) (int, error) {
 	if fs.Changed("sources") {
-		if f.sources < 1 {
-			return 0, exitcode.Usagef("--sources %d: want at least 1", f.sources)
+		if f.sources < 1 || f.sources > runner.MaxSources {
+			return 0, exitcode.Usagef("--sources %d: want 1 to %d", f.sources, runner.MaxSources)
 		}
 		return f.sources, nil
 	}
 	if v, ok := os.LookupEnv("NUM_PREFILL_INSTANCES"); ok && v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return 0, exitcode.Usagef("NUM_PREFILL_INSTANCES=%q: want a number of sources, at least 1", v)
+		if err != nil || n < 1 || n > runner.MaxSources {
+			return 0, exitcode.Usagef("NUM_PREFILL_INSTANCES=%q: want a number of sources, 1 to %d", v, runner.MaxSources)
 		}
 		return n, nil
 	}
@@ -100,6 +100,11 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 	n, err := f.sourceCount(fs)
 	if err != nil {
 		return experiment.Config{}, err
+	}
+	switch f.loadPolicy {
+	case "fail", "recompute":
+	default:
+		return experiment.Config{}, exitcode.Usagef("--kv-load-failure-policy %q: want recompute or fail", f.loadPolicy)
 	}
 	if f.timeScale <= 0 {
 		return experiment.Config{}, exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)

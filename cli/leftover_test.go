@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,46 +20,60 @@ import (
 // TestLeftEngineIsWarnedAboutAndCleanedUp: a sessions.json whose owner is
 // gone names a process that is still alive (an engine a crashed run left
 // behind). A new run in that folder warns about it; `p2pfault cleanup DIR`
-// ends it, after checking it is still that process.
+// ends it, after checking it is still that process. DIR may be the run's
+// folder or, for a slice, the folder that holds its rows.
 func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
-	loner := exec.Command("sleep", "300")
-	loner.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := loner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := loner.Process.Pid
-	reaped := make(chan struct{})
-	go func() { _ = loner.Wait(); close(reaped) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-reaped
-	})
-	dir := t.TempDir()
-	writeSessions(t, dir, pid)
+	for _, tt := range []struct{ name, row string }{{"run folder", ""}, {"slice folder", "main-kill"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			loner := exec.Command("sleep", "300")
+			loner.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := loner.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := loner.Process.Pid
+			reaped := make(chan struct{})
+			go func() { _ = loner.Wait(); close(reaped) }()
+			t.Cleanup(func() {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				<-reaped
+			})
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, tt.row), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeSessions(t, filepath.Join(dir, tt.row), pid)
 
-	var stdout, stderr bytes.Buffer
-	// A bad timeline ends the run after the folder was checked and before
-	// anything starts.
-	code := cli.Main([]string{"run", "--headless", "--out", dir, "--timeline", "at 1x stall source-0"}, strings.NewReader(""), &stdout, &stderr)
-	if code != 2 {
-		t.Fatalf("exit %d, want 2\n%s", code, stderr.String())
-	}
-	want := "warning: 1 engine(s) of an earlier run in " + dir + " are still alive"
-	if !strings.Contains(stderr.String(), want) {
-		t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())
-	}
+			// A fixed port that is taken ends the run after the folder was
+			// checked and before any engine starts.
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+			var stdout, stderr bytes.Buffer
+			code := cli.Main([]string{"run", "--headless", "--out", dir, "--decoder-port", port}, strings.NewReader(""), &stdout, &stderr)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2\n%s", code, stderr.String())
+			}
+			want := "warning: 1 engine(s) of an earlier run in " + filepath.Join(dir, tt.row) + " are still alive"
+			if !strings.Contains(stderr.String(), want) {
+				t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())
+			}
 
-	stdout.Reset()
-	if code := cli.Main([]string{"cleanup", dir}, strings.NewReader(""), &stdout, &stderr); code != 0 {
-		t.Fatalf("cleanup exit %d\n%s%s", code, stdout.String(), stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "ended 1 engine") {
-		t.Fatalf("cleanup output: %s", stdout.String())
-	}
-	select {
-	case <-reaped:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the left engine (pid %d) is still alive 10 s after cleanup", pid)
+			stdout.Reset()
+			if code := cli.Main([]string{"cleanup", dir}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("cleanup exit %d\n%s%s", code, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), "ended 1 engine") {
+				t.Fatalf("cleanup output: %s", stdout.String())
+			}
+			select {
+			case <-reaped:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the left engine (pid %d) is still alive 10 s after cleanup", pid)
+			}
+		})
 	}
 }
 

@@ -61,13 +61,30 @@ func newCleanupCommand() *cobra.Command {
 		Short: "End the engines a run left behind (reads DIR/sessions.json)",
 		Long: "Read the sessions.json a run keeps in its output folder and end every engine it\n" +
 			"names that is still alive and still that engine (checked by its start time in\n" +
-			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace. Without DIR, every run folder\n" +
-			"under ./p2pfault-runs.",
-		Args: cobra.MaximumNArgs(1),
+			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace. DIR may be a run's folder or a\n" +
+			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return exitcode.Usagef("cleanup: want at most one folder, got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dirs := args
-			if len(dirs) == 0 {
+			var dirs []string
+			if len(args) == 0 {
 				dirs = runDirs()
+			} else {
+				st, err := os.Stat(args[0])
+				if err != nil {
+					return exitcode.Usagef("cleanup: %w", err)
+				}
+				if !st.IsDir() {
+					return exitcode.Usagef("cleanup %s: not a folder (give a run's or a slice's output folder)", args[0])
+				}
+				if dirs = sessionDirs(args[0]); len(dirs) == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "cleanup: no %s in %s or its row folders: nothing to clean up\n", runner.SessionsFile, args[0])
+					return nil
+				}
 			}
 			total := 0
 			for _, d := range dirs {

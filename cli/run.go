@@ -92,11 +92,13 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if cfg.Duration == 0 && headless && caseName == experiment.CaseNone && o.timeline == "" {
 		cfg.Duration = experiment.DefaultNoneDuration
 	}
-	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
-		return err
-	}
+	// New checks the whole configuration (timeline, ports, engine flags)
+	// without touching the disk, so a usage error leaves no folder behind.
 	exp, err := experiment.New(cfg)
 	if err != nil {
+		return err
+	}
+	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 
@@ -142,7 +144,10 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 			runErr = exitcode.ErrInterrupted
 		}
 	}
-	if werr := writeReports(cmd.OutOrStdout(), out, headless); werr != nil && runErr == nil {
+	// A run that could not start (a port in use, an engine that failed)
+	// has no verdict to show: the error says what went wrong.
+	printTable := headless && exitcode.Code(runErr) != exitcode.Usage
+	if werr := writeReports(cmd.OutOrStdout(), out, printTable); werr != nil && runErr == nil {
 		runErr = werr
 	}
 	if runErr != nil {
@@ -165,7 +170,7 @@ func prepareOut(out string, stderr io.Writer) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return exitcode.Usagef("create output folder %s: %w", out, err)
 	}
-	for _, dir := range append([]string{out}, runDirs()...) {
+	for _, dir := range append(sessionDirs(out), runDirs()...) {
 		left, err := runner.Leftovers(dir)
 		if err != nil {
 			continue
@@ -187,8 +192,19 @@ func prepareOut(out string, stderr io.Writer) error {
 // sessions.json (a slice's rows are one level deeper).
 func runDirs() []string {
 	var dirs []string
-	for _, pattern := range []string{"p2pfault-runs/*/" + runner.SessionsFile, "p2pfault-runs/*/*/" + runner.SessionsFile} {
-		found, _ := filepath.Glob(pattern)
+	found, _ := filepath.Glob("p2pfault-runs/*")
+	for _, d := range found {
+		dirs = append(dirs, sessionDirs(d)...)
+	}
+	return dirs
+}
+
+// sessionDirs returns dir if it holds a sessions.json, and the row folders
+// of a slice in dir that do.
+func sessionDirs(dir string) []string {
+	var dirs []string
+	for _, pattern := range []string{runner.SessionsFile, "*/" + runner.SessionsFile} {
+		found, _ := filepath.Glob(filepath.Join(dir, pattern))
 		for _, f := range found {
 			dirs = append(dirs, filepath.Dir(f))
 		}

@@ -67,9 +67,6 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	if out == "" {
 		out = defaultOut("slice")
 	}
-	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
-		return err
-	}
 	parallel := o.parallel
 	if parallel <= 0 {
 		parallel = len(rows)
@@ -100,11 +97,18 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		// script's defaults.
 		cfg.Cluster.FreePorts = cfg.Cluster.FreePorts || parallel > 1
 		cfg.Cluster.PortPool = pool
-		if err := os.MkdirAll(r.out, 0o755); err != nil {
-			return exitcode.Usagef("create output folder %s: %w", r.out, err)
-		}
 		if exps[i], err = experiment.New(cfg); err != nil {
 			return err
+		}
+	}
+	// Every row's configuration is checked before any folder is made, so a
+	// usage error leaves nothing behind.
+	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := os.MkdirAll(r.out, 0o755); err != nil {
+			return exitcode.Usagef("create output folder %s: %w", r.out, err)
 		}
 	}
 

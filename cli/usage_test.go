@@ -3,6 +3,8 @@ package cli_test
 import (
 	"bytes"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +14,7 @@ import (
 
 // TestBadInputIsAUsageErrorThatNamesIt: every bad flag, value, argument or
 // environment knob ends with exit 2 and a message naming the bad thing,
-// before any engine starts.
+// before any engine starts and before the output folder is made.
 func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 	tests := []struct {
 		name string
@@ -34,11 +36,20 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"bad engine", []string{"run", "--headless", "--engine", "tpu"}, nil, `engine "tpu"`},
 		{"bad timeline", []string{"run", "--headless", "--timeline", "at 10x stall source-0"}, nil, "10x"},
 		{"timeline names a missing source", []string{"run", "--headless", "--timeline", "at 1s stall source-5 for 1s"}, nil, "source-5"},
+		{"too many sources", []string{"run", "--headless", "--sources", "65"}, nil, "--sources 65"},
+		{"too many NUM_PREFILL_INSTANCES", []string{"run", "--headless"}, map[string]string{"NUM_PREFILL_INSTANCES": "100"}, `NUM_PREFILL_INSTANCES="100"`},
+		{"bad load-failure policy", []string{"run", "--headless", "--kv-load-failure-policy", "retry"}, nil, `--kv-load-failure-policy "retry"`},
+		{"FAULTS=1 with a run-only flag", []string{"--case", "kill"}, map[string]string{"FAULTS": "1"}, "FAULTS=1 runs the slice, which has no --case"},
 		{"slice bad arm", []string{"slice", "--arms", "main,broken"}, nil, `arm "broken"`},
+		{"slice with fixed ports in parallel", []string{"slice", "--source-port", "9100"}, nil, "add --parallel 1"},
 		{"slice bad case", []string{"slice", "--cases", "stall,none"}, nil, `"none"`},
 		{"slice vllm arm without NAME=", []string{"slice", "--engine", "vllm", "--arm", "main"}, nil, `--arm "main"`},
 		{"report without a file", []string{"report"}, nil, "want one events.jsonl"},
 		{"report of a missing file", []string{"report", "/nonexistent/events.jsonl"}, nil, "/nonexistent/events.jsonl"},
+		{"report of a folder without events", []string{"report", "/"}, nil, "events.jsonl"},
+		{"cleanup of a missing folder", []string{"cleanup", "/nonexistent/run"}, nil, "/nonexistent/run"},
+		{"cleanup of a file", []string{"cleanup", "/etc/hostname"}, nil, "/etc/hostname: not a folder"},
+		{"cleanup of two folders", []string{"cleanup", "a", "b"}, nil, "at most one folder"},
 		{"sim bad port", []string{"sim", "serve", "m", "--port", "http"}, nil, "port"},
 		{"sim unknown flag", []string{"sim", "serve", "m", "--frobnicate"}, nil, "--frobnicate"},
 	}
@@ -48,8 +59,9 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			args := append([]string{}, tt.args...)
-			if tt.args[0] == "run" || tt.args[0] == "slice" {
-				args = append(args, "--out", t.TempDir())
+			out := filepath.Join(t.TempDir(), "out")
+			if tt.args[0] != "report" && tt.args[0] != "cleanup" && tt.args[0] != "sim" {
+				args = append(args, "--out", out)
 			}
 			var stdout, stderr bytes.Buffer
 			code := cli.Main(args, strings.NewReader(""), &stdout, &stderr)
@@ -58,6 +70,9 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), tt.want) {
 				t.Fatalf("p2pfault %s: stderr %q does not name %q", strings.Join(args, " "), stderr.String(), tt.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("p2pfault %s: a usage error left the output folder %s behind", strings.Join(args, " "), out)
 			}
 		})
 	}
@@ -80,5 +95,9 @@ func TestFixedPortTakenIsExit2NamingThePort(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), strconv.Itoa(port)) {
 		t.Fatalf("stderr %q does not name port %d", stderr.String(), port)
+	}
+	// The run never started: no verdict table, which would read as a FAIL.
+	if strings.Contains(stdout.String(), "faulted source p50") {
+		t.Errorf("a run that could not start printed a verdict table:\n%s", stdout.String())
 	}
 }

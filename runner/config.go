@@ -34,6 +34,7 @@ const (
 const (
 	DefaultModel           = "meta-llama/Llama-3.2-1B-Instruct"
 	DefaultSources         = 2
+	MaxSources             = 64 // a cap on the cluster a run starts; the default ports leave room for it
 	DefaultSourceHTTPPort  = 8100
 	DefaultDecoderHTTPPort = 8200
 	DefaultP2PPort         = 7777
@@ -115,8 +116,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Sources = DefaultSources
 	case cfg.Sources < 0:
 		return cfg, exitcode.Usagef("sources %d: want at least 1", cfg.Sources)
-	case cfg.Sources > 64:
-		return cfg, exitcode.Usagef("sources %d: at most 64 engines fit the port ranges", cfg.Sources)
+	case cfg.Sources > MaxSources:
+		return cfg, exitcode.Usagef("sources %d: at most %d engines fit the port ranges", cfg.Sources, MaxSources)
 	}
 	if cfg.Model == "" {
 		cfg.Model = DefaultModel
