@@ -34,8 +34,10 @@ type Cluster struct {
 	stopDone  chan struct{}
 	stopErr   error
 	watchMu   sync.Mutex
-	unwatch   func() bool // ends the watch of Start's ctx
-	sessionMu sync.Mutex  // serialises writes of sessions.json
+	unwatch   func() bool    // ends the watch of Start's ctx
+	sessionMu sync.Mutex     // serialises writes of sessions.json
+	finalSave bool           // sessions.json was written by Stop: no write after it
+	workers   sync.WaitGroup // log readers and reapers, waited for by Stop
 	leftovers []SessionEntry
 	owner     ProcID
 	bootID    string
@@ -196,7 +198,19 @@ func (c *Cluster) stop(ctx context.Context) error {
 		wg.Go(func() { errs[i] = e.stopForGood(ctx) })
 	}
 	wg.Wait()
+	// The reapers and log readers end once the sessions are gone; wait for
+	// them (bounded by ctx) so nothing writes to the output folder after
+	// Stop returns.
+	done := make(chan struct{})
+	go func() { c.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 	errs = append(errs, c.writeSessions())
+	c.sessionMu.Lock()
+	c.finalSave = true
+	c.sessionMu.Unlock()
 	c.spawn.close()
 	c.events.close()
 	if err := errors.Join(errs...); err != nil {

@@ -263,8 +263,8 @@ func (e *Engine) launch() (*process, error) {
 	e.proc, e.intent, e.exit = p, intentNone, ""
 	e.changeLocked(StateStarting)
 	e.mu.Unlock()
-	go e.readLogs(p, pr, logf)
-	go e.reap(p)
+	e.c.workers.Go(func() { e.readLogs(p, pr, logf) })
+	e.c.workers.Go(func() { e.reap(p) })
 	_ = e.c.writeSessions()
 	return p, nil
 }

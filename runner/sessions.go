@@ -81,6 +81,9 @@ func bootID() string {
 func (c *Cluster) writeSessions() error {
 	c.sessionMu.Lock()
 	defer c.sessionMu.Unlock()
+	if c.finalSave {
+		return nil
+	}
 	f := sessionsFile{Updated: time.Now(), Owner: c.owner, BootID: c.bootID, Engines: []SessionEntry{}, Leftovers: c.leftovers}
 	for _, e := range c.engines {
 		e.mu.Lock()
