@@ -23,7 +23,10 @@ import (
 // ends it, after checking it is still that process. DIR may be the run's
 // folder or, for a slice, the folder that holds its rows.
 func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
-	for _, tt := range []struct{ name, row string }{{"run folder", ""}, {"slice folder", "main-kill"}} {
+	for _, tt := range []struct {
+		name, row string
+		underRuns bool // the folder is under ./p2pfault-runs, which every run also scans
+	}{{"run folder", "", false}, {"slice folder", "main-kill", false}, {"run folder under ./p2pfault-runs", "", true}} {
 		t.Run(tt.name, func(t *testing.T) {
 			loner := exec.Command("sleep", "300")
 			loner.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -38,6 +41,10 @@ func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
 				<-reaped
 			})
 			dir := t.TempDir()
+			if tt.underRuns {
+				t.Chdir(dir)
+				dir = filepath.Join("p2pfault-runs", "old")
+			}
 			if err := os.MkdirAll(filepath.Join(dir, tt.row), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -57,8 +64,8 @@ func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
 				t.Fatalf("exit %d, want 2\n%s", code, stderr.String())
 			}
 			want := "warning: 1 engine(s) of an earlier run in " + filepath.Join(dir, tt.row) + " are still alive"
-			if !strings.Contains(stderr.String(), want) {
-				t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())
+			if n := strings.Count(stderr.String(), want); n != 1 {
+				t.Fatalf("stderr has %q %d times, want once:\n%s", want, n, stderr.String())
 			}
 
 			stdout.Reset()

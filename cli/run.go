@@ -170,7 +170,14 @@ func prepareOut(out string, stderr io.Writer) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return exitcode.Usagef("create output folder %s: %w", out, err)
 	}
+	seen := map[string]bool{}
 	for _, dir := range append(sessionDirs(out), runDirs()...) {
+		if abs, err := filepath.Abs(dir); err == nil {
+			if seen[abs] { // the run's own folder may be under ./p2pfault-runs
+				continue
+			}
+			seen[abs] = true
+		}
 		left, err := runner.Leftovers(dir)
 		if err != nil {
 			continue

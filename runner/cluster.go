@@ -185,6 +185,10 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return c.stopErr
 }
 
+// workersWait bounds how long Stop waits for reapers and log readers once
+// every engine is stopped.
+const workersWait = 2 * time.Second
+
 func (c *Cluster) stop(ctx context.Context) error {
 	c.watchMu.Lock()
 	if c.unwatch != nil {
@@ -199,13 +203,15 @@ func (c *Cluster) stop(ctx context.Context) error {
 	}
 	wg.Wait()
 	// The reapers and log readers end once the sessions are gone; wait for
-	// them (bounded by ctx) so nothing writes to the output folder after
-	// Stop returns.
+	// them so nothing writes to the output folder after Stop returns. A log
+	// reader whose pipe a stray process still holds is not waited for
+	// longer than stopForGood waits for it.
 	done := make(chan struct{})
 	go func() { c.workers.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
+	case <-time.After(workersWait):
 	}
 	errs = append(errs, c.writeSessions())
 	c.sessionMu.Lock()
