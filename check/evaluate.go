@@ -19,29 +19,40 @@ import (
 // in.Window.Recovers, recovery_hits_again. A check whose window holds no pull
 // fails with Empty set: an empty window proves nothing, so it must never pass
 // silently.
+//
+// Pulls cut short by an early end of the run (probe.Sample.Aborted) never
+// got an answer, so they are not judged, with one exception: a pull naming
+// the faulted source that had already waited longer than the faulted_max
+// bound when it was cut has failed that check, however it would have ended.
 func Evaluate(in Input) Verdict {
 	w := in.Window
 	b := in.Bounds
 
-	all := selectPulls(in.Samples, func(s probe.Sample) bool {
+	answered := selectPulls(in.Samples, func(s probe.Sample) bool { return !s.Aborted })
+	cut := selectPulls(in.Samples, func(s probe.Sample) bool { return s.Aborted && inWindow(s.Start, 0, in.RunEnd) })
+	cutFaulted := selectPulls(cut, func(s probe.Sample) bool {
+		return s.Source == w.Source && inWindow(s.Start, w.Start, w.End)
+	})
+
+	all := selectPulls(answered, func(s probe.Sample) bool {
 		return inWindow(s.Start, 0, in.RunEnd)
 	})
-	faulted := selectPulls(in.Samples, func(s probe.Sample) bool {
+	faulted := selectPulls(answered, func(s probe.Sample) bool {
 		return s.Source == w.Source && inWindow(s.Start, w.Start, w.End)
 	})
 	detectFrom := w.Start + b.DetectAfter
 	afterDetect := selectPulls(faulted, func(s probe.Sample) bool { return s.Start >= detectFrom })
-	healthy := selectPulls(in.Samples, func(s probe.Sample) bool {
+	healthy := selectPulls(answered, func(s probe.Sample) bool {
 		return s.Source != w.Source && inWindow(s.Start, w.Start, w.End)
 	})
 	recEnd := min(w.End+b.RecoveryWindow, in.RunEnd)
-	recovery := selectPulls(in.Samples, func(s probe.Sample) bool {
+	recovery := selectPulls(answered, func(s probe.Sample) bool {
 		return s.Source == w.Source && inWindow(s.Start, w.End, recEnd)
 	})
 
 	checks := []Result{
-		checkAll200(all, in.RunEnd),
-		checkFaultedMax(faulted, w, b),
+		checkAll200(all, len(cut), in.RunEnd),
+		checkFaultedMax(faulted, cutFaulted, w, b),
 		checkFaultedMedian(afterDetect, detectFrom, w, b),
 		checkHealthy(healthy, w, b),
 	}
@@ -101,8 +112,13 @@ func (s Stats) SeedLine(label string) string {
 		label, s.N, s.Pulled, s.P50.Seconds(), s.Max.Seconds())
 }
 
-func checkAll200(all []probe.Sample, runEnd time.Duration) Result {
-	r := Result{Name: NameAll200}
+func checkAll200(all []probe.Sample, cut int, runEnd time.Duration) (r Result) {
+	r = Result{Name: NameAll200}
+	defer func() {
+		if cut > 0 {
+			r.Detail += fmt.Sprintf("; %d still in flight when the run ended early, not judged", cut)
+		}
+	}()
 	if len(all) == 0 {
 		return emptyResult(r, "no decoder request", 0, runEnd)
 	}
@@ -127,16 +143,27 @@ func checkAll200(all []probe.Sample, runEnd time.Duration) Result {
 	return r
 }
 
-func checkFaultedMax(faulted []probe.Sample, w Window, b Bounds) Result {
+func checkFaultedMax(faulted, cut []probe.Sample, w Window, b Bounds) Result {
 	r := Result{Name: NameFaultedBound}
-	if len(faulted) == 0 {
-		return emptyResult(r, "no pull naming the faulted source", w.Start, w.End)
+	byLatency := func(a, b probe.Sample) int { return cmp.Compare(a.Latency, b.Latency) }
+	var slowest probe.Sample
+	if len(faulted) > 0 {
+		slowest = slices.MaxFunc(faulted, byLatency)
 	}
-	slowest := slices.MaxFunc(faulted, func(a, b probe.Sample) int { return cmp.Compare(a.Latency, b.Latency) })
 	if slowest.Latency > b.FaultedMax {
 		r.Detail = fmt.Sprintf("a request naming the faulted source took %s (bound %s)",
 			secs1(slowest.Latency), secs1(b.FaultedMax))
 		return r
+	}
+	if len(cut) > 0 {
+		if waited := slices.MaxFunc(cut, byLatency); waited.Latency > b.FaultedMax {
+			r.Detail = fmt.Sprintf("a request naming the faulted source was still waiting after %s when the run ended (bound %s)",
+				secs1(waited.Latency), secs1(b.FaultedMax))
+			return r
+		}
+	}
+	if len(faulted) == 0 {
+		return emptyResult(r, "no pull naming the faulted source", w.Start, w.End)
 	}
 	r.Passed = true
 	r.Detail = fmt.Sprintf("%d requests naming the faulted source each ended within %s (max %s)",

@@ -28,6 +28,12 @@ func pull(source int, start, latency time.Duration) probe.Sample {
 
 func miss(s probe.Sample) probe.Sample { s.CachedTokens = 0; return s }
 
+// cutShort is a pull still in flight when the run ended early: no answer.
+func cutShort(s probe.Sample) probe.Sample {
+	s.Status, s.CachedTokens, s.Err, s.Aborted = 0, 0, "POST http://decoder/v1/completions: no answer: probe aborted", true
+	return s
+}
+
 func failed(s probe.Sample, status int, err string) probe.Sample {
 	s.Status, s.Err, s.CachedTokens = status, err, 0
 	return s
@@ -155,6 +161,9 @@ func TestAll200(t *testing.T) {
 			wantDetail: "1 of 141 decoder requests did not return 200 (first: source 0 at 70.0s: status 500)", exact: true},
 		{name: "no pull at all is an empty window", samples: nil, wantEmpty: true,
 			wantDetail: "empty window: no decoder request started in [0.0s, 70.0s)", exact: true},
+		{name: "pulls cut short by an early end are not judged, and said so",
+			samples: replace(replace(base, cutShort(pull(0, 69*time.Second, 900*ms))), cutShort(pull(1, 69*time.Second, 900*ms))), wantPass: true,
+			wantDetail: "all 138 decoder requests returned 200; 2 still in flight when the run ended early, not judged", exact: true},
 	})
 }
 
@@ -179,6 +188,17 @@ func TestFaultedMax(t *testing.T) {
 			samples: only(base, func(s probe.Sample) bool {
 				return s.Source != 0 || s.Start < 10*time.Second || s.Start >= 40*time.Second
 			}),
+			wantEmpty:  true,
+			wantDetail: "empty window: no pull naming the faulted source started in [10.0s, 40.0s)", exact: true},
+		{name: "a pull cut short before the bound is not judged",
+			samples: replace(base, cutShort(pull(0, 30*time.Second, 14*time.Second))), wantPass: true},
+		{name: "a pull cut short after waiting past the bound has failed",
+			samples:    replace(base, cutShort(pull(0, 20*time.Second, 16*time.Second))),
+			wantDetail: "a request naming the faulted source was still waiting after 16.0s when the run ended (bound 15.0s)", exact: true},
+		{name: "only cut-short pulls under the bound leave the window empty",
+			samples: append(only(base, func(s probe.Sample) bool {
+				return s.Source != 0 || s.Start < 10*time.Second || s.Start >= 40*time.Second
+			}), cutShort(pull(0, 39*time.Second, time.Second))),
 			wantEmpty:  true,
 			wantDetail: "empty window: no pull naming the faulted source started in [10.0s, 40.0s)", exact: true},
 	})

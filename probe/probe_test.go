@@ -329,8 +329,12 @@ func TestHungPullsDelayNoOtherTrial(t *testing.T) {
 
 	aborted := 0
 	for _, s := range got {
-		if s.Source == 0 && strings.Contains(s.Err, probe.ErrAborted.Error()) {
+		cut := strings.Contains(s.Err, probe.ErrAborted.Error())
+		if s.Source == 0 && cut {
 			aborted++
+		}
+		if s.Aborted != cut {
+			t.Errorf("trial %d: Aborted %v with error %q: the flag must mark exactly the pulls the abort cut", s.Trial, s.Aborted, s.Err)
 		}
 	}
 	if aborted < want {

@@ -23,6 +23,10 @@ type Sample struct {
 	CachedTokens int           `json:"cached_tokens"`
 	ServiceTime  time.Duration `json:"service_ns,omitempty"` // X-Sim-Service-Time reported by the sim, if any
 	Err          string        `json:"error,omitempty"`
+	// Aborted: the pull was still in flight when the run ended early (q,
+	// Ctrl-C) and was cut short, so Latency is only a lower bound and the
+	// decoder never answered; the checks do not count it as a failure.
+	Aborted bool `json:"aborted,omitempty"`
 }
 
 // Hit reports whether the pull came back 200 with cached tokens: every

@@ -53,7 +53,7 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64) (Sampl
 	start := time.Now()
 	r = p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", true, start)
 	s.Start = start.Sub(t0)
-	s.Latency, s.Status, s.Err = r.latency, r.status, r.err
+	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted
 	s.ServiceTime = r.service
 	// What the decoder counted, or else what was sent.
 	if r.promptTokens > 0 {
@@ -94,6 +94,7 @@ type result struct {
 	promptTokens int
 	cachedTokens int
 	noDetails    bool
+	aborted      bool // cut short by Abort
 }
 
 func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, parse bool) result {
@@ -110,6 +111,7 @@ func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []by
 	fail := func(err error) result {
 		r.latency = time.Since(start)
 		r.err = describe(ctx, rctx, err, u, timeout, r.status)
+		r.aborted = errors.Is(context.Cause(ctx), ErrAborted)
 		return r
 	}
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, u, bytes.NewReader(body))
