@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"p2pfault/sim/wire"
@@ -75,6 +77,10 @@ func (e *Engine) onDialed(s *session, nc net.Conn, err error) {
 	s.cancelDial()
 	if err != nil {
 		// A refused connect kills the session at once (kill/remove cases).
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			e.connectRefused(s)
+			return
+		}
 		e.killSession(s, lostReason(err))
 		return
 	}
@@ -113,7 +119,12 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 		}
 		s.state = sessReady
 		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
-		e.log.Info(compP2P, "peer %s connected", s.peer)
+		if rf := e.refused[s.peer]; rf != nil && rf.total > 1 {
+			e.log.Info(compP2P, "peer %s connected (%d connects refused while it was down)", s.peer, rf.total)
+		} else {
+			e.log.Info(compP2P, "peer %s connected", s.peer)
+		}
+		delete(e.refused, s.peer)
 	case wire.TypeConnectReject:
 		e.killSession(s, "connect rejected: "+m.Reason)
 	case wire.TypeLookupResp:
@@ -220,14 +231,52 @@ func (e *Engine) superviseReady(s *session) {
 	}
 }
 
+// refusals counts the connects a peer refused since it last answered one.
+type refusals struct {
+	total    int       // refused connects in a row
+	unlogged int       // of those, refused since the last log line
+	logged   time.Time // of the last log line
+}
+
+// connectRefused reaps a session whose connect was refused. Each new
+// request dials again (vLLM retries a refused connect silently), so a peer
+// that is down for long would log a line per request: the first refusal
+// is logged, then one summary line per heartbeat timeout while it lasts,
+// and the connect that finally succeeds says how many were refused.
+func (e *Engine) connectRefused(s *session) {
+	rf := e.refused[s.peer]
+	if rf == nil {
+		rf = &refusals{logged: e.now}
+		e.refused[s.peer] = rf
+		rf.total++
+		e.killSession(s, "connection refused")
+		return
+	}
+	rf.total++
+	rf.unlogged++
+	if e.now.Sub(rf.logged) >= e.cfg.HeartbeatTimeout {
+		e.log.Warning(compP2P, "peer %s still down: %d connects refused in the last %s", s.peer, rf.unlogged, secs(e.now.Sub(rf.logged)))
+		rf.logged, rf.unlogged = e.now, 0
+	}
+	e.endSession(s, "connection refused")
+}
+
 // killSession reaps s: requests waiting on its handshake or lookups miss
 // and prefill locally; loads in flight fail under the load-failure policy.
 func (e *Engine) killSession(s *session, reason string) {
 	if s.state == sessDead {
 		return
 	}
-	s.state = sessDead
 	e.log.Warning(compP2P, "peer %s down: %s", s.peer, reason)
+	e.endSession(s, reason)
+}
+
+// endSession is killSession without the log line.
+func (e *Engine) endSession(s *session, reason string) {
+	if s.state == sessDead {
+		return
+	}
+	s.state = sessDead
 	if e.sessions[s.peer] == s {
 		delete(e.sessions, s.peer)
 	}

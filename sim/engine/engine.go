@@ -61,6 +61,7 @@ type Engine struct {
 	pins       map[pinKey]*pinSet
 	computing  map[uint64]int // blocks being prefilled: a lookup on them is held
 	stats      statsLog
+	refused    map[string]*refusals // peers refusing connects, by identity
 }
 
 // New returns an engine core for cfg; call Listen (when cfg.P2P) and then
@@ -88,6 +89,7 @@ func New(cfg Config, log *simlog.Logger) (*Engine, error) {
 		stale:       make(map[string]staleRoute),
 		pins:        make(map[pinKey]*pinSet),
 		computing:   make(map[uint64]int),
+		refused:     make(map[string]*refusals),
 	}, nil
 }
 

@@ -256,3 +256,41 @@ func TestCancelledRequestIsDropped(t *testing.T) {
 		t.Errorf("reused id failed: %v", r.Err)
 	}
 }
+
+func TestRefusedConnectsAreSummarizedNotLoggedEach(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there until the source starts below
+	dec := startEngine(t, nil)
+	peer := fmt.Sprintf("127.0.0.1:%d", port)
+	pullN := func(i int) {
+		got := run(t, dec, Request{Tokens: prompt(fmt.Sprint(t.Name(), i), 40), MaxTokens: 1,
+			Source: &RemoteSource{KVRequestID: fmt.Sprint("r", i), Host: "127.0.0.1", Port: port}})
+		if got.res.Err != nil || got.res.CachedTokens != 0 {
+			t.Fatalf("pull %d: cached %d err %v", i, got.res.CachedTokens, got.res.Err)
+		}
+	}
+	for i := range 5 {
+		pullN(i)
+	}
+	if n := strings.Count(dec.log.String(), "peer "+peer+" down: connection refused"); n != 1 {
+		t.Fatalf("%d 'down: connection refused' lines for 5 refused connects, want 1:\n%s", n, dec.log.String())
+	}
+	time.Sleep(dec.cfg.HeartbeatTimeout)
+	pullN(5)
+	if !strings.Contains(dec.log.String(), "peer "+peer+" still down: 5 connects refused in the last") {
+		t.Fatalf("no summary of the refused connects after a heartbeat timeout:\n%s", dec.log.String())
+	}
+	startEngine(t, func(c *Config) { c.P2PPort = port })
+	pullN(6)
+	waitFor(t, "the connect after the refusals", func() bool {
+		return strings.Contains(dec.log.String(), "peer "+peer+" connected (6 connects refused while it was down)")
+	})
+	pullN(7)
+	if n := strings.Count(dec.log.String(), "peer "+peer+" connected"); n != 1 {
+		t.Errorf("%d connected lines, want 1", n)
+	}
+}
