@@ -274,13 +274,20 @@ func sceneSteady() scene {
 	return scene{events: s.events, now: 8 * time.Second, ctrl: newFakeCtrl()}
 }
 
-func sceneStalled() scene {
+// stalledAt10s is a stall run up to its fault: two sources hitting for
+// 10 s, then source-0 stalled for 30 s and its window open.
+func stalledAt10s() *script {
 	var s script
 	s.run(runInfo("stall", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, event.ActionStall, 0, 30*time.Second)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	return &s
+}
+
+func sceneStalled() scene {
+	s := stalledAt10s()
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	s.engine(10100*time.Millisecond, engineInfo("source-0", 0, event.StateStopped, 4200, 29*time.Second))
 	// Pulls naming the stalled source hang, then give up on the lookup
@@ -343,12 +350,7 @@ func sceneRemoved() scene {
 }
 
 func sceneFailedChecks() scene {
-	var s script
-	s.run(runInfo("stall", 2, 1))
-	s.upCluster(2)
-	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, event.ActionStall, 0, 30*time.Second)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s := stalledAt10s()
 	s.samples(2, 10*time.Second, 40*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
 		if i == 0 {
 			return 30*time.Second - (start - 10*time.Second), false
