@@ -21,7 +21,7 @@ type Printer struct {
 	w       io.Writer
 	prefix  string // e.g. "main/stall " when several runs share one output
 	sources int
-	states  map[string]string
+	states  map[string]event.State
 	second  time.Duration // the second being accumulated
 	pending []probe.Sample
 
@@ -31,7 +31,7 @@ type Printer struct {
 
 // New returns a Printer writing to w, each line starting with prefix.
 func New(w io.Writer, prefix string) *Printer {
-	return &Printer{w: w, prefix: prefix, states: map[string]string{}, second: -1, Summaries: true}
+	return &Printer{w: w, prefix: prefix, states: map[string]event.State{}, second: -1, Summaries: true}
 }
 
 // Run prints every event of ch until it closes.

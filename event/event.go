@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"p2pfault/check"
+	"p2pfault/fault"
 	"p2pfault/probe"
 )
 
@@ -48,6 +49,10 @@ type Event struct {
 	T    time.Duration `json:"t_ns"` // since t0 (the end of warm-up); 0 before it (Wall says when)
 	Wall time.Time     `json:"wall"`
 	Kind Kind          `json:"kind"`
+	// Arm is the arm the event belongs to, stamped where events are
+	// emitted, so one stream may carry several arms ("" in streams
+	// written before it existed: the run event's arm).
+	Arm string `json:"arm,omitempty"`
 
 	Run      *RunInfo       `json:"run,omitempty"`
 	Phase    Phase          `json:"phase,omitempty"`
@@ -64,7 +69,7 @@ type Event struct {
 
 // RunInfo describes a run; durations are already multiplied by TimeScale.
 type RunInfo struct {
-	Arm       string        `json:"arm"`    // "main", "fixed", or a --arm NAME
+	Arm       string        `json:"arm"`    // "main", "fixed", or a --arm NAME (every event carries it too)
 	Case      string        `json:"case"`   // stall, kill, remove, none
 	Engine    string        `json:"engine"` // sim or vllm
 	TimeScale float64       `json:"time_scale"`
@@ -79,22 +84,35 @@ type RunInfo struct {
 	Started   time.Time     `json:"started"`
 }
 
-// Engine states, as the process table shows them.
+// State is an engine's process state, as the process table shows it.
+type State string
+
+// Engine states.
 const (
-	StateStarting   = "starting"
-	StateReady      = "ready"
-	StateStopped    = "stopped" // SIGSTOPped (stall)
-	StateExited     = "exited"
-	StateRestarting = "restarting"
-	StateRemoved    = "removed"
+	StateStarting   State = "starting"
+	StateReady      State = "ready"
+	StateStopped    State = "stopped" // SIGSTOPped (stall)
+	StateExited     State = "exited"
+	StateRestarting State = "restarting"
+	StateRemoved    State = "removed"
 )
 
-// EngineInfo is one engine's process state, read from /proc.
+// Role is what an engine is in the cluster.
+type Role string
+
+// Engine roles.
+const (
+	RoleSource  Role = "source"
+	RoleDecoder Role = "decoder"
+)
+
+// EngineInfo is one engine's process state, read from /proc: the one type
+// an engine's state has, from the cluster to the faces.
 type EngineInfo struct {
 	Name     string        `json:"name"` // source-0, source-1, decoder
-	Role     string        `json:"role"` // source or decoder
+	Role     Role          `json:"role"`
 	Index    int           `json:"index"`
-	State    string        `json:"state"`
+	State    State         `json:"state"`
 	Pid      int           `json:"pid"`
 	Sid      int           `json:"sid"`
 	Members  []int         `json:"members"` // every pid in the session
@@ -111,17 +129,9 @@ type LogLine struct {
 	Line   string `json:"line"`
 }
 
-// Fault actions.
-const (
-	ActionStall   = "stall"   // SIGSTOP the session
-	ActionResume  = "resume"  // SIGCONT
-	ActionKill    = "kill"    // SIGKILL, restart follows
-	ActionReady   = "ready"   // the restarted or restored source is ready again
-	ActionRemove  = "remove"  // SIGTERM, left down
-	ActionRestore = "restore" // bring a removed source back
-)
-
-// FaultInfo is a fault action on a source.
+// FaultInfo is a fault action on a source. Action is a fault kind's name
+// (package fault: stall, resume, kill, remove, restore, ...) or
+// fault.ActionReady, the restarted source answering again.
 type FaultInfo struct {
 	Action   string        `json:"action"`
 	Source   int           `json:"source"`
@@ -133,11 +143,9 @@ type FaultInfo struct {
 // Controller is what a face may ask of a running experiment. The dashboard
 // calls it from commands; it never signals a process itself.
 type Controller interface {
-	Stall(source int) error   // SIGSTOP; resumes by itself after the stall duration
-	Resume(source int) error  // SIGCONT now
-	Kill(source int) error    // SIGKILL, then restart on the same ports
-	Remove(source int) error  // SIGTERM, left down
-	Restore(source int) error // bring a removed source back
-	SetProbing(on bool)       // pause or resume the probe
+	// Fire takes fault kind (a registered name: stall, kill, ...) on
+	// source; a stall without opts.For lasts the run's stall length.
+	Fire(kind string, source int, opts fault.Options) error
+	SetProbing(on bool) // pause or resume the probe
 	LogTail(engine string, n int) []string
 }

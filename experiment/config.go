@@ -144,21 +144,11 @@ func (c Config) scale(d time.Duration) time.Duration {
 }
 
 // scriptedTimeline is the run's timeline at real time: the user's
-// --timeline, or the case's preset (fault's seed cases) with this run's
-// fault time and stall length.
+// --timeline, or the case's preset (fault's seed cases) at this run's
+// fault time and stall length (the seed's 10 s and 30 s by default).
 func (c Config) scriptedTimeline() (fault.Timeline, error) {
 	if c.Timeline != "" {
 		return fault.Parse(c.Timeline)
 	}
-	tl, err := fault.Preset(c.Case, 1)
-	if err != nil {
-		return nil, err
-	}
-	for i := range tl {
-		tl[i].At = c.FaultAt
-		if tl[i].Action == fault.ActionStall {
-			tl[i].For = c.FaultFor
-		}
-	}
-	return tl, nil
+	return fault.Preset(c.Case, c.FaultAt, c.FaultFor)
 }

@@ -37,19 +37,17 @@ type Experiment struct {
 	seq     int64
 	start   time.Time
 	t0      time.Time // zero until warm-up ends
-	cluster *runner.Cluster
+	cluster Cluster
 	prober  *probe.Prober
 	samples []probe.Sample
 	pending []probe.Sample
 	windows []check.Window // in order; the last may be open (End == 0)
 	phase   event.Phase
-	down    map[int]string // source index -> why it cannot take a fault now (removed, restarting)
-	stalls  map[int]*fault.Stalled
-	// resumedEarly marks stalls ended by Resume rather than their timer.
-	resumedEarly map[int]bool
-	ctx          context.Context
-	fail         context.CancelCauseFunc
-	settled      chan struct{} // closed when the scripted timeline has played out
+	down    map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
+	held    map[int]any             // source index -> the open fault's handle (a stall to resume)
+	ctx     context.Context
+	fail    context.CancelCauseFunc
+	settled chan struct{} // closed when the scripted timeline has played out
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -75,12 +73,11 @@ func New(cfg Config) (*Experiment, error) {
 	}
 	cfg.Timeline = text
 	return &Experiment{
-		cfg:          cfg,
-		timeline:     tl,
-		down:         map[int]string{},
-		stalls:       map[int]*fault.Stalled{},
-		resumedEarly: map[int]bool{},
-		settled:      make(chan struct{}),
+		cfg:      cfg,
+		timeline: tl,
+		down:     map[int]fault.Condition{},
+		held:     map[int]any{},
+		settled:  make(chan struct{}),
 	}, nil
 }
 
@@ -130,19 +127,22 @@ func (e *Experiment) Info() event.RunInfo {
 }
 
 // plannedEnd is when the run should end if every fault window closes at
-// once (a kill's restart adds its own time).
+// once (a kill's restart adds its own time): each kind says how its step
+// bears on the end.
 func (e *Experiment) plannedEnd() time.Duration {
 	var end time.Duration
 	for _, s := range e.timeline {
 		t := s.At
-		switch s.Action {
-		case fault.ActionStall:
+		k, _ := fault.Lookup(s.Action)
+		switch {
+		case k == nil:
+		case k.Ending == fault.EndsAfterFor:
 			if s.For > 0 {
 				t += s.For + e.cfg.scale(e.cfg.Recovery)
 			}
-		case fault.ActionKill, fault.ActionResume, fault.ActionRestore:
+		case k.Ending == fault.EndsWithRecovery:
 			t += e.cfg.scale(e.cfg.Recovery)
-		case fault.ActionRemove:
+		case k.Ending == fault.StaysDown:
 			t += e.cfg.scale(e.cfg.FaultFor)
 		}
 		end = max(end, t)
@@ -166,54 +166,85 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	info := e.Info()
 	e.emit(event.Event{Kind: event.KindRun, Run: &info})
 	e.setPhase(event.PhaseStarting)
+	cl, err := e.startCluster(ctx)
+	if err != nil {
+		return e.finish(verdict, startError(ctx, err))
+	}
+	// Stop on every path, also a panic in this goroutine.
+	defer e.stopCluster(cl, &verdict, &err)
+	e.emitEngines()
+	e.startPollers(ctx, cl)
 
+	e.setPhase(event.PhaseWarmup)
+	pr, err := e.warmUp(ctx, cl)
+	if pr != nil {
+		defer pr.Close()
+	}
+	if err != nil {
+		return verdict, err
+	}
+	return e.measure(ctx, pr)
+}
+
+// startCluster launches the run's engines.
+func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
 	ccfg := e.cfg.Cluster
 	ccfg.OutDir = e.cfg.OutDir
 	ccfg.TimeScale = e.cfg.TimeScale
 	ccfg.OnLog = e.onLog
-	ccfg.OnChange = func(runner.Change) { e.emitEngines() }
-	cl, err := runner.Start(ctx, ccfg)
+	ccfg.OnChange = e.onChange
+	rc, err := runner.Start(ctx, ccfg)
 	if err != nil {
-		return e.finish(verdict, startError(ctx, err))
+		return nil, err
 	}
+	cl := newLaunched(rc)
 	e.mu.Lock()
 	e.cluster = cl
 	e.mu.Unlock()
-	defer func() {
-		// Stop on every path, also a panic in this goroutine: resume, TERM,
-		// KILL after the grace, reap.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("internal error: %v\n%s", r, debug.Stack())
-		}
-		if stopErr := cl.Stop(context.Background()); stopErr != nil && err == nil {
-			err = fmt.Errorf("stop the cluster: %w", stopErr)
-		}
-		e.emitEngines()
-		endErr := err
-		if endErr == nil && !verdict.Passed {
-			endErr = exitcode.ErrBoundFailed // the end event carries the run's exit code
-		}
-		e.emitEnd(endErr)
-	}()
-	e.emitEngines()
-	go e.safely(e.pollEngines)
+	return cl, nil
+}
 
-	e.setPhase(event.PhaseWarmup)
+// stopCluster is Run's deferred end: resume, TERM, KILL after the grace,
+// reap; then the last engine states and the end event with the run's exit
+// code. A panic in Run becomes its error.
+func (e *Experiment) stopCluster(cl Cluster, verdict *check.Verdict, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("internal error: %v\n%s", r, debug.Stack())
+	}
+	if stopErr := cl.Stop(context.Background()); stopErr != nil && *err == nil {
+		*err = fmt.Errorf("stop the cluster: %w", stopErr)
+	}
+	e.emitEngines()
+	endErr := *err
+	if endErr == nil && !verdict.Passed {
+		endErr = exitcode.ErrBoundFailed // the end event carries the run's exit code
+	}
+	e.emitEnd(endErr)
+}
+
+// warmUp handshakes every source's session; the prober it returns (also
+// on error, when one was made) must be closed.
+func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, error) {
 	pr, err := probe.New(e.probeConfig(cl))
 	if err != nil {
-		return verdict, exitcode.AsUsage(err)
+		return nil, exitcode.AsUsage(err)
 	}
-	defer pr.Close()
 	e.mu.Lock()
 	e.prober = pr
 	e.mu.Unlock()
 	if err := pr.Warmup(ctx, e.cfg.WarmupTimeout); err != nil {
 		if ctx.Err() != nil {
-			return verdict, interrupted(ctx)
+			return pr, interrupted(ctx)
 		}
-		return verdict, exitcode.AsUsage(fmt.Errorf("warm-up: %w", err))
+		return pr, exitcode.AsUsage(fmt.Errorf("warm-up: %w", err))
 	}
+	return pr, nil
+}
 
+// measure is the measured run from t0: the probe, its sample batches and
+// the timeline, until the timeline settles, the planned duration passes or
+// ctx ends; then the final verdict.
+func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdict, error) {
 	t0 := time.Now()
 	e.mu.Lock()
 	e.t0 = t0
@@ -222,13 +253,7 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
-	out := make(chan probe.Sample, 1024)
-	probeDone := make(chan struct{})
-	go e.safely(func() { defer close(probeDone); pr.Run(probeCtx, t0, out) })
-	collected := make(chan struct{})
-	go e.safely(func() { defer close(collected); e.collect(out, probeDone) })
-	flushDone := make(chan struct{})
-	go e.safely(func() { defer close(flushDone); e.flushLoop(collected) })
+	drained := e.startProbe(probeCtx, pr, t0)
 	go e.safely(func() { e.play(t0) })
 
 	var runErr error
@@ -241,9 +266,7 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	}
 	runEnd := time.Since(t0)
 	stopProbe()
-	<-probeDone
-	<-collected
-	<-flushDone
+	<-drained
 
 	final := e.verdictAt(runEnd)
 	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &final, Final: true})
@@ -254,6 +277,19 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 		}
 	}
 	return final, runErr
+}
+
+// startProbe runs the probe until ctx ends, keeps its samples and sends
+// them in batches; the channel closes once every sample is sent.
+func (e *Experiment) startProbe(ctx context.Context, pr *probe.Prober, t0 time.Time) <-chan struct{} {
+	out := make(chan probe.Sample, 1024)
+	probeDone := make(chan struct{})
+	go e.safely(func() { defer close(probeDone); pr.Run(ctx, t0, out) })
+	collected := make(chan struct{})
+	go e.safely(func() { defer close(collected); e.collect(out, probeDone) })
+	flushDone := make(chan struct{})
+	go e.safely(func() { defer close(flushDone); e.flushLoop(collected) })
+	return flushDone
 }
 
 // finish ends a run that never got its cluster up.
@@ -290,7 +326,7 @@ func (e *Experiment) safely(fn func()) {
 	fn()
 }
 
-func (e *Experiment) probeConfig(cl *runner.Cluster) probe.Config {
+func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	var srcs []probe.Source
 	for _, s := range cl.Sources() {
 		srcs = append(srcs, probe.Source{Index: s.Index(), URL: s.HTTPURL(), P2PHost: s.P2PHost(), P2PPort: s.P2PPort()})
@@ -389,10 +425,12 @@ func (e *Experiment) emitLiveVerdict() {
 }
 
 // verdictAt evaluates the checks over the samples so far, on the window
-// of the first scripted fault (or, on the dashboard, the latest fault).
+// check.Judged picks (the first scripted fault's, or on the dashboard the
+// latest fault's).
 func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
 	e.mu.Lock()
-	if len(e.windows) == 0 {
+	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
+	if !ok {
 		e.mu.Unlock()
 		if len(e.timeline) > 0 {
 			// A scripted run that ended before its fault checked nothing:
@@ -404,10 +442,6 @@ func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
 			}}}
 		}
 		return check.Verdict{Passed: true}
-	}
-	w := e.windows[len(e.windows)-1]
-	if len(e.timeline) > 0 {
-		w = e.windows[0]
 	}
 	samples := append([]probe.Sample(nil), e.samples...)
 	e.mu.Unlock()
@@ -442,12 +476,14 @@ func (e *Experiment) since() time.Duration {
 	return time.Since(e.t0)
 }
 
-// emit stamps ev and hands it to every subscriber, in order.
+// emit stamps ev (sequence, time, arm: the envelope every event carries)
+// and hands it to every subscriber, in order.
 func (e *Experiment) emit(ev event.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.seq++
 	ev.Seq = e.seq
+	ev.Arm = e.cfg.Arm
 	ev.Wall = time.Now()
 	if !e.t0.IsZero() {
 		ev.T = ev.Wall.Sub(e.t0)
@@ -508,9 +544,9 @@ func (e *Experiment) LogTail(engine string, n int) []string {
 	if cl == nil {
 		return nil
 	}
-	for _, en := range cl.Engines() {
-		if en.Name() == engine {
-			return en.LogTail(n)
+	for _, t := range targets(cl) {
+		if t.Name() == engine {
+			return t.LogTail(n)
 		}
 	}
 	return nil
@@ -526,20 +562,24 @@ func (e *Experiment) SetProbing(on bool) {
 	}
 }
 
-func (e *Experiment) pollEngines() {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.ctx.Done():
+// onChange sends the changed engine's state: one engine's, read once.
+func (e *Experiment) onChange(in runner.Info) {
+	e.mu.Lock()
+	cl := e.cluster
+	e.mu.Unlock()
+	if cl == nil {
+		return // still starting: Run sends every state once Start returns
+	}
+	for _, t := range targets(cl) {
+		if t.Name() == in.Name {
+			st := t.State()
+			e.emit(event.Event{Kind: event.KindEngine, Engine: &st})
 			return
-		case <-tick.C:
-			e.emitEngines()
 		}
 	}
 }
 
-// emitEngines sends every engine's state as /proc shows it now.
+// emitEngines sends every engine's state as it is now.
 func (e *Experiment) emitEngines() {
 	e.mu.Lock()
 	cl := e.cluster
@@ -547,12 +587,12 @@ func (e *Experiment) emitEngines() {
 	if cl == nil {
 		return
 	}
-	for _, en := range cl.Engines() {
-		in := en.Info()
-		e.emit(event.Event{Kind: event.KindEngine, Engine: &event.EngineInfo{
-			Name: in.Name, Role: string(in.Role), Index: in.Index, State: string(in.State),
-			Pid: in.Pid, Sid: in.Sid, Members: in.Members, HTTPPort: in.HTTPPort, P2PPort: in.P2PPort,
-			Uptime: in.Uptime, Restarts: in.Restarts, Exit: in.Exit,
-		}})
+	emitStates(cl, e.emit)
+}
+
+func emitStates(cl Cluster, emit func(event.Event)) {
+	for _, t := range targets(cl) {
+		st := t.State()
+		emit(event.Event{Kind: event.KindEngine, Engine: &st})
 	}
 }

@@ -2,6 +2,7 @@ package fault_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -11,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"p2pfault/fault"
 	"p2pfault/runner"
@@ -62,7 +61,7 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 		apply func(t *testing.T, e *runner.Engine, before runner.Info)
 	}{
 		{"stall stops every member and SIGCONT resumes them", func(t *testing.T, e *runner.Engine, before runner.Info) {
-			st, err := fault.Stall(context.Background(), e, 0)
+			st, err := fault.Stall(context.Background(), e.Target(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,13 +99,14 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 			}
 		}},
 		{"kill restarts on the same ports in a new session and gets ready", func(t *testing.T, e *runner.Engine, before runner.Info) {
-			k, err := fault.Kill(context.Background(), e)
+			var killedAt time.Time
+			readyAt, err := e.Target().Kill(context.Background(), func(at time.Time, err error) { killedAt = at })
 			if err != nil {
 				t.Fatal(err)
 			}
 			after := e.Info()
-			if k.OldSid != before.Sid || k.NewSid == before.Sid || after.Sid != k.NewSid {
-				t.Errorf("kill: %+v, before sid %d, after sid %d: want a new session", k, before.Sid, after.Sid)
+			if after.Sid == before.Sid || after.Sid == 0 {
+				t.Errorf("kill: before sid %d, after sid %d: want a new session", before.Sid, after.Sid)
 			}
 			if after.HTTPPort != before.HTTPPort || after.P2PPort != before.P2PPort {
 				t.Errorf("ports moved: %d/%d → %d/%d", before.HTTPPort, before.P2PPort, after.HTTPPort, after.P2PPort)
@@ -114,15 +114,15 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 			if after.State != runner.StateReady || !healthy(e) || after.Restarts != 1 {
 				t.Errorf("after kill: %+v, want ready with 1 restart", after)
 			}
-			if !k.ReadyAt.After(k.KilledAt) {
-				t.Errorf("ready at %v, killed at %v", k.ReadyAt, k.KilledAt)
+			if !readyAt.After(killedAt) || !readyAt.Equal(after.ReadyAt) {
+				t.Errorf("ready at %v, killed at %v, info says ready at %v", readyAt, killedAt, after.ReadyAt)
 			}
 			if s := snap(t, before.Sid); len(s) != 0 {
 				t.Errorf("old session %d still has %v", before.Sid, s)
 			}
 		}},
 		{"remove leaves it down", func(t *testing.T, e *runner.Engine, before runner.Info) {
-			if _, err := fault.Remove(context.Background(), e); err != nil {
+			if err := e.Target().Terminate(context.Background(), nil); err != nil {
 				t.Fatal(err)
 			}
 			if s := snap(t, before.Sid); len(s) != 0 {
@@ -179,7 +179,7 @@ func TestStallResumesByItselfAfterItsDuration(t *testing.T) {
 	c := startCluster(t, fakeConfig(t))
 	e := c.Sources()[1]
 	const d = 300 * time.Millisecond
-	st, err := fault.Stall(context.Background(), e, d)
+	st, err := fault.Stall(context.Background(), e.Target(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestStallEndsWithItsContext(t *testing.T) {
 	c := startCluster(t, fakeConfig(t))
 	e := c.Sources()[0]
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := fault.Stall(ctx, e, time.Hour)
+	st, err := fault.Stall(ctx, e.Target(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,91 +226,122 @@ func TestFaultsRefuseEnginesThatAreNotRunning(t *testing.T) {
 	cfg.Sources = 1
 	c := startCluster(t, cfg)
 	e := c.Sources()[0]
-	if _, err := fault.Remove(context.Background(), e); err != nil {
+	if err := e.Target().Terminate(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		do   func() error
-		want string
-	}{
-		{"stall", func() error { _, err := fault.Stall(context.Background(), e, 0); return err }, "stall source-0: it is not running (removed)"},
-		{"kill", func() error { _, err := fault.Kill(context.Background(), e); return err }, "kill source-0: it is not running (removed)"},
-		{"remove", func() error { _, err := fault.Remove(context.Background(), e); return err }, "remove source-0: it is not running (removed)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.do(); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v, want %q", err, tt.want)
+	for _, kind := range []string{fault.ActionStall, fault.ActionKill, fault.ActionRemove} {
+		t.Run(kind, func(t *testing.T) {
+			env := newRecEnv(t)
+			err := fire(env, kind, e.Target(), 0)
+			want := kind + " source-0: it is not running (removed)"
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v, want %q", err, want)
+			}
+			if got := env.actions(); got != kind+":"+"!" {
+				t.Errorf("events %q, want the failed %s only", got, kind)
 			}
 		})
 	}
-	if _, err := fault.Restore(context.Background(), e); err != nil {
+	env := newRecEnv(t)
+	if err := fire(env, fault.ActionRestore, e.Target(), 0); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
+	env.wait(t, fault.ActionReady, 30*time.Second)
 	if !healthy(e) {
 		t.Error("restored engine not healthy")
 	}
 }
 
-func TestSignalSessionRefusesSystemAndOwnSessions(t *testing.T) {
-	own, err := unix.Getsid(0)
+// recEnv is a fault.Env that records what a kind did.
+type recEnv struct {
+	t   testing.TB
+	ctx context.Context
+
+	mu      sync.Mutex
+	evs     []string
+	at      map[string]time.Time
+	windows []string
+	winAt   []time.Time
+	cond    fault.Condition
+	held    any
+	failed  error
+	wg      sync.WaitGroup
+}
+
+func newRecEnv(t testing.TB) *recEnv {
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &recEnv{t: t, ctx: ctx, at: map[string]time.Time{}}
+	t.Cleanup(func() { cancel(); e.wg.Wait() })
+	return e
+}
+
+func (e *recEnv) Context() context.Context { return e.ctx }
+func (e *recEnv) Record(action string, d time.Duration, by string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := action + ":"
 	if err != nil {
-		t.Fatal(err)
+		s += "!"
 	}
-	for _, sid := range []int{0, 1, own} {
-		t.Run(strconv.Itoa(sid), func(t *testing.T) {
-			if _, err := fault.SignalSession(sid, unix.SIGCONT); err == nil || !strings.Contains(err.Error(), "refusing") {
-				t.Errorf("SignalSession(%d) = %v, want a refusal", sid, err)
-			}
-		})
+	e.evs = append(e.evs, s)
+	if err == nil {
+		e.at[action] = time.Now()
 	}
 }
-
-// events collects an injector's events.
-type events struct {
-	mu  sync.Mutex
-	evs []fault.Event
-}
-
-func (e *events) add(ev fault.Event) {
+func (e *recEnv) OpenWindow(at time.Time, recovers bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.evs = append(e.evs, ev)
+	e.windows = append(e.windows, "open")
+	e.winAt = append(e.winAt, at)
 }
-
-func (e *events) actions() string {
+func (e *recEnv) CloseWindow(at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var a []string
-	for _, ev := range e.evs {
-		s := ev.Action + ":" + strconv.Itoa(ev.Source)
-		if ev.Err != nil {
-			s += "!"
-		}
-		a = append(a, s)
-	}
-	return strings.Join(a, " ")
+	e.windows = append(e.windows, "close")
+	e.winAt = append(e.winAt, at)
 }
+func (e *recEnv) SetCondition(c fault.Condition) { e.mu.Lock(); e.cond = c; e.mu.Unlock() }
+func (e *recEnv) Hold(h any)                     { e.mu.Lock(); e.held = h; e.mu.Unlock() }
+func (e *recEnv) Held() any                      { e.mu.Lock(); defer e.mu.Unlock(); return e.held }
+func (e *recEnv) Go(fn func())                   { e.wg.Go(fn) }
+func (e *recEnv) Fail(err error)                 { e.mu.Lock(); e.failed = err; e.mu.Unlock() }
+func (e *recEnv) Changed()                       {}
 
-func (e *events) at(action string) time.Time {
+func (e *recEnv) actions() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, ev := range e.evs {
-		if ev.Action == action {
-			return ev.At
-		}
-	}
-	return time.Time{}
+	return strings.Join(e.evs, " ")
 }
 
-// TestInjectorReportsWhenEachFaultWindowEnds plays a timeline through an
-// injector and checks the events that open and close each fault window.
-func TestInjectorReportsWhenEachFaultWindowEnds(t *testing.T) {
+func (e *recEnv) wait(t testing.TB, action string, limit time.Duration) time.Time {
+	t.Helper()
+	var at time.Time
+	if !enginetest.Eventually(limit, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		at = e.at[action]
+		return !at.IsZero()
+	}) {
+		t.Fatalf("no %s within %v: events %q", action, limit, e.actions())
+	}
+	return at
+}
+
+// fire takes a registered kind on target, as the experiment does.
+func fire(env *recEnv, kind string, target fault.Target, d time.Duration) error {
+	k, ok := fault.Lookup(kind)
+	if !ok {
+		return fmt.Errorf("no kind %q", kind)
+	}
+	return k.Act(&fault.Fire{Kind: k, Target: target, Options: fault.Options{For: d}, By: "script", Env: env})
+}
+
+// TestKindsPlayATimelineOnARealCluster plays a timeline through the
+// registered kinds and checks the events that open and close each fault
+// window, and that every source ends up running.
+func TestKindsPlayATimelineOnARealCluster(t *testing.T) {
 	c := startCluster(t, fakeConfig(t))
-	var evs events
-	ctx := context.Background()
-	in := fault.NewInjector(ctx, c.Sources(), evs.add)
+	envs := []*recEnv{newRecEnv(t), newRecEnv(t)}
 	tl, err := fault.Parse("at 0s stall source-0 for 300ms; at 0s kill source-1; at 600ms remove source-0; at 900ms restore source-0")
 	if err != nil {
 		t.Fatal(err)
@@ -318,55 +349,33 @@ func TestInjectorReportsWhenEachFaultWindowEnds(t *testing.T) {
 	if err := tl.Check(len(c.Sources())); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Play(ctx, time.Now(), in.Do); err != nil {
+	err = tl.Play(context.Background(), time.Now(), func(_ context.Context, s fault.Step) error {
+		return fire(envs[s.Source], s.Action, c.Sources()[s.Source].Target(), s.For)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := in.Close(); err != nil {
-		t.Fatal(err)
+	envs[0].wait(t, fault.ActionReady, 30*time.Second)
+	envs[1].wait(t, fault.ActionReady, 30*time.Second)
+	if got, want := envs[0].actions(), "stall: resume: remove: restore: ready:"; got != want {
+		t.Errorf("source-0 events %q, want %q", got, want)
 	}
-	got := evs.actions()
-	for _, want := range []string{"stall:0", "resume:0", "kill:1", "ready:1", "remove:0", "restore:0", "ready:0"} {
-		if !strings.Contains(got, want) || strings.Contains(got, "!") {
-			t.Errorf("events %q: want %s and no failure", got, want)
-		}
+	if got, want := envs[1].actions(), "kill: ready:"; got != want {
+		t.Errorf("source-1 events %q, want %q", got, want)
 	}
-	if d := evs.at("resume").Sub(evs.at("stall")); d < 300*time.Millisecond || d > 1300*time.Millisecond {
+	if got, want := strings.Join(envs[0].windows, " "), "open close open open close"; got != want {
+		t.Errorf("source-0 windows %q, want %q (stall, remove, then the restore's own)", got, want)
+	}
+	if d := envs[0].winAt[1].Sub(envs[0].winAt[0]); d < 300*time.Millisecond || d > 1300*time.Millisecond {
 		t.Errorf("stall window %v, want within [300ms, 1.3s]", d)
 	}
-	if !evs.at("ready").After(evs.at("kill")) {
-		t.Errorf("ready %v not after kill %v", evs.at("ready"), evs.at("kill"))
-	}
-	for _, e := range c.Sources() {
+	for i, e := range c.Sources() {
 		if in := e.Info(); in.State != runner.StateReady {
 			t.Errorf("%s ended %s, want ready", e.Name(), in.State)
 		}
-	}
-	if err := in.Resume(0); err == nil || !strings.Contains(err.Error(), "not stalled") {
-		t.Errorf("resume of a running source: %v", err)
-	}
-	if err := in.Stall(7, 0); err == nil || !strings.Contains(err.Error(), "source 7: the cluster has sources 0-1") {
-		t.Errorf("stall of source 7: %v", err)
-	}
-}
-
-func TestInjectorCloseResumesOpenStalls(t *testing.T) {
-	c := startCluster(t, fakeConfig(t))
-	var evs events
-	in := fault.NewInjector(context.Background(), c.Sources(), evs.add)
-	if err := in.Stall(0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := in.Stall(0, 0); err == nil || !strings.Contains(err.Error(), "already stalled") {
-		t.Errorf("second stall: %v", err)
-	}
-	if err := in.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got := evs.actions(); !strings.HasPrefix(got, "stall:0 stall:0! resume:0") {
-		t.Errorf("events %q", got)
-	}
-	if st := c.Sources()[0].Info().State; st != runner.StateReady {
-		t.Errorf("after Close: %s", st)
+		if envs[i].failed != nil || envs[i].cond != fault.CondUp {
+			t.Errorf("%s: failed %v, condition %q", e.Name(), envs[i].failed, envs[i].cond)
+		}
 	}
 }
 
@@ -382,7 +391,7 @@ func BenchmarkStallResume(b *testing.B) {
 			members := len(e.Info().Members)
 			ctx := context.Background()
 			for b.Loop() {
-				st, err := fault.Stall(ctx, e, 0)
+				st, err := fault.Stall(ctx, e.Target(), 0)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -65,7 +65,7 @@ var engineKinds = []struct {
 func startCluster(t testing.TB, cfg runner.Config) *runner.Cluster {
 	t.Helper()
 	var sids []int
-	cfg.OnChange = func(c runner.Change) {
+	cfg.OnChange = func(c runner.Info) {
 		if c.Sid > 0 {
 			sids = append(sids, c.Sid) // OnChange runs on one goroutine
 		}

@@ -3,36 +3,14 @@ package fault
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"p2pfault/exitcode"
 )
-
-// Actions of a timeline step; the strings are experiment's Action*.
-const (
-	ActionStall   = "stall"   // SIGSTOP the session (for a duration, or until resume)
-	ActionResume  = "resume"  // SIGCONT a stalled source
-	ActionKill    = "kill"    // SIGKILL the session, restart on the same ports
-	ActionRemove  = "remove"  // SIGTERM, left down
-	ActionRestore = "restore" // bring a removed source back
-)
-
-// actionList names the actions in messages.
-const actionList = "stall, resume, kill, remove, restore"
-
-func isAction(a string) bool {
-	switch a {
-	case ActionStall, ActionResume, ActionKill, ActionRemove, ActionRestore:
-		return true
-	}
-	return false
-}
 
 // Step is one line of a timeline: `at 10s stall source-0 for 30s`.
 type Step struct {
@@ -80,8 +58,8 @@ func syntaxError(line, col int, format string, args ...any) error {
 //
 //	at DURATION ACTION source-N [for DURATION]
 //
-// with ACTION one of stall, resume, kill, remove, restore ("for" only with
-// stall) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
+// with ACTION a registered kind's name (stall, resume, kill, remove,
+// restore; "for" only with kinds that take it) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
 // Steps are returned sorted by time (stable). Errors are usage errors that
 // name the position: `timeline:1:4: bad duration "10x"`.
 func Parse(text string) (Timeline, error) {
@@ -159,8 +137,9 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 	if err != nil {
 		return s, err
 	}
-	if !isAction(a.text) {
-		return s, syntaxError(a.line, a.col, "unknown action %q (want %s)", a.text, actionList)
+	k, ok := Lookup(a.text)
+	if !ok {
+		return s, syntaxError(a.line, a.col, "unknown action %q (want %s)", a.text, Names())
 	}
 	s.Action = a.text
 	tg, err := want("a target")
@@ -173,8 +152,8 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 	if next < len(toks) && toks[next].text == "for" {
 		f := toks[next]
 		next++
-		if s.Action != ActionStall {
-			return s, syntaxError(f.line, f.col, `"for" goes only with stall, not %s`, s.Action)
+		if !k.TakesFor {
+			return s, syntaxError(f.line, f.col, `"for" goes only with %s, not %s`, takesForList(), s.Action)
 		}
 		d, err := want("a duration")
 		if err != nil {
@@ -184,7 +163,7 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 			return s, err
 		}
 		if s.For == 0 {
-			return s, syntaxError(d.line, d.col, "stall for %q: want a positive duration", d.text)
+			return s, syntaxError(d.line, d.col, "%s for %q: want a positive duration", s.Action, d.text)
 		}
 	}
 	if next < len(toks) {
@@ -214,6 +193,17 @@ func parseTarget(tok token) (int, error) {
 	return i, nil
 }
 
+// takesForList names the kinds that take "for", for messages.
+func takesForList() string {
+	var names []string
+	for _, k := range Kinds() {
+		if k.TakesFor {
+			names = append(names, k.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 func joinTokens(toks []token) string {
 	parts := make([]string, len(toks))
 	for i, t := range toks {
@@ -234,26 +224,17 @@ func (t Timeline) Check(sources int) error {
 	return nil
 }
 
-// The seed's fault: on source 0, 10 s into the measured run, a 30 s stall.
-const (
-	presetAt    = 10 * time.Second
-	presetStall = 30 * time.Second
-)
-
 // presetList names the seed's cases in messages.
 const presetList = "stall, kill, remove, none"
 
-// Preset returns a seed case as a timeline, every time multiplied by scale:
-// "stall" (SIGSTOP source-0 at 10 s for 30 s), "kill" (SIGKILL source-0 at
-// 10 s, restart), "remove" (SIGTERM source-0 at 10 s, left down) or "none".
-func Preset(name string, scale float64) (Timeline, error) {
-	if scale <= 0 || scale != scale {
-		return nil, exitcode.Usagef("time scale %v: want a positive number", scale)
-	}
-	at := scaled(presetAt, scale)
+// Preset returns a seed case as a timeline on source-0: "stall" (stop it at
+// at for d), "kill" (kill it at at, restart), "remove" (end it at at, left
+// down) or "none". The experiment gives the times (the seed's 10 s and 30 s
+// are its defaults).
+func Preset(name string, at, d time.Duration) (Timeline, error) {
 	switch name {
 	case "stall":
-		return Timeline{{At: at, Action: ActionStall, Source: 0, For: scaled(presetStall, scale)}}, nil
+		return Timeline{{At: at, Action: ActionStall, Source: 0, For: d}}, nil
 	case "kill":
 		return Timeline{{At: at, Action: ActionKill, Source: 0}}, nil
 	case "remove":
@@ -264,43 +245,24 @@ func Preset(name string, scale float64) (Timeline, error) {
 	return nil, exitcode.Usagef("case %q: want one of %s", name, presetList)
 }
 
-func scaled(d time.Duration, f float64) time.Duration {
-	return time.Duration(float64(d) * f)
-}
-
-// Play runs each step at start+At by calling do in a goroutine of its own,
-// so a slow step (a kill waiting for its restart) does not delay the next;
-// steps on one engine are serialised by the runner. It returns when every
-// step has returned or ctx ends (steps not yet due are then skipped), with
-// every step's error.
-func (t Timeline) Play(ctx context.Context, start time.Time, do func(context.Context, Step) error) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	defer wg.Wait()
+// Play fires each step at start+At, in order: a step whose time has come
+// waits for the one before it to return (an act returns once its action is
+// taken, not when it is undone, so this costs no more than the act), and
+// steps on one source never overtake each other. It stops at the first
+// step that fails, returning its error naming the step, or when ctx ends
+// (steps not yet due are then skipped), returning ctx's error.
+func (t Timeline) Play(ctx context.Context, start time.Time, fire func(context.Context, Step) error) error {
 	for _, s := range t {
 		timer := time.NewTimer(time.Until(start.Add(s.At)))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			wg.Wait()
-			mu.Lock()
-			defer mu.Unlock()
-			return errors.Join(append(errs, ctx.Err())...)
+			return ctx.Err()
 		case <-timer.C:
 		}
-		wg.Go(func() {
-			if err := do(ctx, s); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", s, err))
-				mu.Unlock()
-			}
-		})
+		if err := fire(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
 	}
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	return errors.Join(errs...)
+	return nil
 }

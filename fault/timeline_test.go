@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -105,49 +104,37 @@ func TestTimelineStringParsesBack(t *testing.T) {
 	}
 }
 
-func TestPresetIsTheSeedCaseScaled(t *testing.T) {
+func TestPresetIsTheSeedCaseAtTheGivenTimes(t *testing.T) {
 	tests := []struct {
-		name  string
-		scale float64
-		want  string
+		name    string
+		at, dur time.Duration
+		want    string
 	}{
-		{"stall", 1, "at 10s stall source-0 for 30s"},
-		{"stall", 0.1, "at 1s stall source-0 for 3s"},
-		{"kill", 1, "at 10s kill source-0"},
-		{"kill", 0.05, "at 500ms kill source-0"},
-		{"remove", 2, "at 20s remove source-0"},
-		{"none", 1, ""},
+		{"stall", 10 * time.Second, 30 * time.Second, "at 10s stall source-0 for 30s"},
+		{"stall", time.Second, 3 * time.Second, "at 1s stall source-0 for 3s"},
+		{"kill", 10 * time.Second, 30 * time.Second, "at 10s kill source-0"},
+		{"kill", 500 * time.Millisecond, 0, "at 500ms kill source-0"},
+		{"remove", 20 * time.Second, 30 * time.Second, "at 20s remove source-0"},
+		{"none", 10 * time.Second, 30 * time.Second, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl, err := fault.Preset(tt.name, tt.scale)
+			tl, err := fault.Preset(tt.name, tt.at, tt.dur)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := tl.String(); got != tt.want {
-				t.Errorf("Preset(%q, %v) = %q, want %q", tt.name, tt.scale, got, tt.want)
+				t.Errorf("Preset(%q, %v, %v) = %q, want %q", tt.name, tt.at, tt.dur, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestPresetRejectsUnknownCaseAndBadScale(t *testing.T) {
-	tests := []struct {
-		name  string
-		scale float64
-		want  string
-	}{
-		{"freeze", 1, `case "freeze": want one of stall, kill, remove, none`},
-		{"stall", 0, "time scale 0: want a positive number"},
-		{"stall", -1, "time scale -1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			_, err := fault.Preset(tt.name, tt.scale)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || exitcode.Code(err) != exitcode.Usage {
-				t.Errorf("Preset(%q, %v) = %v, want usage error %q", tt.name, tt.scale, err, tt.want)
-			}
-		})
+func TestPresetRejectsUnknownCase(t *testing.T) {
+	_, err := fault.Preset("freeze", time.Second, time.Second)
+	want := `case "freeze": want one of stall, kill, remove, none`
+	if err == nil || !strings.Contains(err.Error(), want) || exitcode.Code(err) != exitcode.Usage {
+		t.Errorf("Preset(freeze) = %v, want usage error %q", err, want)
 	}
 }
 
@@ -165,37 +152,33 @@ func TestCheckNamesStepWithSourceOutOfRange(t *testing.T) {
 	}
 }
 
-func TestPlayFiresEachStepOnTimeEvenAfterASlowOne(t *testing.T) {
-	tl, err := fault.Parse("at 0s kill source-0; at 100ms stall source-1; at 300ms remove source-1")
+func TestPlayFiresStepsInOrderOnTimeAndStopsAtAFailure(t *testing.T) {
+	tl, err := fault.Parse("at 0s stall source-1; at 100ms kill source-0; at 300ms remove source-1; at 400ms restore source-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	fired := map[string]time.Duration{}
+	var fired []string
+	at := map[string]time.Duration{}
 	start := time.Now()
 	err = tl.Play(context.Background(), start, func(_ context.Context, s fault.Step) error {
-		mu.Lock()
-		fired[s.Action] = time.Since(start)
-		mu.Unlock()
-		if s.Action == "kill" {
-			time.Sleep(500 * time.Millisecond) // a restart taking its time
-			return errors.New("restart failed")
+		fired = append(fired, s.Action)
+		at[s.Action] = time.Since(start)
+		if s.Action == "remove" {
+			return errors.New("it would not go")
 		}
 		return nil
 	})
-	if err == nil || !strings.Contains(err.Error(), "at 0s kill source-0: restart failed") {
-		t.Errorf("Play error %v, want the kill step's error", err)
+	if err == nil || !strings.Contains(err.Error(), "at 300ms remove source-1: it would not go") {
+		t.Errorf("Play error %v, want the remove step's error", err)
 	}
-	for _, s := range tl {
-		got, ok := fired[s.Action]
-		// Margins: the machine is shared; a step must not fire early, and
-		// must not wait for the slow kill (500 ms).
-		if !ok || got < s.At || got > s.At+350*time.Millisecond {
-			t.Errorf("%s fired at %v (ok %v), want within [%v, %v]", s, got, ok, s.At, s.At+350*time.Millisecond)
+	if got := strings.Join(fired, " "); got != "stall kill remove" {
+		t.Errorf("fired %q, want the steps up to the failed one, in order", got)
+	}
+	for _, s := range tl[:3] {
+		// Margins: the machine is shared; a step must not fire early.
+		if got := at[s.Action]; got < s.At || got > s.At+350*time.Millisecond {
+			t.Errorf("%s fired at %v, want within [%v, %v]", s, got, s.At, s.At+350*time.Millisecond)
 		}
-	}
-	if took := time.Since(start); took < 500*time.Millisecond {
-		t.Errorf("Play returned after %v, before the slow step ended", took)
 	}
 }
 

@@ -290,7 +290,7 @@ func (s *spawner) close() { s.once.Do(func() { close(s.quit) }) }
 // callers never hold an engine's lock while user code runs.
 type dispatcher struct {
 	onLog    func(string, string)
-	onChange func(Change)
+	onChange func(Info)
 
 	mu      sync.Mutex
 	queue   []func()
@@ -304,7 +304,7 @@ type dispatcher struct {
 // are never dropped.
 const maxQueued = 10000
 
-func newDispatcher(onLog func(string, string), onChange func(Change)) *dispatcher {
+func newDispatcher(onLog func(string, string), onChange func(Info)) *dispatcher {
 	d := &dispatcher{onLog: onLog, onChange: onChange, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go d.run()
 	return d
@@ -333,7 +333,7 @@ func (d *dispatcher) log(engine, line string) {
 	}
 }
 
-func (d *dispatcher) change(ch Change) {
+func (d *dispatcher) change(ch Info) {
 	if d.onChange != nil {
 		d.push(func() { d.onChange(ch) }, false)
 	}

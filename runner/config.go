@@ -98,7 +98,7 @@ type Config struct {
 	// change, in order, from one goroutine. They must not block for long
 	// and must not call Cluster.Stop.
 	OnLog    func(engine, line string)
-	OnChange func(Change)
+	OnChange func(Info)
 }
 
 // withDefaults returns cfg with zero fields set to their defaults and checks

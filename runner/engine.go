@@ -20,7 +20,7 @@ import (
 	"p2pfault/runner/session"
 )
 
-// State of an engine; the strings are those of experiment's State*.
+// State of an engine; the strings are those of event.State*.
 type State string
 
 const (
@@ -31,17 +31,6 @@ const (
 	StateRestarting State = "restarting"
 	StateRemoved    State = "removed"
 )
-
-// Change is an engine's state change, as it happened.
-type Change struct {
-	Engine   string
-	State    State
-	At       time.Time
-	Pid      int
-	Sid      int
-	Restarts int
-	Exit     string // "code 1", "signal killed", once exited
-}
 
 // Info is an engine's state now; pid, session members and "stopped" are
 // read from /proc.
@@ -167,21 +156,12 @@ func (e *Engine) Session() (pid, sid int, ok bool) {
 // and whether they are stopped.
 func (e *Engine) Info() Info {
 	e.mu.Lock()
-	in := Info{
-		Name: e.spec.Name, Role: e.spec.Role, Index: e.spec.Index,
-		State: e.state, HTTPPort: e.spec.HTTPPort, P2PPort: e.spec.P2PPort,
-		Restarts: e.restarts, Exit: e.exit,
-	}
+	in := e.infoLocked()
 	p := e.proc
-	if p != nil {
-		in.Started, in.ReadyAt = p.started, p.readyAt
-	}
 	e.mu.Unlock()
-	if p == nil || p.reaped() {
+	if in.Pid == 0 {
 		return in
 	}
-	in.Pid, in.Sid = p.pid, p.sid
-	in.Uptime = time.Since(p.started)
 	ms, err := session.Members(p.sid)
 	if err != nil {
 		return in
@@ -199,14 +179,29 @@ func (e *Engine) Info() Info {
 	return in
 }
 
-// changeLocked records a new state and tells OnChange; the caller holds e.mu.
+// infoLocked is the engine's state without what /proc says (members,
+// stopped); the caller holds e.mu.
+func (e *Engine) infoLocked() Info {
+	in := Info{
+		Name: e.spec.Name, Role: e.spec.Role, Index: e.spec.Index,
+		State: e.state, HTTPPort: e.spec.HTTPPort, P2PPort: e.spec.P2PPort,
+		Restarts: e.restarts, Exit: e.exit,
+	}
+	if p := e.proc; p != nil {
+		in.Started, in.ReadyAt = p.started, p.readyAt
+		if !p.reaped() {
+			in.Pid, in.Sid = p.pid, p.sid
+			in.Uptime = time.Since(p.started)
+		}
+	}
+	return in
+}
+
+// changeLocked records a new state and tells OnChange, with the engine's
+// state as it is at the change (not read from /proc); the caller holds e.mu.
 func (e *Engine) changeLocked(s State) {
 	e.state = s
-	ch := Change{Engine: e.spec.Name, State: s, At: time.Now(), Restarts: e.restarts, Exit: e.exit}
-	if e.proc != nil && !e.proc.reaped() {
-		ch.Pid, ch.Sid = e.proc.pid, e.proc.sid
-	}
-	e.c.events.change(ch)
+	e.c.events.change(e.infoLocked())
 }
 
 // start is the first start of the engine, within Start.

@@ -20,7 +20,7 @@ import (
 type recorder struct {
 	mu      sync.Mutex
 	lines   map[string][]string
-	changes []runner.Change
+	changes []runner.Info
 	sids    map[int]bool
 }
 
@@ -34,7 +34,7 @@ func (r *recorder) onLog(engine, line string) {
 	r.lines[engine] = append(r.lines[engine], line)
 }
 
-func (r *recorder) onChange(c runner.Change) {
+func (r *recorder) onChange(c runner.Info) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, c)
@@ -49,7 +49,7 @@ func (r *recorder) states(engine string) []runner.State {
 	defer r.mu.Unlock()
 	var out []runner.State
 	for _, c := range r.changes {
-		if c.Engine == engine {
+		if c.Name == engine {
 			out = append(out, c.State)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"p2pfault/event"
+	"p2pfault/fault"
 )
 
 // eventsMsg is a batch of run events: everything that was queued when the
@@ -83,23 +84,11 @@ func clockTick(d time.Duration) tea.Cmd {
 	return tea.Tick(d, func(time.Time) tea.Msg { return clockMsg{} })
 }
 
-// controllerAction runs one Controller call a key asked for.
-func controllerAction(ctrl event.Controller, action string, source int) tea.Cmd {
+// controllerAction fires one fault kind a key asked for.
+func controllerAction(ctrl event.Controller, kind string, source int) tea.Cmd {
 	return func() tea.Msg {
-		var err error
-		switch action {
-		case event.ActionStall:
-			err = ctrl.Stall(source)
-		case event.ActionResume:
-			err = ctrl.Resume(source)
-		case event.ActionKill:
-			err = ctrl.Kill(source)
-		case event.ActionRemove:
-			err = ctrl.Remove(source)
-		case event.ActionRestore:
-			err = ctrl.Restore(source)
-		}
-		return actionDoneMsg{action: action, source: source, err: err}
+		err := ctrl.Fire(kind, source, fault.Options{})
+		return actionDoneMsg{action: kind, source: source, err: err}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
+	"p2pfault/fault"
 	"p2pfault/probe"
 )
 
@@ -40,11 +41,9 @@ func (f *fakeCtrl) record(call string) error {
 	return err
 }
 
-func (f *fakeCtrl) Stall(i int) error   { return f.record(fmt.Sprintf("stall %d", i)) }
-func (f *fakeCtrl) Resume(i int) error  { return f.record(fmt.Sprintf("resume %d", i)) }
-func (f *fakeCtrl) Kill(i int) error    { return f.record(fmt.Sprintf("kill %d", i)) }
-func (f *fakeCtrl) Remove(i int) error  { return f.record(fmt.Sprintf("remove %d", i)) }
-func (f *fakeCtrl) Restore(i int) error { return f.record(fmt.Sprintf("restore %d", i)) }
+func (f *fakeCtrl) Fire(kind string, i int, _ fault.Options) error {
+	return f.record(fmt.Sprintf("%s %d", kind, i))
+}
 func (f *fakeCtrl) SetProbing(on bool) {
 	f.mu.Lock()
 	f.probing = append(f.probing, on)
@@ -112,10 +111,10 @@ func (s *script) run(info *event.RunInfo) {
 	s.add(-warmup, event.Event{Kind: event.KindPhase, Phase: event.PhaseStarting})
 }
 
-func engineInfo(name string, index int, state string, pid int, up time.Duration) *event.EngineInfo {
-	role, http, p2p := "source", 8100+index, 7777+index
+func engineInfo(name string, index int, state event.State, pid int, up time.Duration) *event.EngineInfo {
+	role, http, p2p := event.RoleSource, 8100+index, 7777+index
 	if name == "decoder" {
-		role, http, p2p = "decoder", 8200, 7779
+		role, http, p2p = event.RoleDecoder, 8200, 7779
 	}
 	return &event.EngineInfo{
 		Name: name, Role: role, Index: index, State: state, Pid: pid, Sid: pid,
@@ -281,7 +280,7 @@ func stalledAt10s() *script {
 	s.run(runInfo("stall", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, event.ActionStall, 0, 30*time.Second)
+	s.fault(10*time.Second, fault.ActionStall, 0, 30*time.Second)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	return &s
 }
@@ -308,7 +307,7 @@ func sceneKilled(restarting bool) scene {
 	s.run(runInfo("kill", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, event.ActionKill, 0, 0)
+	s.fault(10*time.Second, fault.ActionKill, 0, 0)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	exited := engineInfo("source-0", 0, event.StateExited, 4200, 29*time.Second)
@@ -336,7 +335,7 @@ func sceneRemoved() scene {
 	s.run(runInfo("remove", 2, 1))
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
-	s.fault(10*time.Second, event.ActionRemove, 0, 0)
+	s.fault(10*time.Second, fault.ActionRemove, 0, 0)
 	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	s.engine(10300*time.Millisecond, engineInfo("source-0", 0, event.StateRemoved, 4200, 29*time.Second))
@@ -357,7 +356,7 @@ func sceneFailedChecks() scene {
 		}
 		return healthy(i, start, trial)
 	})
-	s.fault(40*time.Second, event.ActionResume, 0, 0)
+	s.fault(40*time.Second, fault.ActionResume, 0, 0)
 	s.window(40*time.Second, check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
 	s.samples(2, 40*time.Second, 60*time.Second, 500*time.Millisecond, healthy)
 	s.add(60*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})

@@ -1,16 +1,18 @@
 package ui
 
-import "github.com/charmbracelet/bubbles/key"
+import (
+	"github.com/charmbracelet/bubbles/key"
+
+	"p2pfault/fault"
+)
 
 // KeyMap is every key the dashboard answers to. It implements help.KeyMap,
 // so `?` shows exactly these bindings.
 type KeyMap struct {
-	Stall   key.Binding
-	Resume  key.Binding
-	Kill    key.Binding
-	Remove  key.Binding
-	Restore key.Binding
-	Next    key.Binding
+	// Faults fire a fault kind on the selected source: one per registered
+	// kind with a key, in the kinds' order.
+	Faults []FaultKey
+	Next   key.Binding
 	Prev    key.Binding
 	Select  key.Binding
 	Pause   key.Binding
@@ -24,12 +26,8 @@ type KeyMap struct {
 // one-line help fits 80 columns with `?` and `q` still on it.
 func DefaultKeyMap() KeyMap {
 	return KeyMap{
-		Stall:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "stall")),
-		Resume:  key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "resume")),
-		Kill:    key.NewBinding(key.WithKeys("k"), key.WithHelp("k", "kill")),
-		Remove:  key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "remove")),
-		Restore: key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "restore")),
-		Next:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next")),
+		Faults: faultKeys(),
+		Next:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next")),
 		Prev:    key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous")),
 		Select: key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8", "9"),
 			key.WithHelp("1-9", "select")),
@@ -41,9 +39,40 @@ func DefaultKeyMap() KeyMap {
 	}
 }
 
+// FaultKey is the key of one fault kind.
+type FaultKey struct {
+	Kind *fault.Kind
+	key.Binding
+}
+
+// faultKeys are the registered kinds' keys, looked up when the dashboard
+// is made: a kind registered with a key is on the dashboard and in `?`.
+func faultKeys() []FaultKey {
+	var out []FaultKey
+	for _, k := range fault.Kinds() {
+		if k.Key == "" {
+			continue
+		}
+		out = append(out, FaultKey{Kind: k, Binding: key.NewBinding(key.WithKeys(k.Key), key.WithHelp(k.Key, k.Help))})
+	}
+	return out
+}
+
+func (k KeyMap) faultBindings(long bool) []key.Binding {
+	out := make([]key.Binding, 0, len(k.Faults))
+	for _, f := range k.Faults {
+		b := f.Binding
+		if long && f.Kind.LongHelp != "" {
+			b.SetHelp(b.Help().Key, f.Kind.LongHelp)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
 // ShortHelp is the one-line help under the dashboard.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Stall, k.Resume, k.Kill, k.Remove, k.Restore, k.Next, k.Help, k.Quit}
+	return append(k.faultBindings(false), k.Next, k.Help, k.Quit)
 }
 
 // FullHelp is the help `?` opens: the same bindings, described in full.
@@ -53,13 +82,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		return b
 	}
 	return [][]key.Binding{
-		{
-			long(k.Stall, "stall (SIGSTOP)"),
-			long(k.Resume, "resume early"),
-			long(k.Kill, "kill, restart"),
-			long(k.Remove, "remove (SIGTERM)"),
-			long(k.Restore, "restore removed"),
-		},
+		k.faultBindings(true),
 		{
 			long(k.Next, "next source"),
 			long(k.Prev, "previous source"),

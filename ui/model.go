@@ -21,6 +21,7 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
+	"p2pfault/fault"
 )
 
 // Options tune the dashboard. Zero values take the defaults noted.
@@ -89,7 +90,8 @@ type Model struct {
 	done   <-chan struct{}
 	opts   Options
 
-	st      *state
+	arms    *arms
+	st      *state // the arm shown: arms.first()
 	keys    KeyMap
 	help    help.Model
 	spinner spinner.Model
@@ -126,11 +128,13 @@ func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
 	styles := NewStyles(opts.Renderer)
 	h := help.New()
 	h.Styles = styles.Help
+	a := newArms(opts.MaxSamples, opts.LogLines)
 	return Model{
 		ctrl:    ctrl,
 		events:  events,
 		opts:    opts,
-		st:      newState(opts.MaxSamples, opts.LogLines),
+		arms:    a,
+		st:      a.first(),
 		keys:    DefaultKeyMap(),
 		help:    h,
 		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting)),
@@ -256,7 +260,7 @@ func (m Model) stallFor() time.Duration {
 	if m.opts.StallFor > 0 {
 		return m.opts.StallFor
 	}
-	if m.st.run != nil && m.st.run.Case == event.ActionStall && m.st.run.FaultFor > 0 {
+	if m.st.run != nil && m.st.run.Case == fault.ActionStall && m.st.run.FaultFor > 0 {
 		return m.st.run.FaultFor
 	}
 	return m.scaled(30 * time.Second)
@@ -265,14 +269,17 @@ func (m Model) stallFor() time.Duration {
 func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 	keep := m.keep()
 	for _, ev := range msg.events {
-		m.st.apply(ev, keep)
+		m.arms.route(ev).apply(ev, keep)
+		m.st = m.arms.first()
 		if ev.Kind == event.KindRun {
 			keep = m.keep() // the time scale is known now
 		}
 	}
 	var cmds []tea.Cmd
 	if msg.closed {
-		m.st.closeStream(m.opts.Now())
+		for _, arm := range m.arms.order {
+			m.arms.by[arm].closeStream(m.opts.Now())
+		}
 	} else {
 		cmds = append(cmds, waitEvents(m.events, m.done, m.opts.Frame))
 	}
@@ -384,24 +391,15 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Back):
 		m.help.ShowAll = false
 	default:
-		for _, a := range []struct {
-			b      key.Binding
-			action string
-		}{
-			{k.Stall, event.ActionStall},
-			{k.Resume, event.ActionResume},
-			{k.Kill, event.ActionKill},
-			{k.Remove, event.ActionRemove},
-			{k.Restore, event.ActionRestore},
-		} {
-			if !key.Matches(msg, a.b) {
+		for _, f := range k.Faults {
+			if !key.Matches(msg, f.Binding) {
 				continue
 			}
-			if why := m.refusal(a.action, m.selected); why != "" {
+			if why := m.refusal(f.Kind, m.selected); why != "" {
 				m.st.addLog(m.nowT(), levelWarn, "%s: %s", msg.String(), why)
 				return m, nil
 			}
-			return m, controllerAction(m.ctrl, a.action, m.selected)
+			return m, controllerAction(m.ctrl, f.Kind.Name, m.selected)
 		}
 	}
 	return m, nil
@@ -414,8 +412,10 @@ func (m Model) cannotProbe() string {
 	return "the run has ended"
 }
 
-// refusal says why action cannot be taken on source i now, or "" when it can.
-func (m Model) refusal(action string, i int) string {
+// refusal says why kind k cannot act on source i now, or "" when it can:
+// the kind's own rule (fault.Kind.Refusal) over the condition the badge
+// shows.
+func (m Model) refusal(k *fault.Kind, i int) string {
 	switch {
 	case m.ctrl == nil:
 		return "no experiment to control"
@@ -426,41 +426,8 @@ func (m Model) refusal(action string, i int) string {
 	case i < 0 || i >= len(m.st.sources):
 		return fmt.Sprintf("no source %d", i)
 	}
-	name := sourceEngine(i)
 	b, _ := m.st.badge(i, m.nowT(), m.stallFor())
-	switch action {
-	case event.ActionStall:
-		switch b {
-		case badgeRemoved:
-			return name + " is removed; press u to bring it back"
-		case badgeStalled:
-			return name + " is already stalled; press c to resume it"
-		case badgeKilled, badgeRestarting:
-			return name + " is restarting"
-		case badgeExited:
-			return name + " has exited"
-		}
-	case event.ActionResume:
-		if b != badgeStalled {
-			return name + " is not stalled"
-		}
-	case event.ActionKill:
-		switch b {
-		case badgeRemoved:
-			return name + " is removed; press u to bring it back"
-		case badgeKilled, badgeRestarting:
-			return name + " is already restarting"
-		}
-	case event.ActionRemove:
-		if b == badgeRemoved {
-			return name + " is already removed"
-		}
-	case event.ActionRestore:
-		if b != badgeRemoved {
-			return name + " is not removed"
-		}
-	}
-	return ""
+	return k.Refusal(sourceEngine(i), b.condition())
 }
 
 // nextEngine cycles the full-screen log through every known engine.
@@ -730,14 +697,14 @@ func nearestRank(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// nextFault is the header's countdown to the scripted fault, or when the
-// run ends.
+// nextFault is the header's countdown to the first scripted fault, or
+// when the run ends.
 func (m Model) nextFault(nowT time.Duration) string {
 	run := m.st.run
 	if run == nil || m.st.ended {
 		return ""
 	}
-	scripted := run.Case != "" && run.Case != "none" && run.FaultAt > 0
+	what, scripted := firstFault(run)
 	beforeT0 := m.st.phase == "" || m.st.phase == event.PhaseStarting || m.st.phase == event.PhaseWarmup
 	switch {
 	case !scripted:
@@ -746,14 +713,30 @@ func (m Model) nextFault(nowT time.Duration) string {
 		}
 		return "no scripted fault"
 	case beforeT0:
-		return fmt.Sprintf("%s source-0 at %s", run.Case, fmtRunTime(run.FaultAt))
+		return fmt.Sprintf("%s at %s", what, fmtRunTime(run.FaultAt))
 	case nowT < run.FaultAt:
-		return fmt.Sprintf("%s source-0 in %s", run.Case, fmtCountdown(run.FaultAt-nowT))
+		return fmt.Sprintf("%s in %s", what, fmtCountdown(run.FaultAt-nowT))
 	case run.Duration > 0:
 		return "ends in " + fmtCountdown(run.Duration-nowT)
 	default:
 		return ""
 	}
+}
+
+// firstFault names the run's first scripted fault ("kill source-1"): the
+// timeline's first step, or for a stream without one the case on
+// source-0.
+func firstFault(run *event.RunInfo) (string, bool) {
+	if run.FaultAt <= 0 {
+		return "", false
+	}
+	if tl, err := fault.Parse(run.Timeline); err == nil && len(tl) > 0 {
+		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
+	}
+	if run.Case != "" && run.Case != "none" {
+		return run.Case + " source-0", true
+	}
+	return "", false
 }
 
 // clip cuts the view to the window, so a small terminal never scrolls.

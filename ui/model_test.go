@@ -14,6 +14,7 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
+	"p2pfault/fault"
 	"p2pfault/probe"
 )
 
@@ -82,11 +83,11 @@ func faultEv(action string, source int) event.Event {
 	return event.Event{Kind: event.KindFault, Fault: &event.FaultInfo{Action: action, Source: source, By: "key"}}
 }
 
-func engineEv(source int, state string) event.Event {
+func engineEv(source int, state event.State) event.Event {
 	return engineEvPid(source, state, 4200+10*source)
 }
 
-func engineEvPid(source int, state string, pid int) event.Event {
+func engineEvPid(source int, state event.State, pid int) event.Event {
 	return event.Event{Kind: event.KindEngine, Engine: engineInfo(sourceEngine(source), source, state, pid, time.Second)}
 }
 
@@ -272,24 +273,24 @@ func TestBadgeFollowsFaultsAndEngineStates(t *testing.T) {
 	}{
 		{name: "ready", want: "READY"},
 		{name: "stall counts down from the fault's duration", evs: []event.Event{
-			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: event.ActionStall, Source: 0, Duration: 30 * time.Second}},
+			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Duration: 30 * time.Second}},
 		}, now: at + 12*time.Second, want: "STALLED 18s"},
 		{name: "stall below ten seconds shows tenths", evs: []event.Event{
-			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: event.ActionStall, Source: 0, Duration: 30 * time.Second}},
+			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Duration: 30 * time.Second}},
 		}, now: at + 25500*time.Millisecond, want: "STALLED 4.5s"},
 		{name: "stalled process seen in /proc", evs: []event.Event{engineEv(0, event.StateStopped)}, want: "STALLED"},
-		{name: "resume makes it ready", evs: []event.Event{faultEv(event.ActionStall, 0), faultEv(event.ActionResume, 0), engineEv(0, event.StateReady)}, want: "READY"},
-		{name: "kill before the exit is seen", evs: []event.Event{faultEv(event.ActionKill, 0)}, want: "KILLED"},
-		{name: "killed process exited", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateExited)}, want: "KILLED"},
-		{name: "killed then restarting", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateExited), engineEv(0, event.StateRestarting)}, want: "RESTARTING"},
-		{name: "killed then starting again", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
-		{name: "ready again after kill", evs: []event.Event{faultEv(event.ActionKill, 0), engineEv(0, event.StateReady), faultEv(event.ActionReady, 0)}, want: "READY"},
-		{name: "removed", evs: []event.Event{faultEv(event.ActionRemove, 0)}, want: "REMOVED"},
-		{name: "restore brings it back through restarting", evs: []event.Event{faultEv(event.ActionRemove, 0), engineEv(0, event.StateRemoved), faultEv(event.ActionRestore, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
-		{name: "restored and ready", evs: []event.Event{faultEv(event.ActionRemove, 0), faultEv(event.ActionRestore, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
-		{name: "ready from a new process after kill", evs: []event.Event{faultEv(event.ActionKill, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
+		{name: "resume makes it ready", evs: []event.Event{faultEv(fault.ActionStall, 0), faultEv(fault.ActionResume, 0), engineEv(0, event.StateReady)}, want: "READY"},
+		{name: "kill before the exit is seen", evs: []event.Event{faultEv(fault.ActionKill, 0)}, want: "KILLED"},
+		{name: "killed process exited", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateExited)}, want: "KILLED"},
+		{name: "killed then restarting", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateExited), engineEv(0, event.StateRestarting)}, want: "RESTARTING"},
+		{name: "killed then starting again", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
+		{name: "ready again after kill", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateReady), faultEv(fault.ActionReady, 0)}, want: "READY"},
+		{name: "removed", evs: []event.Event{faultEv(fault.ActionRemove, 0)}, want: "REMOVED"},
+		{name: "restore brings it back through restarting", evs: []event.Event{faultEv(fault.ActionRemove, 0), engineEv(0, event.StateRemoved), faultEv(fault.ActionRestore, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
+		{name: "restored and ready", evs: []event.Event{faultEv(fault.ActionRemove, 0), faultEv(fault.ActionRestore, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
+		{name: "ready from a new process after kill", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
 		{name: "a crash is not a kill", evs: []event.Event{engineEv(0, event.StateExited)}, want: "EXITED"},
-		{name: "a failed fault changes nothing", evs: []event.Event{{Kind: event.KindFault, Fault: &event.FaultInfo{Action: event.ActionStall, Source: 0, Err: "no such session"}}}, want: "READY"},
+		{name: "a failed fault changes nothing", evs: []event.Event{{Kind: event.KindFault, Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Err: "no such session"}}}, want: "READY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -205,12 +205,12 @@ func (t procTable) Render(w, h int) string {
 	rows := [][]string{head}
 	for _, e := range t.engines {
 		i := e.info
-		state := i.State
+		state := string(i.State)
 		if i.Exit != "" && i.State == event.StateExited {
 			state += " (" + i.Exit + ")"
 		}
 		rows = append(rows, []string{
-			i.Name, orDash(i.Role), pidOrDash(i.Pid), pidOrDash(i.Sid), orDash(fmtPids(i.Members)), orDash(state),
+			i.Name, orDash(string(i.Role)), pidOrDash(i.Pid), pidOrDash(i.Sid), orDash(fmtPids(i.Members)), orDash(state),
 			fmt.Sprintf("%d/%d", i.HTTPPort, i.P2PPort), fmtUptime(i.Uptime), strconv.Itoa(i.Restarts),
 		})
 	}
@@ -264,7 +264,7 @@ func pidOrDash(p int) string {
 }
 
 // engineBadge maps a process state to the badge colours.
-func engineBadge(state string) badgeKind {
+func engineBadge(state event.State) badgeKind {
 	switch state {
 	case event.StateReady:
 		return badgeReady

@@ -8,6 +8,7 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
+	"p2pfault/fault"
 	"p2pfault/probe"
 )
 
@@ -218,7 +219,7 @@ func (st *state) engineOrder() []*engineState {
 	}
 	sort.Slice(out, func(a, b int) bool {
 		ea, eb := out[a].info, out[b].info
-		sa, sb := ea.Role == "source", eb.Role == "source"
+		sa, sb := ea.Role == event.RoleSource, eb.Role == event.RoleSource
 		if sa != sb {
 			return sa
 		}
@@ -236,7 +237,7 @@ func (st *state) engineOf(i int) *engineState {
 		return e
 	}
 	for _, e := range st.engines {
-		if e.reported && e.info.Role == "source" && e.info.Index == i {
+		if e.reported && e.info.Role == event.RoleSource && e.info.Index == i {
 			return e
 		}
 	}
@@ -339,7 +340,7 @@ func (st *state) applyEngine(ev event.Event) {
 	}
 	known, prev := e.reported, e.info.State
 	e.info, e.reported = info, true
-	if info.Role == "source" {
+	if info.Role == event.RoleSource {
 		st.source(info.Index)
 	}
 	if info.State == event.StateReady {
@@ -385,16 +386,17 @@ func (st *state) applyFault(ev event.Event) {
 		s.actionPid = e.info.Pid
 	}
 	what := fmt.Sprintf("%s %s (%s)", f.Action, sourceEngine(f.Source), by)
-	switch f.Action {
-	case event.ActionStall:
-		s.stallFor = f.Duration
-		if f.Duration > 0 {
-			what += " for " + fmtSpan(f.Duration)
+	k, _ := fault.Lookup(f.Action)
+	switch {
+	case k != nil && k.Opens:
+		if k.TakesFor {
+			s.stallFor = f.Duration
+			if f.Duration > 0 {
+				what += " for " + fmtSpan(f.Duration)
+			}
 		}
 		st.openSpan(s, ev.T)
-	case event.ActionKill, event.ActionRemove:
-		st.openSpan(s, ev.T)
-	case event.ActionResume, event.ActionReady, event.ActionRestore:
+	case k != nil && k.Closes, f.Action == fault.ActionReady:
 		if sp := s.openSpan(); sp != nil {
 			sp.end, sp.open = ev.T, false
 		}
@@ -570,44 +572,78 @@ const (
 	badgeExited
 )
 
+// condition is what a badge says of a source, as fault kinds see it.
+func (b badgeKind) condition() fault.Condition {
+	switch b {
+	case badgeStalled:
+		return fault.CondStalled
+	case badgeKilled, badgeRestarting:
+		return fault.CondRestarting
+	case badgeRemoved:
+		return fault.CondRemoved
+	case badgeExited:
+		return fault.CondExited
+	}
+	return fault.CondUp
+}
+
 // badge derives a source's state from the last fault action on it and its
-// engine's latest process state: the action says why (a kill, not a crash),
-// the process state says where it is now (restarting, ready again).
+// engine's latest process state: the action's kind says why (a kill, not
+// a crash) and what it leaves the source in, the process state says where
+// it is now (restarting, ready again).
 func (st *state) badge(i int, nowT, defaultStall time.Duration) (badgeKind, string) {
 	if i < 0 || i >= len(st.sources) {
 		return badgeUnknown, "?"
 	}
 	s := st.sources[i]
-	var engState, exit string
+	var engState event.State
+	var exit string
 	var restarts, pid int
 	if e := st.engineOf(i); e != nil {
 		engState, restarts, exit, pid = e.info.State, e.info.Restarts, e.info.Exit, e.info.Pid
+	}
+	var leaves fault.Condition
+	label := func(def string) string { return def }
+	k, _ := fault.Lookup(s.action)
+	if k != nil {
+		leaves = k.Leaves
+		label = func(def string) string {
+			if k.Badge != "" {
+				return k.Badge
+			}
+			return def
+		}
 	}
 	// After a kill or a restore, "ready" only counts from a new process:
 	// an engine event from before the signal may still say ready.
 	respawned := engState == event.StateReady && pid != s.actionPid
 	switch {
-	case s.action == event.ActionRemove || engState == event.StateRemoved:
+	case leaves == fault.CondRemoved:
+		return badgeRemoved, label("REMOVED")
+	case engState == event.StateRemoved:
 		return badgeRemoved, "REMOVED"
-	case s.action == event.ActionStall && engState != event.StateExited && engState != event.StateRestarting,
+	case leaves == fault.CondStalled && engState != event.StateExited && engState != event.StateRestarting,
 		engState == event.StateStopped:
-		label := "STALLED"
+		text := "STALLED"
+		if leaves == fault.CondStalled {
+			text = label(text)
+		}
 		dur := s.stallFor
 		if dur == 0 {
 			dur = defaultStall
 		}
-		if s.action == event.ActionStall && dur > 0 {
-			label += " " + fmtCountdown(s.actionAt+dur-nowT)
+		if leaves == fault.CondStalled && dur > 0 {
+			text += " " + fmtCountdown(s.actionAt+dur-nowT)
 		}
-		return badgeStalled, label
+		return badgeStalled, text
 	case engState == event.StateRestarting:
 		return badgeRestarting, "RESTARTING"
-	case s.action == event.ActionKill && engState == event.StateStarting:
+	case leaves == fault.CondRestarting && k.Opens && engState == event.StateStarting:
 		return badgeRestarting, "RESTARTING"
-	case s.action == event.ActionKill && !respawned:
-		return badgeKilled, "KILLED"
-	case s.action == event.ActionRestore && !respawned:
-		return badgeRestarting, "RESTARTING"
+	case leaves == fault.CondRestarting && k.Opens && !respawned:
+		return badgeKilled, label("KILLED")
+	case leaves == fault.CondRestarting && !respawned:
+		return badgeRestarting, label("RESTARTING")
 	case engState == event.StateExited:
 		if exit != "" {
 			return badgeExited, "EXITED " + exit

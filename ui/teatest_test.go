@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"p2pfault/event"
+	"p2pfault/fault"
 )
 
 // program runs the dashboard in a teatest program fed by a live channel,
@@ -101,7 +102,7 @@ func TestProgramStallOnARemovedSourceSaysWhyAndCallsNothing(t *testing.T) {
 	waitOutput(t, tm, "READY")
 
 	// The source is removed while the dashboard runs.
-	for _, ev := range []event.Event{faultEv(event.ActionRemove, 0), engineEv(0, event.StateRemoved)} {
+	for _, ev := range []event.Event{faultEv(fault.ActionRemove, 0), engineEv(0, event.StateRemoved)} {
 		ev.T, ev.Wall = sc.now, wallAt(sc.now)
 		events <- ev
 	}
@@ -122,7 +123,7 @@ func TestProgramFollowsLiveEvents(t *testing.T) {
 	sc := sceneSteady()
 	tm, events := program(t, sc)
 	waitOutput(t, tm, "READY")
-	ev := faultEv(event.ActionStall, 1)
+	ev := faultEv(fault.ActionStall, 1)
 	ev.Fault.Duration = 30 * time.Second
 	ev.T, ev.Wall = sc.now, wallAt(sc.now)
 	events <- ev

@@ -1,0 +1,48 @@
+package experiment
+
+import (
+	"context"
+	"time"
+
+	"p2pfault/event"
+)
+
+// Poller watches something of a running cluster and reports it as
+// events until ctx ends. Run starts every poller in pollers; a new source
+// of live figures (an engine's /metrics) is one more Poller.
+type Poller interface {
+	Run(ctx context.Context, emit func(event.Event))
+}
+
+// pollers are what a run watches besides its probe.
+func (e *Experiment) pollers(cl Cluster) []Poller {
+	return []Poller{enginePoller{cl: cl, every: time.Second}}
+}
+
+// startPollers runs every poller until ctx ends; a panic in one fails the
+// run.
+func (e *Experiment) startPollers(ctx context.Context, cl Cluster) {
+	for _, p := range e.pollers(cl) {
+		go e.safely(func() { p.Run(ctx, e.emit) })
+	}
+}
+
+// enginePoller sends every engine's state once a period, so uptimes move
+// and a stop that /proc shows is seen between changes.
+type enginePoller struct {
+	cl    Cluster
+	every time.Duration
+}
+
+func (p enginePoller) Run(ctx context.Context, emit func(event.Event)) {
+	tick := time.NewTicker(p.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			emitStates(p.cl, emit)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package fault
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// ActionKill kills a source (SIGKILL) and restarts it on the same ports.
+const ActionKill = "kill"
+
+// ActionReady is the event of a killed or restored source answering
+// again: its fault window closes. It is an event, not a kind.
+const ActionReady = "ready"
+
+func init() {
+	Register(&Kind{
+		Name: ActionKill, Key: "k", Help: "kill", LongHelp: "kill, restart", Order: 30,
+		Needs: CondUp, Leaves: CondRestarting, Over: []Condition{CondStalled, CondExited}, Badge: "KILLED",
+		Opens: true, Ending: EndsWithRecovery,
+		Act: actKill,
+	})
+}
+
+// actKill returns once the kill is sent; the window opens then and closes
+// when the restarted target is ready on the same ports.
+func actKill(f *Fire) error {
+	env := f.Env
+	env.SetCondition(CondRestarting)
+	killed := make(chan error, 1)
+	env.Go(func() {
+		var signalled atomic.Bool
+		readyAt, err := f.Target.Kill(env.Context(), func(at time.Time, err error) {
+			if err == nil {
+				env.Record(ActionKill, 0, f.By, nil)
+				env.OpenWindow(at, true)
+				env.Changed()
+			}
+			signalled.Store(true)
+			killed <- err
+		})
+		if !signalled.Load() {
+			// It failed before the kill was sent: nothing went down.
+			env.SetCondition(CondUp)
+			killed <- err
+			return
+		}
+		restarted(f, "restart", readyAt, err)
+	})
+	if err := <-killed; err != nil {
+		err = fmt.Errorf("kill %s: %w", f.Target.Name(), err)
+		env.Record(ActionKill, 0, f.By, err)
+		return err
+	}
+	return nil
+}
+
+// restarted records the outcome of a restart or restore: the window
+// closes when the target is ready again; one that cannot come back fails
+// the run.
+func restarted(f *Fire, what string, readyAt time.Time, err error) {
+	env := f.Env
+	if err != nil {
+		if env.Context().Err() == nil {
+			env.Record(ActionReady, 0, f.By, err)
+			env.Fail(fmt.Errorf("%s %s: %w", what, f.Target.Name(), err))
+		}
+		return
+	}
+	env.SetCondition(CondUp)
+	env.Record(ActionReady, 0, f.By, nil)
+	env.CloseWindow(readyAt)
+	env.Changed()
+}

@@ -1,0 +1,198 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Condition is what a target is in, as fault kinds see it: the state a
+// kind needs before it may act, and the one it leaves behind.
+type Condition string
+
+const (
+	CondUp         Condition = ""           // running, no fault in force
+	CondStalled    Condition = "stalled"    // stopped until resumed
+	CondRestarting Condition = "restarting" // on its way back (kill, restore)
+	CondRemoved    Condition = "removed"    // down until restored
+	CondExited     Condition = "exited"     // crashed (the dashboard's view only)
+)
+
+// Ending says how a kind's step bears on when a scripted run ends.
+type Ending int
+
+const (
+	EndsAtOnce       Ending = iota // opens no window of its own
+	EndsAfterFor                   // its window closes after For (when given), then the recovery window
+	EndsWithRecovery               // its window closes soon (a restart); the recovery window follows
+	StaysDown                      // its window lasts to the end; the run ends FaultFor later
+)
+
+// Options tune one firing of a kind.
+type Options struct {
+	For time.Duration // kinds with TakesFor: how long the fault lasts (0: until undone)
+}
+
+// Kind is one fault, registered by name (one file per kind, in the way
+// toxiproxy registers its toxics). The timeline parser, the dashboard's
+// keys and help, and the experiment look kinds up by name, so a new kind is
+// one new file and touches no face.
+type Kind struct {
+	Name     string // the timeline's action word and the event's action
+	Key      string // the dashboard key that fires it on the selected source ("" none)
+	Help     string // one-line help, a word or two
+	LongHelp string // the `?` help
+	Order    int    // position in help and messages
+
+	TakesFor bool      // "for DURATION" is allowed in the timeline
+	Needs    Condition // the condition the target must be in (Up: no fault in force)
+	Leaves   Condition // the condition it puts the target in once taken
+	// Over lists conditions besides Needs the dashboard lets the key try
+	// (the experiment still refuses what it cannot do).
+	Over []Condition
+	// Hint completes "press KEY to ..." when a target is in Leaves, e.g.
+	// "resume it" for resume (which Needs Stalled).
+	Hint string
+	// Badge is the source panel's label while Leaves holds ("" = the
+	// condition's own), e.g. KILLED until the restarted engine is up.
+	Badge string
+	// Opens and Closes say whether its event marks the start or the end
+	// of a fault window on the dashboard's chart.
+	Opens, Closes bool
+	Ending        Ending
+
+	// Act takes the fault on f.Target and reports what happened through
+	// f.Env: its events, the window it opens or closes, the condition it
+	// leaves. It returns once the action is taken (not when it is undone).
+	Act func(f *Fire) error
+}
+
+// Fire is one firing of a kind on one target.
+type Fire struct {
+	Kind   *Kind
+	Target Target
+	Options
+	By  string // "script" or "key"
+	Env Env
+}
+
+// Env is what a kind acts in: the run's bookkeeping for the fired target,
+// owned by the experiment.
+type Env interface {
+	Context() context.Context                                    // the run's; ends with it
+	Record(action string, d time.Duration, by string, err error) // a fault event on the target
+	OpenWindow(at time.Time, recovers bool)                      // a fault window opens on the target
+	CloseWindow(at time.Time)                                    // ... and closes
+	SetCondition(c Condition)                                    // what the target is in now
+	Hold(h any)                                                  // keep the open fault's handle (a stall to resume); nil drops it
+	Held() any
+	Go(fn func())   // run fn in the background; a panic fails the run
+	Fail(err error) // the run cannot go on
+	Changed()       // the target's process state changed: tell the faces
+}
+
+var (
+	regMu sync.RWMutex
+	kinds = map[string]*Kind{}
+)
+
+// Register adds a kind; a second kind of the same name or key panics (a
+// programming error, found by any test). It returns a function that
+// removes the kind again, for tests.
+func Register(k *Kind) (unregister func()) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if k.Name == "" || k.Act == nil {
+		panic("fault: a kind needs a name and an Act")
+	}
+	if _, dup := kinds[k.Name]; dup {
+		panic("fault: kind " + k.Name + " registered twice")
+	}
+	for _, o := range kinds {
+		if k.Key != "" && o.Key == k.Key {
+			panic(fmt.Sprintf("fault: kinds %s and %s both want key %q", o.Name, k.Name, k.Key))
+		}
+	}
+	kinds[k.Name] = k
+	return func() {
+		regMu.Lock()
+		defer regMu.Unlock()
+		delete(kinds, k.Name)
+	}
+}
+
+// Lookup returns the kind registered as name.
+func Lookup(name string) (*Kind, bool) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	k, ok := kinds[name]
+	return k, ok
+}
+
+// Kinds lists every registered kind in help order.
+func Kinds() []*Kind {
+	regMu.RLock()
+	out := make([]*Kind, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, k)
+	}
+	regMu.RUnlock()
+	slices.SortFunc(out, func(a, b *Kind) int {
+		if a.Order != b.Order {
+			return a.Order - b.Order
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// Names lists the kinds for messages: "stall, resume, kill, remove, restore".
+func Names() string {
+	var names []string
+	for _, k := range Kinds() {
+		names = append(names, k.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Undoer returns the kind that undoes condition c (its Needs is c), if any.
+func Undoer(c Condition) (*Kind, bool) {
+	if c == CondUp {
+		return nil, false
+	}
+	for _, k := range Kinds() {
+		if k.Needs == c {
+			return k, true
+		}
+	}
+	return nil, false
+}
+
+// Refusal says why k cannot act on a target in condition c named name,
+// as the dashboard words it, or "" when it may try. It reads only the
+// kind's declarations, so new kinds get the same wording.
+func (k *Kind) Refusal(name string, c Condition) string {
+	if k.Needs != CondUp {
+		if c != k.Needs {
+			return fmt.Sprintf("%s is not %s", name, k.Needs)
+		}
+		return ""
+	}
+	if c == CondUp || slices.Contains(k.Over, c) {
+		return ""
+	}
+	if c == CondExited {
+		return name + " has exited"
+	}
+	why := fmt.Sprintf("%s is %s", name, c)
+	if c == k.Leaves {
+		why = fmt.Sprintf("%s is already %s", name, c)
+	}
+	if u, ok := Undoer(c); ok && u.Key != "" && u.Hint != "" {
+		why += fmt.Sprintf("; press %s to %s", u.Key, u.Hint)
+	}
+	return why
+}

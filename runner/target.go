@@ -1,0 +1,135 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"p2pfault/runner/session"
+)
+
+// confirmTimeout bounds the wait for /proc to show that a signal took
+// effect (every thread of a process must stop before it shows T).
+const confirmTimeout = 5 * time.Second
+
+// confirmPoll is how often /proc is read while confirming.
+const confirmPoll = 500 * time.Microsecond
+
+// Target is an engine as fault kinds act on it (it implements
+// fault.Target): signals reach exactly its session, every process whose
+// session id is the engine's, found in /proc, never by name, never session
+// 0, 1 or p2pfault's own.
+type Target struct{ *Engine }
+
+// Target returns e as fault kinds act on it.
+func (e *Engine) Target() Target { return Target{e} }
+
+func (t Target) notRunning() error {
+	return fmt.Errorf("it is not running (%s)", t.Info().State)
+}
+
+// Stop SIGSTOPs every process of the session and returns once /proc shows
+// all of them stopped (state T); if they do not all stop, it SIGCONTs them.
+func (t Target) Stop() (time.Time, error) {
+	_, sid, ok := t.Session()
+	if !ok {
+		return time.Time{}, t.notRunning()
+	}
+	if err := session.Guard(sid); err != nil {
+		return time.Time{}, err
+	}
+	ms, err := session.Members(sid)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, m := range ms {
+		if m.Live() && m.Stopped() {
+			return time.Time{}, fmt.Errorf("pid %d of session %d is already stopped", m.Pid, sid)
+		}
+	}
+	at := time.Now()
+	pids, err := session.SignalMembers(sid, ms, unix.SIGSTOP)
+	if err != nil {
+		return time.Time{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if err := session.WaitStates(ctx, pids, session.Proc.Stopped, confirmPoll); err != nil {
+		_, _ = session.Signal(sid, unix.SIGCONT)
+		return time.Time{}, fmt.Errorf("session %d: %w", sid, err)
+	}
+	return at, nil
+}
+
+// Continue SIGCONTs the session and returns once /proc shows none of its
+// processes stopped.
+func (t Target) Continue() error {
+	_, sid, ok := t.Session()
+	if !ok {
+		return t.notRunning()
+	}
+	pids, err := session.Signal(sid, unix.SIGCONT)
+	if err != nil {
+		return fmt.Errorf("session %d: %w", sid, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if err := session.WaitStates(ctx, pids, func(p session.Proc) bool { return !p.Stopped() }, confirmPoll); err != nil {
+		return fmt.Errorf("session %d: %w", sid, err)
+	}
+	return nil
+}
+
+// Kill SIGKILLs every process of the session, restarts the engine on the
+// same ports in a new session once they are free, and returns when it is
+// ready.
+func (t Target) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	if _, _, ok := t.Session(); !ok {
+		return time.Time{}, t.notRunning()
+	}
+	err := t.Restart(ctx, func(sid int) error {
+		at := time.Now()
+		_, err := session.Signal(sid, unix.SIGKILL)
+		if signalled != nil {
+			signalled(at, err)
+		}
+		return err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.Info().ReadyAt, nil
+}
+
+// Terminate sends SIGTERM to every process of the session (and SIGCONT,
+// so a stalled engine can act on it); the runner SIGKILLs what is left
+// after its stop grace. It returns once every process is gone; the engine
+// stays down until Restore.
+func (t Target) Terminate(ctx context.Context, signalled func(time.Time, error)) error {
+	if _, _, ok := t.Session(); !ok {
+		return t.notRunning()
+	}
+	return t.Engine.Remove(ctx, func(sid int) error {
+		at := time.Now()
+		_, err := session.Signal(sid, unix.SIGTERM)
+		if signalled != nil {
+			signalled(at, err)
+		}
+		if _, cerr := session.Signal(sid, unix.SIGCONT); cerr != nil && !errors.Is(cerr, session.ErrNoMembers) {
+			err = errors.Join(err, cerr)
+		}
+		return err
+	})
+}
+
+// Restore starts a removed engine again on its ports and returns when it
+// is ready.
+func (t Target) Restore(ctx context.Context) (time.Time, error) {
+	if err := t.Engine.Restore(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return t.Info().ReadyAt, nil
+}
