@@ -37,16 +37,16 @@ func newReportCommand() *cobra.Command {
 			if dir == "" {
 				dir = filepath.Dir(path)
 			}
-			run, err := report.Rebuild(path, dir)
+			runs, err := report.RebuildAll(path, dir)
 			if err != nil {
 				return exitcode.AsUsage(err)
 			}
 			w := cmd.OutOrStdout()
-			if run.Truncated {
+			if runs[0].Truncated {
 				fmt.Fprintf(w, "note: %s was truncated (the run did not end cleanly); the report covers what it holds\n", path)
 			}
-			fmt.Fprint(w, report.Table([]report.Row{run.Row()}))
-			printFailures(w, []report.Run{run})
+			fmt.Fprint(w, report.Table(report.Rows(runs)))
+			printFailures(w, runs)
 			fmt.Fprintf(w, "reports: %s\n", dir)
 			return nil
 		},

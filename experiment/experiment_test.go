@@ -10,9 +10,9 @@ import (
 
 	"p2pfault/cli"
 	"p2pfault/event"
-	"p2pfault/fault"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/runner"
 )
 

@@ -51,7 +51,7 @@ func (r Run) Wall() time.Duration {
 // Name is "arm/case", the run's name in JUnit and in file names.
 func (r Run) Name() string { return r.Info.Arm + "/" + r.Info.Case }
 
-// FromEvents rebuilds a run from its events (as ReadEvents returns them).
+// FromEvents rebuilds a run from one arm's events (as ByArm splits them).
 // The verdict is the final verdict event's when there is one; otherwise the
 // checks are evaluated here over the samples, so a crashed run still gets
 // one. A fault window still open when the events stop is closed at the run
@@ -121,14 +121,8 @@ func FromEvents(events []event.Event) (Run, error) {
 	for _, i := range open {
 		r.Windows[i].End = max(r.RunEnd, r.Windows[i].Start)
 	}
-	// The checks look at the scripted fault's window, or on the dashboard
-	// (no timeline) at the latest fault, as the experiment does.
-	if n := len(r.Windows); n > 0 {
-		r.Window, r.HasWindow = r.Windows[n-1], true
-		if r.Info.Timeline != "" {
-			r.Window = r.Windows[0]
-		}
-	}
+	// The checks look at the window the experiment judged (check.Judged).
+	r.Window, r.HasWindow = check.Judged(r.Windows, r.Info.Timeline != "")
 
 	computed := check.Evaluate(check.Input{Samples: r.Samples, Window: r.Window, RunEnd: r.RunEnd, Bounds: r.Info.Bounds})
 	if !r.HasWindow {
@@ -177,30 +171,93 @@ func addWindow(all *[]check.Window, open []int, w check.Window) []int {
 	return open
 }
 
-// Rebuild reads the events file of a finished or crashed run and writes
-// every report into outDir, or beside the events file when outDir is "".
-// The run it returns says whether the events were truncated; report.md
-// says so too.
+// ByArm splits an event stream into one stream per arm, in the order the
+// arms first appear, each in its own order. An event without an arm (a
+// stream written before events carried it) belongs to the arm of the run
+// event before it.
+func ByArm(events []event.Event) [][]event.Event {
+	var (
+		order []string
+		by    = map[string][]event.Event{}
+		cur   string
+	)
+	for _, ev := range events {
+		arm := ev.Arm
+		if arm == "" {
+			arm = cur
+			if ev.Kind == event.KindRun && ev.Run != nil {
+				arm = ev.Run.Arm
+			}
+		}
+		cur = arm
+		if _, ok := by[arm]; !ok {
+			order = append(order, arm)
+		}
+		by[arm] = append(by[arm], ev)
+	}
+	out := make([][]event.Event, 0, len(order))
+	for _, arm := range order {
+		out = append(out, by[arm])
+	}
+	return out
+}
+
+// FromStream rebuilds every arm's run of a stream: one Run per arm, in the
+// order the arms first appear.
+func FromStream(events []event.Event) ([]Run, error) {
+	if len(events) == 0 {
+		return nil, fmt.Errorf("no run event among 0 events: not a p2pfault events log")
+	}
+	var runs []Run
+	for _, evs := range ByArm(events) {
+		r, err := FromEvents(evs)
+		if err != nil {
+			if arm := evs[0].Arm; arm != "" {
+				err = fmt.Errorf("arm %s: %w", arm, err)
+			}
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// Rebuild is RebuildAll for a stream of one arm (a row of the slice): it
+// returns the first arm's run.
 func Rebuild(eventsPath, outDir string) (Run, error) {
+	runs, err := RebuildAll(eventsPath, outDir)
+	if len(runs) == 0 {
+		return Run{}, err
+	}
+	return runs[0], err
+}
+
+// RebuildAll reads the events file of a finished or crashed run and writes
+// every report into outDir, or beside the events file when outDir is "":
+// one row per arm the events carry. The runs it returns say whether the
+// events were truncated; report.md says so too.
+func RebuildAll(eventsPath, outDir string) ([]Run, error) {
 	f, err := os.Open(eventsPath)
 	if err != nil {
-		return Run{}, fmt.Errorf("open events log: %w", err)
+		return nil, fmt.Errorf("open events log: %w", err)
 	}
 	defer f.Close()
 	events, truncated, err := ReadEvents(f)
 	if err != nil {
-		return Run{}, fmt.Errorf("read %s: %w", eventsPath, err)
+		return nil, fmt.Errorf("read %s: %w", eventsPath, err)
 	}
-	run, err := FromEvents(events)
+	runs, err := FromStream(events)
 	if err != nil {
-		return Run{}, fmt.Errorf("read %s: %w", eventsPath, err)
+		return nil, fmt.Errorf("read %s: %w", eventsPath, err)
 	}
-	run.Truncated = run.Truncated || truncated
+	for i := range runs {
+		runs[i].Truncated = runs[i].Truncated || truncated
+	}
 	if outDir == "" {
 		outDir = filepath.Dir(eventsPath)
 	}
-	if err := WriteAll(outDir, []Run{run}); err != nil {
-		return run, err
+	if err := WriteAll(outDir, runs); err != nil {
+		return runs, err
 	}
-	return run, nil
+	return runs, nil
 }

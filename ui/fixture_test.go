@@ -273,6 +273,19 @@ func sceneSteady() scene {
 	return scene{events: s.events, now: 8 * time.Second, ctrl: newFakeCtrl()}
 }
 
+// sceneTimeline is `run --timeline "at 10s kill source-1; at 30s stall
+// source-0 for 5s"` before its first fault: the header names that fault
+// (kill source-1), not the case.
+func sceneTimeline() scene {
+	var s script
+	info := runInfo("none", 2, 1)
+	info.Timeline = "at 10s kill source-1; at 30s stall source-0 for 5s"
+	s.run(info)
+	s.upCluster(2)
+	s.samples(2, 0, 6*time.Second, 500*time.Millisecond, healthy)
+	return scene{events: s.events, now: 6 * time.Second, ctrl: newFakeCtrl()}
+}
+
 // stalledAt10s is a stall run up to its fault: two sources hitting for
 // 10 s, then source-0 stalled for 30 s and its window open.
 func stalledAt10s() *script {

@@ -50,6 +50,7 @@ func TestViewsMatchGolden(t *testing.T) {
 		{name: "restarting_source", scene: func() scene { return sceneKilled(true) }},
 		{name: "removed_source", scene: sceneRemoved},
 		{name: "failed_checks", scene: sceneFailedChecks},
+		{name: "timeline_first_fault", scene: sceneTimeline},
 		{name: "full_help", scene: sceneSteady, prepare: func(t testing.TB, m Model) Model {
 			return update(t, m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("?")})
 		}},

@@ -13,13 +13,13 @@ type KeyMap struct {
 	// kind with a key, in the kinds' order.
 	Faults []FaultKey
 	Next   key.Binding
-	Prev    key.Binding
-	Select  key.Binding
-	Pause   key.Binding
-	Log     key.Binding
-	Back    key.Binding
-	Help    key.Binding
-	Quit    key.Binding
+	Prev   key.Binding
+	Select key.Binding
+	Pause  key.Binding
+	Log    key.Binding
+	Back   key.Binding
+	Help   key.Binding
+	Quit   key.Binding
 }
 
 // DefaultKeyMap returns the dashboard's keys. Help texts are short so the
@@ -28,7 +28,7 @@ func DefaultKeyMap() KeyMap {
 	return KeyMap{
 		Faults: faultKeys(),
 		Next:   key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next")),
-		Prev:    key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous")),
+		Prev:   key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous")),
 		Select: key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8", "9"),
 			key.WithHelp("1-9", "select")),
 		Pause: key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause probing")),

@@ -1,0 +1,97 @@
+package experiment_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"p2pfault/event"
+	"p2pfault/experiment"
+	"p2pfault/fault"
+	"p2pfault/runner"
+	"p2pfault/ui"
+)
+
+// TestANewKindIsOneRegistration registers a fault kind of its own, noop
+// (it only logs), and fires it from a timeline string and from a dashboard
+// key on a real run: nothing outside this test knows of it, so the next
+// kinds (partition, loss, ...) are new pieces, not edits of every face.
+func TestANewKindIsOneRegistration(t *testing.T) {
+	var mu sync.Mutex
+	var acted []string
+	unregister := fault.Register(&fault.Kind{
+		Name: "noop", Key: "z", Help: "noop", LongHelp: "do nothing, say so", Order: 99,
+		Act: func(f *fault.Fire) error {
+			t.Logf("noop on %s (%s)", f.Target.Name(), f.By)
+			mu.Lock()
+			acted = append(acted, f.Target.Name()+" by "+f.By)
+			mu.Unlock()
+			f.Env.Record("noop", 0, f.By, nil)
+			return nil
+		},
+	})
+	t.Cleanup(unregister)
+
+	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	exp, err := experiment.New(experiment.Config{
+		Case:      experiment.CaseNone,
+		TimeScale: 0.2,
+		// From the timeline: once early, once late so the run lasts
+		// until the key has fired too (4 s at this scale).
+		Timeline: "at 500ms noop source-1; at 20s noop source-1",
+		Cluster: runner.Config{
+			FreePorts: true,
+			ExtraArgs: []string{"--sim-startup-delay=0s"},
+		},
+		OutDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{ch: exp.Subscribe()}
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	tm := teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
+		teatest.WithInitialTermSize(140, 45))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = exp.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = tm.Quit()
+		tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+	})
+
+	rec.waitFor(t, "the scripted noop", time.Minute, func(ev event.Event) bool {
+		return ev.Kind == event.KindFault && ev.Fault.Action == "noop" && ev.Fault.By == "script" && ev.Fault.Source == 1
+	})
+	// The dashboard knows the key from the registry: z fires noop on the
+	// selected source (source-0), and the event log shows it.
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("z")})
+	rec.waitFor(t, "the keyed noop", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindFault && ev.Fault.Action == "noop" && ev.Fault.By == "key" && ev.Fault.Source == 0 && ev.Fault.Err == ""
+	})
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("noop source-0 (key)")) },
+		teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("?")})
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("do nothing, say so")) },
+		teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+
+	mu.Lock()
+	got := strings.Join(acted, ", ")
+	mu.Unlock()
+	if !strings.HasPrefix(got, "source-1 by script, source-0 by key") {
+		t.Errorf("noop acted on %q, want source-1 by script, then source-0 by key", got)
+	}
+}
