@@ -67,9 +67,45 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	if out == "" {
 		out = defaultOut("slice")
 	}
+	parallel, err := o.parallelRows(cmd, len(rows))
+	if err != nil {
+		return err
+	}
+	exps, err := o.experiments(cmd, rows, parallel)
+	if err != nil {
+		return err
+	}
+	// Every row's configuration is checked before any folder is made, so a
+	// usage error leaves nothing behind.
+	if err := makeRowFolders(out, rows, cmd); err != nil {
+		return err
+	}
+	stdout := &lockedWriter{w: cmd.OutOrStdout()}
+	errs := runRows(cmd.Context(), exps, rows, parallel, stdout, o.quiet)
+	runs, firstErr := rebuildRows(rows, errs)
+	if len(runs) > 0 {
+		passed, err := printSlice(stdout, out, runs, time.Since(start), o.flags.timeScale)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if firstErr == nil && !passed {
+			return exitcode.ErrBoundFailed
+		}
+	}
+	for _, err := range errs {
+		if errors.Is(err, exitcode.ErrInterrupted) {
+			return exitcode.ErrInterrupted
+		}
+	}
+	return firstErr
+}
+
+// parallelRows is how many rows run at once: --parallel, or all of them
+// with the simulated engine and one with vllm. Fixed ports allow one.
+func (o *sliceOptions) parallelRows(cmd *cobra.Command, rows int) (int, error) {
 	parallel := o.parallel
 	if parallel <= 0 {
-		parallel = len(rows)
+		parallel = rows
 		if o.flags.engine == runner.EngineVLLM {
 			parallel = 1
 		}
@@ -77,18 +113,24 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	fs := cmd.Flags()
 	fixedPorts := fs.Changed("source-port") || fs.Changed("decoder-port") || fs.Changed("p2p-port")
 	if fixedPorts && parallel > 1 {
-		return exitcode.Usagef("--source-port/--decoder-port/--p2p-port fix the ports of every row, so rows cannot run at once: add --parallel 1")
+		return 0, exitcode.Usagef("--source-port/--decoder-port/--p2p-port fix the ports of every row, so rows cannot run at once: add --parallel 1")
 	}
+	return parallel, nil
+}
+
+// experiments configures one experiment per row.
+func (o *sliceOptions) experiments(cmd *cobra.Command, rows []sliceRow, parallel int) ([]*experiment.Experiment, error) {
+	fs := cmd.Flags()
 	exps := make([]*experiment.Experiment, len(rows))
 	pool := runner.NewPortPool() // rows running at once never pick the same port
 	for i, r := range rows {
 		extra, err := armArgs(o.flags.engine, r.arm)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cfg, err := o.flags.experimentConfig(fs, r.arm, r.caseName, r.out, extra)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if r.vllmBin != "" {
 			cfg.Cluster.VLLMBin = r.vllmBin
@@ -98,11 +140,15 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		cfg.Cluster.FreePorts = cfg.Cluster.FreePorts || parallel > 1
 		cfg.Cluster.PortPool = pool
 		if exps[i], err = experiment.New(cfg); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// Every row's configuration is checked before any folder is made, so a
-	// usage error leaves nothing behind.
+	return exps, nil
+}
+
+// makeRowFolders makes the slice's folder (warning about leftovers) and
+// one per row.
+func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command) error {
 	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
@@ -111,9 +157,11 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 			return exitcode.Usagef("create output folder %s: %w", r.out, err)
 		}
 	}
+	return nil
+}
 
-	ctx := cmd.Context()
-	stdout := &lockedWriter{w: cmd.OutOrStdout()}
+// runRows runs the rows, parallel at a time, and returns each row's error.
+func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool) []error {
 	errs := make([]error, len(rows))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -126,11 +174,16 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 				return
 			}
 			defer func() { <-sem }()
-			errs[i] = runRow(ctx, exps[i], r, stdout, o.quiet)
+			errs[i] = runRow(ctx, exps[i], r, stdout, quiet)
 		})
 	}
 	wg.Wait()
+	return errs
+}
 
+// rebuildRows reads each row's events back into its run; the error is the
+// first row's failure, named arm/case.
+func rebuildRows(rows []sliceRow, errs []error) ([]report.Run, error) {
 	var runs []report.Run
 	var firstErr error
 	for i, r := range rows {
@@ -146,31 +199,25 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		}
 		runs = append(runs, run)
 	}
-	if len(runs) > 0 {
-		if err := report.WriteAll(out, runs); err != nil && firstErr == nil {
-			firstErr = err
-		}
-		var table []report.Row
-		passed := true
-		for _, r := range runs {
-			table = append(table, r.Row())
-			passed = passed && r.Row().Passed
-		}
-		fmt.Fprintln(stdout)
-		fmt.Fprint(stdout, report.Table(table))
-		printFailures(stdout, runs)
-		fmt.Fprintf(stdout, "slice: %d rows in %.1fs wall time, time scale %g; reports: %s\n",
-			len(runs), time.Since(start).Seconds(), o.flags.timeScale, out)
-		if firstErr == nil && !passed {
-			return exitcode.ErrBoundFailed
-		}
+	return runs, firstErr
+}
+
+// printSlice writes the slice's reports and prints its table; passed says
+// whether every row held its bounds.
+func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.Duration, scale float64) (passed bool, err error) {
+	err = report.WriteAll(out, runs)
+	var table []report.Row
+	passed = true
+	for _, r := range runs {
+		table = append(table, r.Row())
+		passed = passed && r.Row().Passed
 	}
-	for _, err := range errs {
-		if errors.Is(err, exitcode.ErrInterrupted) {
-			return exitcode.ErrInterrupted
-		}
-	}
-	return firstErr
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, report.Table(table))
+	printFailures(stdout, runs)
+	fmt.Fprintf(stdout, "slice: %d rows in %.1fs wall time, time scale %g; reports: %s\n",
+		len(runs), wall.Seconds(), scale, out)
+	return passed, err
 }
 
 // plan lists the rows, arms in the order given, cases in the seed's order.

@@ -1,3 +1,11 @@
+// Package fault is p2pfault's fault vocabulary: each fault kind (stall =
+// SIGSTOP for a while, resume, kill = SIGKILL and restart, remove =
+// SIGTERM and left down, restore) is one value registered by name, in a
+// file of its own, with what it needs to act on a Target, undo and say
+// what it did; the timeline language (Parse, Preset) and its one player
+// (Timeline.Play). Faces and the experiment look kinds up by name. The
+// package runs no process itself: targets do (runner.Target for the
+// engines p2pfault launched).
 package fault
 
 import (

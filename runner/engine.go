@@ -390,7 +390,7 @@ func (e *Engine) startError(p *process, err error) error {
 		e.spec.Name, p.pid, err, e.LogPath(), strings.Join(lines, "\n    "))
 }
 
-// EndFunc ends a session: it signals the session sid (fault.SignalSession
+// EndFunc ends a session: it signals the session sid (session.Signal
 // with SIGKILL, for example). The runner then waits for every process of
 // the session to be gone, and sends SIGKILL itself after the grace.
 type EndFunc func(sid int) error
