@@ -94,7 +94,19 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 	if err != nil {
 		return e.refused(kind, src, by, err.Error())
 	}
-	return k.Act(&fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: &firing{e: e, src: src}})
+	f := &fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: &firing{e: e, src: src}}
+	if err := k.Act(f); err != nil {
+		return err
+	}
+	if k.Verify != nil {
+		go e.safely(func() {
+			if err := k.Verify(f); err != nil {
+				e.emit(event.Event{Kind: event.KindWarning,
+					Message: fmt.Sprintf("%s %s (%s) did not take effect: %v", k.Name, t.Name(), by, err)})
+			}
+		})
+	}
+	return nil
 }
 
 // source returns source i of the running cluster.

@@ -3,6 +3,7 @@ package experiment_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ import (
 )
 
 // TestANewKindIsOneRegistration registers a fault kind of its own, noop
-// (it only logs), and fires it from a timeline string and from a dashboard
+// (it only logs, and its verification says nothing changed), and fires it from a timeline string and from a dashboard
 // key on a real run: nothing outside this test knows of it, so the next
 // kinds (partition, loss, ...) are new pieces, not edits of every face.
 func TestANewKindIsOneRegistration(t *testing.T) {
@@ -38,6 +39,8 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 			f.Env.Record("noop", 0, f.By, nil)
 			return nil
 		},
+		// Nothing happened, and verifying says so.
+		Verify: func(f *fault.Fire) error { return errors.New("nothing changed") },
 	})
 	t.Cleanup(unregister)
 
@@ -75,6 +78,9 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 
 	rec.waitFor(t, "the scripted noop", time.Minute, func(ev event.Event) bool {
 		return ev.Kind == event.KindFault && ev.Fault.Action == "noop" && ev.Fault.By == "script" && ev.Fault.Source == 1
+	})
+	rec.waitFor(t, "the warning that it did not take effect", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindWarning && ev.Message == "noop source-1 (script) did not take effect: nothing changed"
 	})
 	// The dashboard knows the key from the registry: z fires noop on the
 	// selected source (source-0), and the event log shows it.

@@ -76,6 +76,11 @@ type Kind struct {
 	// f.Env: its events, the window it opens or closes, the condition it
 	// leaves. It returns once the action is taken (not when it is undone).
 	Act func(f *Fire) error
+	// Verify (optional) confirms, after Act returned without error, that
+	// the fault took effect (stall: every process stopped; remove: the
+	// ports refuse). The experiment reports an error as a warning event.
+	// The seed's kinds confirm inside their Target calls and set none.
+	Verify func(f *Fire) error
 }
 
 // Fire is one firing of a kind on one target.
