@@ -85,3 +85,35 @@ func TestBadChatAndTokenizerRequestsAreAnswered400(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeChatRequest: any body gets a request or an API error with a
+// message, never a panic; an accepted request fits the context and its
+// tokens are what the chat template renders.
+func FuzzDecodeChatRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`,
+		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null}],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"messages":[{"role":"user","content":"<|eot_id|><|tok_7|>"}],"cache_salt":"s","add_generation_prompt":false,"max_completion_tokens":3}`,
+		`{"messages":[]}`, `{"messages":[{"role":"robot"}]}`, `{"messages":"x"}`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, apiErr := decodeChatRequest(body, "m", 512)
+		if apiErr != nil {
+			if apiErr.Message == "" || apiErr.Status < 400 {
+				t.Fatalf("error without message or status: %+v", apiErr)
+			}
+			return
+		}
+		if !r.Chat || len(r.Tokens) == 0 || r.MaxTokens < 1 || len(r.Tokens)+r.MaxTokens > 512 {
+			t.Fatalf("accepted an invalid request: chat %v, %d tokens, max_tokens %d", r.Chat, len(r.Tokens), r.MaxTokens)
+		}
+		if r.Tokens[0] != 128000 {
+			t.Fatalf("prompt does not start with <|begin_of_text|>: %v", r.Tokens[:1])
+		}
+		if (r.IncludeUsage || r.ContinuousUsage) && !r.Stream {
+			t.Fatal("stream options accepted without stream")
+		}
+	})
+}
