@@ -267,8 +267,13 @@ func (f *frontEnd) handleVersion(w http.ResponseWriter, r *http.Request) {
 
 // handlePing is vLLM's /ping (GET or POST): /health under another name.
 func (f *frontEnd) handlePing(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost || allow(w, r, http.MethodGet) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPost:
 		w.WriteHeader(http.StatusOK)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeAPIError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "MethodNotAllowedError",
+			Message: fmt.Sprintf("%s %s: method not allowed (want GET or POST)", r.Method, r.URL.Path)})
 	}
 }
 
