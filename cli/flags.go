@@ -37,6 +37,7 @@ type clusterFlags struct {
 	warmup      time.Duration
 	seedTimeout time.Duration
 	pullTimeout time.Duration
+	stream      bool
 
 	bounds check.Bounds
 	out    string
@@ -65,6 +66,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.warmup, "warmup-timeout", experiment.DefaultWarmupTimeout, "how long warm-up may take (not scaled)")
 	fs.DurationVar(&f.seedTimeout, "seed-timeout", experiment.DefaultSeedTimeout, "per seed request on a source")
 	fs.DurationVar(&f.pullTimeout, "pull-timeout", experiment.DefaultPullTimeout, "per pull request on the decoder")
+	fs.BoolVar(&f.stream, "stream", false, "stream each pull (stream=true, include_usage) and record its time to first token (TTFT)")
 
 	fs.DurationVar(&f.bounds.FaultedMax, "bound-faulted-max", def.FaultedMax, "check 2: pulls naming the faulted source end within this")
 	fs.DurationVar(&f.bounds.DetectAfter, "bound-detect-after", def.DetectAfter, "check 3: median taken over pulls started this long after the fault")
@@ -142,6 +144,7 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 		WarmupTimeout: f.warmup,
 		SeedTimeout:   f.seedTimeout,
 		PullTimeout:   f.pullTimeout,
+		Stream:        f.stream,
 		OutDir:        out,
 	}, nil
 }

@@ -52,6 +52,7 @@ type Config struct {
 	SeedTimeout   time.Duration // 0 = 2 s
 	PullTimeout   time.Duration // 0 = 60 s
 	PromptTokens  int           // 0 = the probe's default (3 blocks + 16)
+	Stream        bool          // streamed pulls with TTFT (probe.Config.Stream)
 
 	OutDir string // engine logs and sessions.json; required
 }

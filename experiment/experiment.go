@@ -343,6 +343,7 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		PromptTokens: e.cfg.PromptTokens,
 		SeedTimeout:  e.cfg.scale(e.cfg.SeedTimeout),
 		PullTimeout:  e.cfg.scale(e.cfg.PullTimeout),
+		Stream:       e.cfg.Stream,
 		Warn:         func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 	}
 }

@@ -67,6 +67,9 @@ type Config struct {
 	SeedTimeout  time.Duration // per seed request, until the body is read
 	PullTimeout  time.Duration // per pull request, until the body is read
 	MaxInFlight  int           // trials in flight at once; a trial over the cap is recorded as failed
+	// Stream makes each pull a streamed request (stream_options.include_usage)
+	// and records its time to first token; seeds stay plain, as the proxy's.
+	Stream bool
 	// Warn is told what the user should know (the in-flight cap was hit). It
 	// is rate-limited and never called concurrently; it must not block long.
 	Warn func(string)

@@ -22,7 +22,10 @@ type Sample struct {
 	PromptTokens int           `json:"prompt_tokens"`
 	CachedTokens int           `json:"cached_tokens"`
 	ServiceTime  time.Duration `json:"service_ns,omitempty"` // X-Sim-Service-Time reported by the sim, if any
-	Err          string        `json:"error,omitempty"`
+	// TTFT (--stream): from sending the pull until its first token's event
+	// arrived; 0 when not streamed or no token came.
+	TTFT time.Duration `json:"ttft_ns,omitempty"`
+	Err  string        `json:"error,omitempty"`
 	// Aborted: the pull was still in flight when the run ended early (q,
 	// Ctrl-C) and was cut short, so Latency is only a lower bound and the
 	// decoder never answered; the checks do not count it as a failure.

@@ -49,11 +49,15 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64) (Sampl
 	pull := append(prefix, kvHead...)
 	pull = append(pull, uuid.NewString()...)
 	pull = append(pull, p.kvTail[i]...)
+	if p.cfg.Stream {
+		pull = append(pull, streamFields...)
+	}
 	pull = append(pull, '}')
 	start := time.Now()
 	r = p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", true, start)
 	s.Start = start.Sub(t0)
 	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted
+	s.TTFT = r.ttft
 	s.ServiceTime = r.service
 	// What the decoder counted, or else what was sent.
 	if r.promptTokens > 0 {
@@ -94,7 +98,8 @@ type result struct {
 	promptTokens int
 	cachedTokens int
 	noDetails    bool
-	aborted      bool // cut short by Abort
+	aborted      bool          // cut short by Abort
+	ttft         time.Duration // streamed: until the first token's event
 }
 
 func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, parse bool) result {
@@ -125,6 +130,13 @@ func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []by
 	}
 	defer resp.Body.Close()
 	r.status = resp.StatusCode
+	if parse && p.cfg.Stream && resp.StatusCode == http.StatusOK {
+		if err := readStream(&r, resp.Body, start, who); err != nil {
+			return fail(err)
+		}
+		r.latency = time.Since(start)
+		return r
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return fail(err)

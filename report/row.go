@@ -23,6 +23,7 @@ type Row struct {
 	Faulted  FaultedRow   `json:"faulted"`
 	Healthy  HealthyRow   `json:"healthy"`
 	Recovery *RecoveryRow `json:"recovery,omitempty"` // absent when the fault does not recover (remove)
+	TTFT     []TTFTRow    `json:"ttft,omitempty"`     // streamed runs only (ttft.go)
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -82,6 +83,7 @@ func (r Run) Row() Row {
 	if r.HasWindow && r.Window.Recovers {
 		row.Recovery = &RecoveryRow{N: v.Summary.Recovery.N, Pulled: v.Summary.Recovery.Pulled}
 	}
+	row.TTFT = ttftRows(r)
 	return row
 }
 
@@ -188,6 +190,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 		}
 		b.WriteString("```\n")
 	}
+	writeTTFT(&b, rows)
 	first, last := span(rows)
 	scale := 0.0
 	if len(rows) > 0 {

@@ -135,6 +135,53 @@ func BenchmarkCompletionP2PHit(b *testing.B) {
 	}
 }
 
+// p2pHitBodies seeds b.N unique 400-token prompts on src and returns the
+// decoder's pull bodies for them, with extra fields before the closing brace.
+func p2pHitBodies(b *testing.B, src, dec *inProcess, tag, extra string) []string {
+	warmBody := words(tag+"-warm", 400)
+	src.post(b, completionBody(warmBody))
+	dec.post(b, pullBody(warmBody, src, -1))
+	bodies := make([]string, b.N)
+	for i := range bodies {
+		p := words(fmt.Sprint(tag, "-", i), 400)
+		src.post(b, completionBody(p))
+		body := pullBody(p, src, i)
+		bodies[i] = strings.Replace(body, `"max_tokens":1,`, `"max_tokens":16,`, 1)
+		bodies[i] = strings.TrimSuffix(bodies[i], "}") + extra + "}"
+	}
+	return bodies
+}
+
+// BenchmarkCompletionP2PHit16Tokens: as BenchmarkCompletionP2PHit, with 16
+// generated tokens answered whole: the baseline of the streamed one below.
+func BenchmarkCompletionP2PHit16Tokens(b *testing.B) {
+	src, dec := startInProcess(b), startInProcess(b)
+	bodies := p2pHitBodies(b, src, dec, "p2p16", "")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if w := dec.post(b, bodies[i]); !strings.Contains(w.Body.String(), `"cached_tokens":384`) {
+			b.Fatalf("pull did not hit: %s", w.Body)
+		}
+	}
+}
+
+// BenchmarkStreamedCompletionP2PHit16Tokens: the same pull streamed: 16
+// token events as the engine samples them (2 ms each, seen on 5 ms ticks),
+// the usage chunk and [DONE].
+func BenchmarkStreamedCompletionP2PHit16Tokens(b *testing.B) {
+	src, dec := startInProcess(b), startInProcess(b)
+	bodies := p2pHitBodies(b, src, dec, "stream16", `,"stream":true,"stream_options":{"include_usage":true}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w := dec.post(b, bodies[i])
+		if body := w.Body.String(); !strings.Contains(body, `"cached_tokens":384`) || strings.Count(body, "data: ") != 18 {
+			b.Fatalf("streamed pull did not hit or lacks events: %s", body)
+		}
+	}
+}
+
 // BenchmarkThreeEnginesReady: wall time from starting three engine
 // processes (front end + core each, no simulated model load) until all
 // three log "engine ready".

@@ -97,7 +97,8 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 			switch m.Type {
 			case link.TypeSubmit:
 				id := m.ID
-				e.Submit(id, engine.Request{Tokens: m.Tokens, CacheSalt: m.CacheSalt, MaxTokens: m.MaxTokens, Source: m.Source},
+				e.Submit(id, engine.Request{Tokens: m.Tokens, CacheSalt: m.CacheSalt, MaxTokens: m.MaxTokens, Source: m.Source,
+					Hooks: linkHooks(l, id, m.Stream)},
 					func(res engine.Result) { _ = l.Send(resultMsg(id, res)) })
 			case link.TypeCancel:
 				e.Cancel(m.ID)
@@ -121,4 +122,16 @@ func stopCore(ctx context.Context, l *link.Conn, log *simlog.Logger) error {
 	}
 	_ = l.Flush(linkFlush)
 	return nil
+}
+
+// linkHooks forwards a request's tokens (when streamed) and its abort to the
+// front end, which counts aborted requests in /metrics as vLLM does.
+func linkHooks(l *link.Conn, id uint64, stream bool) *engine.Hooks {
+	h := &engine.Hooks{Aborted: func(st engine.Stats, tokens int) {
+		_ = l.Send(link.Msg{Type: link.TypeAborted, ID: id, Stats: st, N: tokens})
+	}}
+	if stream {
+		h.Token = func(n int) { _ = l.Send(link.Msg{Type: link.TypeToken, ID: id, N: n}) }
+	}
+	return h
 }

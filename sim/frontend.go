@@ -27,10 +27,11 @@ type frontEnd struct {
 	log     *simlog.Logger
 	link    *link.Conn
 	metrics metrics
+	vocab   *vocabMemory
 
 	mu      sync.Mutex
 	nextID  uint64
-	pending map[uint64]chan link.Msg
+	pending map[uint64]*call
 
 	startup      chan link.Msg // the core's ready or fatal, once
 	gone         chan struct{} // closed when the link ends
@@ -43,7 +44,8 @@ func newFrontEnd(cfg serveConfig, l *link.Conn, log *simlog.Logger) *frontEnd {
 		cfg:      cfg,
 		log:      log,
 		link:     l,
-		pending:  make(map[uint64]chan link.Msg),
+		pending:  make(map[uint64]*call),
+		vocab:    newVocabMemory(),
 		startup:  make(chan link.Msg, 1),
 		gone:     make(chan struct{}),
 		shutdown: make(chan struct{}),
@@ -67,12 +69,21 @@ func (f *frontEnd) readLoop() {
 			}
 		case link.TypeResult:
 			f.mu.Lock()
-			ch := f.pending[m.ID]
+			c := f.pending[m.ID]
 			delete(f.pending, m.ID)
 			f.mu.Unlock()
-			if ch != nil {
-				ch <- m
+			if c != nil {
+				c.finish(m)
 			}
+		case link.TypeToken:
+			f.mu.Lock()
+			c := f.pending[m.ID]
+			f.mu.Unlock()
+			if c != nil {
+				c.token(m.N)
+			}
+		case link.TypeAborted:
+			f.metrics.abort(m.Stats, m.N)
 		case link.TypeShutdown:
 			f.log.Info(compAPI, "engine core is shutting down: %s", m.Message)
 			f.shutdownOnce.Do(func() { close(f.shutdown) })
@@ -93,34 +104,94 @@ func (f *frontEnd) stopping() bool {
 // complete runs req on the core and waits for its result. A client that
 // goes away cancels the request in the core, as vLLM aborts it.
 func (f *frontEnd) complete(ctx context.Context, req completionRequest) (link.Msg, error) {
-	ch := make(chan link.Msg, 1)
+	c, err := f.submit(req, false)
+	if err != nil {
+		return link.Msg{}, err
+	}
+	for {
+		select {
+		case <-c.wake:
+			if res, _, done := c.state(); done {
+				return res, nil
+			}
+		case <-ctx.Done():
+			f.cancel(c)
+			return link.Msg{}, ctx.Err()
+		case <-f.gone:
+			f.forget(c)
+			return link.Msg{}, errCoreGone
+		}
+	}
+}
+
+// submit sends req to the core; with stream, the core reports each token.
+func (f *frontEnd) submit(req completionRequest, stream bool) (*call, error) {
+	c := &call{wake: make(chan struct{}, 1)}
 	f.mu.Lock()
 	f.nextID++
-	id := f.nextID
-	f.pending[id] = ch
+	c.id = f.nextID
+	f.pending[c.id] = c
 	f.mu.Unlock()
-	forget := func() {
-		f.mu.Lock()
-		delete(f.pending, id)
-		f.mu.Unlock()
-	}
-	err := f.link.Send(link.Msg{Type: link.TypeSubmit, ID: id, Tokens: req.Tokens, CacheSalt: req.CacheSalt,
-		MaxTokens: req.MaxTokens, Source: req.Source})
+	err := f.link.Send(link.Msg{Type: link.TypeSubmit, ID: c.id, Tokens: req.Tokens, CacheSalt: req.CacheSalt,
+		MaxTokens: req.MaxTokens, Source: req.Source, Stream: stream})
 	if err != nil {
-		forget()
-		return link.Msg{}, fmt.Errorf("%w: %v", errCoreGone, err)
+		f.forget(c)
+		return nil, fmt.Errorf("%w: %v", errCoreGone, err)
 	}
+	return c, nil
+}
+
+func (f *frontEnd) forget(c *call) {
+	f.mu.Lock()
+	delete(f.pending, c.id)
+	f.mu.Unlock()
+}
+
+// cancel abandons c: the core drops the request and reports the abort.
+func (f *frontEnd) cancel(c *call) {
+	f.forget(c)
+	_ = f.link.Send(link.Msg{Type: link.TypeCancel, ID: c.id})
+}
+
+// call is one request in flight on the core. The link's reader updates it
+// and never blocks: wake holds at most one pending notice.
+type call struct {
+	id   uint64
+	wake chan struct{}
+
+	mu     sync.Mutex
+	tokens int // sampled so far (streamed requests)
+	res    link.Msg
+	done   bool
+}
+
+func (c *call) notify() {
 	select {
-	case m := <-ch:
-		return m, nil
-	case <-ctx.Done():
-		forget()
-		_ = f.link.Send(link.Msg{Type: link.TypeCancel, ID: id})
-		return link.Msg{}, ctx.Err()
-	case <-f.gone:
-		forget()
-		return link.Msg{}, errCoreGone
+	case c.wake <- struct{}{}:
+	default:
 	}
+}
+
+func (c *call) token(n int) {
+	c.mu.Lock()
+	if n > c.tokens {
+		c.tokens = n
+	}
+	c.mu.Unlock()
+	c.notify()
+}
+
+func (c *call) finish(m link.Msg) {
+	c.mu.Lock()
+	c.res, c.done = m, true
+	c.mu.Unlock()
+	c.notify()
+}
+
+func (c *call) state() (res link.Msg, tokens int, done bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.res, c.tokens, c.done
 }
 
 // resultMsg turns an engine result into the link message for request id.

@@ -31,6 +31,11 @@ func (f *frontEnd) routes() http.Handler {
 	mux.HandleFunc("/health", f.handleHealth)
 	mux.HandleFunc("/v1/models", f.handleModels)
 	mux.HandleFunc("/v1/completions", f.handleCompletions)
+	mux.HandleFunc("/v1/chat/completions", f.handleChatCompletions)
+	mux.HandleFunc("/tokenize", f.handleTokenize)
+	mux.HandleFunc("/detokenize", f.handleDetokenize)
+	mux.HandleFunc("/version", f.handleVersion)
+	mux.HandleFunc("/ping", f.handlePing)
 	mux.HandleFunc("/metrics", f.handleMetrics)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
@@ -112,23 +117,45 @@ type promptTokensDetails struct {
 }
 
 func (f *frontEnd) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	received := time.Now()
-	if !allow(w, r, http.MethodPost) {
-		return
-	}
+	f.serveGenerate(w, r, decodeCompletionRequest)
+}
+
+func (f *frontEnd) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
+	f.serveGenerate(w, r, decodeChatRequest)
+}
+
+// readBody reads a request body of at most maxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeAPIError(w, badRequest("", "request body is larger than %d bytes", maxBodyBytes))
-			return
+			return nil, badRequest("", "request body is larger than %d bytes", maxBodyBytes)
 		}
-		writeAPIError(w, badRequest("", "read request body: %v", err))
+		return nil, badRequest("", "read request body: %v", err)
+	}
+	return body, nil
+}
+
+// serveGenerate runs a completion or chat completion: validated by decode,
+// run on the core, answered whole or streamed (stream.go).
+func (f *frontEnd) serveGenerate(w http.ResponseWriter, r *http.Request, decode func([]byte, string, int) (completionRequest, *apiError)) {
+	received := time.Now()
+	if !allow(w, r, http.MethodPost) {
 		return
 	}
-	req, apiErr := decodeCompletionRequest(body, f.cfg.Model, f.cfg.MaxModelLen)
+	body, apiErr := readBody(w, r)
 	if apiErr != nil {
 		writeAPIError(w, apiErr)
+		return
+	}
+	req, apiErr := decode(body, f.cfg.Model, f.cfg.MaxModelLen)
+	if apiErr != nil {
+		writeAPIError(w, apiErr)
+		return
+	}
+	if req.Stream {
+		f.stream(w, r, req, received)
 		return
 	}
 	res, err := f.complete(r.Context(), req)
@@ -139,30 +166,32 @@ func (f *frontEnd) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: err.Error()})
 		return
 	}
-	switch res.ErrKind {
-	case link.ErrKindLoad:
-		f.metrics.record(res.Stats, 0, false, req.Source != nil)
-		writeAPIError(w, &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: res.Message})
-		return
-	case link.ErrKindShutdown:
-		writeAPIError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: res.Message})
+	if apiErr := f.resultError(res, req); apiErr != nil {
+		writeAPIError(w, apiErr)
 		return
 	}
 	f.metrics.record(res.Stats, req.MaxTokens, true, req.Source != nil)
-	resp := completionResponse{
-		ID:      "cmpl-" + strings.ReplaceAll(uuid.NewString(), "-", ""),
-		Object:  "text_completion",
-		Created: received.Unix(),
-		Model:   f.cfg.Model,
-		Choices: []choice{{Text: generate(req.Tokens, req.MaxTokens), FinishReason: "length"}},
-		Usage: usage{
-			PromptTokens:     len(req.Tokens),
-			CompletionTokens: req.MaxTokens,
-			TotalTokens:      len(req.Tokens) + req.MaxTokens,
-		},
-	}
-	if f.cfg.PromptTokensDetails {
-		resp.Usage.PromptTokensDetails = &promptTokensDetails{CachedTokens: res.CachedTokens}
+	u := f.usage(req, res, req.MaxTokens)
+	text := generate(req.Tokens, req.MaxTokens)
+	var resp any
+	if req.Chat {
+		resp = chatResponse{
+			ID:      "chatcmpl-" + newRequestID(),
+			Object:  "chat.completion",
+			Created: received.Unix(),
+			Model:   f.cfg.Model,
+			Choices: []chatChoice{{Message: chatMessageOut{Role: "assistant", Content: text, ToolCalls: []any{}}, FinishReason: "length"}},
+			Usage:   u,
+		}
+	} else {
+		resp = completionResponse{
+			ID:      "cmpl-" + newRequestID(),
+			Object:  "text_completion",
+			Created: received.Unix(),
+			Model:   f.cfg.Model,
+			Choices: []choice{{Text: text, FinishReason: "length"}},
+			Usage:   u,
+		}
 	}
 	b, err := json.Marshal(resp)
 	if err != nil {
@@ -175,12 +204,87 @@ func (f *frontEnd) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// resultError is the error answer for a failed result, counted in
+// /metrics; nil for a success.
+func (f *frontEnd) resultError(res link.Msg, req completionRequest) *apiError {
+	switch res.ErrKind {
+	case link.ErrKindLoad:
+		f.metrics.record(res.Stats, 0, false, req.Source != nil)
+		return &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: res.Message}
+	case link.ErrKindShutdown:
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: res.Message}
+	}
+	return nil
+}
+
+// usage of a finished request that generated n tokens.
+func (f *frontEnd) usage(req completionRequest, res link.Msg, n int) usage {
+	u := usage{PromptTokens: len(req.Tokens), CompletionTokens: n, TotalTokens: len(req.Tokens) + n}
+	if f.cfg.PromptTokensDetails {
+		u.PromptTokensDetails = &promptTokensDetails{CachedTokens: res.CachedTokens}
+	}
+	return u
+}
+
+func newRequestID() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
+
+// chatResponse is vLLM's ChatCompletionResponse, the fields a client reads.
+type chatResponse struct {
+	ID               string       `json:"id"`
+	Object           string       `json:"object"`
+	Created          int64        `json:"created"`
+	Model            string       `json:"model"`
+	Choices          []chatChoice `json:"choices"`
+	Usage            usage        `json:"usage"`
+	PromptLogprobs   any          `json:"prompt_logprobs"`
+	KVTransferParams any          `json:"kv_transfer_params"`
+}
+
+type chatChoice struct {
+	Index        int            `json:"index"`
+	Message      chatMessageOut `json:"message"`
+	Logprobs     any            `json:"logprobs"`
+	FinishReason string         `json:"finish_reason"`
+	StopReason   any            `json:"stop_reason"`
+}
+
+type chatMessageOut struct {
+	Role             string `json:"role"`
+	Content          string `json:"content"`
+	ReasoningContent any    `json:"reasoning_content"`
+	ToolCalls        []any  `json:"tool_calls"`
+}
+
+// simVersion is what /version answers: not a vLLM release, so a client
+// can tell it talks to the sim.
+const simVersion = "0.0.0+p2pfault.sim"
+
+func (f *frontEnd) handleVersion(w http.ResponseWriter, r *http.Request) {
+	if allow(w, r, http.MethodGet) {
+		writeJSON(w, http.StatusOK, map[string]string{"version": simVersion})
+	}
+}
+
+// handlePing is vLLM's /ping (GET or POST): /health under another name.
+func (f *frontEnd) handlePing(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPost:
+		w.WriteHeader(http.StatusOK)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeAPIError(w, &apiError{Status: http.StatusMethodNotAllowed, Type: "MethodNotAllowedError",
+			Message: fmt.Sprintf("%s %s: method not allowed (want GET or POST)", r.Method, r.URL.Path)})
+	}
+}
+
 // generationWords is the sim's whole "model": completions are words picked
 // deterministically from the prompt, so equal requests answer equally.
 const generationWords = "the of and to in is that for it as with was on be by at this from or an are not have but had they his her which you were all we one their there been has"
 
-func generate(prompt []int32, n int) string {
-	words := strings.Fields(generationWords)
+var vocabWords = strings.Fields(generationWords)
+
+// generatedWords are the n words a request generates, one per token.
+func generatedWords(prompt []int32, n int) []string {
 	h := fnv.New64a()
 	var buf [4]byte
 	for _, t := range prompt {
@@ -188,11 +292,20 @@ func generate(prompt []int32, n int) string {
 		_, _ = h.Write(buf[:])
 	}
 	seed := h.Sum64()
-	var b strings.Builder
-	for i := 0; i < n; i++ {
+	out := make([]string, n)
+	for i := range out {
 		seed = seed*6364136223846793005 + 1442695040888963407
+		out[i] = vocabWords[(seed>>33)%uint64(len(vocabWords))]
+	}
+	return out
+}
+
+// generate is the whole completion text: each token a word after a space.
+func generate(prompt []int32, n int) string {
+	var b strings.Builder
+	for _, w := range generatedWords(prompt, n) {
 		b.WriteByte(' ')
-		b.WriteString(words[(seed>>33)%uint64(len(words))])
+		b.WriteString(w)
 	}
 	return b.String()
 }

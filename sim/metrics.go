@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	mu                 sync.Mutex
 	success            int64
+	aborted            int64
 	failed             int64
 	promptTokens       int64
 	generationTokens   int64
@@ -36,6 +37,10 @@ func (m *metrics) record(st engine.Stats, completion int, ok, pulled bool) {
 	} else {
 		m.failed++
 	}
+	m.addStats(st, pulled)
+}
+
+func (m *metrics) addStats(st engine.Stats, pulled bool) {
 	m.promptTokens += int64(st.PromptTokens)
 	m.gpuQueries += int64(st.GPUQueryTokens)
 	m.gpuHits += int64(st.GPUHitTokens)
@@ -51,6 +56,17 @@ func (m *metrics) record(st engine.Stats, completion int, ok, pulled bool) {
 	}
 }
 
+// abort counts a request dropped because its client went away, with what
+// it had cost: vLLM finishes it with reason "abort" and has counted its
+// prompt, cache queries and the tokens generated before the abort.
+func (m *metrics) abort(st engine.Stats, tokens int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.aborted++
+	m.generationTokens += int64(tokens)
+	m.addStats(st, false)
+}
+
 // write renders the Prometheus text exposition format.
 func (m *metrics) write(w io.Writer, model string) error {
 	m.mu.Lock()
@@ -62,6 +78,7 @@ func (m *metrics) write(w io.Writer, model string) error {
 	}
 	counters := []series{
 		{"vllm:request_success_total", "Count of successfully processed requests.", l + `,finished_reason="length"`, m.success},
+		{"vllm:request_success_total", "", l + `,finished_reason="abort"`, m.aborted},
 		{"vllm:prompt_tokens_total", "Number of prefill tokens processed.", l, m.promptTokens},
 		{"vllm:generation_tokens_total", "Number of generation tokens processed.", l, m.generationTokens},
 		{"vllm:prefix_cache_queries_total", "Prefix cache queries, in tokens (GPU).", l, m.gpuQueries},

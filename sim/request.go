@@ -12,13 +12,19 @@ import (
 	"p2pfault/sim/kv"
 )
 
-// completionRequest is a validated POST /v1/completions body.
+// completionRequest is a validated POST /v1/completions or
+// /v1/chat/completions body.
 type completionRequest struct {
 	Tokens      []int32
 	MaxTokens   int
 	Temperature float64
 	CacheSalt   string
 	Source      *engine.RemoteSource
+
+	Chat            bool // /v1/chat/completions: answer as chat.completion
+	Stream          bool // answer as server-sent events (stream.go)
+	IncludeUsage    bool // stream_options.include_usage: a last chunk with usage
+	ContinuousUsage bool // stream_options.continuous_usage_stats: usage on every chunk
 }
 
 // defaultMaxTokens is OpenAI's and vLLM's default for completions.
@@ -44,22 +50,9 @@ func badRequest(param, format string, args ...any) *apiError {
 // errors, since a misspelt one would silently turn a pull into a prefill.
 func decodeCompletionRequest(body []byte, model string, maxModelLen int) (completionRequest, *apiError) {
 	var out completionRequest
-	var top map[string]json.RawMessage
-	if err := strictUnmarshal(body, &top); err != nil {
-		return out, badRequest("", "request body is not a JSON object: %v", err)
-	}
-	if top == nil {
-		return out, badRequest("", "request body is not a JSON object: got null")
-	}
-	if raw, ok := top["model"]; ok && !isNull(raw) {
-		var m string
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return out, badRequest("model", "model must be a string")
-		}
-		if m != model {
-			return out, &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Param: "model",
-				Message: fmt.Sprintf("The model `%s` does not exist.", m)}
-		}
+	top, apiErr := decodeTop(body, model)
+	if apiErr != nil {
+		return out, apiErr
 	}
 	raw, ok := top["prompt"]
 	if !ok || isNull(raw) {
@@ -70,59 +63,151 @@ func decodeCompletionRequest(body []byte, model string, maxModelLen int) (comple
 		return out, apiErr
 	}
 	out.Tokens = toks
+	return out, decodeSampling(top, &out, defaultMaxTokens, maxModelLen)
+}
 
-	out.MaxTokens = defaultMaxTokens
-	if raw, ok := top["max_tokens"]; ok && !isNull(raw) {
+// decodeTop checks that body is one JSON object and that its model, if
+// given, is the one served.
+func decodeTop(body []byte, model string) (map[string]json.RawMessage, *apiError) {
+	var top map[string]json.RawMessage
+	if err := strictUnmarshal(body, &top); err != nil {
+		return nil, badRequest("", "request body is not a JSON object: %v", err)
+	}
+	if top == nil {
+		return nil, badRequest("", "request body is not a JSON object: got null")
+	}
+	if raw, ok := top["model"]; ok && !isNull(raw) {
+		var m string
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, badRequest("model", "model must be a string")
+		}
+		if m != model {
+			return nil, &apiError{Status: http.StatusNotFound, Type: "NotFoundError", Param: "model",
+				Message: fmt.Sprintf("The model `%s` does not exist.", m)}
+		}
+	}
+	return top, nil
+}
+
+// decodeSampling reads the fields completions and chat share, for
+// out.Tokens already set: max_tokens (chat: also max_completion_tokens,
+// which wins), temperature, stream, stream_options, cache_salt and
+// kv_transfer_params. defMax 0 means vLLM's chat default: the rest of the
+// context.
+func decodeSampling(top map[string]json.RawMessage, out *completionRequest, defMax, maxModelLen int) *apiError {
+	out.MaxTokens = defMax
+	if defMax == 0 {
+		out.MaxTokens = maxModelLen - len(out.Tokens)
+	}
+	keys := []string{"max_tokens"}
+	if out.Chat {
+		keys = append(keys, "max_completion_tokens")
+	}
+	for _, key := range keys {
+		raw, ok := top[key]
+		if !ok || isNull(raw) {
+			continue
+		}
 		n, err := jsonInteger(raw)
 		if err != nil {
-			return out, badRequest("max_tokens", "max_tokens must be an integer, got %s", clip(raw))
+			return badRequest(key, "%s must be an integer, got %s", key, clip(raw))
 		}
 		if n < 1 {
-			return out, badRequest("max_tokens", "max_tokens must be at least 1, got %d", n)
+			return badRequest(key, "%s must be at least 1, got %d", key, n)
 		}
 		if n > int64(maxModelLen) {
-			return out, badRequest("max_tokens", "max_tokens %d is over the model's maximum context length of %d tokens", n, maxModelLen)
+			return badRequest(key, "%s %d is over the model's maximum context length of %d tokens", key, n, maxModelLen)
 		}
 		out.MaxTokens = int(n)
 	}
-	if total := len(out.Tokens) + out.MaxTokens; total > maxModelLen {
-		return out, badRequest("prompt", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the length of the prompt or max_tokens.",
-			maxModelLen, total, len(out.Tokens), out.MaxTokens)
+	if total := len(out.Tokens) + out.MaxTokens; total > maxModelLen || out.MaxTokens < 1 {
+		what := "prompt"
+		if out.Chat {
+			what = "messages"
+		}
+		n := max(out.MaxTokens, 1) // a chat prompt filling the context leaves no room for one token
+		return badRequest(what, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d for the completion). Please reduce the length of the %s or max_tokens.",
+			maxModelLen, len(out.Tokens)+n, len(out.Tokens), what, n, what)
 	}
 	if raw, ok := top["temperature"]; ok && !isNull(raw) {
 		var t float64
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return out, badRequest("temperature", "temperature must be a number, got %s", clip(raw))
+			return badRequest("temperature", "temperature must be a number, got %s", clip(raw))
 		}
 		if t < 0 {
-			return out, badRequest("temperature", "temperature must be non-negative, got %g", t)
+			return badRequest("temperature", "temperature must be non-negative, got %g", t)
 		}
 		out.Temperature = t
 	}
 	if raw, ok := top["stream"]; ok && !isNull(raw) {
-		var s bool
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return out, badRequest("stream", "stream must be a boolean, got %s", clip(raw))
+		if err := json.Unmarshal(raw, &out.Stream); err != nil {
+			return badRequest("stream", "stream must be a boolean, got %s", clip(raw))
 		}
-		if s {
-			return out, badRequest("stream", "stream=true is not supported by the simulated engine")
+	}
+	if raw, ok := top["stream_options"]; ok && !isNull(raw) {
+		if !out.Stream {
+			// vLLM's words (protocol.py, check_stream_options).
+			return badRequest("stream_options", "Stream options can only be defined when `stream=True`.")
+		}
+		var so map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &so); err != nil || so == nil {
+			return badRequest("stream_options", "stream_options must be an object, got %s", clip(raw))
+		}
+		for key, dst := range map[string]*bool{"include_usage": &out.IncludeUsage, "continuous_usage_stats": &out.ContinuousUsage} {
+			if v, ok := so[key]; ok && !isNull(v) {
+				if err := json.Unmarshal(v, dst); err != nil {
+					return badRequest("stream_options", "stream_options.%s must be a boolean, got %s", key, clip(v))
+				}
+			}
+		}
+	}
+	if raw, ok := top["n"]; ok && !isNull(raw) {
+		if n, err := jsonInteger(raw); err != nil || n != 1 {
+			return badRequest("n", "n must be 1 (the simulated engine gives one choice), got %s", clip(raw))
 		}
 	}
 	if raw, ok := top["cache_salt"]; ok && !isNull(raw) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil || s == "" {
-			return out, badRequest("cache_salt", "cache_salt must be a non-empty string, got %s", clip(raw))
+			return badRequest("cache_salt", "cache_salt must be a non-empty string, got %s", clip(raw))
 		}
 		out.CacheSalt = s
 	}
 	if raw, ok := top["kv_transfer_params"]; ok && !isNull(raw) {
 		src, apiErr := decodeKVTransferParams(raw)
 		if apiErr != nil {
-			return out, apiErr
+			return apiErr
 		}
 		out.Source = src
 	}
-	return out, nil
+	return nil
+}
+
+// decodeTokenIDs reads a JSON array of token ids.
+func decodeTokenIDs(raw json.RawMessage, param string) ([]int32, *apiError) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest(param, "%s is not a valid array: %v", param, err)
+	}
+	if len(items) == 0 {
+		return nil, badRequest(param, "%s is empty", param)
+	}
+	toks := make([]int32, len(items))
+	for i, it := range items {
+		switch firstByte(it) {
+		case '"', '[':
+			return nil, badRequest(param, "batched prompts (a list of strings or of token lists) are not supported: give one prompt")
+		}
+		n, err := jsonInteger(it)
+		if err != nil {
+			return nil, badRequest(param, "%s token at index %d is not an integer: %s", param, i, clip(it))
+		}
+		if n < 0 || n >= kv.Vocab {
+			return nil, badRequest(param, "%s token id %d at index %d is out of range [0, %d)", param, n, i, kv.Vocab)
+		}
+		toks[i] = int32(n)
+	}
+	return toks, nil
 }
 
 func decodePrompt(raw json.RawMessage) ([]int32, *apiError) {
@@ -132,35 +217,13 @@ func decodePrompt(raw json.RawMessage) ([]int32, *apiError) {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, badRequest("prompt", "prompt is not a valid string: %v", err)
 		}
-		toks := kv.Tokenize(s)
+		toks := tokenize(s)
 		if len(toks) == 0 {
 			return nil, badRequest("prompt", "prompt is empty")
 		}
 		return toks, nil
 	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, badRequest("prompt", "prompt is not a valid array: %v", err)
-		}
-		if len(items) == 0 {
-			return nil, badRequest("prompt", "prompt is empty")
-		}
-		toks := make([]int32, len(items))
-		for i, it := range items {
-			switch firstByte(it) {
-			case '"', '[':
-				return nil, badRequest("prompt", "batched prompts (a list of strings or of token lists) are not supported: give one prompt")
-			}
-			n, err := jsonInteger(it)
-			if err != nil {
-				return nil, badRequest("prompt", "prompt token at index %d is not an integer: %s", i, clip(it))
-			}
-			if n < 0 || n >= kv.Vocab {
-				return nil, badRequest("prompt", "prompt token id %d at index %d is out of range [0, %d)", n, i, kv.Vocab)
-			}
-			toks[i] = int32(n)
-		}
-		return toks, nil
+		return decodeTokenIDs(raw, "prompt")
 	}
 	return nil, badRequest("prompt", "prompt must be a string or an array of token ids, got %s", clip(raw))
 }

@@ -39,7 +39,12 @@ func TestBadRequestsAreAnswered400(t *testing.T) {
 		{"zero max_tokens", `{"prompt":"a","max_tokens":0}`, 400, "max_tokens", "max_tokens must be at least 1, got 0"},
 		{"string max_tokens", `{"prompt":"a","max_tokens":"5"}`, 400, "max_tokens", "max_tokens must be an integer"},
 		{"negative temperature", `{"prompt":"a","temperature":-1}`, 400, "temperature", "temperature must be non-negative"},
-		{"streaming", `{"prompt":"a","stream":true}`, 400, "stream", "stream=true is not supported"},
+		{"stream not a boolean", `{"prompt":"a","stream":"yes"}`, 400, "stream", "stream must be a boolean"},
+		{"stream_options without stream", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", "Stream options can only be defined when `stream=True`."},
+		{"stream_options with stream false", `{"prompt":"a","stream":false,"stream_options":{"include_usage":true}}`, 400, "stream_options", "only be defined when `stream=True`"},
+		{"stream_options not an object", `{"prompt":"a","stream":true,"stream_options":[1]}`, 400, "stream_options", "stream_options must be an object"},
+		{"include_usage not a boolean", `{"prompt":"a","stream":true,"stream_options":{"include_usage":1}}`, 400, "stream_options", "stream_options.include_usage must be a boolean"},
+		{"n over 1", `{"prompt":"a","n":2}`, 400, "n", "n must be 1"},
 		{"empty cache_salt", `{"prompt":"a","cache_salt":""}`, 400, "cache_salt", "cache_salt must be a non-empty string"},
 		{"kv_transfer_params not an object", `{"prompt":"a","kv_transfer_params":"x"}`, 400, "kv_transfer_params", "kv_transfer_params must be an object"},
 		{"unknown key under kv_transfer_params", `{"prompt":"a","kv_transfer_params":{"p2p":{}}}`, 400, "kv_transfer_params", `unknown key "p2p"`},
@@ -54,36 +59,7 @@ func TestBadRequestsAreAnswered400(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := c.Post(e.url+"/v1/completions", "application/json", strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var body struct {
-				Error struct {
-					Message string `json:"message"`
-					Type    string `json:"type"`
-					Param   any    `json:"param"`
-					Code    int    `json:"code"`
-				} `json:"error"`
-			}
-			raw, _ := io.ReadAll(resp.Body)
-			if err := json.Unmarshal(raw, &body); err != nil {
-				t.Fatalf("error body is not JSON: %v: %s", err, raw)
-			}
-			if resp.StatusCode != tt.wantStatus || body.Error.Code != tt.wantStatus {
-				t.Errorf("status %d code %d, want %d", resp.StatusCode, body.Error.Code, tt.wantStatus)
-			}
-			if !strings.Contains(body.Error.Message, tt.wantMsg) {
-				t.Errorf("message %q lacks %q", body.Error.Message, tt.wantMsg)
-			}
-			if body.Error.Param != tt.wantParam {
-				t.Errorf("param %v, want %v", body.Error.Param, tt.wantParam)
-			}
-			wantType := map[int]string{400: "BadRequestError", 404: "NotFoundError"}[tt.wantStatus]
-			if body.Error.Type != wantType {
-				t.Errorf("type %q, want %q", body.Error.Type, wantType)
-			}
+			checkAPIError(t, c, e.url+"/v1/completions", tt.body, tt.wantStatus, tt.wantParam, tt.wantMsg)
 		})
 	}
 

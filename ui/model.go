@@ -685,7 +685,7 @@ func (m Model) sourcePanel(i int, nowT time.Duration) sourcePanel {
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
 		chart: latencyChart{points: &src.points, spans: &src.spans, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
-		window: window, recent: recent, stats: st, spark: spark,
+		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),
 		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled,
 		styles: m.styles,
 	}

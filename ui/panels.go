@@ -125,6 +125,7 @@ type sourcePanel struct {
 	window    time.Duration
 	recent    time.Duration
 	stats     latencyStats
+	ttft      ttftStats // ttft.go
 	spark     []float64
 	n, ok200  int64
 	errs      int64
@@ -178,12 +179,13 @@ func (p sourcePanel) Render(w, h int) string {
 
 	// The chart takes what the four text lines leave; below four rows it
 	// cannot show an axis and a line, so it goes first.
+	ttft := p.ttft.lines(s)
 	lines := []string{title}
-	chartH := h - 4
+	chartH := h - 4 - len(ttft)
 	if chartH >= 4 {
 		lines = append(lines, strings.Split(p.chart.Render(inner, chartH), "\n")...)
 	}
-	lines = append(lines, stats, hits, counts)
+	lines = append(append(append(lines, stats), ttft...), hits, counts)
 	if len(lines) > h {
 		lines = lines[:h]
 	}

@@ -22,7 +22,8 @@ type point struct {
 	end     time.Duration // since t0
 	latency time.Duration
 	hit     bool
-	ok      bool // HTTP 200 and no transport error
+	ok      bool          // HTTP 200 and no transport error
+	ttft    time.Duration // streamed pulls: time to first token (0 = none)
 }
 
 // span is a fault window on a source, marked on its chart.
@@ -451,7 +452,7 @@ func (st *state) applySamples(samples []probe.Sample, keep time.Duration) {
 			st.outRange++
 			continue
 		}
-		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == ""}
+		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT}
 		s.points.Push(p)
 		s.n++
 		if sm.Status == 200 {

@@ -16,6 +16,7 @@ type Request struct {
 	CacheSalt string
 	MaxTokens int
 	Source    *RemoteSource // kv_transfer_params.remote_kv_source, if any
+	Hooks     *Hooks        // streaming and abort callbacks, if any (stream.go)
 }
 
 // RemoteSource names the peer to pull KV blocks from.
@@ -90,6 +91,7 @@ type request struct {
 	deadline time.Time // of the lookup, load or abort in flight
 	wakeAt   time.Time // end of prefill or decode
 	storing  []uint64  // its blocks counted in e.computing until stored
+	stream   *streamState
 }
 
 func (r *request) localHit() int { return r.gpuHit + r.cpuHit }
@@ -154,6 +156,7 @@ func (e *Engine) advance(r *request) {
 				e.drop(r)
 				return
 			}
+			e.emitTokens(r)
 			if e.now.Before(r.wakeAt) {
 				return
 			}
@@ -323,4 +326,5 @@ func (e *Engine) finish(r *request, res Result) {
 func (e *Engine) drop(r *request) {
 	e.releaseComputing(r)
 	r.state = rsDone
+	e.aborted(r)
 }

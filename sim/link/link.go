@@ -26,6 +26,8 @@ const (
 	TypeFatal    = "fatal"    // core → front end: startup failed (Message says why)
 	TypeResult   = "result"   // core → front end: a request finished
 	TypeShutdown = "shutdown" // core → front end: stopping on a signal
+	TypeToken    = "token"    // core → front end: token N of a streamed request was sampled
+	TypeAborted  = "aborted"  // core → front end: a cancelled request was dropped (Stats, N tokens)
 )
 
 // Result error kinds.
@@ -47,6 +49,8 @@ type Msg struct {
 	CachedTokens int                  `msgpack:"cached_tokens,omitempty"`
 	Stats        engine.Stats         `msgpack:"stats"`
 	ErrKind      string               `msgpack:"err_kind,omitempty"`
+	Stream       bool                 `msgpack:"stream,omitempty"` // submit: send a token message per token
+	N            int                  `msgpack:"n,omitempty"`      // token: its number from 1; aborted: tokens generated
 }
 
 // Conn reads messages from and queues messages to one end of the link.
