@@ -73,6 +73,10 @@ func (f *frontEnd) readLoop() {
 			if ch != nil {
 				ch <- m
 			}
+		case link.TypeQueues:
+			if m.Queues != nil {
+				f.metrics.setQueues(*m.Queues)
+			}
 		case link.TypeShutdown:
 			f.log.Info(compAPI, "engine core is shutting down: %s", m.Message)
 			f.shutdownOnce.Do(func() { close(f.shutdown) })

@@ -26,6 +26,7 @@ const (
 	TypeFatal    = "fatal"    // core → front end: startup failed (Message says why)
 	TypeResult   = "result"   // core → front end: a request finished
 	TypeShutdown = "shutdown" // core → front end: stopping on a signal
+	TypeQueues   = "queues"   // core → front end: the scheduler's queue lengths changed (Queues)
 )
 
 // Result error kinds.
@@ -47,6 +48,7 @@ type Msg struct {
 	CachedTokens int                  `msgpack:"cached_tokens,omitempty"`
 	Stats        engine.Stats         `msgpack:"stats"`
 	ErrKind      string               `msgpack:"err_kind,omitempty"`
+	Queues       *engine.Queues       `msgpack:"queues,omitempty"`
 }
 
 // Conn reads messages from and queues messages to one end of the link.
