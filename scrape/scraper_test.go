@@ -187,3 +187,5 @@ func TestFetchSaysWhyAScrapeFailed(t *testing.T) {
 		t.Errorf("closed port: %v", err)
 	}
 }
+
+func newServer(h http.HandlerFunc) *httptest.Server { return httptest.NewServer(h) }

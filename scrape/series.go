@@ -86,6 +86,13 @@ type Reading struct {
 // response; the text format when unknown) and extracts the series.
 func Parse(r io.Reader, format expfmt.Format) (Reading, error) {
 	fams := map[string]*dto.MetricFamily{}
+	if t := format.FormatType(); t == expfmt.TypeTextPlain || t == expfmt.TypeOpenMetrics || t == expfmt.TypeUnknown {
+		// vLLM exports ~40 families, mostly histograms, and five are read:
+		// handing the parser only their lines makes a scrape about 20
+		// times cheaper. Lines are kept or dropped whole by their metric
+		// name; parsing stays expfmt's.
+		r = onlyWanted(r)
+	}
 	dec := expfmt.NewDecoder(r, format)
 	for {
 		var f dto.MetricFamily
@@ -165,3 +172,81 @@ func label(m *dto.Metric, name string) string {
 	}
 	return ""
 }
+
+// wanted are the family names read, as text and OpenMetrics name them.
+var wanted = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range []string{SeriesRunning, SeriesWaiting, SeriesExtHits, SeriesExtQueries, SeriesTierRead} {
+		m[n] = true
+		if base, ok := cutSuffix(n, "_total"); ok {
+			m[base] = true
+		}
+	}
+	return m
+}()
+
+// onlyWanted passes the lines of the wanted families (their samples and
+// their # HELP and # TYPE lines) and every other comment (# EOF), and
+// drops the rest.
+func onlyWanted(r io.Reader) io.Reader {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return &errReader{err}
+	}
+	var out []byte
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i+1], data[i+1:]
+		} else {
+			data = nil
+		}
+		if keepLine(line) {
+			out = append(out, line...)
+		}
+	}
+	return bytes.NewReader(out)
+}
+
+func keepLine(line []byte) bool {
+	if len(line) > 0 && line[0] == '#' {
+		f := bytes.Fields(line)
+		if len(f) >= 3 && (string(f[1]) == "HELP" || string(f[1]) == "TYPE") {
+			return wanted[string(f[2])]
+		}
+		return true
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return true
+	}
+	end := bytes.IndexAny(line, "{ \t\n")
+	if end < 0 {
+		end = len(line)
+	}
+	name := line[:end]
+	// A line that does not start with a metric name is not the exposition
+	// format at all (an HTML page, JSON): keep it, so the parser says so
+	// rather than the engine seeming to export nothing.
+	if !metricName(name) {
+		return true
+	}
+	return wanted[string(name)]
+}
+
+// metricName reports whether b is [a-zA-Z_:][a-zA-Z0-9_:]*.
+func metricName(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for i, c := range b {
+		ok := c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+type errReader struct{ err error }
+
+func (e *errReader) Read([]byte) (int, error) { return 0, e.err }

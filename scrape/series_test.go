@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // vllmText is /metrics as vLLM's prometheus_client writes it (text format
@@ -133,4 +135,35 @@ func omFormat(t *testing.T) expfmt.Format {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// TestFilterKeepsWhatIsRead: the line filter in front of the parser must
+// not change a Reading, whatever else the exposition holds.
+func TestFilterKeepsWhatIsRead(t *testing.T) {
+	body := vllmSized()
+	filtered, err := Parse(strings.NewReader(body), textFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same exposition through expfmt's parser alone.
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fams) < 40 {
+		t.Fatalf("the sized exposition has %d families, want about 45", len(fams))
+	}
+	full := Reading{
+		Running: sum(fams[SeriesRunning], nil), Waiting: sum(fams[SeriesWaiting], nil),
+		ExtHits: sum(fams[SeriesExtHits], nil), ExtQueries: sum(fams[SeriesExtQueries], nil),
+		P2PReadBytes: sum(fams[SeriesTierRead], func(m *dto.Metric) bool { return label(m, TierLabel) == TierP2P }),
+	}
+	if filtered != full || !full.P2PReadBytes.OK {
+		t.Errorf("filtered %+v\nunfiltered %+v", filtered, full)
+	}
+	// A malformed line of a family that is read is still an error.
+	if _, err := Parse(strings.NewReader("vllm:num_requests_waiting{model_name=\"m\"} lots\n"), textFormat); err == nil {
+		t.Error("a bad value of a read series parsed")
+	}
 }
