@@ -84,9 +84,11 @@ type Reading struct {
 
 // Parse reads one exposition in format (expfmt.ResponseFormat of the
 // response; the text format when unknown) and extracts the series.
-func Parse(r io.Reader, format expfmt.Format) (Reading, error) {
+func Parse(r io.Reader, format expfmt.Format) (Reading, error) { return parse(r, format, true) }
+
+func parse(r io.Reader, format expfmt.Format, filter bool) (Reading, error) {
 	fams := map[string]*dto.MetricFamily{}
-	if t := format.FormatType(); t == expfmt.TypeTextPlain || t == expfmt.TypeOpenMetrics || t == expfmt.TypeUnknown {
+	if t := format.FormatType(); filter && (t == expfmt.TypeTextPlain || t == expfmt.TypeOpenMetrics || t == expfmt.TypeUnknown) {
 		// vLLM exports ~40 families, mostly histograms, and five are read:
 		// handing the parser only their lines makes a scrape about 20
 		// times cheaper. Lines are kept or dropped whole by their metric
