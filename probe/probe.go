@@ -73,6 +73,11 @@ type Config struct {
 	// Warn is told what the user should know (the in-flight cap was hit). It
 	// is rate-limited and never called concurrently; it must not block long.
 	Warn func(string)
+	// Started, if set, is told of each pull of Run when it is sent (after
+	// its seed), before its Sample. It is called concurrently from the
+	// trials' goroutines and must not block long; the pull's clock starts
+	// after it returns, so a slow Started never inflates a latency.
+	Started func(PullStart)
 }
 
 // Prober runs trials. Its methods are safe for concurrent use.
@@ -322,7 +327,7 @@ func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slot
 		select {
 		case slots <- struct{}{}:
 			wg.Go(func() {
-				s, _ := p.trial(reqCtx, t0, i, trial)
+				s, _ := p.trial(reqCtx, t0, i, trial, p.cfg.Started)
 				<-slots // the requests are over: free the slot before a slow receiver can hold it
 				out <- s
 			})

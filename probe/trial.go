@@ -35,8 +35,9 @@ type pullInfo struct {
 }
 
 // trial seeds a fresh prompt on source #i of the list, then pulls it into the
-// decoder naming that source, whatever became of the seed.
-func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64) (Sample, pullInfo) {
+// decoder naming that source, whatever became of the seed. started, if not
+// nil, is told of the pull as it is sent.
+func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, started func(PullStart)) (Sample, pullInfo) {
 	src := p.cfg.Sources[i]
 	s := Sample{Source: src.Index, Trial: n, PromptTokens: p.cfg.PromptTokens}
 
@@ -53,6 +54,9 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64) (Sampl
 		pull = append(pull, streamFields...)
 	}
 	pull = append(pull, '}')
+	if started != nil {
+		started(PullStart{Source: src.Index, Trial: n, Start: time.Since(t0)})
+	}
 	start := time.Now()
 	r = p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", true, start)
 	s.Start = start.Sub(t0)

@@ -46,7 +46,7 @@ func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout ti
 	defer wait.Stop()
 	var last string
 	for attempt := 1; ; attempt++ {
-		s, info := p.trial(ctx, t0, i, int64(attempt))
+		s, info := p.trial(ctx, t0, i, int64(attempt), nil)
 		if s.Hit() {
 			return nil
 		}

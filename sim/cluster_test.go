@@ -54,6 +54,9 @@ func TestThreeEnginesPullOverP2P(t *testing.T) {
 			`vllm:kv_offload_tiering_read_bytes_total{model_name="m",tier="1:p2p"} 25165824`, // 2 pulls × 3 blocks × 4 MiB
 			`vllm:request_success_total{model_name="m",finished_reason="length"} 4`,
 			`vllm:prompt_tokens_total{model_name="m"} 1600`,
+			// Every request has ended: the scheduler's gauges are back at 0.
+			`vllm:num_requests_running{model_name="m",engine="0"} 0`,
+			`vllm:num_requests_waiting{model_name="m",engine="0"} 0`,
 		} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %q:\n%s", want, m)

@@ -105,6 +105,9 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 			}
 		}
 	}()
+	// vLLM's core sends its SchedulerStats to the API server with its
+	// outputs; the front end sets the queue gauges of /metrics from them.
+	e.OnQueues(func(q engine.Queues) { _ = l.Send(link.Msg{Type: link.TypeQueues, Queues: &q}) })
 	if err := e.Run(linkCtx); err != nil {
 		return &exitcode.Error{Code: exitcode.Failed, Err: err}
 	}

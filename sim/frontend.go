@@ -84,6 +84,10 @@ func (f *frontEnd) readLoop() {
 			}
 		case link.TypeAborted:
 			f.metrics.abort(m.Stats, m.N)
+		case link.TypeQueues:
+			if m.Queues != nil {
+				f.metrics.setQueues(*m.Queues)
+			}
 		case link.TypeShutdown:
 			f.log.Info(compAPI, "engine core is shutting down: %s", m.Message)
 			f.shutdownOnce.Do(func() { close(f.shutdown) })

@@ -26,6 +26,14 @@ type metrics struct {
 	p2pReadBytes       int64
 	p2pPulls, p2pHits  int64
 	requestsWithSource int64
+	queues             engine.Queues // the core's last report
+}
+
+// setQueues keeps the engine core's queue lengths for the gauges.
+func (m *metrics) setQueues(q engine.Queues) {
+	m.mu.Lock()
+	m.queues = q
+	m.mu.Unlock()
 }
 
 func (m *metrics) record(st engine.Stats, completion int, ok, pulled bool) {
@@ -90,6 +98,17 @@ func (m *metrics) write(w io.Writer, model string) error {
 		{"sim:request_failure_total", "Requests that failed in the engine (a KV load under kv_load_failure_policy=fail). Sim only.", l, m.failed},
 		{"sim:p2p_pull_requests_total", "Requests that named a remote_kv_source. Sim only.", l, m.requestsWithSource},
 		{"sim:p2p_pull_hits_total", "Of those, requests that loaded blocks over P2P. Sim only.", l, m.p2pHits},
+	}
+	// vLLM's scheduler gauges, labelled by engine index as its v1 API
+	// server does (one core here: engine "0").
+	gauges := []series{
+		{"vllm:num_requests_running", "Number of requests in model execution batches.", l + `,engine="0"`, int64(m.queues.Running)},
+		{"vllm:num_requests_waiting", "Number of requests waiting to be processed.", l + `,engine="0"`, int64(m.queues.Waiting)},
+	}
+	for _, s := range gauges {
+		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %d\n", s.name, s.help, s.name, s.name, s.labels, s.v); err != nil {
+			return err
+		}
 	}
 	for _, s := range counters {
 		if s.help != "" {

@@ -62,6 +62,10 @@ type Engine struct {
 	computing  map[uint64]int // blocks being prefilled: a lookup on them is held
 	stats      statsLog
 	refused    map[string]*refusals // peers refusing connects, by identity
+
+	onQueues   func(Queues) // see OnQueues
+	lastQueues Queues
+	queuesSent bool
 }
 
 // New returns an engine core for cfg; call Listen (when cfg.P2P) and then
@@ -214,6 +218,7 @@ func (e *Engine) Step(now time.Time) {
 	e.superviseSessions()
 	e.advanceRequests()
 	e.logStats()
+	e.reportQueues()
 	e.lastStep = now
 }
 

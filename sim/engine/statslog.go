@@ -80,20 +80,8 @@ func (e *Engine) logStats() {
 	}
 	promptTp := float64(s.promptTokens) / dt.Seconds()
 	genTp := float64(s.genTkns) / dt.Seconds()
-	running, waiting, usedBlocks := 0, 0, 0
-	for _, r := range e.active {
-		switch r.state {
-		case rsDone:
-			continue
-		case rsPrefill, rsDecode:
-			running++
-			// A running request holds its prompt's blocks and the one its
-			// completion grows into.
-			usedBlocks += (len(r.in.Tokens) + r.in.MaxTokens + e.cfg.BlockSize - 1) / e.cfg.BlockSize
-		default:
-			waiting++
-		}
-	}
+	q, usedBlocks := e.queues()
+	running, waiting := q.Running, q.Waiting
 	if promptTp != 0 || genTp != 0 || s.lastPromptTp != 0 || s.lastGen != 0 || running+waiting > 0 {
 		usage := 0.0
 		if e.cfg.GPUBlocks > 0 {

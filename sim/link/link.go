@@ -28,6 +28,7 @@ const (
 	TypeShutdown = "shutdown" // core → front end: stopping on a signal
 	TypeToken    = "token"    // core → front end: token N of a streamed request was sampled
 	TypeAborted  = "aborted"  // core → front end: a cancelled request was dropped (Stats, N tokens)
+	TypeQueues   = "queues"   // core → front end: the scheduler's queue lengths changed (Queues)
 )
 
 // Result error kinds.
@@ -51,6 +52,7 @@ type Msg struct {
 	ErrKind      string               `msgpack:"err_kind,omitempty"`
 	Stream       bool                 `msgpack:"stream,omitempty"` // submit: send a token message per token
 	N            int                  `msgpack:"n,omitempty"`      // token: its number from 1; aborted: tokens generated
+	Queues       *engine.Queues       `msgpack:"queues,omitempty"`
 }
 
 // Conn reads messages from and queues messages to one end of the link.

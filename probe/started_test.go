@@ -1,0 +1,171 @@
+package probe_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"p2pfault/probe"
+)
+
+// startLog collects what Config.Started was told, with when.
+type startLog struct {
+	mu     sync.Mutex
+	starts []probe.PullStart
+	at     []time.Time
+	track  *probe.InFlight
+}
+
+func (l *startLog) add(p probe.PullStart) {
+	l.mu.Lock()
+	l.starts = append(l.starts, p)
+	l.at = append(l.at, time.Now())
+	l.mu.Unlock()
+	l.track.Started(p)
+}
+
+func (l *startLog) all() []probe.PullStart {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]probe.PullStart(nil), l.starts...)
+}
+
+// TestStartedReportsHungPullsBeforeTheyEnd: pulls naming a hung source are
+// reported when they are sent, so a face can count them and age the oldest
+// while no Sample has come back; each later Sample matches its start.
+func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
+	c := newFakeCluster(t, 2)
+	c.setPullMode(0, modeHang)
+	cfg := c.config()
+	cfg.Interval = 40 * time.Millisecond
+	cfg.PromptTokens = 130
+	cfg.PullTimeout = time.Minute
+	log := &startLog{track: probe.NewInFlight()}
+	cfg.Started = log.add
+	p, err := probe.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	r := startRun(t, p)
+
+	time.Sleep(600 * time.Millisecond)
+	for _, s := range r.samples() {
+		log.track.Ended(s.Sample)
+	}
+	now1 := time.Since(r.t0)
+	snap1 := pendingOf(log.track.Snapshot(now1), 0)
+	time.Sleep(300 * time.Millisecond)
+	for _, s := range r.samples() {
+		log.track.Ended(s.Sample)
+	}
+	now2 := time.Since(r.t0)
+	snap2 := pendingOf(log.track.Snapshot(now2), 0)
+
+	for _, s := range r.samples() {
+		if s.Source == 0 {
+			t.Fatalf("a pull naming hung source 0 ended: %+v", s.Sample)
+		}
+	}
+	// 600 ms at 40 ms per source: about 15 sent; a busy machine may lag.
+	if snap1.N < 5 {
+		t.Errorf("in flight on source 0 after 600ms: %d, want at least 5", snap1.N)
+	}
+	if snap2.N <= snap1.N {
+		t.Errorf("in flight on source 0 did not grow: %d then %d", snap1.N, snap2.N)
+	}
+	// The oldest is the first pull: its age grows with the clock.
+	// The oldest is the same hung pull in both: it aged by exactly the
+	// time between the snapshots.
+	if grown := snap2.Oldest - snap1.Oldest; grown != now2-now1 {
+		t.Errorf("oldest pull on source 0 aged %s between snapshots %s apart", grown, now2-now1)
+	}
+	if snap1.Oldest < 400*time.Millisecond {
+		t.Errorf("oldest pull on source 0 is %s old after 600ms, want at least 400ms", snap1.Oldest)
+	}
+	if sp := pendingOf(log.track.Snapshot(now2), 1); sp.N > 2 {
+		t.Errorf("healthy source 1 has %d pulls in flight, want at most 2 (they end in milliseconds)", sp.N)
+	}
+
+	p.Abort()
+	got := r.stop(10 * time.Second)
+	starts := map[int64]probe.PullStart{}
+	for _, st := range log.all() {
+		if _, dup := starts[st.Trial]; dup {
+			t.Errorf("trial %d started twice", st.Trial)
+		}
+		starts[st.Trial] = st
+	}
+	for _, s := range got {
+		st, ok := starts[s.Trial]
+		if !ok {
+			t.Errorf("trial %d (source %d) ended with no start reported", s.Trial, s.Source)
+			continue
+		}
+		if st.Source != s.Source || st.Start > s.Start || s.Start-st.Start > 50*time.Millisecond {
+			t.Errorf("trial %d: start %+v does not match its sample (source %d, start %s)", s.Trial, st, s.Source, s.Start)
+		}
+		log.track.Ended(s.Sample)
+	}
+	if len(got) != len(starts) {
+		t.Errorf("%d samples for %d starts", len(got), len(starts))
+	}
+	if n := log.track.Len(); n != 0 {
+		t.Errorf("%d pulls still in flight after every sample ended: %+v", n, log.track.Snapshot(time.Since(r.t0)))
+	}
+}
+
+// TestWarmupReportsNoStarts: warm-up pulls have no Sample on Run's channel,
+// so reporting them would leave them in flight forever.
+func TestWarmupReportsNoStarts(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	cfg := c.config()
+	var n int
+	var mu sync.Mutex
+	cfg.Started = func(probe.PullStart) { mu.Lock(); n++; mu.Unlock() }
+	p, err := probe.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Warmup(context.Background(), 5*time.Second); err != nil {
+		t.Fatalf("Warmup: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 0 {
+		t.Errorf("warm-up reported %d pull starts, want none", n)
+	}
+}
+
+func TestInFlightSnapshot(t *testing.T) {
+	f := probe.NewInFlight()
+	f.Started(probe.PullStart{Source: 1, Trial: 1, Start: 3 * time.Second})
+	f.Started(probe.PullStart{Source: 0, Trial: 2, Start: 2 * time.Second})
+	f.Started(probe.PullStart{Source: 1, Trial: 3, Start: 1 * time.Second})
+	f.Started(probe.PullStart{Source: 1, Trial: 5, Start: 4 * time.Second})
+	f.Ended(probe.Sample{Source: 1, Trial: 5})
+	f.Ended(probe.Sample{Source: 1, Trial: 99}) // a cap hit: never started
+	got := f.Snapshot(5 * time.Second)
+	if len(got) != 2 || got[0].Source != 0 || got[1].Source != 1 {
+		t.Fatalf("snapshot %+v, want sources 0 and 1 in order", got)
+	}
+	if got[0].N != 1 || got[0].Oldest != 3*time.Second {
+		t.Errorf("source 0: %+v, want 1 in flight, oldest 3s", got[0])
+	}
+	if got[1].N != 2 || got[1].Oldest != 4*time.Second || got[1].Starts[0] != time.Second || got[1].Starts[1] != 3*time.Second {
+		t.Errorf("source 1: %+v, want 2 in flight, oldest 4s, starts [1s 3s]", got[1])
+	}
+	f.Ended(probe.Sample{Source: 0, Trial: 2})
+	if got := f.Snapshot(5 * time.Second); len(got) != 1 || got[0].Source != 1 {
+		t.Errorf("after source 0's pull ended: %+v, want only source 1", got)
+	}
+}
+
+func pendingOf(ps []probe.Pending, source int) probe.Pending {
+	for _, p := range ps {
+		if p.Source == source {
+			return p
+		}
+	}
+	return probe.Pending{Source: source}
+}

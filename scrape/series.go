@@ -1,0 +1,254 @@
+// Package scrape reads vLLM's own view of a run: each engine's /metrics,
+// parsed with the Prometheus exposition parser (prometheus/common/expfmt),
+// reduced to the series p2pfault shows (requests running and waiting, the
+// external prefix cache hit rate, P2P read throughput). A series an engine
+// does not export is absent, never 0: a face shows it as "–".
+package scrape
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// The series read, as vLLM names them (reference §5).
+const (
+	SeriesRunning    = "vllm:num_requests_running"
+	SeriesWaiting    = "vllm:num_requests_waiting"
+	SeriesExtHits    = "vllm:external_prefix_cache_hits_total"
+	SeriesExtQueries = "vllm:external_prefix_cache_queries_total"
+	SeriesTierRead   = "vllm:kv_offload_tiering_read_bytes_total"
+	// TierLabel and TierP2P select the P2P tier of SeriesTierRead: tiers
+	// are labelled "0:primary" and "1:p2p" (p2p as the first secondary).
+	TierLabel = "tier"
+	TierP2P   = "1:p2p"
+)
+
+// Value is a series' value, or absent (OK false) when the engine does not
+// export it. In JSON an absent value is null.
+type Value struct {
+	V  float64
+	OK bool
+}
+
+// Of is a present value.
+func Of(v float64) Value { return Value{V: v, OK: true} }
+
+// String shows the value, "–" when absent; whole numbers without decimals.
+func (v Value) String() string {
+	if !v.OK {
+		return "–"
+	}
+	return strconv.FormatFloat(v.V, 'f', -1, 64)
+}
+
+// MarshalJSON writes null for an absent value.
+func (v Value) MarshalJSON() ([]byte, error) {
+	if !v.OK || math.IsNaN(v.V) || math.IsInf(v.V, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(v.V)
+}
+
+// UnmarshalJSON reads null as absent.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		*v = Value{}
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("metric value %s: %w", b, err)
+	}
+	*v = Of(f)
+	return nil
+}
+
+// Reading is the series of one scrape of one engine. Each is the sum over
+// the label sets that match (vLLM labels by model and, with data
+// parallelism, by engine index).
+type Reading struct {
+	Running      Value `json:"running"`        // gauge
+	Waiting      Value `json:"waiting"`        // gauge
+	ExtHits      Value `json:"ext_hits"`       // counter, tokens
+	ExtQueries   Value `json:"ext_queries"`    // counter, tokens
+	P2PReadBytes Value `json:"p2p_read_bytes"` // counter, bytes read from the P2P tier
+}
+
+// Parse reads one exposition in format (expfmt.ResponseFormat of the
+// response; the text format when unknown) and extracts the series.
+func Parse(r io.Reader, format expfmt.Format) (Reading, error) { return parse(r, format, true) }
+
+func parse(r io.Reader, format expfmt.Format, filter bool) (Reading, error) {
+	fams := map[string]*dto.MetricFamily{}
+	if t := format.FormatType(); filter && (t == expfmt.TypeTextPlain || t == expfmt.TypeOpenMetrics || t == expfmt.TypeUnknown) {
+		// vLLM exports ~40 families, mostly histograms, and five are read:
+		// handing the parser only their lines makes a scrape about 20
+		// times cheaper. Lines are kept or dropped whole by their metric
+		// name; parsing stays expfmt's.
+		r = onlyWanted(r)
+	}
+	dec := expfmt.NewDecoder(r, format)
+	for {
+		var f dto.MetricFamily
+		err := dec.Decode(&f)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return Reading{}, fmt.Errorf("parse metrics: %w", err)
+		}
+		fams[f.GetName()] = &f
+	}
+	family := func(name string) *dto.MetricFamily {
+		if f := fams[name]; f != nil {
+			return f
+		}
+		// OpenMetrics names a counter's family without its _total suffix.
+		if n, ok := cutSuffix(name, "_total"); ok {
+			return fams[n]
+		}
+		return nil
+	}
+	isP2P := func(m *dto.Metric) bool { return label(m, TierLabel) == TierP2P }
+	return Reading{
+		Running:      sum(family(SeriesRunning), nil),
+		Waiting:      sum(family(SeriesWaiting), nil),
+		ExtHits:      sum(family(SeriesExtHits), nil),
+		ExtQueries:   sum(family(SeriesExtQueries), nil),
+		P2PReadBytes: sum(family(SeriesTierRead), isP2P),
+	}, nil
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
+		return s[:len(s)-len(suffix)], true
+	}
+	return "", false
+}
+
+// sum adds the values of f's metrics that keep accepts (all when nil);
+// absent when f is nil or none matched.
+func sum(f *dto.MetricFamily, keep func(*dto.Metric) bool) Value {
+	if f == nil {
+		return Value{}
+	}
+	var v Value
+	for _, m := range f.GetMetric() {
+		if keep != nil && !keep(m) {
+			continue
+		}
+		x, ok := value(m)
+		if !ok {
+			continue
+		}
+		v = Of(v.V + x)
+	}
+	return v
+}
+
+func value(m *dto.Metric) (float64, bool) {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue(), true
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue(), true
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue(), true
+	}
+	return 0, false
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// wanted are the family names read, as text and OpenMetrics name them.
+var wanted = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range []string{SeriesRunning, SeriesWaiting, SeriesExtHits, SeriesExtQueries, SeriesTierRead} {
+		m[n] = true
+		if base, ok := cutSuffix(n, "_total"); ok {
+			m[base] = true
+		}
+	}
+	return m
+}()
+
+// onlyWanted passes the lines of the wanted families (their samples and
+// their # HELP and # TYPE lines) and every other comment (# EOF), and
+// drops the rest.
+func onlyWanted(r io.Reader) io.Reader {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return &errReader{err}
+	}
+	var out []byte
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i+1], data[i+1:]
+		} else {
+			data = nil
+		}
+		if keepLine(line) {
+			out = append(out, line...)
+		}
+	}
+	return bytes.NewReader(out)
+}
+
+func keepLine(line []byte) bool {
+	if len(line) > 0 && line[0] == '#' {
+		f := bytes.Fields(line)
+		if len(f) >= 3 && (string(f[1]) == "HELP" || string(f[1]) == "TYPE") {
+			return wanted[string(f[2])]
+		}
+		return true
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return true
+	}
+	end := bytes.IndexAny(line, "{ \t\n")
+	if end < 0 {
+		end = len(line)
+	}
+	name := line[:end]
+	// A line that does not start with a metric name is not the exposition
+	// format at all (an HTML page, JSON): keep it, so the parser says so
+	// rather than the engine seeming to export nothing.
+	if !metricName(name) {
+		return true
+	}
+	return wanted[string(name)]
+}
+
+// metricName reports whether b is [a-zA-Z_:][a-zA-Z0-9_:]*.
+func metricName(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for i, c := range b {
+		ok := c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+type errReader struct{ err error }
+
+func (e *errReader) Read([]byte) (int, error) { return 0, e.err }
