@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // needRights skips a test that needs CAP_NET_ADMIN and nftables when this
@@ -409,6 +411,40 @@ func TestBadInputIsNamed(t *testing.T) {
 	for _, name := range []string{"filter", "p2pfault_", "p2pfault_x y", "nat"} {
 		if _, err := DeleteTable(name); err == nil || !strings.Contains(err.Error(), "is not p2pfault's") {
 			t.Errorf("DeleteTable(%q) = %v, want a refusal", name, err)
+		}
+	}
+}
+
+// VerifyPartition refuses to call a port that answers with a reset
+// partitioned: that is a dead process, not a cut link.
+func TestVerifyPartitionNamesARefusal(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	err = VerifyPartition(context.Background(), addr, time.Second)
+	if !errors.Is(err, ErrNotPartitioned) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("VerifyPartition(closed port) = %v, want ErrNotPartitioned naming the refusal", err)
+	}
+}
+
+func TestKernelErrorsAreNamed(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+		se   bool
+	}{
+		{unix.EPERM, "partition needs CAP_NET_ADMIN: run as root or grant it with setcap cap_net_admin+ep ", true},
+		{unix.EPROTONOSUPPORT, "partition needs nftables (family inet) in the kernel: load it with `modprobe nf_tables` or use a kernel built with CONFIG_NF_TABLES and CONFIG_NF_TABLES_INET", true},
+		{unix.EOPNOTSUPP, "partition needs nftables (family inet) in the kernel", true},
+		{unix.EBUSY, "partition: netlink receive: device or resource busy", false},
+	} {
+		err := classify("partition", fmt.Errorf("netlink receive: %w", tc.err))
+		var se *SetupError
+		if !strings.HasPrefix(err.Error(), tc.want) || errors.As(err, &se) != tc.se || !errors.Is(err, tc.err) {
+			t.Errorf("classify(%v) = %v (setup error %v), want it to start with %q (setup error %v) and wrap the errno", tc.err, err, errors.As(err, &se), tc.want, tc.se)
 		}
 	}
 }
