@@ -185,9 +185,9 @@ func kvConfig(port int) string {
 		"kv_connector": "OffloadingConnector",
 		"kv_role":      "kv_both",
 		"kv_connector_extra_config": map[string]any{
-			"spec_name":       "TieringOffloadingSpec",
+			"spec_name":        "TieringOffloadingSpec",
 			"cpu_bytes_to_use": 209715200,
-			"secondary_tiers": []map[string]any{{"type": "p2p", "host": "127.0.0.1", "port": port}},
+			"secondary_tiers":  []map[string]any{{"type": "p2p", "host": "127.0.0.1", "port": port}},
 		},
 	})
 	return string(b)
