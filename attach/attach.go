@@ -142,11 +142,15 @@ type Result struct {
 // faulter is one way of faulting a source.
 type faulter interface {
 	do(ctx context.Context, a Action) (Result, error)
+	// readyWait snapshots what the Ready wait needs, under the target's
+	// lock; the wait itself (minutes for a model load) runs without it.
+	readyWait() func(context.Context) (Result, error)
 	stalled() bool
 	removed() bool
 }
 
-// Target is one attached source, acted on by fault kinds.
+// Target is one attached source, acted on by fault kinds. Its methods are
+// safe for concurrent use; actions other than Ready run one at a time.
 type Target struct {
 	src     Source
 	opts    Options
@@ -192,10 +196,19 @@ func (t *Target) Removed() bool {
 // killed or started again; Ready waits until it answers /health. An error
 // names the source and the action.
 func (t *Target) Do(ctx context.Context, a Action) (Result, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	start := time.Now()
-	r, err := t.faulter.do(ctx, a)
+	var r Result
+	var err error
+	if a == Ready {
+		t.mu.Lock()
+		wait := t.faulter.readyWait()
+		t.mu.Unlock()
+		r, err = wait(ctx)
+	} else {
+		t.mu.Lock()
+		r, err = t.faulter.do(ctx, a)
+		t.mu.Unlock()
+	}
 	r.Source, r.Action = t.src.Name, a
 	if r.At.IsZero() {
 		r.At = time.Now()

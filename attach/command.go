@@ -81,6 +81,15 @@ func (f *commandFaulter) do(ctx context.Context, a Action) (Result, error) {
 		}
 		return r, err
 	case Ready:
+		return f.readyWait()(ctx)
+	}
+	return Result{}, fmt.Errorf("unknown action %q", a)
+}
+
+// readyWait runs the ready command, if any, then waits for /health; it
+// touches no state, so it runs without the target's lock.
+func (f *commandFaulter) readyWait() func(context.Context) (Result, error) {
+	return func(ctx context.Context) (Result, error) {
 		var r Result
 		if _, ok := f.t.src.Faults.Commands[Ready]; ok {
 			var err error
@@ -92,7 +101,6 @@ func (f *commandFaulter) do(ctx context.Context, a Action) (Result, error) {
 		r.At = at
 		return r, err
 	}
-	return Result{}, fmt.Errorf("unknown action %q", a)
 }
 
 func (f *commandFaulter) doStall(ctx context.Context) (Result, error) {

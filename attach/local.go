@@ -58,7 +58,7 @@ func (f *localFaulter) do(ctx context.Context, a Action) (Result, error) {
 	case Restore:
 		return f.doRestore()
 	case Ready:
-		return f.doReady(ctx)
+		return f.readyWait()(ctx)
 	}
 	return Result{}, fmt.Errorf("unknown action %q", a)
 }
@@ -271,9 +271,13 @@ func (f *localFaulter) doRestore() (Result, error) {
 	return Result{NewPid: rl.pid, Log: rl.log}, nil
 }
 
-func (f *localFaulter) doReady(ctx context.Context) (Result, error) {
+// readyWait returns the wait for the source's /health, holding what it
+// needs so that it runs without the target's lock.
+func (f *localFaulter) readyWait() func(context.Context) (Result, error) {
 	var exited func() error
-	if rl := f.started; rl != nil {
+	rl := f.started
+	o, url := f.t.opts, f.t.src.URL
+	if rl != nil {
 		exited = func() error {
 			select {
 			case <-rl.done:
@@ -283,12 +287,14 @@ func (f *localFaulter) doReady(ctx context.Context) (Result, error) {
 			}
 		}
 	}
-	at, err := waitHealthy(ctx, f.t.opts, f.t.src.URL, exited)
-	r := Result{At: at}
-	if f.started != nil {
-		r.NewPid, r.Log = f.started.pid, f.started.log
+	return func(ctx context.Context) (Result, error) {
+		at, err := waitHealthy(ctx, o, url, exited)
+		r := Result{At: at}
+		if rl != nil {
+			r.NewPid, r.Log = rl.pid, rl.log
+		}
+		return r, err
 	}
-	return r, err
 }
 
 // start runs ln again in a new session, detached from p2pfault so that it
@@ -306,7 +312,11 @@ func (f *localFaulter) start(ln launch, why string) (*relaunch, error) {
 	defer out.Close()
 	fmt.Fprintf(out, "=== p2pfault %s of %s at %s: started again from pid %d's /proc in %s: %s\n",
 		why, f.t.src.Name, time.Now().Format(time.RFC3339Nano), ln.Pid, ln.Dir, strings.Join(ln.Argv, " "))
-	cmd := &exec.Cmd{Path: ln.Path, Args: ln.Argv, Env: ln.Env, Dir: ln.Dir, Stdout: out, Stderr: out}
+	env := ln.Env
+	if env == nil {
+		env = []string{} // an engine started with an empty environment; nil would pass p2pfault's
+	}
+	cmd := &exec.Cmd{Path: ln.Path, Args: ln.Argv, Env: env, Dir: ln.Dir, Stdout: out, Stderr: out}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s again as %q in %s: %w", f.t.src.Name, ln.Argv, ln.Dir, err)

@@ -311,3 +311,47 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 		t.Errorf("second cleanup: %d %v %q", n, err, out.String())
 	}
 }
+
+// TestReadyWaitsWithoutHoldingTheSource: a Ready wait (minutes for a real
+// model load) does not block other actions on the source; here it waits
+// on a stalled source and ends once the resume lets it answer.
+func TestReadyWaitsWithoutHoldingTheSource(t *testing.T) {
+	e := startEngine(t, "source-0")
+	dir := t.TempDir()
+	c := openLocal(t, writeFile(t, dir, fakeDecoder(t), []engine{e}, nil), Options{LogDir: dir, HealthTimeout: 100 * time.Millisecond, ReadyTimeout: 20 * time.Second})
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	src, _ := c.Source("source-0")
+	if _, err := src.Do(context.Background(), Stall); err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		r   Result
+		err error
+	}
+	ready := make(chan res, 1)
+	go func() {
+		r, err := src.Do(context.Background(), Ready)
+		ready <- res{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case r := <-ready:
+		t.Fatalf("a stalled source was ready: %+v", r)
+	default:
+	}
+	if !src.Stalled() {
+		t.Fatal("not stalled")
+	}
+	resumed := time.Now()
+	if _, err := src.Do(context.Background(), Resume); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-ready:
+		if r.err != nil || r.r.At.Before(resumed) {
+			t.Errorf("ready %+v %v, want after the resume at %v", r.r, r.err, resumed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready 10 s after the resume")
+	}
+}

@@ -32,7 +32,7 @@ type Listener struct {
 	Inode uint64
 }
 
-// procFS is the /proc the finder reads; tests point it at a fake tree.
+// procRoot is the /proc the finder reads; a test points it at a fake tree.
 var procRoot = "/proc"
 
 // FindListener finds the process listening on host:port through

@@ -245,6 +245,9 @@ func Main(args []string) int {
 		logf("want --sid with --member, or -- RESUME-ARGV")
 		return 2
 	}
+	// Not inherited by the resume command: it must not hold the pipes.
+	unix.CloseOnExec(3)
+	unix.CloseOnExec(4)
 	rel := os.NewFile(3, "release")
 	ready := os.NewFile(4, "ready")
 	if rel == nil || ready == nil {
