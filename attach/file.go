@@ -216,9 +216,15 @@ func Load(path string) (*File, error) {
 }
 
 // Parse checks an attach file's content; name is used in messages.
-func Parse(name string, data []byte) (*File, error) {
+func Parse(name string, data []byte) (f *File, err error) {
+	defer func() {
+		// The syntax-tree lookups go through go-yaml too (see decode).
+		if r := recover(); r != nil {
+			f, err = nil, exitcode.AsUsage(fmt.Errorf("%s: not a valid attach file (the YAML parser failed: %v)", name, r))
+		}
+	}()
 	var raw rawFile
-	if err := yaml.UnmarshalWithOptions(data, &raw, yaml.Strict()); err != nil {
+	if err := decode(data, &raw); err != nil {
 		return nil, exitcode.AsUsage(fmt.Errorf("%s", formatYAMLError(name, err)))
 	}
 	// A second parse to the syntax tree, to name the line of a bad value
@@ -237,7 +243,7 @@ func Parse(name string, data []byte) (*File, error) {
 		return exitcode.AsUsage(fmt.Errorf("%s: %s", loc, fmt.Sprintf(format, a...)))
 	}
 
-	f := &File{Path: name, Model: raw.Model, RestoreAtEnd: raw.RestoreAtEnd}
+	f = &File{Path: name, Model: raw.Model, RestoreAtEnd: raw.RestoreAtEnd}
 	if strings.TrimSpace(raw.Model) == "" {
 		return nil, bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
 	}
@@ -292,6 +298,9 @@ func Parse(name string, data []byte) (*File, error) {
 			s.Faults.Local = true
 		default:
 			c := rs.Faults.commands
+			if len(c) == 0 {
+				return nil, bad(p+".faults", "%s: faults: no commands (want `local` or some of %s)", what, actionList())
+			}
 			if _, ok := c[Stall]; ok {
 				if _, ok := c[Resume]; !ok {
 					return nil, bad(p+".faults", "%s: faults: a stall command needs a resume command (p2pfault never leaves a source stopped)", what)
@@ -302,6 +311,19 @@ func Parse(name string, data []byte) (*File, error) {
 		f.Sources = append(f.Sources, s)
 	}
 	return f, nil
+}
+
+// decode is go-yaml's strict decoding, with its panics turned into errors:
+// go-yaml v1.19.2 dereferences nil on some malformed input (found by
+// FuzzParse: a tag with no value in a list, "sources:\n  ! #x"), and bad
+// input must be an error, never a crash.
+func decode(data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("not a valid attach file (the YAML decoder failed: %v)", r)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(data, v, yaml.Strict())
 }
 
 // formatYAMLError renders a decoding error as FILE:LINE: message.

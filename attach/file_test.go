@@ -89,8 +89,10 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		{"command not a list", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults:\n      kill: kubectl delete pod\n"), `a.yaml:9: faults.kill: want a list of words`},
 		{"unknown placeholder", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults:\n      kill: [ssh, h, kill, \"{pid}\"]\n"), `a.yaml:9: faults.kill: unknown placeholder {pid}`},
 		{"stall without resume", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults:\n      stall: [x]\n"), `a.yaml:9: source s: faults: a stall command needs a resume command`},
+		{"no commands", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults: {}\n"), `a.yaml:8: source s: faults: no commands`},
 		{"bad bool", "model: m\nrestore_at_end: maybe\n", `a.yaml:2:`},
 		{"syntax", "model: [m\n", `a.yaml:`},
+		{"decoder panic", "model: m\nsources:\n  ! #x\n", `a.yaml: not a valid attach file`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -117,4 +119,33 @@ func TestParseKeepsJSONPathBraces(t *testing.T) {
 	if got[3] != "s" || got[5] != "jsonpath={.status.phase}" {
 		t.Errorf("filled %q", got)
 	}
+}
+
+// FuzzParse: no input makes Parse panic, and a file it accepts is whole.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(issueExample))
+	f.Add([]byte("model: m\ndecoder: {url: 'http://[::1]:1'}\nsources:\n  - {name: s, url: 'http://localhost:2', p2p: '[::1]:3', faults: {ready: [a, '{name}']}}\n"))
+	f.Add([]byte("model: m\nsources:\n  - faults: local\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse("f.yaml", data)
+		if err != nil {
+			if exitcode.Code(err) != exitcode.Usage || !strings.HasPrefix(err.Error(), "f.yaml") {
+				t.Fatalf("error %q (code %d) does not name the file as a usage error", err, exitcode.Code(err))
+			}
+			return
+		}
+		if file.Model == "" || file.Decoder.Port < 1 || len(file.Sources) == 0 {
+			t.Fatalf("accepted %+v", file)
+		}
+		for _, s := range file.Sources {
+			if s.Name == "" || s.P2PPort < 1 || s.P2PPort > 65535 || s.Port < 1 || (s.Faults.Local == (len(s.Faults.Commands) > 0)) {
+				t.Fatalf("accepted source %+v", s)
+			}
+			for a, argv := range s.Faults.Commands {
+				if len(argv) == 0 || argv[0] == "" || !slices.Contains(Actions, a) {
+					t.Fatalf("accepted command %s %q", a, argv)
+				}
+			}
+		}
+	})
 }
