@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"p2pfault/exitcode"
-	"p2pfault/runner/session"
 )
 
 // Check checks an attached cluster before a run, so that a bad setup is an
@@ -63,7 +62,7 @@ func Check(ctx context.Context, f *File, opts Options) error {
 				bad(who, "local faults: %v", err)
 				continue
 			}
-			if err := session.Guard(l.Sid); err != nil {
+			if err := ownSession(l); err != nil {
 				bad(who, "local faults: pid %d (%s) on P2P address %s: %v; start the engine in a session of its own (setsid)", l.Pid, l.Comm, s.P2P, err)
 				continue
 			}

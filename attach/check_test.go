@@ -22,6 +22,11 @@ import (
 // returns its session id.
 func standIn(t *testing.T, ports ...int) int {
 	t.Helper()
+	return standInAs(t, "", ports...)
+}
+
+func standInAs(t *testing.T, prefix string, ports ...int) int {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +36,7 @@ func standIn(t *testing.T, ports ...int) int {
 		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(p))
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), listenEnv+"="+strings.Join(addrs, ","), "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), listenEnv+"="+prefix+strings.Join(addrs, ","), "GORACE=atexit_sleep_ms=0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -204,4 +209,15 @@ func TestCheckPassesAGoodClusterQuickly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("check of 3 engines took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestCheckSessionOfAJobControlShell: an engine typed into a terminal (a
+// job in its own process group of the shell's session) is refused for
+// local faults, which would stop or kill the shell.
+func TestCheckSessionOfAJobControlShell(t *testing.T) {
+	dec := fakeDecoder(t)
+	h, p := freePort(t), freePort(t)
+	sid := standInAs(t, "job:", h, p)
+	err := checkErr(t, yamlFile(dec.url(), src("source-0", "http://127.0.0.1:"+strconv.Itoa(h), "127.0.0.1:"+strconv.Itoa(p), "")), Options{})
+	wantIn(t, err, "source-0: local faults: pid ", fmt.Sprintf("session %d is led by pid %d", sid, sid), "not in the engine's process group", "start the engine in a session of its own (setsid)")
 }

@@ -70,7 +70,7 @@ func (f *localFaulter) find() (Listener, error) {
 	if err != nil {
 		return l, fmt.Errorf("find the process on P2P address %s: %w", s.P2P, err)
 	}
-	if err := session.Guard(l.Sid); err != nil {
+	if err := ownSession(l); err != nil {
 		return l, fmt.Errorf("pid %d (%s) on P2P address %s: %w", l.Pid, l.Comm, s.P2P, err)
 	}
 	return l, nil

@@ -355,3 +355,28 @@ func TestReadyWaitsWithoutHoldingTheSource(t *testing.T) {
 		t.Fatal("not ready 10 s after the resume")
 	}
 }
+
+// TestKilledSourceOutlivesTheP2pfaultThatRestartedIt: a p2pfault (a child
+// of this test) kills source-0, restarts it from /proc and is SIGKILLed:
+// the restarted engine keeps running and answering.
+func TestKilledSourceOutlivesTheP2pfaultThatRestartedIt(t *testing.T) {
+	e := startEngine(t, "source-0")
+	dir := t.TempDir()
+	path := writeFile(t, dir, fakeDecoder(t), []engine{e}, nil)
+	child, line := startChild(t, stallerEnv+"="+path, stallerSourceEnv+"=source-0", actionEnv+"=kill")
+	f := strings.Fields(line)
+	if len(f) != 2 || f[0] != "restarted" {
+		t.Fatalf("child said %q", line)
+	}
+	pid, _ := strconv.Atoi(f[1])
+	killSessionOnCleanup(t, pid)
+	child.kill()
+	time.Sleep(300 * time.Millisecond)
+	if st := states(t, pid); len(st) != 2 || strings.ContainsAny(st, "TZ") {
+		t.Fatalf("restarted session %d in states %q after its p2pfault died", pid, st)
+	}
+	waitHealth(t, e.url(), 5*time.Second)
+	if l, err := FindListener("127.0.0.1", e.p2p); err != nil || l.Sid != pid {
+		t.Errorf("P2P port: %+v %v", l, err)
+	}
+}

@@ -30,14 +30,19 @@ import (
 //   - stallerEnv=FILE: act as a p2pfault that attaches to FILE, stalls the
 //     source named by stallerSourceEnv, prints "stalled GUARD-PID" and
 //     waits to be SIGKILLed (with stallerNoGuardEnv=1, without a guard);
-//   - listenEnv=ADDRS: a stand-in engine in a session of its own that
-//     listens on each comma-separated address and answers /health on them.
+//     With actionEnv=kill it kills and restarts the source instead and
+//     prints "restarted NEW-PID";
+//   - listenEnv=ADDRS: a stand-in engine that listens on each
+//     comma-separated address and answers /health on them; with
+//     listenEnv=job:ADDRS it runs the stand-in as a job in a process group
+//     of its own, as a job-control shell would.
 const (
 	guardEnv          = "P2PFAULT_TEST_GUARD"
 	stallerEnv        = "P2PFAULT_TEST_STALLER"
 	stallerSourceEnv  = "P2PFAULT_TEST_STALLER_SOURCE"
 	stallerNoGuardEnv = "P2PFAULT_TEST_STALLER_NO_GUARD"
 	listenEnv         = "P2PFAULT_TEST_LISTEN"
+	actionEnv         = "P2PFAULT_TEST_ACTION"
 )
 
 func TestMain(m *testing.M) {
@@ -86,6 +91,19 @@ func staller(path string) int {
 		return 2
 	}
 	t, _ := c.Source(os.Getenv(stallerSourceEnv))
+	if os.Getenv(actionEnv) == "kill" {
+		r, err := t.Do(context.Background(), Kill)
+		if err == nil {
+			_, err = t.Do(context.Background(), Ready)
+		}
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		fmt.Println("restarted", r.NewPid)
+		time.Sleep(time.Hour)
+		return 0
+	}
 	if _, err := t.Do(context.Background(), Stall); err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -107,6 +125,22 @@ func staller(path string) int {
 }
 
 func listen(addrs string) int {
+	if rest, ok := strings.CutPrefix(addrs, "job:"); ok {
+		self, _ := os.Executable()
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), listenEnv+"="+rest)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Stderr = os.Stderr
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		fmt.Print(l)
+		_ = cmd.Wait()
+		return 0
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {})
 	for _, a := range strings.Split(addrs, ",") {

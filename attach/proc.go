@@ -28,6 +28,7 @@ var ErrOwnerHidden = errors.New("the listening process cannot be found in /proc"
 type Listener struct {
 	Pid   int
 	Sid   int
+	Pgrp  int
 	Comm  string
 	Inode uint64
 }
@@ -78,7 +79,7 @@ func FindListener(host string, port int) (Listener, error) {
 				if err != nil {
 					continue
 				}
-				return Listener{Pid: p.PID, Sid: st.Sid, Comm: st.Comm, Inode: ino}, nil
+				return Listener{Pid: p.PID, Sid: st.Sid, Pgrp: st.Pgrp, Comm: st.Comm, Inode: ino}, nil
 			}
 		}
 	}
@@ -171,4 +172,25 @@ func leader(l Listener) (int, error) {
 		}
 		pid = st.PPid
 	}
+}
+
+// ownSession checks that the listener's session is the engine's alone, as
+// local faults need: signalling the session must not reach a process that
+// is not the engine. A session whose leader is in another process group
+// than the engine is a job-control shell's (a tmux pane, a terminal where
+// `vllm serve &` was typed): stalling it would stop the shell, killing it
+// would close the pane, and restarting its leader would start a shell.
+func ownSession(l Listener) error {
+	if err := session.Guard(l.Sid); err != nil {
+		return err
+	}
+	lead, err := session.Stat(l.Sid)
+	if err != nil || !lead.Live() || lead.Sid != l.Sid {
+		return nil // the leader is gone: the session holds what it started
+	}
+	if lead.Pgrp != l.Pgrp {
+		return fmt.Errorf("session %d is led by pid %d (%s), which is not in the engine's process group %d (a shell's job?); faulting the session would stop or kill that shell",
+			l.Sid, lead.Pid, lead.Comm, l.Pgrp)
+	}
+	return nil
 }
