@@ -1,0 +1,427 @@
+// Package attach drives a cluster p2pfault did not start: engines someone
+// already runs, described by an attach file. It reads and checks the file,
+// finds local engines through /proc and faults each source either locally
+// (signals to its whole session, restart from its /proc command line) or
+// through the commands the file gives (kubectl, ssh), and leaves the
+// cluster as found: every stall is resumed on every way out, through a
+// guard process (package guard) when p2pfault itself is killed.
+package attach
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"p2pfault/exitcode"
+)
+
+// Action is what is done to a source.
+type Action string
+
+const (
+	Stall   Action = "stall"   // stop every process of the source
+	Resume  Action = "resume"  // let a stalled source run again
+	Kill    Action = "kill"    // kill the source; it comes back (restart or its orchestrator)
+	Remove  Action = "remove"  // take the source down and leave it down
+	Restore Action = "restore" // bring a removed source back
+	Ready   Action = "ready"   // wait until the source is up again
+)
+
+// Actions are the keys of a `faults` map, in the order they are listed.
+var Actions = []Action{Stall, Resume, Kill, Remove, Restore, Ready}
+
+// File is an attach file, checked.
+type File struct {
+	Path         string // where it was read from, for messages
+	Model        string
+	Decoder      Endpoint
+	Sources      []Source
+	RestoreAtEnd bool
+}
+
+// Endpoint is an engine's HTTP address.
+type Endpoint struct {
+	URL  string // as written, e.g. http://127.0.0.1:8200
+	Host string // the URL's host, without brackets
+	Port int    // the URL's port (80/443 by default)
+}
+
+// Source is one source engine of the file.
+type Source struct {
+	Name string
+	Endpoint
+	P2P     string // host:port the decoder is told (remote_host/remote_port)
+	P2PHost string
+	P2PPort int
+	Faults  Faults
+	Line    int // the line of the source's entry, for later messages
+}
+
+// Faults says how a source is faulted: locally, or by a command per action.
+type Faults struct {
+	Local    bool
+	Commands map[Action][]string // argv per action, placeholders unfilled
+}
+
+// Placeholders in a command's words, filled in per source.
+const (
+	PlaceholderName    = "{name}"
+	PlaceholderHost    = "{host}"     // the URL's host
+	PlaceholderPort    = "{port}"     // the URL's port
+	PlaceholderP2PHost = "{p2p_host}" // the P2P address's host
+	PlaceholderP2PPort = "{p2p_port}"
+)
+
+var placeholders = []string{PlaceholderName, PlaceholderHost, PlaceholderPort, PlaceholderP2PHost, PlaceholderP2PPort}
+
+// placeholderLike finds words that look like a placeholder, so a typo
+// ({p2pport}) is an error rather than a literal; braces with other content
+// (kubectl's jsonpath {.status.phase}) are left alone.
+var placeholderLike = regexp.MustCompile(`\{[a-z][a-z0-9_]*\}`)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// The file as decoded, before checks.
+type rawFile struct {
+	Model   string `yaml:"model"`
+	Decoder struct {
+		URL string `yaml:"url"`
+	} `yaml:"decoder"`
+	Sources      []rawSource `yaml:"sources"`
+	RestoreAtEnd bool        `yaml:"restore_at_end"`
+}
+
+type rawSource struct {
+	Name   string    `yaml:"name"`
+	URL    string    `yaml:"url"`
+	P2P    string    `yaml:"p2p"`
+	Faults rawFaults `yaml:"faults"`
+}
+
+// rawFaults is `local` or a map of action to argv. It decodes from the
+// node itself so that its errors carry the line.
+type rawFaults struct {
+	set      bool
+	local    bool
+	commands map[Action][]string
+	line     int
+}
+
+func (f *rawFaults) UnmarshalYAML(n ast.Node) error {
+	f.set, f.line = true, line(n)
+	switch n := n.(type) {
+	case *ast.StringNode:
+		if n.Value != "local" {
+			return lineErrorf(n, "faults: want `local` or a map of action to command, got %q", n.Value)
+		}
+		f.local = true
+		return nil
+	case *ast.MappingNode:
+		f.commands = map[Action][]string{}
+		for _, kv := range n.Values {
+			key := Action(kv.Key.String())
+			if !slices.Contains(Actions, key) {
+				return lineErrorf(kv.Key, "faults: unknown action %q (want %s)", key, actionList())
+			}
+			if _, dup := f.commands[key]; dup {
+				return lineErrorf(kv.Key, "faults: action %q given twice", key)
+			}
+			seq, ok := kv.Value.(*ast.SequenceNode)
+			if !ok {
+				return lineErrorf(kv.Value, "faults.%s: want a list of words, e.g. [kubectl, delete, pod, \"{name}\"]", key)
+			}
+			var argv []string
+			for _, w := range seq.Values {
+				s, ok := scalar(w)
+				if !ok {
+					return lineErrorf(w, "faults.%s: want a word, got a %s", key, w.Type())
+				}
+				for _, ph := range placeholderLike.FindAllString(s, -1) {
+					if !slices.Contains(placeholders, ph) {
+						return lineErrorf(w, "faults.%s: unknown placeholder %s (want %s)", key, ph, strings.Join(placeholders, ", "))
+					}
+				}
+				argv = append(argv, s)
+			}
+			if len(argv) == 0 || argv[0] == "" {
+				return lineErrorf(kv.Value, "faults.%s: empty command", key)
+			}
+			f.commands[key] = argv
+		}
+		return nil
+	case *ast.NullNode:
+		f.set = false
+		return nil
+	default:
+		return lineErrorf(n, "faults: want `local` or a map of action to command, got a %s", n.Type())
+	}
+}
+
+func actionList() string {
+	var s []string
+	for _, a := range Actions {
+		s = append(s, string(a))
+	}
+	return strings.Join(s, ", ")
+}
+
+// scalar returns the text of a string, number or boolean node.
+func scalar(n ast.Node) (string, bool) {
+	switch n := n.(type) {
+	case *ast.StringNode:
+		return n.Value, true
+	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode:
+		return n.GetToken().Value, true
+	}
+	return "", false
+}
+
+func line(n ast.Node) int {
+	if n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
+		return 0
+	}
+	return n.GetToken().Position.Line
+}
+
+// lineError is a bad value at a line of the file.
+type lineError struct {
+	line int
+	msg  string
+}
+
+func (e *lineError) Error() string { return e.msg }
+
+func lineErrorf(n ast.Node, format string, a ...any) error {
+	return &lineError{line: line(n), msg: fmt.Sprintf(format, a...)}
+}
+
+// Load reads and checks the attach file at path. Every error is a usage
+// error (exit 2) naming the file and, where there is one, the line.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, exitcode.AsUsage(fmt.Errorf("attach file: %w", err))
+	}
+	return Parse(path, data)
+}
+
+// Parse checks an attach file's content; name is used in messages.
+func Parse(name string, data []byte) (f *File, err error) {
+	defer func() {
+		// The syntax-tree lookups go through go-yaml too (see decode).
+		if r := recover(); r != nil {
+			f, err = nil, exitcode.AsUsage(fmt.Errorf("%s: not a valid attach file (the YAML parser failed: %v)", name, r))
+		}
+	}()
+	var raw rawFile
+	if err := decode(data, &raw); err != nil {
+		return nil, exitcode.AsUsage(fmt.Errorf("%s", formatYAMLError(name, err)))
+	}
+	// A second parse to the syntax tree, to name the line of a bad value
+	// found by the checks below.
+	tree, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, exitcode.AsUsage(fmt.Errorf("%s", formatYAMLError(name, err)))
+	}
+	at := func(path string) int { return pathLine(tree, path) }
+	bad := func(path, format string, a ...any) error {
+		l := at(path)
+		loc := name
+		if l > 0 {
+			loc = name + ":" + strconv.Itoa(l)
+		}
+		return exitcode.AsUsage(fmt.Errorf("%s: %s", loc, fmt.Sprintf(format, a...)))
+	}
+
+	f = &File{Path: name, Model: raw.Model, RestoreAtEnd: raw.RestoreAtEnd}
+	if strings.TrimSpace(raw.Model) == "" {
+		return nil, bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
+	}
+	if raw.Decoder.URL == "" {
+		return nil, bad("$.decoder", "decoder.url: missing")
+	}
+	dec, err := parseURL(raw.Decoder.URL)
+	if err != nil {
+		return nil, bad("$.decoder.url", "decoder.url %q: %v", raw.Decoder.URL, err)
+	}
+	f.Decoder = dec
+	if len(raw.Sources) == 0 {
+		return nil, bad("$.sources", "sources: want at least one source")
+	}
+	seen := map[string]int{}
+	for i, rs := range raw.Sources {
+		p := fmt.Sprintf("$.sources[%d]", i)
+		what := fmt.Sprintf("sources[%d]", i)
+		if rs.Name != "" {
+			what = fmt.Sprintf("source %s", rs.Name)
+		}
+		s := Source{Name: rs.Name, Line: at(p)}
+		switch {
+		case rs.Name == "":
+			return nil, bad(p, "%s: name: missing", what)
+		case !nameRE.MatchString(rs.Name):
+			return nil, bad(p+".name", "%s: name %q: want letters, digits, '.', '_' or '-'", what, rs.Name)
+		}
+		if prev, dup := seen[rs.Name]; dup {
+			return nil, bad(p+".name", "%s: name given to sources[%d] too", what, prev)
+		}
+		seen[rs.Name] = i
+		if rs.URL == "" {
+			return nil, bad(p, "%s: url: missing", what)
+		}
+		if s.Endpoint, err = parseURL(rs.URL); err != nil {
+			return nil, bad(p+".url", "%s: url %q: %v", what, rs.URL, err)
+		}
+		if rs.P2P == "" {
+			return nil, bad(p, "%s: p2p: missing (the host:port the decoder is told as remote_host/remote_port)", what)
+		}
+		if s.P2PHost, s.P2PPort, err = parseHostPort(rs.P2P); err != nil {
+			return nil, bad(p+".p2p", "%s: p2p %q: %v", what, rs.P2P, err)
+		}
+		s.P2P = rs.P2P
+		switch {
+		case !rs.Faults.set && isLoopback(s.Host):
+			s.Faults.Local = true
+		case !rs.Faults.set:
+			return nil, bad(p, "%s: faults: missing; a source not on this host (%s) needs commands (stall, resume, kill, remove, restore)", what, s.Host)
+		case rs.Faults.local:
+			s.Faults.Local = true
+		default:
+			c := rs.Faults.commands
+			if len(c) == 0 {
+				return nil, bad(p+".faults", "%s: faults: no commands (want `local` or some of %s)", what, actionList())
+			}
+			if _, ok := c[Stall]; ok {
+				if _, ok := c[Resume]; !ok {
+					return nil, bad(p+".faults", "%s: faults: a stall command needs a resume command (p2pfault never leaves a source stopped)", what)
+				}
+			}
+			s.Faults.Commands = c
+		}
+		f.Sources = append(f.Sources, s)
+	}
+	return f, nil
+}
+
+// decode is go-yaml's strict decoding, with its panics turned into errors:
+// go-yaml v1.19.2 dereferences nil on some malformed input (found by
+// FuzzParse: a tag with no value in a list, "sources:\n  ! #x"), and bad
+// input must be an error, never a crash.
+func decode(data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("not a valid attach file (the YAML decoder failed: %v)", r)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(data, v, yaml.Strict())
+}
+
+// formatYAMLError renders a decoding error as FILE:LINE: message.
+func formatYAMLError(name string, err error) string {
+	var le *lineError
+	if errors.As(err, &le) {
+		if le.line > 0 {
+			return fmt.Sprintf("%s:%d: %s", name, le.line, le.msg)
+		}
+		return name + ": " + le.msg
+	}
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil && ye.GetToken().Position != nil {
+		return fmt.Sprintf("%s:%d: %s", name, ye.GetToken().Position.Line, ye.GetMessage())
+	}
+	return name + ": " + err.Error()
+}
+
+// pathLine is the line of the node at a YAML path, 0 when there is none.
+func pathLine(tree *ast.File, path string) int {
+	p, err := yaml.PathString(path)
+	if err != nil {
+		return 0
+	}
+	n, err := p.FilterFile(tree)
+	if err != nil || n == nil {
+		return 0
+	}
+	return line(n)
+}
+
+// parseURL accepts http(s)://HOST[:PORT][/] and nothing more: the probe
+// adds the API paths itself.
+func parseURL(s string) (Endpoint, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return Endpoint{}, errors.New("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return Endpoint{}, errors.New("want http://HOST:PORT or https://HOST:PORT")
+	}
+	if u.Hostname() == "" {
+		return Endpoint{}, errors.New("no host")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return Endpoint{}, errors.New("want only scheme, host and port (the API paths are added by p2pfault)")
+	}
+	port := 80
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if ps := u.Port(); ps != "" {
+		port, err = strconv.Atoi(ps)
+		if err != nil || port < 1 || port > 65535 {
+			return Endpoint{}, fmt.Errorf("port %q: want 1-65535", ps)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return Endpoint{}, errors.New("empty port")
+	}
+	return Endpoint{URL: strings.TrimSuffix(s, "/"), Host: u.Hostname(), Port: port}, nil
+}
+
+func parseHostPort(s string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, errors.New("want HOST:PORT")
+	}
+	if host == "" {
+		return "", 0, errors.New("no host")
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q: want 1-65535", ps)
+	}
+	return host, port, nil
+}
+
+// isLoopback reports whether host names this machine's loopback.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Fill returns argv with the source's placeholders filled in.
+func (s *Source) Fill(argv []string) []string {
+	r := strings.NewReplacer(
+		PlaceholderName, s.Name,
+		PlaceholderHost, s.Host,
+		PlaceholderPort, strconv.Itoa(s.Port),
+		PlaceholderP2PHost, s.P2PHost,
+		PlaceholderP2PPort, strconv.Itoa(s.P2PPort),
+	)
+	out := make([]string, len(argv))
+	for i, w := range argv {
+		out[i] = r.Replace(w)
+	}
+	return out
+}

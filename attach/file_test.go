@@ -1,0 +1,151 @@
+package attach
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"p2pfault/exitcode"
+)
+
+// issueExample is the attach file of issue 14, verbatim.
+const issueExample = `model: meta-llama/Llama-3.2-1B-Instruct
+decoder:
+  url: http://127.0.0.1:8200
+sources:
+  - name: source-0
+    url: http://127.0.0.1:8100
+    p2p: 127.0.0.1:7777
+    faults: local
+  - name: source-1
+    url: http://source-1.llm-d.svc:8100
+    p2p: source-1.llm-d.svc:7777
+    faults:
+      stall: [kubectl, exec, -n, llm-d, "{name}", --, sh, -c, "kill -STOP -1; kill -STOP 1"]
+      resume: [kubectl, exec, -n, llm-d, "{name}", --, sh, -c, "kill -CONT 1; kill -CONT -1"]
+      kill: [kubectl, delete, pod, -n, llm-d, "{name}", --grace-period=0, --force]
+restore_at_end: false
+`
+
+func TestParseIssueExample(t *testing.T) {
+	f, err := Parse("a.yaml", []byte(issueExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Model != "meta-llama/Llama-3.2-1B-Instruct" || f.Decoder.Port != 8200 || f.Decoder.Host != "127.0.0.1" || f.RestoreAtEnd {
+		t.Errorf("file %+v", f)
+	}
+	if len(f.Sources) != 2 {
+		t.Fatalf("sources %+v", f.Sources)
+	}
+	s0, s1 := f.Sources[0], f.Sources[1]
+	if !s0.Faults.Local || s0.P2PPort != 7777 || s0.Port != 8100 || s0.Line != 5 {
+		t.Errorf("source-0 %+v", s0)
+	}
+	if s1.Faults.Local || len(s1.Faults.Commands) != 3 || s1.Host != "source-1.llm-d.svc" || s1.P2PHost != "source-1.llm-d.svc" {
+		t.Errorf("source-1 %+v", s1)
+	}
+	got := s1.Fill(s1.Faults.Commands[Kill])
+	want := []string{"kubectl", "delete", "pod", "-n", "llm-d", "source-1", "--grace-period=0", "--force"}
+	if !slices.Equal(got, want) {
+		t.Errorf("kill filled %q, want %q", got, want)
+	}
+	if got := s1.Faults.Commands[Stall][8]; got != "kill -STOP -1; kill -STOP 1" {
+		t.Errorf("stall's shell word %q", got)
+	}
+}
+
+func TestParseDefaultsLocalOnLoopbackOnly(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "localhost", "[::1]"} {
+		f, err := Parse("a.yaml", []byte("model: m\ndecoder: {url: 'http://"+host+":8200'}\nsources:\n  - {name: s, url: 'http://"+host+":8100', p2p: '"+host+":7777'}\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", host, err)
+		}
+		if !f.Sources[0].Faults.Local {
+			t.Errorf("%s: not local by default", host)
+		}
+	}
+}
+
+func TestParseErrorsNameTheLine(t *testing.T) {
+	base := func(src string) string {
+		return "model: m\ndecoder:\n  url: http://127.0.0.1:8200\nsources:\n" + src
+	}
+	cases := []struct{ name, file, want string }{
+		{"unknown top key", "model: m\nmodle: x\n", `a.yaml:2: unknown field "modle"`},
+		{"unknown source key", base("  - name: s\n    url: http://127.0.0.1:8100\n    p2p: 127.0.0.1:7777\n    port: 3\n"), `a.yaml:8: unknown field "port"`},
+		{"bad decoder url", "model: m\ndecoder:\n  url: ftp://x:1\nsources: []\n", `a.yaml:3: decoder.url "ftp://x:1": want http://HOST:PORT`},
+		{"url with path", base("  - {name: s, url: 'http://h:1/v1', p2p: 'h:2'}\n"), `a.yaml:5: source s: url "http://h:1/v1": want only scheme, host and port`},
+		{"url bad port", base("  - {name: s, url: 'http://h:99999', p2p: 'h:2'}\n"), `a.yaml:5: source s: url "http://h:99999"`},
+		{"bad p2p", base("  - name: s\n    url: http://127.0.0.1:8100\n    p2p: 127.0.0.1\n"), `a.yaml:7: source s: p2p "127.0.0.1": want HOST:PORT`},
+		{"p2p port range", base("  - name: s\n    url: http://127.0.0.1:8100\n    p2p: 127.0.0.1:0\n"), `a.yaml:7: source s: p2p "127.0.0.1:0": port "0": want 1-65535`},
+		{"missing p2p", base("  - name: s\n    url: http://127.0.0.1:8100\n"), `a.yaml:5: source s: p2p: missing`},
+		{"missing model", "decoder:\n  url: http://127.0.0.1:8200\n", `a.yaml: model: missing`},
+		{"no sources", "model: m\ndecoder:\n  url: http://127.0.0.1:8200\n", `sources: want at least one source`},
+		{"duplicate name", base("  - {name: s, url: 'http://127.0.0.1:1', p2p: '127.0.0.1:2'}\n  - {name: s, url: 'http://127.0.0.1:3', p2p: '127.0.0.1:4'}\n"), `a.yaml:6: source s: name given to sources[0] too`},
+		{"remote needs commands", base("  - {name: s, url: 'http://s.svc:1', p2p: 's.svc:2'}\n"), `a.yaml:5: source s: faults: missing; a source not on this host (s.svc) needs commands`},
+		{"faults word", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults: remote\n"), "a.yaml:8: faults: want `local` or a map"},
+		{"unknown action", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults:\n      pause: [true]\n"), `a.yaml:9: faults: unknown action "pause"`},
+		{"command not a list", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults:\n      kill: kubectl delete pod\n"), `a.yaml:9: faults.kill: want a list of words`},
+		{"unknown placeholder", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults:\n      kill: [ssh, h, kill, \"{pid}\"]\n"), `a.yaml:9: faults.kill: unknown placeholder {pid}`},
+		{"stall without resume", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults:\n      stall: [x]\n"), `a.yaml:9: source s: faults: a stall command needs a resume command`},
+		{"no commands", base("  - name: s\n    url: http://127.0.0.1:1\n    p2p: 127.0.0.1:2\n    faults: {}\n"), `a.yaml:8: source s: faults: no commands`},
+		{"bad bool", "model: m\nrestore_at_end: maybe\n", `a.yaml:2:`},
+		{"syntax", "model: [m\n", `a.yaml:`},
+		{"decoder panic", "model: m\nsources:\n  ! #x\n", `a.yaml: not a valid attach file`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("a.yaml", []byte(c.file))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", c.file)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, c.want)
+			}
+			if exitcode.Code(err) != exitcode.Usage {
+				t.Errorf("exit code %d, want 2", exitcode.Code(err))
+			}
+		})
+	}
+}
+
+func TestParseKeepsJSONPathBraces(t *testing.T) {
+	f, err := Parse("a.yaml", []byte("model: m\ndecoder: {url: 'http://127.0.0.1:1'}\nsources:\n  - name: s\n    url: http://127.0.0.1:2\n    p2p: 127.0.0.1:3\n    faults:\n      ready: [kubectl, get, pod, \"{name}\", -o, \"jsonpath={.status.phase}\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.Sources[0].Fill(f.Sources[0].Faults.Commands[Ready])
+	if got[3] != "s" || got[5] != "jsonpath={.status.phase}" {
+		t.Errorf("filled %q", got)
+	}
+}
+
+// FuzzParse: no input makes Parse panic, and a file it accepts is whole.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(issueExample))
+	f.Add([]byte("model: m\ndecoder: {url: 'http://[::1]:1'}\nsources:\n  - {name: s, url: 'http://localhost:2', p2p: '[::1]:3', faults: {ready: [a, '{name}']}}\n"))
+	f.Add([]byte("model: m\nsources:\n  - faults: local\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse("f.yaml", data)
+		if err != nil {
+			if exitcode.Code(err) != exitcode.Usage || !strings.HasPrefix(err.Error(), "f.yaml") {
+				t.Fatalf("error %q (code %d) does not name the file as a usage error", err, exitcode.Code(err))
+			}
+			return
+		}
+		if file.Model == "" || file.Decoder.Port < 1 || len(file.Sources) == 0 {
+			t.Fatalf("accepted %+v", file)
+		}
+		for _, s := range file.Sources {
+			if s.Name == "" || s.P2PPort < 1 || s.P2PPort > 65535 || s.Port < 1 || (s.Faults.Local == (len(s.Faults.Commands) > 0)) {
+				t.Fatalf("accepted source %+v", s)
+			}
+			for a, argv := range s.Faults.Commands {
+				if len(argv) == 0 || argv[0] == "" || !slices.Contains(Actions, a) {
+					t.Fatalf("accepted command %s %q", a, argv)
+				}
+			}
+		}
+	})
+}

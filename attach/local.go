@@ -1,0 +1,341 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"p2pfault/attach/guard"
+	"p2pfault/runner"
+	"p2pfault/runner/session"
+)
+
+// localFaulter faults a source on this host through its session: the
+// session of the process listening on the source's P2P port, found again
+// for every action (an engine restarted by someone else has a new one).
+type localFaulter struct {
+	t       *Target
+	stall   *localStall
+	gone    *launch   // set by remove: how to restore
+	started *relaunch // the last engine p2pfault started for this source
+}
+
+type localStall struct {
+	sid     int
+	members []session.Proc
+	guard   *guard.Guard
+}
+
+// relaunch is an engine p2pfault started again; it is reaped by a
+// goroutine so that an engine that dies during the run leaves no zombie.
+type relaunch struct {
+	pid  int
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func (f *localFaulter) stalled() bool { return f.stall != nil }
+func (f *localFaulter) removed() bool { return f.gone != nil }
+
+func (f *localFaulter) do(ctx context.Context, a Action) (Result, error) {
+	switch a {
+	case Stall:
+		return f.doStall(ctx)
+	case Resume:
+		return f.doResume(ctx)
+	case Kill:
+		return f.doKill(ctx)
+	case Remove:
+		return f.doRemove(ctx)
+	case Restore:
+		return f.doRestore()
+	case Ready:
+		return f.readyWait()(ctx)
+	}
+	return Result{}, fmt.Errorf("unknown action %q", a)
+}
+
+// find returns the source's session now, checked against the guards.
+func (f *localFaulter) find() (Listener, error) {
+	s := f.t.src
+	l, err := FindListener(s.P2PHost, s.P2PPort)
+	if err != nil {
+		return l, fmt.Errorf("find the process on P2P address %s: %w", s.P2P, err)
+	}
+	if err := ownSession(l); err != nil {
+		return l, fmt.Errorf("pid %d (%s) on P2P address %s: %w", l.Pid, l.Comm, s.P2P, err)
+	}
+	return l, nil
+}
+
+func ids(ms []session.Proc) []runner.ProcID {
+	var out []runner.ProcID
+	for _, p := range ms {
+		if p.Live() {
+			out = append(out, runner.ProcID{Pid: p.Pid, StartTicks: p.StartTicks})
+		}
+	}
+	return out
+}
+
+func (f *localFaulter) doStall(ctx context.Context) (Result, error) {
+	if f.stall != nil {
+		return Result{Sid: f.stall.sid}, fmt.Errorf("already stalled (session %d)", f.stall.sid)
+	}
+	l, err := f.find()
+	if err != nil {
+		return Result{}, err
+	}
+	ms, err := session.Members(l.Sid)
+	if err != nil {
+		return Result{}, err
+	}
+	st := &localStall{sid: l.Sid, members: ms}
+	// Recorded and guarded before the signal: from SIGSTOP on, every way
+	// out of p2pfault resumes the session.
+	o := f.t.opts
+	if o.Guard != nil {
+		st.guard, err = guard.Start(guard.Config{
+			Argv: o.Guard, Env: o.GuardEnv, Log: f.t.guardLog(),
+			Source: f.t.src.Name, Sid: l.Sid, Members: ids(ms),
+		})
+		if err != nil {
+			return Result{Sid: l.Sid}, err
+		}
+	}
+	if o.Book != nil {
+		rec := guard.Stall{Source: f.t.src.Name, Sid: l.Sid, Members: ids(ms)}
+		if st.guard != nil {
+			rec.Guard = st.guard.ID()
+		}
+		if err := o.Book.Add(rec); err != nil {
+			f.unguard(st)
+			return Result{Sid: l.Sid}, err
+		}
+	}
+	at := time.Now()
+	sent, err := session.SignalMembers(l.Sid, ms, unix.SIGSTOP)
+	if err != nil {
+		_, _ = session.Signal(l.Sid, unix.SIGCONT)
+		f.unguard(st)
+		return Result{Sid: l.Sid, Pids: sent}, err
+	}
+	f.stall = st
+	// The stall is in force once the kernel has stopped every thread.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := session.WaitStates(wctx, sent, session.Proc.Stopped, 2*time.Millisecond); err != nil {
+		return Result{Sid: l.Sid, Pids: sent, At: at}, err
+	}
+	return Result{Sid: l.Sid, Pids: sent, At: at}, nil
+}
+
+// unguard releases the stall's guard and drops its record.
+func (f *localFaulter) unguard(st *localStall) {
+	if st.guard != nil {
+		_ = st.guard.Release()
+	}
+	if f.t.opts.Book != nil {
+		_ = f.t.opts.Book.Remove(f.t.src.Name)
+	}
+}
+
+func (f *localFaulter) doResume(ctx context.Context) (Result, error) {
+	st := f.stall
+	if st == nil {
+		return Result{}, errors.New("not stalled by p2pfault")
+	}
+	at := time.Now()
+	sent, err := guard.Continue(st.sid, ids(st.members))
+	if err != nil {
+		// Keep the stall, its guard and its record: the session may still
+		// be stopped, and Close or the guard will try again.
+		return Result{Sid: st.sid}, err
+	}
+	f.stall = nil
+	f.unguard(st)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = session.WaitStates(wctx, sent, func(p session.Proc) bool { return !p.Stopped() }, 2*time.Millisecond)
+	return Result{Sid: st.sid, Pids: sent, At: at}, err
+}
+
+// endSession ends sid with first (SIGKILL, or SIGTERM with a grace before
+// SIGKILL) and waits until no process of it is left.
+func (f *localFaulter) endSession(ctx context.Context, sid int, first unix.Signal) ([]int, time.Time, error) {
+	ms, err := session.Members(sid)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	at := time.Now()
+	sent, err := session.SignalMembers(sid, ms, first)
+	if err != nil {
+		return sent, at, err
+	}
+	if first != unix.SIGKILL {
+		// A stopped process acts on SIGTERM only once continued.
+		_, _ = session.Signal(sid, unix.SIGCONT)
+		gctx, cancel := context.WithTimeout(ctx, f.t.opts.StopGrace)
+		err := session.WaitGone(gctx, sid, 10*time.Millisecond)
+		cancel()
+		if err == nil {
+			return sent, at, nil
+		}
+		if _, err := session.Signal(sid, unix.SIGKILL); err != nil && !errors.Is(err, session.ErrNoMembers) {
+			return sent, at, err
+		}
+	}
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return sent, at, session.WaitGone(kctx, sid, 5*time.Millisecond)
+}
+
+// capture finds the source's session and reads how its leader was
+// started, before anything is killed.
+func (f *localFaulter) capture() (Listener, launch, error) {
+	l, err := f.find()
+	if err != nil {
+		return l, launch{}, err
+	}
+	lead, err := leader(l)
+	if err != nil {
+		return l, launch{}, err
+	}
+	ln, err := readLaunch(lead)
+	if err != nil {
+		return l, launch{}, fmt.Errorf("read how session %d was started, to restart it: %w", l.Sid, err)
+	}
+	return l, ln, nil
+}
+
+// dropStall forgets a stall whose session was just ended: nothing is left
+// to resume.
+func (f *localFaulter) dropStall() {
+	if f.stall != nil {
+		st := f.stall
+		f.stall = nil
+		f.unguard(st)
+	}
+}
+
+func (f *localFaulter) doKill(ctx context.Context) (Result, error) {
+	l, ln, err := f.capture()
+	if err != nil {
+		return Result{}, err
+	}
+	sent, at, err := f.endSession(ctx, l.Sid, unix.SIGKILL)
+	f.dropStall()
+	r := Result{Sid: l.Sid, Pids: sent, At: at}
+	if err != nil {
+		return r, err
+	}
+	rl, err := f.start(ln, "kill")
+	if err != nil {
+		return r, err
+	}
+	r.NewPid, r.Log = rl.pid, rl.log
+	return r, nil
+}
+
+func (f *localFaulter) doRemove(ctx context.Context) (Result, error) {
+	if f.gone != nil {
+		return Result{}, errors.New("already removed")
+	}
+	l, ln, err := f.capture()
+	if err != nil {
+		return Result{}, err
+	}
+	sent, at, err := f.endSession(ctx, l.Sid, unix.SIGTERM)
+	f.dropStall()
+	f.gone = &ln
+	return Result{Sid: l.Sid, Pids: sent, At: at}, err
+}
+
+func (f *localFaulter) doRestore() (Result, error) {
+	if f.gone == nil {
+		return Result{}, errors.New("not removed by p2pfault")
+	}
+	rl, err := f.start(*f.gone, "restore")
+	if err != nil {
+		return Result{}, err
+	}
+	f.gone = nil
+	return Result{NewPid: rl.pid, Log: rl.log}, nil
+}
+
+// readyWait returns the wait for the source's /health, holding what it
+// needs so that it runs without the target's lock.
+func (f *localFaulter) readyWait() func(context.Context) (Result, error) {
+	var exited func() error
+	rl := f.started
+	o, url := f.t.opts, f.t.src.URL
+	if rl != nil {
+		exited = func() error {
+			select {
+			case <-rl.done:
+				return fmt.Errorf("the engine p2pfault started (pid %d) exited: %v; log %s%s", rl.pid, rl.err, rl.log, tail(rl.log))
+			default:
+				return nil
+			}
+		}
+	}
+	return func(ctx context.Context) (Result, error) {
+		at, err := waitHealthy(ctx, o, url, exited)
+		r := Result{At: at}
+		if rl != nil {
+			r.NewPid, r.Log = rl.pid, rl.log
+		}
+		return r, err
+	}
+}
+
+// start runs ln again in a new session, detached from p2pfault so that it
+// outlives it like the engine it replaces: no death signal, stdin from
+// /dev/null, output appended to the source's log in the run's folder.
+func (f *localFaulter) start(ln launch, why string) (*relaunch, error) {
+	logPath, err := f.t.engineLog()
+	if err != nil {
+		return nil, err
+	}
+	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("engine log: %w", err)
+	}
+	defer out.Close()
+	fmt.Fprintf(out, "=== p2pfault %s of %s at %s: started again from pid %d's /proc in %s: %s\n",
+		why, f.t.src.Name, time.Now().Format(time.RFC3339Nano), ln.Pid, ln.Dir, strings.Join(ln.Argv, " "))
+	env := ln.Env
+	if env == nil {
+		env = []string{} // an engine started with an empty environment; nil would pass p2pfault's
+	}
+	cmd := &exec.Cmd{Path: ln.Path, Args: ln.Argv, Env: env, Dir: ln.Dir, Stdout: out, Stderr: out}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s again as %q in %s: %w", f.t.src.Name, ln.Argv, ln.Dir, err)
+	}
+	rl := &relaunch{pid: cmd.Process.Pid, log: logPath, done: make(chan struct{})}
+	go func() { rl.err = cmd.Wait(); close(rl.done) }()
+	f.started = rl
+	return rl, nil
+}
+
+// tail is the last lines of a log, for an error.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return ":\n  " + strings.Join(lines, "\n  ")
+}

@@ -1,0 +1,358 @@
+package attach
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"p2pfault/attach/guard"
+	"p2pfault/runner/session"
+	"p2pfault/sim"
+)
+
+// Re-exec conventions of this test binary (TestMain):
+//   - sim.StandaloneEnv=1: act as `p2pfault sim ...` (the engines);
+//   - guardEnv=1: act as the guard (guard.Main);
+//   - stallerEnv=FILE: act as a p2pfault that attaches to FILE, stalls the
+//     source named by stallerSourceEnv, prints "stalled GUARD-PID" and
+//     waits to be SIGKILLed (with stallerNoGuardEnv=1, without a guard);
+//     With actionEnv=kill it kills and restarts the source instead and
+//     prints "restarted NEW-PID";
+//   - listenEnv=ADDRS: a stand-in engine that listens on each
+//     comma-separated address and answers /health on them; with
+//     listenEnv=job:ADDRS it runs the stand-in as a job in a process group
+//     of its own, as a job-control shell would.
+const (
+	guardEnv          = "P2PFAULT_TEST_GUARD"
+	stallerEnv        = "P2PFAULT_TEST_STALLER"
+	stallerSourceEnv  = "P2PFAULT_TEST_STALLER_SOURCE"
+	stallerNoGuardEnv = "P2PFAULT_TEST_STALLER_NO_GUARD"
+	listenEnv         = "P2PFAULT_TEST_LISTEN"
+	actionEnv         = "P2PFAULT_TEST_ACTION"
+)
+
+func TestMain(m *testing.M) {
+	switch {
+	case os.Getenv(sim.StandaloneEnv) == "1":
+		os.Exit(sim.RunStandalone(os.Args[1:]))
+	case os.Getenv(guardEnv) == "1":
+		os.Exit(guard.Main(os.Args[1:]))
+	case os.Getenv(stallerEnv) != "":
+		os.Exit(staller(os.Getenv(stallerEnv)))
+	case os.Getenv(listenEnv) != "":
+		os.Exit(listen(os.Getenv(listenEnv)))
+	}
+	os.Exit(m.Run())
+}
+
+// guardArgv runs this test binary as the guard.
+func guardArgv(t *testing.T) ([]string, []string) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{self}, []string{guardEnv + "=1", "GORACE=atexit_sleep_ms=0"}
+}
+
+func staller(path string) int {
+	f, err := Load(path)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	dir := filepath.Dir(path)
+	book, err := guard.NewBook(filepath.Join(dir, guard.RecordFile))
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	opts := Options{LogDir: dir, Book: book}
+	if os.Getenv(stallerNoGuardEnv) != "1" {
+		self, _ := os.Executable()
+		opts.Guard, opts.GuardEnv = []string{self}, []string{guardEnv + "=1", stallerEnv + "="}
+	}
+	c, err := Open(context.Background(), f, opts)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	t, _ := c.Source(os.Getenv(stallerSourceEnv))
+	if os.Getenv(actionEnv) == "kill" {
+		r, err := t.Do(context.Background(), Kill)
+		if err == nil {
+			_, err = t.Do(context.Background(), Ready)
+		}
+		if err != nil {
+			fmt.Println("error", err)
+			return 1
+		}
+		fmt.Println("restarted", r.NewPid)
+		time.Sleep(time.Hour)
+		return 0
+	}
+	if _, err := t.Do(context.Background(), Stall); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	gpid := 0
+	switch fl := t.faulter.(type) {
+	case *localFaulter:
+		if fl.stall.guard != nil {
+			gpid = fl.stall.guard.Pid()
+		}
+	case *commandFaulter:
+		if fl.guard != nil {
+			gpid = fl.guard.Pid()
+		}
+	}
+	fmt.Println("stalled", gpid)
+	time.Sleep(time.Hour)
+	return 0
+}
+
+func listen(addrs string) int {
+	if rest, ok := strings.CutPrefix(addrs, "job:"); ok {
+		self, _ := os.Executable()
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), listenEnv+"="+rest)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Stderr = os.Stderr
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		l, _ := bufio.NewReader(out).ReadString('\n')
+		fmt.Print(l)
+		_ = cmd.Wait()
+		return 0
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {})
+	for _, a := range strings.Split(addrs, ",") {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		go http.Serve(ln, mux)
+	}
+	fmt.Println("listening")
+	time.Sleep(time.Hour)
+	return 0
+}
+
+// fakeDecoder is a decoder stand-in answering /health, for tests that
+// fault a source and never send a request.
+func fakeDecoder(t *testing.T) engine {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return engine{name: "decoder", http: ln.Addr().(*net.TCPAddr).Port}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// killSessionOnCleanup SIGKILLs session sid at the end of the test and
+// waits until it is empty.
+func killSessionOnCleanup(t *testing.T, sid int) {
+	t.Cleanup(func() { killSession(sid) })
+}
+
+func killSession(sid int) {
+	if sid <= 1 {
+		return
+	}
+	_, _ = session.Signal(sid, unix.SIGKILL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = session.WaitGone(ctx, sid, 10*time.Millisecond)
+}
+
+// engine is a simulated engine this test started itself, as a user's
+// script would: `p2pfault sim serve`, in a session of its own.
+type engine struct {
+	name      string
+	http, p2p int
+	pid       int // leader; the session id too
+}
+
+func (e engine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.http) }
+func (e engine) p2pAddr() string {
+	return "127.0.0.1:" + strconv.Itoa(e.p2p)
+}
+
+// kvConfig is the --kv-transfer-config of run_accuracy_test.sh for an
+// engine whose P2P tier listens on port.
+func kvConfig(port int) string {
+	b, _ := json.Marshal(map[string]any{
+		"kv_connector": "OffloadingConnector",
+		"kv_role":      "kv_both",
+		"kv_connector_extra_config": map[string]any{
+			"spec_name":        "TieringOffloadingSpec",
+			"cpu_bytes_to_use": 209715200,
+			"secondary_tiers":  []map[string]any{{"type": "p2p", "host": "127.0.0.1", "port": port}},
+		},
+	})
+	return string(b)
+}
+
+func startEngine(t *testing.T, name string) engine {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine{name: name, http: freePort(t), p2p: freePort(t)}
+	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, "sim", "serve", "meta-llama/Llama-3.2-1B-Instruct",
+		"--port", strconv.Itoa(e.http), "--host", "127.0.0.1",
+		"--block-size", "128", "--max-model-len", "512",
+		"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", "0.05")
+	cmd.Env = append(os.Environ(), sim.StandaloneEnv+"=1", "PYTHONHASHSEED=42", "GORACE=atexit_sleep_ms=0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.pid = cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it whoever kills it
+	killSessionOnCleanup(t, e.pid)
+	waitHealth(t, e.url(), 60*time.Second)
+	return e
+}
+
+func waitHealth(t *testing.T, url string, d time.Duration) {
+	t.Helper()
+	o := Options{}.withDefaults()
+	deadline := time.Now().Add(d)
+	for {
+		err := health(context.Background(), o, url)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not healthy after %v: %v", url, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeFile writes an attach file for the decoder and sources; faults maps
+// a source's name to its `faults:` YAML (empty: the default).
+func writeFile(t *testing.T, dir string, dec engine, srcs []engine, faults map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "model: meta-llama/Llama-3.2-1B-Instruct\ndecoder:\n  url: %s\nsources:\n", dec.url())
+	for _, s := range srcs {
+		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n    p2p: %s\n", s.name, s.url(), s.p2pAddr())
+		if fy := faults[s.name]; fy != "" {
+			fmt.Fprintf(&b, "    faults:%s\n", fy)
+		}
+	}
+	path := filepath.Join(dir, "attach.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// states returns the state letters of session sid's live processes.
+func states(t *testing.T, sid int) string {
+	t.Helper()
+	ms, err := session.Members(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []byte
+	for _, p := range ms {
+		if p.Live() {
+			s = append(s, p.State)
+		}
+	}
+	return string(s)
+}
+
+// child is a process of this test binary.
+type child struct {
+	cmd    *exec.Cmd
+	waited chan struct{}
+}
+
+// kill SIGKILLs the child and waits until it is reaped.
+func (c child) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.waited
+}
+
+// startChild runs this binary with env and returns its first stdout line;
+// the child is SIGKILLed at cleanup.
+func startChild(t *testing.T, env ...string) (child, string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	c := child{cmd: cmd, waited: waited}
+	t.Cleanup(c.kill)
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(out)
+		l, _ := r.ReadString('\n')
+		lines <- strings.TrimSpace(l)
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case l := <-lines:
+		return c, l
+	case <-time.After(60 * time.Second):
+		t.Fatal("child printed nothing in 60 s")
+	}
+	return c, ""
+}
