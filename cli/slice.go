@@ -26,6 +26,7 @@ type sliceOptions struct {
 	cases    []string
 	parallel int
 	quiet    bool
+	compare  bool // --compare-seed
 }
 
 func newSliceCommand() (*cobra.Command, *sliceOptions) {
@@ -48,6 +49,7 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	fs.StringSliceVar(&o.cases, "cases", experiment.Cases, "cases to run")
 	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
+	fs.BoolVar(&o.compare, "compare-seed", false, "also print the seed's table beside the run's, cell by cell with the difference and issue 8's tolerance (written to compare-seed.txt too)")
 	return cmd, o
 }
 
@@ -159,6 +161,11 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		fmt.Fprintln(stdout)
 		fmt.Fprint(stdout, report.Table(table))
 		printFailures(stdout, runs)
+		if o.compare {
+			if err := printCompareSeed(stdout, out, table, o.flags.timeScale, o.flags.interval); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
 		fmt.Fprintf(stdout, "slice: %d rows in %.1fs wall time, time scale %g; reports: %s\n",
 			len(runs), time.Since(start).Seconds(), o.flags.timeScale, out)
 		if firstErr == nil && !passed {

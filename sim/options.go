@@ -74,7 +74,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.decodePerToken, "sim-decode-per-token", 2*time.Millisecond, "decode cost per generated token")
 	fs.Float64Var(&f.transferBandwidth, "sim-transfer-bandwidth", 10e9, "P2P transfer bandwidth in bytes/s")
 	fs.IntVar(&f.kvBytesPerToken, "sim-kv-bytes-per-token", 32768, "KV bytes per token (32768 = Llama-3.2-1B fp16)")
-	fs.DurationVar(&f.startupDelay, "sim-startup-delay", 3*time.Second, "simulated model load before the engine binds its ports")
+	fs.DurationVar(&f.startupDelay, "sim-startup-delay", time.Second, "simulated model load before the engine binds its ports (p2pfault sets a real restart's length, --restart-length, when it restarts an engine)")
 	fs.DurationVar(&f.tick, "sim-tick", 5*time.Millisecond, "scheduler step period")
 	fs.BoolVar(&f.staleRoute, "sim-stale-route", true, "after a freeze, drop the first reconnect of a peer into its stale route (vLLM's ZMQ gap)")
 	fs.DurationVar(&f.freezeGap, "sim-freeze-gap", 500*time.Millisecond, "a gap between steps over this means the process was frozen")
