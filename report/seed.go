@@ -264,3 +264,25 @@ func CompareSeedTable(cs []Comparison, sc SeedScale) string {
 	fmt.Fprintf(&b, "compare-seed: %d of %d cells outside their tolerance\n", outside, len(cs))
 	return b.String()
 }
+
+// Contains reports whether v is in the range.
+func (r Range) Contains(v float64) bool { return r.has(v) }
+
+// Widen returns the range with d added on each closed side.
+func (r Range) Widen(d float64) Range { return Range{r.Lo - d, r.Hi + d} }
+
+// Slack picks the slack of the target's kind: a timeout-driven wait, a
+// compute-driven latency, a count or a fraction.
+func (t Target) Slack(timeout, compute, count, fraction float64) float64 {
+	switch t.kind {
+	case kindFraction:
+		return fraction
+	case kindTimeout:
+		return timeout
+	case kindCompute:
+		return compute
+	case kindCount:
+		return count
+	}
+	return 0
+}
