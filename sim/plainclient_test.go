@@ -126,14 +126,19 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 
 // modelBounds are the cells where issue 8's tolerance conflicts with the
 // grounded mechanisms (sim/MODEL.md, "Where the seed's table and the
-// mechanisms disagree"), with what the mechanisms give instead: recovery
-// is 25 s minus the ~8 s until the reconnect's handshake deadline, and the
-// fixed arm's slowest pull is the lookup deadline minus the client's delay
-// before its first pull of the stall (its seed timeout).
+// mechanisms disagree"), with what the mechanisms give instead. Recovery:
+// the reconnect's handshake deadline passes W ≈ 8 s after SIGCONT (the
+// session opened when the lookup deadline reaped the old one, 8 s into the
+// stall), so of the pulls started in the 25 s after SIGCONT, plus the seed
+// timeout's worth whose seeds the resumed source answered at SIGCONT,
+// (25 − W)/(25 + seed timeout) hit. The fixed arm's slowest pull is the
+// lookup deadline minus the client's delay before its first pull of the
+// stall (its seed timeout).
 func modelBounds(arm, cell string, sched plainSchedule) (lo, hi float64, ok bool) {
 	switch {
 	case cell == "recovery":
-		return 0.55, 0.80, true
+		want := (25 - 8) / (25 + sched.seedTimeout.Seconds())
+		return want - 0.08, want + 0.1, true
 	case arm == "fixed" && cell == "faulted max":
 		d := 8 - sched.seedTimeout.Seconds()
 		return d - 2.5, d + 1, true
