@@ -18,8 +18,8 @@ import (
 // lookup timeout 0.8 s, the handshake timeout 3 s, the heartbeat 0.2/1 s;
 // the stall lasts 30 s × 0.1 and pulls go every 0.5 s × 0.1, as in the seed.
 const (
-	faultScale   = "0.1"
-	lookupTO     = 800 * time.Millisecond
+	faultScale = "0.1"
+	lookupTO   = 800 * time.Millisecond
 	// The lookup deadline counts from the source's last frame, which is at
 	// most one heartbeat interval (2 s × 0.1) before the stop: the session
 	// is reaped between lookupTO − heartbeatIvl and lookupTO after it.
