@@ -29,6 +29,7 @@ type clusterFlags struct {
 	freePorts   bool
 	loadPolicy  string
 	handshake   time.Duration
+	restart     time.Duration
 
 	interval    time.Duration
 	faultAt     time.Duration
@@ -58,6 +59,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from a pool below the kernel's ephemeral range instead of the defaults (parallel runs, tests)")
 	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
+	fs.DurationVar(&f.restart, "restart-length", DefaultRestartLength, "how long a simulated source restarted by the kill case takes from SIGKILL to ready (scaled by --time-scale; a first start takes ~1 s); no effect with --engine vllm")
 
 	fs.DurationVar(&f.interval, "interval", 500*time.Millisecond, "time between trials, per source")
 	fs.DurationVar(&f.faultAt, "fault-at", experiment.DefaultFaultAt, "when the scripted fault fires, after warm-up")
@@ -115,7 +117,8 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 		name string
 		v    time.Duration
 	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
-		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout}} {
+		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
+		{"restart-length", f.restart}} {
 		if d.v <= 0 {
 			return experiment.Config{}, exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
 		}
@@ -130,6 +133,7 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 			VLLMBin:           f.vllmBin,
 			GPUs:              f.gpus,
 			HandshakeTimeout:  f.handshake,
+			RestartDelay:      f.restart,
 			ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
 			Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
 			FreePorts:         f.freePorts,

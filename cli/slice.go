@@ -26,6 +26,7 @@ type sliceOptions struct {
 	cases    []string
 	parallel int
 	quiet    bool
+	compare  bool // --compare-seed
 }
 
 func newSliceCommand() (*cobra.Command, *sliceOptions) {
@@ -48,6 +49,7 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	fs.StringSliceVar(&o.cases, "cases", experiment.Cases, "cases to run")
 	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
+	fs.BoolVar(&o.compare, "compare-seed", false, "also print the seed's table beside the run's, cell by cell with the difference and its tolerance (written to compare-seed.txt too)")
 	return cmd, o
 }
 
@@ -84,7 +86,13 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	errs := runRows(cmd.Context(), exps, rows, parallel, stdout, o.quiet)
 	runs, firstErr := rebuildRows(rows, errs)
 	if len(runs) > 0 {
-		passed, err := printSlice(stdout, out, runs, time.Since(start), o.flags.timeScale)
+		var compare func([]report.Row) error
+		if o.compare {
+			compare = func(table []report.Row) error {
+				return printCompareSeed(stdout, out, table, o.flags.timeScale, o.flags.interval)
+			}
+		}
+		passed, err := printSlice(stdout, out, runs, time.Since(start), o.flags.timeScale, compare)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -204,7 +212,8 @@ func rebuildRows(rows []sliceRow, errs []error) ([]report.Run, error) {
 
 // printSlice writes the slice's reports and prints its table; passed says
 // whether every row held its bounds.
-func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.Duration, scale float64) (passed bool, err error) {
+// compare, when set, prints more under the failures (--compare-seed).
+func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.Duration, scale float64, compare func([]report.Row) error) (passed bool, err error) {
 	err = report.WriteAll(out, runs)
 	var table []report.Row
 	passed = true
@@ -215,6 +224,11 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 	fmt.Fprintln(stdout)
 	fmt.Fprint(stdout, report.Table(table))
 	printFailures(stdout, runs)
+	if compare != nil {
+		if cerr := compare(table); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
 	fmt.Fprintf(stdout, "slice: %d rows in %.1fs wall time, time scale %g; reports: %s\n",
 		len(runs), wall.Seconds(), scale, out)
 	return passed, err

@@ -110,7 +110,7 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 	// Six clusters at once: the engines are a plain build of p2pfault, not
 	// this race-instrumented test binary, which would starve a 2-core box.
 	bin := buildP2pfault(t)
-	cmd, log := startCommand(t, bin, "slice", "--arms", "main,fixed", "--time-scale", "0.25", "--quiet", "--out", out)
+	cmd, log := startCommand(t, bin, "slice", "--arms", "main,fixed", "--time-scale", "0.25", "--quiet", "--compare-seed", "--out", out)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -189,6 +189,7 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 		}
 	}
 	checkOpenLoopDuringStall(t, filepath.Join(out, "main-stall", "events.jsonl"), time.Duration(scale*float64(500*time.Millisecond)))
+	assertSeedTargets(t, out, scale, 500*time.Millisecond)
 	for _, f := range []string{"report.md", "junit.xml", "main-stall/events.jsonl", "fixed-kill/timeline.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("slice output: %v", err)

@@ -208,16 +208,16 @@ func (e *Engine) changeLocked(s State) {
 func (e *Engine) start(ctx context.Context) error {
 	e.op.Lock()
 	defer e.op.Unlock()
-	p, err := e.launch()
+	p, err := e.launch(nil)
 	if err != nil {
 		return err
 	}
 	return e.waitReady(ctx, p)
 }
 
-// launch starts a new process of the engine in a session of its own. The
-// caller holds e.op.
-func (e *Engine) launch() (*process, error) {
+// launch starts a new process of the engine in a session of its own, with
+// extra appended to its argv (a restart's). The caller holds e.op.
+func (e *Engine) launch(extra []string) (*process, error) {
 	if e.c.life.Err() != nil {
 		return nil, fmt.Errorf("start %s: %w", e.spec.Name, errStopping)
 	}
@@ -230,7 +230,9 @@ func (e *Engine) launch() (*process, error) {
 		_ = logf.Close()
 		return nil, fmt.Errorf("start %s: output pipe: %w", e.spec.Name, err)
 	}
-	cmd := exec.Command(e.spec.Path, e.spec.Args...)
+	launched := e.spec
+	launched.Args = append(append([]string{}, e.spec.Args...), extra...)
+	cmd := exec.Command(launched.Path, launched.Args...)
 	cmd.Env = append(os.Environ(), e.spec.Env...)
 	// An *os.File, not an io.Writer: Wait then does not wait for the
 	// engine core, which inherits the pipe, to close it.
@@ -250,7 +252,7 @@ func (e *Engine) launch() (*process, error) {
 	if st, err := session.Stat(p.pid); err == nil {
 		p.startTicks = st.StartTicks
 	}
-	fmt.Fprintf(logf, "==> p2pfault: %s started, pid %d, session %d: %s\n", e.spec.Name, p.pid, p.sid, e.spec.CommandLine())
+	fmt.Fprintf(logf, "==> p2pfault: %s started, pid %d, session %d: %s\n", e.spec.Name, p.pid, p.sid, launched.CommandLine())
 	e.mu.Lock()
 	if e.proc != nil {
 		e.restarts++
@@ -538,7 +540,7 @@ func (e *Engine) relaunch(ctx context.Context, what string) error {
 	if err := waitPortsFree(ctx, e.spec.Name, e.spec.HTTPPort, e.spec.P2PPort); err != nil {
 		return e.failRestart(err)
 	}
-	p, err := e.launch()
+	p, err := e.launch(e.c.restartArgs())
 	if err != nil {
 		return e.failRestart(fmt.Errorf("%s %s: %w", what, e.spec.Name, err))
 	}

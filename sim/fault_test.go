@@ -18,8 +18,12 @@ import (
 // lookup timeout 0.8 s, the handshake timeout 3 s, the heartbeat 0.2/1 s;
 // the stall lasts 30 s × 0.1 and pulls go every 0.5 s × 0.1, as in the seed.
 const (
-	faultScale   = "0.1"
-	lookupTO     = 800 * time.Millisecond
+	faultScale = "0.1"
+	lookupTO   = 800 * time.Millisecond
+	// The lookup deadline counts from the source's last frame, which is at
+	// most one heartbeat interval (2 s × 0.1) before the stop: the session
+	// is reaped between lookupTO − heartbeatIvl and lookupTO after it.
+	heartbeatIvl = 200 * time.Millisecond
 	handshakeTO  = 3 * time.Second
 	stallFor     = 3 * time.Second
 	pullEvery    = 50 * time.Millisecond
@@ -118,13 +122,13 @@ func stallRun(t *testing.T, mode string, horizon time.Duration) (src0, src1, dec
 }
 
 func TestStallOfASource(t *testing.T) {
-	const L, H = lookupTO, handshakeTO
+	const L, H = lookupTO - heartbeatIvl, handshakeTO // L: the earliest the lookup deadline can reap
 	// Phases of the pulls naming source 0, by when they reached the engine:
 	// early ones are in flight when the lookup timeout reaps the session;
 	// mid ones meet the reconnect's pending handshake, which the stale
 	// route makes run to its deadline (past SIGCONT at 3 s).
 	const (
-		earlyHi = L - 200*time.Millisecond
+		earlyHi = L - 100*time.Millisecond
 		midLo   = L + 300*time.Millisecond
 		midHi   = L + H - 300*time.Millisecond
 	)
@@ -144,7 +148,7 @@ func TestStallOfASource(t *testing.T) {
 		{
 			name:  "wait: the in-flight pulls end on the lookup timeout, later ones on a handshake the stale route drops",
 			mode:  "wait",
-			mid:   func(s sample) string { return endsIn(s, L+H, L+H+late, false) },
+			mid:   func(s sample) string { return endsIn(s, L+H, lookupTO+H+late, false) },
 			maxLo: H - 300*time.Millisecond, maxHi: H + late,
 			midP50Lo: H / 3, midP50Hi: H,
 		},
@@ -157,7 +161,7 @@ func TestStallOfASource(t *testing.T) {
 				}
 				return ""
 			},
-			maxLo: L - 200*time.Millisecond, maxHi: L + late,
+			maxLo: L - 200*time.Millisecond, maxHi: lookupTO + late,
 			// About 20 ms on an idle machine; L/2 still tells it apart from
 			// wait mode's seconds when the machine is loaded.
 			midP50Lo: 0, midP50Hi: L / 2,
@@ -197,7 +201,7 @@ func TestStallOfASource(t *testing.T) {
 					if s.end < L || s.r.cached != 0 {
 						t.Errorf("%v: want no hit and no end before the lookup timeout %v", s, L)
 					}
-					if endsIn(s, L, L+late, false) == "" {
+					if endsIn(s, L, lookupTO+late, false) == "" {
 						earlyOnTime++
 					}
 				case s.within(midLo, midHi):
@@ -333,7 +337,7 @@ func TestKillOrRemoveASource(t *testing.T) {
 }
 
 func TestStopOneMemberOfASource(t *testing.T) {
-	const L, H = lookupTO, handshakeTO
+	const L, H = lookupTO - heartbeatIvl, handshakeTO // L: the earliest the lookup deadline can reap
 	tests := []struct {
 		name string
 		run  func(t *testing.T, c *http.Client, src, dec *engineProc, prompt string)

@@ -74,7 +74,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.decodePerToken, "sim-decode-per-token", 2*time.Millisecond, "decode cost per generated token")
 	fs.Float64Var(&f.transferBandwidth, "sim-transfer-bandwidth", 10e9, "P2P transfer bandwidth in bytes/s")
 	fs.IntVar(&f.kvBytesPerToken, "sim-kv-bytes-per-token", 32768, "KV bytes per token (32768 = Llama-3.2-1B fp16)")
-	fs.DurationVar(&f.startupDelay, "sim-startup-delay", 3*time.Second, "simulated model load before the engine binds its ports")
+	fs.DurationVar(&f.startupDelay, "sim-startup-delay", time.Second, "simulated model load before the engine binds its ports (p2pfault sets a real restart's length, --restart-length, when it restarts an engine)")
 	fs.DurationVar(&f.tick, "sim-tick", 5*time.Millisecond, "scheduler step period")
 	fs.BoolVar(&f.staleRoute, "sim-stale-route", true, "after a freeze, drop the first reconnect of a peer into its stale route (vLLM's ZMQ gap)")
 	fs.DurationVar(&f.freezeGap, "sim-freeze-gap", 500*time.Millisecond, "a gap between steps over this means the process was frozen")
@@ -100,11 +100,35 @@ type serveConfig struct {
 const gpuBlocksPerUtil = 8192
 
 // resolve validates the flags and environment. Every error is a usage error
-// naming the flag, key or variable at fault.
+// naming the flag, key or variable at fault. It is four parts: the flags'
+// own checks, vLLM's environment, the kv-transfer-config, and the engine
+// configuration they make (checked once more as a whole).
 func (f *serveFlags) resolve(model string, getenv func(string) string) (serveConfig, error) {
-	var c serveConfig
-	fail := func(format string, args ...any) (serveConfig, error) {
-		return serveConfig{}, exitcode.Usagef(format, args...)
+	mode, err := f.check(model)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	env, err := resolveEnv(getenv, f.disableLogStats)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	kvt, err := f.kvTransfer()
+	if err != nil {
+		return serveConfig{}, err
+	}
+	c := f.build(model, mode, env, kvt)
+	// A scale small enough to round a timeout to zero is a bad scale.
+	if err := c.Engine.Validate(); err != nil {
+		return serveConfig{}, exitcode.Usagef("--sim-time-scale %g: %v", f.timeScale, err)
+	}
+	return c, nil
+}
+
+// check validates each flag on its own and returns the pending-handshake
+// mode it names.
+func (f *serveFlags) check(model string) (engine.PendingMode, error) {
+	fail := func(format string, args ...any) (engine.PendingMode, error) {
+		return 0, exitcode.Usagef(format, args...)
 	}
 	if strings.TrimSpace(model) == "" {
 		return fail("MODEL must not be empty")
@@ -141,70 +165,97 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 	if !(f.transferBandwidth > 0) || math.IsInf(f.transferBandwidth, 0) {
 		return fail("--sim-transfer-bandwidth %g: must be a positive number of bytes/s", f.transferBandwidth)
 	}
-	for _, d := range []struct {
+	if err := f.checkDurations(); err != nil {
+		return 0, err
+	}
+	return mode, nil
+}
+
+// checkDurations: timeouts must be positive, costs and delays not negative.
+func (f *serveFlags) checkDurations() error {
+	type named struct {
 		name string
 		val  time.Duration
-	}{
+	}
+	for _, d := range []named{
 		{"--sim-lookup-timeout", f.lookupTimeout}, {"--sim-heartbeat-interval", f.heartbeatInterval},
 		{"--sim-heartbeat-timeout", f.heartbeatTimeout}, {"--sim-lookup-hold", f.lookupHold},
 		{"--sim-tick", f.tick}, {"--sim-freeze-gap", f.freezeGap},
 		{"--sim-load-timeout", f.loadTimeout}, {"--sim-abort-ack-timeout", f.abortAckTimeout},
 	} {
 		if d.val <= 0 {
-			return fail("%s %s: must be a positive duration", d.name, d.val)
+			return exitcode.Usagef("%s %s: must be a positive duration", d.name, d.val)
 		}
 	}
-	for _, d := range []struct {
-		name string
-		val  time.Duration
-	}{{"--sim-prefill-per-token", f.prefillPerToken}, {"--sim-decode-per-token", f.decodePerToken}, {"--sim-startup-delay", f.startupDelay}} {
+	for _, d := range []named{{"--sim-prefill-per-token", f.prefillPerToken}, {"--sim-decode-per-token", f.decodePerToken}, {"--sim-startup-delay", f.startupDelay}} {
 		if d.val < 0 {
-			return fail("%s %s: must not be negative", d.name, d.val)
+			return exitcode.Usagef("%s %s: must not be negative", d.name, d.val)
 		}
 	}
+	return nil
+}
 
-	handshake, err := envSeconds(getenv, "VLLM_P2P_HANDSHAKE_TIMEOUT_S", 30*time.Second)
-	if err != nil {
-		return serveConfig{}, err
-	}
-	statsInterval, err := envSeconds(getenv, "VLLM_LOG_STATS_INTERVAL", 10*time.Second)
-	if err != nil {
-		return serveConfig{}, err
-	}
-	if f.disableLogStats {
-		statsInterval = 0
-	}
-	seed, random, err := hashSeed(getenv("PYTHONHASHSEED"))
-	if err != nil {
-		return serveConfig{}, exitcode.AsUsage(err)
-	}
+// serveEnv is what vLLM reads from its environment.
+type serveEnv struct {
+	handshake     time.Duration // VLLM_P2P_HANDSHAKE_TIMEOUT_S
+	statsInterval time.Duration // VLLM_LOG_STATS_INTERVAL; 0 with --disable-log-stats
+	hashSeed      string        // PYTHONHASHSEED, resolved
+	seedRandom    bool
+}
 
+func resolveEnv(getenv func(string) string, disableLogStats bool) (serveEnv, error) {
+	var env serveEnv
+	var err error
+	if env.handshake, err = envSeconds(getenv, "VLLM_P2P_HANDSHAKE_TIMEOUT_S", 30*time.Second); err != nil {
+		return env, err
+	}
+	if env.statsInterval, err = envSeconds(getenv, "VLLM_LOG_STATS_INTERVAL", 10*time.Second); err != nil {
+		return env, err
+	}
+	if disableLogStats {
+		env.statsInterval = 0
+	}
+	if env.hashSeed, env.seedRandom, err = hashSeed(getenv("PYTHONHASHSEED")); err != nil {
+		return env, exitcode.AsUsage(err)
+	}
+	return env, nil
+}
+
+// kvTransfer parses --kv-transfer-config (empty: no P2P tier).
+func (f *serveFlags) kvTransfer() (kvTransfer, error) {
 	var kvt kvTransfer
-	if f.kvTransferConfig != "" {
-		if kvt, err = parseKVTransferConfig(f.kvTransferConfig); err != nil {
-			return serveConfig{}, exitcode.AsUsage(err)
-		}
-		if kvt.P2P && !isLoopback(kvt.P2PHost) {
-			return fail("--kv-transfer-config: secondary_tiers p2p host %q: the sim serves on loopback only", kvt.P2PHost)
-		}
+	if f.kvTransferConfig == "" {
+		return kvt, nil
 	}
+	kvt, err := parseKVTransferConfig(f.kvTransferConfig)
+	if err != nil {
+		return kvt, exitcode.AsUsage(err)
+	}
+	if kvt.P2P && !isLoopback(kvt.P2PHost) {
+		return kvt, exitcode.Usagef("--kv-transfer-config: secondary_tiers p2p host %q: the sim serves on loopback only", kvt.P2PHost)
+	}
+	return kvt, nil
+}
+
+// build makes the configuration from checked parts; timeouts and delays are
+// multiplied by --sim-time-scale, compute costs and the tick are not.
+func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, kvt kvTransfer) serveConfig {
 	blockBytes := int64(f.blockSize) * int64(f.kvBytesPerToken)
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * f.timeScale) }
-
-	c = serveConfig{
+	return serveConfig{
 		Model:               model,
 		Host:                f.host,
 		Port:                f.port,
 		MaxModelLen:         f.maxModelLen,
 		PromptTokensDetails: f.promptTokensDetails,
 		StartupDelay:        scale(f.startupDelay),
-		HashSeedRandom:      random,
+		HashSeedRandom:      env.seedRandom,
 		Engine: engine.Config{
 			Model:             model,
 			BlockSize:         f.blockSize,
 			TPSize:            f.tpSize,
 			KVBytesPerToken:   f.kvBytesPerToken,
-			HashSeed:          seed,
+			HashSeed:          env.hashSeed,
 			GPUBlocks:         int(f.gpuMemUtil * gpuBlocksPerUtil),
 			CPUBlocks:         int(min(kvt.CPUBytes/blockBytes, math.MaxInt32)),
 			P2P:               kvt.P2P,
@@ -212,7 +263,7 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 			P2PPort:           kvt.P2PPort,
 			PendingHandshake:  mode,
 			LoadFailure:       kvt.LoadFailure,
-			HandshakeTimeout:  scale(handshake),
+			HandshakeTimeout:  scale(env.handshake),
 			LookupTimeout:     scale(f.lookupTimeout),
 			HeartbeatInterval: scale(f.heartbeatInterval),
 			HeartbeatTimeout:  scale(f.heartbeatTimeout),
@@ -225,14 +276,9 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 			Tick:              f.tick,
 			FreezeGap:         f.freezeGap,
 			StaleRoute:        f.staleRoute,
-			StatsInterval:     scale(statsInterval),
+			StatsInterval:     scale(env.statsInterval),
 		},
 	}
-	// A scale small enough to round a timeout to zero is a bad scale.
-	if err := c.Engine.Validate(); err != nil {
-		return fail("--sim-time-scale %g: %v", f.timeScale, err)
-	}
-	return c, nil
 }
 
 // envSeconds reads a vLLM environment variable holding a positive number

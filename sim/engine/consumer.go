@@ -34,6 +34,7 @@ type session struct {
 	handshakeDeadline time.Time
 	nextPing          time.Time
 	hbDeadline        time.Time // set by a ping, cleared by any frame: ZMQ's HEARTBEAT_TIMEOUT
+	heard             time.Time // the last frame from the peer (or the ack): the lookup deadline counts from it
 
 	waiters []*request          // wait mode: requests polling the pending handshake
 	lookups map[string]*request // by wire kv_request_id
@@ -106,6 +107,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 	}
 	// Any traffic proves the peer alive (ZMQ heartbeat semantics).
 	s.hbDeadline = time.Time{}
+	s.heard = e.now
 	switch m.Type {
 	case wire.TypeConnectAck:
 		if s.state != sessPending {
@@ -196,6 +198,18 @@ func (e *Engine) superviseSessions() {
 }
 
 func (e *Engine) superviseReady(s *session) {
+	// The lookup deadline is progress on the session, not a clock per
+	// request: lookups are waiting and the peer has said nothing for the
+	// lookup timeout (MODEL.md, "lookup deadline"). A frozen peer is thus
+	// reaped a fixed time after it last spoke, whenever the lookups that
+	// wait on it were sent, which is what lets the seed's in-flight request
+	// end at 7.08 s under an 8 s timeout. A peer that keeps answering pings
+	// but never a lookup is still caught by each lookup's own deadline.
+	if len(s.lookups) > 0 && !e.now.Before(s.heard.Add(e.cfg.LookupTimeout)) {
+		e.log.Warning(compP2P, "lookup on %s timed out after %s: no answer from the peer while %d lookups waited", s.peer, secs(e.cfg.LookupTimeout), len(s.lookups))
+		e.killSession(s, "lookup timed out")
+		return
+	}
 	for _, r := range s.lookups {
 		if !e.now.Before(r.deadline) {
 			// One unanswered lookup reaps the whole session.
