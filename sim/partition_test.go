@@ -133,7 +133,12 @@ func TestPartitionOfASource(t *testing.T) {
 			// cut connection is delivered after the heal by the kernel's
 			// retransmission (RTO 0.2 s, doubling), so the pull still hits,
 			// late: nothing sent into a connection that comes back is lost.
-			short := tm.heartbeat * 3 / 10
+			// The lookup deadline counts from the source's last frame (up to
+			// one heartbeat interval before the cut), and the kernel's
+			// retransmissions back off (0.2 s, 0.6 s, 1.4 s, 3 s after the
+			// send, never scaled): a quarter of (lookup - interval) gets the
+			// retransmission that crosses the heal in before that deadline.
+			short := min(tm.heartbeat*3/10, (L-tm.heartbeatIvl)/4)
 			p := words(fmt.Sprintf("short-%d", time.Now().UnixNano()), 400)
 			seed(t, c, src0, p)
 			from := len(dec.log.String())

@@ -55,8 +55,11 @@ func (e *Engine) openSession(src *RemoteSource) *session {
 	}
 	e.sessions[s.peer] = s
 	addr := net.JoinHostPort(src.Host, strconv.Itoa(src.Port))
-	// The dial is bounded by the handshake deadline, as the whole handshake is.
-	d := net.Dialer{Timeout: e.cfg.HandshakeTimeout}
+	// The dial has no timeout of its own: like vLLM's session, it is bounded
+	// by the handshake deadline (superviseSessions), which cancels it, so a
+	// connect hanging on unanswered SYNs (a partitioned source) ends as a
+	// handshake timeout, not as a dial error that races the deadline.
+	var d net.Dialer
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
