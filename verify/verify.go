@@ -86,10 +86,14 @@ func (v Verifier) poll(ctx context.Context, kind string, probe func(ctx context.
 			return Result{Kind: kind, After: time.Since(start), Detail: why + ": " + detail}
 		case <-t.C:
 		}
-		var done bool
-		done, detail = probe(ctx)
+		done, d := probe(ctx)
 		if done {
-			return Result{Kind: kind, OK: true, After: time.Since(start), Detail: detail}
+			return Result{Kind: kind, OK: true, After: time.Since(start), Detail: d}
+		}
+		// A round the deadline cut short says only that it was cut (every
+		// dial "i/o timeout"): the last whole round tells more.
+		if ctx.Err() == nil || detail == "" {
+			detail = d
 		}
 		t.Reset(every)
 	}
