@@ -197,7 +197,7 @@ func TestAPlainClientSeesTheSeedsStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two clusters through a compressed stall")
 	}
-	const scale = 0.1
+	const scale = 0.25 // 0.1 drifted past the tolerances on a loaded 2-core machine
 	sched := plainSchedule{seedTimeout: 5 * time.Second, rate: 2}
 	for _, mode := range []string{"wait", "prefill"} {
 		t.Run(mode, func(t *testing.T) {
