@@ -213,7 +213,7 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 		passed = passed && r.Row().Passed
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, report.Table(table))
+	fmt.Fprint(stdout, report.Table(table)+"\n"+report.TimesTable(table))
 	printFailures(stdout, runs)
 	fmt.Fprintf(stdout, "slice: %d rows in %.1fs wall time, time scale %g; reports: %s\n",
 		len(runs), wall.Seconds(), scale, out)
