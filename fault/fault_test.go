@@ -309,10 +309,10 @@ func (e *recEnv) Verified(action string, ef fault.Effect) {
 	e.effects = append(e.effects, action+":"+ef.Detail)
 }
 
-func (e *recEnv) Held() any                      { e.mu.Lock(); defer e.mu.Unlock(); return e.held }
-func (e *recEnv) Go(fn func())                   { e.wg.Go(fn) }
-func (e *recEnv) Fail(err error)                 { e.mu.Lock(); e.failed = err; e.mu.Unlock() }
-func (e *recEnv) Changed()                       {}
+func (e *recEnv) Held() any      { e.mu.Lock(); defer e.mu.Unlock(); return e.held }
+func (e *recEnv) Go(fn func())   { e.wg.Go(fn) }
+func (e *recEnv) Fail(err error) { e.mu.Lock(); e.failed = err; e.mu.Unlock() }
+func (e *recEnv) Changed()       {}
 
 func (e *recEnv) actions() string {
 	e.mu.Lock()

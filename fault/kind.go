@@ -104,9 +104,9 @@ type Fire struct {
 
 	// What a kind's Act leaves for its Verify (kill: the old session and
 	// the restart's outcome).
-	before   Host
-	hasHost  bool
-	restart  chan error
+	before  Host
+	hasHost bool
+	restart chan error
 }
 
 // Env is what a kind acts in: the run's bookkeeping for the fired target,
