@@ -43,13 +43,16 @@ type Experiment struct {
 	pending []probe.Sample
 	starts  []probe.PullStart    // pulls sent since the last batch (KindPullStart)
 	verifs  []check.Verification // every fault action verified on the host
-	windows []check.Window       // in order; the last may be open (End == 0)
-	phase   event.Phase
-	down    map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
-	held    map[int]any             // source index -> the open fault's handle (a stall to resume)
-	ctx     context.Context
-	fail    context.CancelCauseFunc
-	settled chan struct{} // closed when the scripted timeline has played out
+	// verifying is, per source, closed when the last action's
+	// verification is done (faults.go).
+	verifying map[int]chan struct{}
+	windows   []check.Window // in order; the last may be open (End == 0)
+	phase     event.Phase
+	down      map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
+	held      map[int]any             // source index -> the open fault's handle (a stall to resume)
+	ctx       context.Context
+	fail      context.CancelCauseFunc
+	settled   chan struct{} // closed when the scripted timeline has played out
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -75,11 +78,12 @@ func New(cfg Config) (*Experiment, error) {
 	}
 	cfg.Timeline = text
 	return &Experiment{
-		cfg:      cfg,
-		timeline: tl,
-		down:     map[int]fault.Condition{},
-		held:     map[int]any{},
-		settled:  make(chan struct{}),
+		cfg:       cfg,
+		timeline:  tl,
+		down:      map[int]fault.Condition{},
+		held:      map[int]any{},
+		verifying: map[int]chan struct{}{},
+		settled:   make(chan struct{}),
 	}, nil
 }
 

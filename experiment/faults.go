@@ -87,6 +87,9 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 	if !ok {
 		return e.refused(kind, src, by, fmt.Sprintf("unknown fault %q (want %s)", kind, fault.Names()))
 	}
+	// The last action on src is verified before the next acts, or a resume
+	// right after a stall would undo it before the stall was seen.
+	e.awaitVerify(src)
 	if why := e.refuse(src, k); why != "" {
 		return e.refused(kind, src, by, why)
 	}
@@ -101,9 +104,33 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 		return err
 	}
 	if k.Verify != nil {
-		go e.safely(func() { e.verified(src, k.Name, at, k.Verify(f)) })
+		done := make(chan struct{})
+		e.mu.Lock()
+		e.verifying[src] = done
+		e.mu.Unlock()
+		go e.safely(func() {
+			defer close(done)
+			e.verified(src, k.Name, at, k.Verify(f))
+		})
 	}
 	return nil
+}
+
+// awaitVerify waits for the verification of the last action on src, if
+// one is still going (at most its deadline, 2 s; a kill's waits for the
+// restart, which the next action on the source waits for anyway).
+func (e *Experiment) awaitVerify(src int) {
+	e.mu.Lock()
+	done := e.verifying[src]
+	ctx := e.ctx
+	e.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // verified records what the verification of an action taken at (since
