@@ -87,8 +87,12 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 	if !ok {
 		return e.refused(kind, src, by, fmt.Sprintf("unknown fault %q (want %s)", kind, fault.Names()))
 	}
+	if why := e.refuse(src, k); why != "" {
+		return e.refused(kind, src, by, why)
+	}
 	// The last action on src is verified before the next acts, or a resume
-	// right after a stall would undo it before the stall was seen.
+	// right after a stall would undo it before the stall was seen; what
+	// may act is asked again after the wait.
 	e.awaitVerify(src)
 	if why := e.refuse(src, k); why != "" {
 		return e.refused(kind, src, by, why)
