@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"p2pfault/probe"
 )
 
 // NameFaultTookEffect is the check that every fault action was confirmed on
@@ -57,4 +59,19 @@ func FaultTookEffect(vs []Verification, within time.Duration) Result {
 	r.Passed = true
 	r.Detail = fmt.Sprintf("all %d fault actions took effect within %s", len(vs), secs1(within))
 	return r
+}
+
+// WithFaultChecks adds to v what a run that fired a fault is judged on
+// besides the seed's checks: the judged window's detect and recover times
+// (Times) and, when any fault action was verified, fault_took_effect.
+// The experiment and `p2pfault report` both call it.
+func WithFaultChecks(v Verdict, samples []probe.Sample, w Window, b Bounds, vs []Verification) Verdict {
+	t := FaultTimes(samples, w, b)
+	v.Times = &t
+	if len(vs) > 0 {
+		r := FaultTookEffect(vs, 0)
+		v.Checks = append(append([]Result(nil), v.Checks...), r)
+		v.Passed = v.Passed && r.Passed
+	}
+	return v
 }

@@ -99,4 +99,7 @@ type Verdict struct {
 	Passed  bool     `json:"passed"`
 	Checks  []Result `json:"checks"`
 	Summary Summary  `json:"summary"`
+	// Times are the judged fault's detect and recover times (FaultTimes),
+	// absent from a verdict without a fault window.
+	Times *Times `json:"times,omitempty"`
 }

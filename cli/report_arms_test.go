@@ -88,15 +88,23 @@ func TestReportRebuildsOneRowPerArm(t *testing.T) {
 	if code := cli.Main([]string{"report", path}, strings.NewReader(""), &stdout, &stderr); code != 0 {
 		t.Fatalf("report exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
-	var rows []string
+	var rows, times []string
 	for _, l := range strings.Split(stdout.String(), "\n") {
-		if f := strings.Fields(l); len(f) > 2 && f[1] == "stall" {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 2 && f[1] == "stall" && (f[2] == "pass" || f[2] == "FAIL"):
 			rows = append(rows, f[0]+" "+f[2])
+		case len(f) == 4 && f[1] == "stall":
+			times = append(times, strings.Join([]string{f[0], f[2], f[3]}, " "))
 		}
 	}
 	t.Logf("p2pfault report:\n%s", stdout.String())
 	if got, want := strings.Join(rows, ", "), "main FAIL, fixed pass"; got != want {
 		t.Errorf("rows %q, want %q\n%s", got, want, stdout.String())
+	}
+	// The second table: each arm's detect_s and recover_s.
+	if got, want := strings.Join(times, ", "), "main 30.00s 0.00s, fixed 0.02s 0.02s"; got != want {
+		t.Errorf("times rows %q, want %q\n%s", got, want, stdout.String())
 	}
 	doc, err := os.ReadFile(filepath.Join(dir, "report.json"))
 	if err != nil {

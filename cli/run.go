@@ -256,7 +256,7 @@ func writeReports(stdout io.Writer, out string, printTable bool) error {
 	}
 	if printTable {
 		fmt.Fprintln(stdout)
-		fmt.Fprint(stdout, report.Table([]report.Row{run.Row()}))
+		fmt.Fprint(stdout, report.Table([]report.Row{run.Row()})+"\n"+report.TimesTable([]report.Row{run.Row()}))
 		printFailures(stdout, []report.Run{run})
 	}
 	fmt.Fprintf(stdout, "reports: %s\n", out)

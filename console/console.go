@@ -101,6 +101,16 @@ func (p *Printer) Print(ev event.Event) {
 		}
 	case event.KindWarning:
 		p.line(ev.T, "warning: %s", ev.Message)
+	case event.KindVerification:
+		v := ev.Verification
+		if v == nil {
+			return
+		}
+		what := "took effect"
+		if !v.Verified {
+			what = "did NOT take effect"
+		}
+		p.line(ev.T, "verified: %s source-%d %s after %s: %s", v.Action, v.Source, what, secs(v.After), v.Detail)
 	case event.KindEnd:
 		p.flush()
 		if ev.Message != "" {

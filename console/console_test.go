@@ -70,3 +70,28 @@ func TestPrinterWithoutSummariesPrintsNoPullLines(t *testing.T) {
 		t.Fatalf("summary printed with Summaries off:\n%s", out.String())
 	}
 }
+
+// A fault's verification is one line, saying whether it took effect and
+// what was seen; pull starts and scrapes print nothing.
+func TestPrinterPrintsVerifications(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	p.Print(event.Event{T: 10 * time.Second, Kind: event.KindVerification, Verification: &check.Verification{
+		Action: "stall", Source: 0, Verified: true, After: 4 * time.Millisecond, Detail: "2 of 2 processes of session 42 in state T"}})
+	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindVerification, Verification: &check.Verification{
+		Action: "remove", Source: 1, After: 2 * time.Second, Detail: "127.0.0.1:1 accepts connections"}})
+	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindPullStart, Pulls: []probe.PullStart{{Source: 0, Trial: 1}}})
+	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindMetrics, Metrics: &event.MetricsInfo{Engine: "decoder"}})
+	got := out.String()
+	for _, want := range []string{
+		"verified: stall source-0 took effect after 0.00s: 2 of 2 processes of session 42 in state T",
+		"verified: remove source-1 did NOT take effect after 2.00s: 127.0.0.1:1 accepts connections",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "\n"); n != 2 {
+		t.Errorf("%d lines, want 2:\n%s", n, got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"p2pfault/check"
 	"p2pfault/fault"
 	"p2pfault/probe"
+	"p2pfault/scrape"
 )
 
 // Kind says which payload field of an Event is set.
@@ -27,6 +28,10 @@ const (
 	KindWarning Kind = "warning" // something the user should know: Message
 	KindVerdict Kind = "verdict" // the checks, live (Final false) or at the end (Final true): Verdict
 	KindEnd     Kind = "end"     // the run ended: Message says why, ExitCode how
+
+	KindPullStart    Kind = "pull_start"   // pulls sent and not ended yet, a batch: Pulls
+	KindMetrics      Kind = "metrics"      // one engine's /metrics, scraped once a second: Metrics
+	KindVerification Kind = "verification" // a fault action checked on the host: Verification
 )
 
 // Phase of a run.
@@ -65,6 +70,19 @@ type Event struct {
 	Verdict  *check.Verdict `json:"verdict,omitempty"`
 	Final    bool           `json:"final,omitempty"`
 	ExitCode int            `json:"exit_code,omitempty"`
+
+	Pulls        []probe.PullStart   `json:"pulls,omitempty"`
+	Metrics      *MetricsInfo        `json:"metrics,omitempty"`
+	Verification *check.Verification `json:"verification,omitempty"`
+}
+
+// MetricsInfo is one scrape of one engine's /metrics (package scrape): the
+// series as read and the live rates over the scraper's rate window. A
+// series the engine does not export is null.
+type MetricsInfo struct {
+	Engine  string         `json:"engine"`
+	Reading scrape.Reading `json:"reading"`
+	Live    scrape.Live    `json:"live"`
 }
 
 // RunInfo describes a run; durations are already multiplied by TimeScale.

@@ -41,13 +41,18 @@ type Experiment struct {
 	prober  *probe.Prober
 	samples []probe.Sample
 	pending []probe.Sample
-	windows []check.Window // in order; the last may be open (End == 0)
-	phase   event.Phase
-	down    map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
-	held    map[int]any             // source index -> the open fault's handle (a stall to resume)
-	ctx     context.Context
-	fail    context.CancelCauseFunc
-	settled chan struct{} // closed when the scripted timeline has played out
+	starts  []probe.PullStart    // pulls sent since the last batch (KindPullStart)
+	verifs  []check.Verification // every fault action verified on the host
+	// verifying is, per source, closed when the last action's
+	// verification is done (faults.go).
+	verifying map[int]chan struct{}
+	windows   []check.Window // in order; the last may be open (End == 0)
+	phase     event.Phase
+	down      map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
+	held      map[int]any             // source index -> the open fault's handle (a stall to resume)
+	ctx       context.Context
+	fail      context.CancelCauseFunc
+	settled   chan struct{} // closed when the scripted timeline has played out
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -73,11 +78,12 @@ func New(cfg Config) (*Experiment, error) {
 	}
 	cfg.Timeline = text
 	return &Experiment{
-		cfg:      cfg,
-		timeline: tl,
-		down:     map[int]fault.Condition{},
-		held:     map[int]any{},
-		settled:  make(chan struct{}),
+		cfg:       cfg,
+		timeline:  tl,
+		down:      map[int]fault.Condition{},
+		held:      map[int]any{},
+		verifying: map[int]chan struct{}{},
+		settled:   make(chan struct{}),
 	}, nil
 }
 
@@ -345,6 +351,13 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		PullTimeout:  e.cfg.scale(e.cfg.PullTimeout),
 		Stream:       e.cfg.Stream,
 		Warn:         func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
+		// Each pull is told when it is sent, batched with the samples, so
+		// a face sees pulls that hang (a stalled source's) before they end.
+		Started: func(p probe.PullStart) {
+			e.mu.Lock()
+			e.starts = append(e.starts, p)
+			e.mu.Unlock()
+		},
 	}
 }
 
@@ -406,9 +419,14 @@ func (e *Experiment) flushLoop(done <-chan struct{}) {
 
 func (e *Experiment) flushSamples() {
 	e.mu.Lock()
-	batch := e.pending
-	e.pending = nil
+	batch, starts := e.pending, e.starts
+	e.pending, e.starts = nil, nil
 	e.mu.Unlock()
+	// Starts go first: a pull that started and ended within one batch is
+	// then seen to start before it ends.
+	if len(starts) > 0 {
+		e.emit(event.Event{Kind: event.KindPullStart, Pulls: starts})
+	}
 	if len(batch) > 0 {
 		e.emit(event.Event{Kind: event.KindSamples, Samples: batch})
 	}
@@ -432,29 +450,40 @@ func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
 	e.mu.Lock()
 	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
 	if !ok {
+		verifs := append([]check.Verification(nil), e.verifs...)
 		e.mu.Unlock()
+		v := check.Verdict{Passed: true}
 		if len(e.timeline) > 0 {
 			// A scripted run that ended before its fault checked nothing:
 			// say so rather than pass.
-			return check.Verdict{Checks: []check.Result{{
+			v = check.Verdict{Checks: []check.Result{{
 				Name: NameFaultWindow, Empty: true,
 				Detail: fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
 					runEnd.Seconds(), e.timeline[0].At.Seconds()),
 			}}}
 		}
-		return check.Verdict{Passed: true}
+		if len(verifs) > 0 {
+			// Faults without a window (a kind of its own) were still fired.
+			r := check.FaultTookEffect(verifs, 0)
+			v.Checks = append(v.Checks, r)
+			v.Passed = v.Passed && r.Passed
+		}
+		return v
 	}
 	samples := append([]probe.Sample(nil), e.samples...)
+	verifs := append([]check.Verification(nil), e.verifs...)
 	e.mu.Unlock()
 	if w.End == 0 {
 		w.End = runEnd
 	}
-	return check.Evaluate(check.Input{
+	b := e.cfg.Bounds.Scaled(e.cfg.TimeScale)
+	v := check.Evaluate(check.Input{
 		Samples: samples,
 		Window:  w,
 		RunEnd:  runEnd,
-		Bounds:  e.cfg.Bounds.Scaled(e.cfg.TimeScale),
+		Bounds:  b,
 	})
+	return check.WithFaultChecks(v, samples, w, b, verifs)
 }
 
 // rel is at as a time since t0 (0 before warm-up ends).

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/check"
 	"p2pfault/cli"
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -155,6 +156,54 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	}
 	if !final || !end {
 		t.Errorf("final verdict %v, end event %v: want both", final, end)
+	}
+	// Every action was verified on the host, in time; pulls were told as
+	// they started; every engine's /metrics was scraped; the final verdict
+	// judges fault_took_effect and carries the latest fault's times.
+	verified := map[string]int{}
+	var starts, decoderMetrics int
+	var finalV *check.Verdict
+	for _, ev := range rec.seen {
+		switch ev.Kind {
+		case event.KindVerification:
+			v := ev.Verification
+			if !v.Verified || v.After > check.DefaultVerifyWithin {
+				t.Errorf("%s source-%d not verified in time: %+v", v.Action, v.Source, *v)
+			}
+			verified[v.Action]++
+		case event.KindPullStart:
+			starts += len(ev.Pulls)
+		case event.KindMetrics:
+			if ev.Metrics.Engine == "decoder" && ev.Metrics.Reading.Waiting.OK {
+				decoderMetrics++
+			}
+		case event.KindVerdict:
+			if ev.Final {
+				finalV = ev.Verdict
+			}
+		}
+	}
+	for _, a := range []string{fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionRemove} {
+		if verified[a] != 1 {
+			t.Errorf("%d verifications of %s, want 1 (all: %v)", verified[a], a, verified)
+		}
+	}
+	if starts == 0 || decoderMetrics == 0 {
+		t.Errorf("%d pull starts, %d decoder scrapes: want both", starts, decoderMetrics)
+	}
+	if finalV != nil {
+		var took *check.Result
+		for i, c := range finalV.Checks {
+			if c.Name == check.NameFaultTookEffect {
+				took = &finalV.Checks[i]
+			}
+		}
+		if took == nil || !took.Passed {
+			t.Errorf("final verdict's %s = %+v, want passed", check.NameFaultTookEffect, took)
+		}
+		if finalV.Times == nil {
+			t.Error("final verdict without times")
+		}
 	}
 	exited := map[string]bool{}
 	for _, ev := range rec.seen {

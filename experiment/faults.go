@@ -90,23 +90,70 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 	if why := e.refuse(src, k); why != "" {
 		return e.refused(kind, src, by, why)
 	}
+	// The last action on src is verified before the next acts, or a resume
+	// right after a stall would undo it before the stall was seen; what
+	// may act is asked again after the wait.
+	e.awaitVerify(src)
+	if why := e.refuse(src, k); why != "" {
+		return e.refused(kind, src, by, why)
+	}
 	t, err := e.source(src)
 	if err != nil {
 		return e.refused(kind, src, by, err.Error())
 	}
-	f := &fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: &firing{e: e, src: src}}
+	env := &firing{e: e, src: src}
+	f := &fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: env}
+	at := e.since()
 	if err := k.Act(f); err != nil {
 		return err
 	}
 	if k.Verify != nil {
+		done := make(chan struct{})
+		e.mu.Lock()
+		e.verifying[src] = done
+		e.mu.Unlock()
 		go e.safely(func() {
-			if err := k.Verify(f); err != nil {
-				e.emit(event.Event{Kind: event.KindWarning,
-					Message: fmt.Sprintf("%s %s (%s) did not take effect: %v", k.Name, t.Name(), by, err)})
-			}
+			defer close(done)
+			e.verified(src, k.Name, at, k.Verify(f))
 		})
 	}
 	return nil
+}
+
+// awaitVerify waits for the verification of the last action on src, if
+// one is still going (at most its deadline, 2 s; a kill's waits for the
+// restart, which the next action on the source waits for anyway).
+func (e *Experiment) awaitVerify(src int) {
+	e.mu.Lock()
+	done := e.verifying[src]
+	ctx := e.ctx
+	e.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// verified records what the verification of an action taken at (since
+// t0) on src saw: a verification event, and a warning when the effect was
+// not seen within check.DefaultVerifyWithin. A skipped one (a target not
+// on this host) records nothing.
+func (e *Experiment) verified(src int, action string, at time.Duration, ef fault.Effect) {
+	if ef.Skipped {
+		return
+	}
+	v := check.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
+	e.mu.Lock()
+	e.verifs = append(e.verifs, v)
+	e.mu.Unlock()
+	e.emit(event.Event{Kind: event.KindVerification, Verification: &v})
+	if !ef.OK || ef.After > check.DefaultVerifyWithin {
+		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
+			"%s source-%d did not take effect within %s: %s", action, src, check.DefaultVerifyWithin, ef.Detail)})
+	}
 }
 
 // source returns source i of the running cluster.
@@ -231,6 +278,10 @@ func (f *firing) Held() any {
 	f.e.mu.Lock()
 	defer f.e.mu.Unlock()
 	return f.e.held[f.src]
+}
+
+func (f *firing) Verified(action string, ef fault.Effect) {
+	f.e.verified(f.src, action, f.e.since(), ef)
 }
 
 func (f *firing) Go(fn func())   { go f.e.safely(fn) }

@@ -3,7 +3,6 @@ package experiment_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -40,7 +39,7 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 			return nil
 		},
 		// Nothing happened, and verifying says so.
-		Verify: func(f *fault.Fire) error { return errors.New("nothing changed") },
+		Verify: func(f *fault.Fire) fault.Effect { return fault.Effect{Detail: "nothing changed"} },
 	})
 	t.Cleanup(unregister)
 
@@ -80,7 +79,7 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 		return ev.Kind == event.KindFault && ev.Fault.Action == "noop" && ev.Fault.By == "script" && ev.Fault.Source == 1
 	})
 	rec.waitFor(t, "the warning that it did not take effect", 10*time.Second, func(ev event.Event) bool {
-		return ev.Kind == event.KindWarning && ev.Message == "noop source-1 (script) did not take effect: nothing changed"
+		return ev.Kind == event.KindWarning && ev.Message == "noop source-1 did not take effect within 2s: nothing changed"
 	})
 	// The dashboard knows the key from the registry: z fires noop on the
 	// selected source (source-0), and the event log shows it.

@@ -16,7 +16,7 @@ type Poller interface {
 
 // pollers are what a run watches besides its probe.
 func (e *Experiment) pollers(cl Cluster) []Poller {
-	return []Poller{enginePoller{cl: cl, every: time.Second}}
+	return []Poller{enginePoller{cl: cl, every: time.Second}, scrapePoller{cl: cl}}
 }
 
 // startPollers runs every poller until ctx ends; a panic in one fails the

@@ -265,6 +265,7 @@ type recEnv struct {
 	cond    fault.Condition
 	held    any
 	failed  error
+	effects []string
 	wg      sync.WaitGroup
 }
 
@@ -302,10 +303,16 @@ func (e *recEnv) CloseWindow(at time.Time) {
 }
 func (e *recEnv) SetCondition(c fault.Condition) { e.mu.Lock(); e.cond = c; e.mu.Unlock() }
 func (e *recEnv) Hold(h any)                     { e.mu.Lock(); e.held = h; e.mu.Unlock() }
-func (e *recEnv) Held() any                      { e.mu.Lock(); defer e.mu.Unlock(); return e.held }
-func (e *recEnv) Go(fn func())                   { e.wg.Go(fn) }
-func (e *recEnv) Fail(err error)                 { e.mu.Lock(); e.failed = err; e.mu.Unlock() }
-func (e *recEnv) Changed()                       {}
+func (e *recEnv) Verified(action string, ef fault.Effect) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.effects = append(e.effects, action+":"+ef.Detail)
+}
+
+func (e *recEnv) Held() any      { e.mu.Lock(); defer e.mu.Unlock(); return e.held }
+func (e *recEnv) Go(fn func())   { e.wg.Go(fn) }
+func (e *recEnv) Fail(err error) { e.mu.Lock(); e.failed = err; e.mu.Unlock() }
+func (e *recEnv) Changed()       {}
 
 func (e *recEnv) actions() string {
 	e.mu.Lock()

@@ -18,7 +18,7 @@ func init() {
 		Name: ActionKill, Key: "k", Help: "kill", LongHelp: "kill, restart", Order: 30,
 		Needs: CondUp, Leaves: CondRestarting, Over: []Condition{CondStalled, CondExited}, Badge: "KILLED",
 		Opens: true, Ending: EndsWithRecovery,
-		Act: actKill,
+		Act: actKill, Verify: verifyKill,
 	})
 }
 
@@ -27,6 +27,9 @@ func init() {
 func actKill(f *Fire) error {
 	env := f.Env
 	env.SetCondition(CondRestarting)
+	// The old session, read before it goes, for verifyKill.
+	f.before, f.hasHost = host(f.Target)
+	f.restart = make(chan error, 1)
 	killed := make(chan error, 1)
 	env.Go(func() {
 		var signalled atomic.Bool
@@ -43,9 +46,11 @@ func actKill(f *Fire) error {
 			// It failed before the kill was sent: nothing went down.
 			env.SetCondition(CondUp)
 			killed <- err
+			f.restart <- err
 			return
 		}
 		restarted(f, "restart", readyAt, err)
+		f.restart <- err
 	})
 	if err := <-killed; err != nil {
 		err = fmt.Errorf("kill %s: %w", f.Target.Name(), err)

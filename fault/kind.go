@@ -76,11 +76,22 @@ type Kind struct {
 	// f.Env: its events, the window it opens or closes, the condition it
 	// leaves. It returns once the action is taken (not when it is undone).
 	Act func(f *Fire) error
-	// Verify (optional) confirms, after Act returned without error, that
-	// the fault took effect (stall: every process stopped; remove: the
-	// ports refuse). The experiment reports an error as a warning event.
-	// The seed's kinds confirm inside their Target calls and set none.
-	Verify func(f *Fire) error
+	// Verify (optional) confirms on the host, after Act returned without
+	// error, that the fault took effect (stall: every process stopped;
+	// remove: the ports refuse; verify.go). The experiment sends what it
+	// saw as a verification event, warns when it was not seen within
+	// check.DefaultVerifyWithin, and judges check fault_took_effect on it.
+	Verify func(f *Fire) Effect
+}
+
+// Effect is what a kind's Verify saw on the host.
+type Effect struct {
+	OK     bool          // the effect was seen
+	After  time.Duration // from the action (kill: the restarted source ready) until seen, or until given up
+	Detail string        // what was seen, e.g. "2 of 2 processes of session 4242 in state T"
+	// Skipped: the target cannot be inspected on the host (it is not an
+	// Inspectable), so there is nothing to judge.
+	Skipped bool
 }
 
 // Fire is one firing of a kind on one target.
@@ -90,6 +101,12 @@ type Fire struct {
 	Options
 	By  string // "script" or "key"
 	Env Env
+
+	// What a kind's Act leaves for its Verify (kill: the old session and
+	// the restart's outcome).
+	before  Host
+	hasHost bool
+	restart chan error
 }
 
 // Env is what a kind acts in: the run's bookkeeping for the fired target,
@@ -105,6 +122,10 @@ type Env interface {
 	Go(fn func())   // run fn in the background; a panic fails the run
 	Fail(err error) // the run cannot go on
 	Changed()       // the target's process state changed: tell the faces
+	// Verified reports what a verification of action saw (a kind's Verify
+	// after Act is reported by the experiment itself; a kind calls this for
+	// an effect of its own, such as a stall's resume by its timer).
+	Verified(action string, e Effect)
 }
 
 var (

@@ -17,7 +17,7 @@ func init() {
 		Name: ActionRemove, Key: "r", Help: "remove", LongHelp: "remove (SIGTERM)", Order: 40,
 		Needs: CondUp, Leaves: CondRemoved, Over: []Condition{CondStalled, CondRestarting, CondExited}, Badge: "REMOVED",
 		Opens: true, Ending: StaysDown,
-		Act: actRemove,
+		Act: actRemove, Verify: verifyRemove,
 	})
 }
 
@@ -28,6 +28,7 @@ func actRemove(f *Fire) error {
 	ctx, cancel := context.WithTimeout(env.Context(), removeTimeout)
 	defer cancel()
 	var at time.Time
+	f.before, f.hasHost = host(f.Target) // its addresses, for verifyRemove
 	err := f.Target.Terminate(ctx, func(t time.Time, _ error) { at = t })
 	if err != nil {
 		err = fmt.Errorf("remove %s: %w", f.Target.Name(), err)

@@ -10,7 +10,7 @@ func init() {
 		Name: ActionResume, Key: "c", Help: "resume", LongHelp: "resume early", Order: 20,
 		Needs: CondStalled, Leaves: CondUp, Hint: "resume it",
 		Closes: true, Ending: EndsWithRecovery,
-		Act: actResume,
+		Act: actResume, Verify: verifyResume,
 	})
 }
 

@@ -16,7 +16,7 @@ func init() {
 		Name: ActionStall, Key: "s", Help: "stall", LongHelp: "stall (SIGSTOP)", Order: 10,
 		TakesFor: true, Needs: CondUp, Leaves: CondStalled, Badge: "STALLED",
 		Opens: true, Ending: EndsAfterFor,
-		Act: actStall,
+		Act: actStall, Verify: verifyStall,
 	})
 }
 
@@ -48,6 +48,10 @@ func actStall(f *Fire) error {
 		env.Record(ActionResume, 0, by, st.Err())
 		env.CloseWindow(st.ResumedAt())
 		env.Changed()
+		if st.ResumedBy() == "" && st.Err() == nil && env.Context().Err() == nil {
+			// Resumed by its timer: no resume kind fired to verify it.
+			env.Verified(ActionResume, verifyResume(f))
+		}
 	})
 	return nil
 }

@@ -74,6 +74,12 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 				{Name: "truncated", Value: fmt.Sprintf("%t", r.Truncated)},
 			},
 		}
+		if t := r.Row().Times; t != nil {
+			// The judged fault's times in seconds, "null" when it never happened.
+			s.Properties = append(s.Properties,
+				junitProperty{Name: "detect_s", Value: junitSeconds3(t.DetectS)},
+				junitProperty{Name: "recover_s", Value: junitSeconds3(t.RecoverS)})
+		}
 		if !r.First.IsZero() {
 			s.Timestamp = r.First.UTC().Format("2006-01-02T15:04:05")
 		}

@@ -130,13 +130,14 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 	for i, r := range rows {
 		row := r.(map[string]any)
 		if i == 2 {
-			want("remove row", row, "arm", "case", "passed", "checks", "faulted", "healthy")
+			want("remove row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "times")
 		} else {
-			want("stall row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "recovery")
+			want("stall row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "recovery", "times")
 			want("recovery", row["recovery"].(map[string]any), "n", "pulled")
 		}
 		want("faulted", row["faulted"].(map[string]any), "n", "pulled", "p50_s", "max_s")
 		want("healthy", row["healthy"].(map[string]any), "n", "pulled", "max_s")
+		want("times", row["times"].(map[string]any), "detect_s", "recover_s")
 		for _, c := range row["checks"].([]any) {
 			want("check", c.(map[string]any), "name", "passed", "detail")
 		}

@@ -24,6 +24,15 @@ type Row struct {
 	Healthy  HealthyRow   `json:"healthy"`
 	Recovery *RecoveryRow `json:"recovery,omitempty"` // absent when the fault does not recover (remove)
 	TTFT     []TTFTRow    `json:"ttft,omitempty"`     // streamed runs only (ttft.go)
+	// Times are the judged fault's detect_s and recover_s (null when it
+	// never happened); absent for a run without a fault.
+	Times *check.Times `json:"times,omitempty"`
+	// Verifications are the fault actions checked on the host (check
+	// fault_took_effect); absent when none was.
+	Verifications []check.Verification `json:"verifications,omitempty"`
+	// Decoder is the decoder's own /metrics over the fault and recovery
+	// windows (metrics.go); absent when it was not scraped.
+	Decoder *DecoderMetrics `json:"decoder_metrics,omitempty"`
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -84,6 +93,16 @@ func (r Run) Row() Row {
 		row.Recovery = &RecoveryRow{N: v.Summary.Recovery.N, Pulled: v.Summary.Recovery.Pulled}
 	}
 	row.TTFT = ttftRows(r)
+	if r.HasWindow {
+		t := r.Verdict.Times
+		if t == nil {
+			ft := check.FaultTimes(r.Samples, r.Window, r.Info.Bounds)
+			t = &ft
+		}
+		row.Times = t
+	}
+	row.Verifications = r.Verifications
+	row.Decoder = decoderMetrics(r)
 	return row
 }
 
@@ -164,7 +183,7 @@ func (r Row) cells() []string {
 
 const notApplicable = "–"
 
-// WriteMarkdown writes report.md: the seed's table, then for each failed
+// WriteMarkdown writes report.md: the seed's table, the times table, then for each failed
 // row its failing checks and the seed's summary line, then the time scale
 // and wall time, and a note for every truncated run.
 func WriteMarkdown(w io.Writer, rows ...Row) error {
@@ -178,6 +197,9 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
+	// The judged fault's detect and recover times, a table of their own
+	// so the seed's stays as it is.
+	b.WriteString("\n" + markdownTable(timesHeader(), timesCells(rows)))
 	for _, r := range rows {
 		if r.Passed {
 			continue
@@ -190,6 +212,8 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 		}
 		b.WriteString("```\n")
 	}
+	writeDecoder(&b, rows)
+	writeVerifications(&b, rows)
 	writeTTFT(&b, rows)
 	first, last := span(rows)
 	scale := 0.0

@@ -9,6 +9,7 @@ import (
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/probe"
+	"p2pfault/scrape"
 )
 
 // Run is one finished (or crashed) run, as its events tell it.
@@ -26,6 +27,12 @@ type Run struct {
 
 	Samples []probe.Sample
 	RunEnd  time.Duration // when the probe stopped sending, since t0
+
+	// Verifications are the fault actions checked on the host, in order.
+	Verifications []check.Verification
+	// Metrics are each engine's scrapes of /metrics, by engine name, in
+	// time order (T since t0).
+	Metrics map[string][]scrape.Point
 
 	Verdict check.Verdict
 	// Recomputed says the events held no final verdict (the run crashed
@@ -100,6 +107,17 @@ func FromEvents(events []event.Event) (Run, error) {
 			}
 		case event.KindEnd:
 			r.EndMessage, r.ExitCode, sawEnd = ev.Message, ev.ExitCode, true
+		case event.KindVerification:
+			if ev.Verification != nil {
+				r.Verifications = append(r.Verifications, *ev.Verification)
+			}
+		case event.KindMetrics:
+			if m := ev.Metrics; m != nil && m.Engine != "" {
+				if r.Metrics == nil {
+					r.Metrics = map[string][]scrape.Point{}
+				}
+				r.Metrics[m.Engine] = append(r.Metrics[m.Engine], scrape.Point{T: ev.T, Reading: m.Reading})
+			}
 		}
 	}
 	if !haveRun {
@@ -125,6 +143,9 @@ func FromEvents(events []event.Event) (Run, error) {
 	r.Window, r.HasWindow = check.Judged(r.Windows, r.Info.Timeline != "")
 
 	computed := check.Evaluate(check.Input{Samples: r.Samples, Window: r.Window, RunEnd: r.RunEnd, Bounds: r.Info.Bounds})
+	if r.HasWindow {
+		computed = check.WithFaultChecks(computed, r.Samples, r.Window, r.Info.Bounds, r.Verifications)
+	}
 	if !r.HasWindow {
 		// Without a fault only all_200 means anything: the other checks
 		// would fail on windows that were never meant to exist.
@@ -133,6 +154,11 @@ func FromEvents(events []event.Event) (Run, error) {
 				computed = check.Verdict{Passed: c.Passed, Checks: []check.Result{c}}
 				break
 			}
+		}
+		if len(r.Verifications) > 0 {
+			fe := check.FaultTookEffect(r.Verifications, 0)
+			computed.Checks = append(computed.Checks, fe)
+			computed.Passed = computed.Passed && fe.Passed
 		}
 	}
 	if final == nil {
@@ -150,6 +176,9 @@ func FromEvents(events []event.Event) (Run, error) {
 	fill(&r.Verdict.Summary.Faulted, computed.Summary.Faulted)
 	fill(&r.Verdict.Summary.Healthy, computed.Summary.Healthy)
 	fill(&r.Verdict.Summary.Recovery, computed.Summary.Recovery)
+	if r.Verdict.Times == nil {
+		r.Verdict.Times = computed.Times // a stream written before verdicts carried them
+	}
 	return r, nil
 }
 

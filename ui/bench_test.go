@@ -124,3 +124,39 @@ func BenchmarkHeapAfterFeeding(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkViewInFlight is one frame at 160×48 with 8 sources after an
+// hour of samples (a pull every 500 ms per source), 200 pulls in flight
+// (25 a source, sent over the last 12.5 s: a stall as the panels and
+// charts draw it) and every engine's /metrics scraped.
+func BenchmarkViewInFlight(b *testing.B) {
+	const sources, run = 8, time.Hour
+	m := simulate(b, newBenchModel(run), sources, 500*time.Millisecond, run)
+	var evs []event.Event
+	trial := int64(1 << 40)
+	for k := range 25 {
+		start := run - time.Duration(25-k)*500*time.Millisecond
+		for i := range sources {
+			trial++
+			evs = append(evs, event.Event{Kind: event.KindPullStart, T: start, Wall: wallAt(start),
+				Pulls: []probe.PullStart{{Source: i, Trial: trial, Start: start}}})
+		}
+	}
+	for i := range sources + 1 {
+		name := "decoder"
+		if i < sources {
+			name = sourceEngine(i)
+		}
+		evs = append(evs, event.Event{Kind: event.KindMetrics, T: run, Wall: wallAt(run), Metrics: &event.MetricsInfo{Engine: name}})
+	}
+	m = update(b, m, eventsMsg{events: evs})
+	m = update(b, m, tea.WindowSizeMsg{Width: 160, Height: 48})
+	if n := m.st.inflight.Len(); n != 200 {
+		b.Fatalf("%d pulls in flight, want 200", n)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		_ = m.View()
+	}
+}

@@ -17,14 +17,22 @@ import (
 // markRune marks a fault window on a chart's time axis.
 const markRune = '━'
 
+// inflightRune marks a pull still in flight at its start time and its
+// current age, apart from the line of finished pulls.
+const inflightRune = '◆'
+
 // latencyChart draws one source's pull latencies over a window of run time
-// as an ntcharts line chart: the slowest pull per braille column, so a
-// single 30 s pull is never averaged away, with fault windows marked on the
-// time axis.
+// as an ntcharts line chart, each pull at the time it was sent (as the SVG
+// timeline does, and Jepsen's latency-raw: a stall is a band of long pulls
+// across the fault window, not a spike at its end): the slowest pull per
+// braille column, so a single 30 s pull is never averaged away; pulls still
+// in flight drawn live at their age, and fault windows marked on the time
+// axis.
 type latencyChart struct {
 	points   *ring[point]
 	spans    *ring[span]
-	from, to time.Duration // run time shown, since t0
+	inflight []time.Duration // start times of the pulls still in flight
+	from, to time.Duration   // run time shown, since t0
 	// maxGap is the longest time without a finished pull that the line
 	// still bridges; a longer silence (a hung source) stays a gap.
 	maxGap  time.Duration
@@ -82,8 +90,13 @@ func (c latencyChart) Render(w, h int) string {
 	var maxLat time.Duration
 	for i := 0; i < c.points.Len(); i++ {
 		p := c.points.At(i)
-		if p.end > c.from && p.end <= c.to && p.latency > maxLat {
+		if s := p.start(); s >= c.from && s <= c.to && p.latency > maxLat {
 			maxLat = p.latency
+		}
+	}
+	for _, s := range c.inflight {
+		if s >= c.from && s <= c.to {
+			maxLat = max(maxLat, c.to-s)
 		}
 	}
 	ymax := niceCeil(math.Max(maxLat.Seconds(), 0.1))
@@ -103,10 +116,11 @@ func (c latencyChart) Render(w, h int) string {
 	}
 	for i := 0; i < c.points.Len(); i++ {
 		p := c.points.At(i)
-		if p.end <= c.from || p.end > c.to {
+		s := p.start()
+		if s < c.from || s > c.to {
 			continue
 		}
-		x := int(math.Round((p.end - c.from).Seconds() / window * float64(cols-1)))
+		x := int(math.Round((s - c.from).Seconds() / window * float64(cols-1)))
 		if v := p.latency.Seconds(); v > colMax[x] {
 			colMax[x] = v
 		}
@@ -147,6 +161,18 @@ func (c latencyChart) Render(w, h int) string {
 		for x := x0; x <= x1; x++ {
 			lc.Canvas.SetCell(canvas.Point{X: x, Y: origin.Y}, canvas.NewCellWithStyle(markRune, c.styles.ChartMark))
 		}
+	}
+
+	// Pulls in flight: a mark at their start, as high as their age now.
+	for _, s := range c.inflight {
+		if s < c.from || s > c.to {
+			continue
+		}
+		age := (c.to - s).Seconds()
+		row := origin.Y - 1 - int(math.Round(age/ymax*float64(gh-1)))
+		row = min(max(row, origin.Y-gh), origin.Y-1)
+		x := origin.X + 1 + c.column(s, gw)
+		lc.Canvas.SetCell(canvas.Point{X: x, Y: row}, canvas.NewCellWithStyle(inflightRune, c.styles.ChartInflight))
 	}
 
 	c.drawTimeLabels(&lc.Canvas, origin, gw, window)
@@ -277,6 +303,7 @@ const (
 	classLine
 	classMark
 	classSpark
+	classInflight
 )
 
 func classOf(r rune) cellClass {
@@ -285,6 +312,8 @@ func classOf(r rune) cellClass {
 		return classPlain
 	case r == markRune:
 		return classMark
+	case r == inflightRune:
+		return classInflight
 	case runes.IsBraillePattern(r):
 		return classLine
 	case runes.IsLowerBlockElement(r):
@@ -304,6 +333,8 @@ func (s *Styles) class(c cellClass) *lipgloss.Style {
 		return &s.ChartMark
 	case classSpark:
 		return &s.Spark
+	case classInflight:
+		return &s.ChartInflight
 	default:
 		return nil
 	}

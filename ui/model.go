@@ -22,6 +22,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
+	"p2pfault/probe"
 )
 
 // Options tune the dashboard. Zero values take the defaults noted.
@@ -588,7 +589,7 @@ func (m Model) dashboard(w, h int) string {
 		parts = append(parts, m.renderSources(w, panelsH, cols, rows, nowT))
 	}
 	if procH > 0 {
-		parts = append(parts, procTable{engines: engines, styles: s}.Render(w, procH))
+		parts = append(parts, procTable{engines: engines, metrics: m.st.metrics, styles: s}.Render(w, procH))
 	}
 	if final {
 		parts = append(parts, verdictTable{verdict: m.st.verdict, run: m.st.run, styles: s}.Render(w, checksH))
@@ -613,6 +614,7 @@ func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
 		return block([]string{m.styles.Dim.Render("waiting for the run's sources…")}, w, h)
 	}
 	rowH := h / rows
+	pend := m.st.pending(nowT) // once a frame, for every panel
 	var rowStrs []string
 	for r := 0; r < rows; r++ {
 		var cells []string
@@ -627,7 +629,7 @@ func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
 				pw = w - used
 			}
 			used += pw
-			cells = append(cells, m.sourcePanel(i, nowT).Render(pw, rowH))
+			cells = append(cells, m.sourcePanelWith(i, nowT, pend[i]).Render(pw, rowH))
 		}
 		rowStrs = append(rowStrs, lipgloss.JoinHorizontal(lipgloss.Top, cells...))
 	}
@@ -644,6 +646,11 @@ const sparkBuckets = 20
 // sourcePanel gathers what source i's panel shows. Its work is bounded by
 // the ring, which holds only the windows shown.
 func (m Model) sourcePanel(i int, nowT time.Duration) sourcePanel {
+	return m.sourcePanelWith(i, nowT, m.st.pending(nowT)[i])
+}
+
+// sourcePanelWith is sourcePanel with source i's pulls in flight given.
+func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) sourcePanel {
 	src := m.st.sources[i]
 	recent, window := m.recent(), m.window()
 	from := nowT - recent
@@ -683,7 +690,8 @@ func (m Model) sourcePanel(i int, nowT time.Duration) sourcePanel {
 	kind, text := m.st.badge(i, nowT, m.stallFor())
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
-		chart: latencyChart{points: &src.points, spans: &src.spans, from: nowT - window, to: nowT,
+		inflight: inflightLine{shown: m.st.sawStarts, n: pend.N, oldest: pend.Oldest},
+		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
 		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),
 		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled,

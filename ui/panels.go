@@ -125,7 +125,8 @@ type sourcePanel struct {
 	window    time.Duration
 	recent    time.Duration
 	stats     latencyStats
-	ttft      ttftStats // ttft.go
+	ttft      ttftStats    // ttft.go
+	inflight  inflightLine // inflight.go
 	spark     []float64
 	n, ok200  int64
 	errs      int64
@@ -179,7 +180,7 @@ func (p sourcePanel) Render(w, h int) string {
 
 	// The chart takes what the four text lines leave; below four rows it
 	// cannot show an axis and a line, so it goes first.
-	ttft := p.ttft.lines(s)
+	ttft := append(p.inflight.lines(s), p.ttft.lines(s)...)
 	lines := []string{title}
 	chartH := h - 4 - len(ttft)
 	if chartH >= 4 {
@@ -195,6 +196,7 @@ func (p sourcePanel) Render(w, h int) string {
 // procTable lists every engine process.
 type procTable struct {
 	engines []*engineState
+	metrics map[string]event.MetricsInfo // latest /metrics per engine (metrics.go); none: no columns
 	styles  *Styles
 }
 
@@ -204,6 +206,10 @@ func (t procTable) Render(w, h int) string {
 		return ""
 	}
 	head := []string{"ENGINE", "ROLE", "PID", "SID", "MEMBERS", "STATE", "HTTP/P2P", "UPTIME", "RESTARTS"}
+	scraped := len(t.metrics) > 0
+	if scraped {
+		head = append(head, metricsHead...)
+	}
 	rows := [][]string{head}
 	for _, e := range t.engines {
 		i := e.info
@@ -211,15 +217,20 @@ func (t procTable) Render(w, h int) string {
 		if i.Exit != "" && i.State == event.StateExited {
 			state += " (" + i.Exit + ")"
 		}
-		rows = append(rows, []string{
+		row := []string{
 			i.Name, orDash(string(i.Role)), pidOrDash(i.Pid), pidOrDash(i.Sid), orDash(fmtPids(i.Members)), orDash(state),
 			fmt.Sprintf("%d/%d", i.HTTPPort, i.P2PPort), fmtUptime(i.Uptime), strconv.Itoa(i.Restarts),
-		})
+		}
+		if scraped {
+			m, ok := t.metrics[i.Name]
+			row = append(row, metricsCells(m, ok)...)
+		}
+		rows = append(rows, row)
 	}
 	widths := make([]int, len(head))
 	for _, r := range rows {
 		for c, cell := range r {
-			widths[c] = max(widths[c], len(cell))
+			widths[c] = max(widths[c], lipgloss.Width(cell))
 		}
 	}
 	// MEMBERS is the column that can grow without bound: it gives way.
@@ -330,13 +341,13 @@ func (c checksPanel) Render(w, h int) string {
 	}
 	if h == 1 {
 		var b strings.Builder
-		b.WriteString(s.Section.Render("checks (live)"))
+		b.WriteString(s.Section.Render("checks (live)") + timesSuffix(s, c.verdict))
 		for _, r := range c.verdict.Checks {
 			b.WriteString("  " + checkMark(s, r) + " " + r.Name)
 		}
 		return block([]string{b.String()}, w, h)
 	}
-	lines := []string{s.Section.Render("checks (live)")}
+	lines := []string{s.Section.Render("checks (live)") + timesSuffix(s, c.verdict)}
 	nameW := 0
 	for _, r := range c.verdict.Checks {
 		nameW = max(nameW, len(r.Name))
@@ -356,7 +367,21 @@ type verdictTable struct {
 }
 
 // Height is how many lines the table wants.
-func (v verdictTable) Height() int { return 1 + len(v.verdict.Checks) + 3 }
+func (v verdictTable) Height() int {
+	h := 1 + len(v.verdict.Checks) + 3
+	if v.verdict.Times != nil {
+		h++
+	}
+	return h
+}
+
+// timesSuffix is the live checks' title's detect and recover times.
+func timesSuffix(s *Styles, v *check.Verdict) string {
+	if v == nil || v.Times == nil {
+		return ""
+	}
+	return "  " + s.Dim.Render(timesLine(v.Times))
+}
 
 func (v verdictTable) Render(w, h int) string {
 	s := v.styles
@@ -389,6 +414,9 @@ func (v verdictTable) Render(w, h int) string {
 		fmt.Sprintf("  %s n %d  pulled %d  max %s", s.Label.Render("healthy "), sum.Healthy.N, sum.Healthy.Pulled, fmtSeconds(sum.Healthy.Max)),
 		fmt.Sprintf("  %s n %d  pulled %d", s.Label.Render("recovery"), sum.Recovery.N, sum.Recovery.Pulled),
 	)
+	if t := v.verdict.Times; t != nil {
+		lines = append(lines, "  "+s.Label.Render("times   ")+" "+timesLine(t))
+	}
 	if len(lines) > h {
 		lines = lines[:h]
 	}

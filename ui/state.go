@@ -26,6 +26,9 @@ type point struct {
 	ttft    time.Duration // streamed pulls: time to first token (0 = none)
 }
 
+// start is when the pull was sent: the chart plots it there.
+func (p point) start() time.Duration { return p.end - p.latency }
+
 // span is a fault window on a source, marked on its chart.
 type span struct {
 	start, end time.Duration
@@ -121,10 +124,20 @@ type state struct {
 	failures    []string // warnings and the end message seen before the cluster was up
 
 	maxPoints int
+
+	// inflight is the pulls sent and not ended (pull_start events, ended
+	// by their samples); sawStarts says the stream tells pulls' starts,
+	// so the panels keep a line for them.
+	inflight  *probe.InFlight
+	sawStarts bool
+	// metrics is each engine's latest /metrics reading (metrics events).
+	metrics map[string]event.MetricsInfo
 }
 
 func newState(maxPoints, logLines int) *state {
 	return &state{
+		inflight:  probe.NewInFlight(),
+		metrics:   make(map[string]event.MetricsInfo),
 		engines:   make(map[string]*engineState),
 		log:       newRing[logEntry](logLines),
 		probing:   true,
@@ -296,8 +309,27 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		st.applyVerdict(ev)
 	case event.KindEnd:
 		st.applyEnd(ev)
+	case event.KindPullStart:
+		st.sawStarts = true
+		for _, p := range ev.Pulls {
+			st.inflight.Started(p)
+		}
+	case event.KindMetrics:
+		if m := ev.Metrics; m != nil && m.Engine != "" && (len(st.metrics) < maxEngines || hasKey(st.metrics, m.Engine)) {
+			st.metrics[m.Engine] = *m
+		}
+	case event.KindVerification:
+		if v := ev.Verification; v != nil {
+			level, what := levelInfo, "took effect"
+			if !v.Verified || v.After > check.DefaultVerifyWithin {
+				level, what = levelWarn, "did NOT take effect"
+			}
+			st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, sourceEngine(v.Source), what, fmtLatency(v.After), v.Detail)
+		}
 	}
 }
+
+func hasKey[V any](m map[string]V, k string) bool { _, ok := m[k]; return ok }
 
 func (st *state) applyRun(ev event.Event) {
 	if ev.Run == nil {
@@ -444,6 +476,7 @@ func (st *state) applyWindow(ev event.Event) {
 func (st *state) applySamples(samples []probe.Sample, keep time.Duration) {
 	for i := range samples {
 		sm := &samples[i]
+		st.inflight.Ended(*sm)
 		s := st.source(sm.Source)
 		if s == nil {
 			if st.outRange == 0 {

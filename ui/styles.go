@@ -30,7 +30,9 @@ type Styles struct {
 	ChartAxis lipgloss.Style
 	ChartLine lipgloss.Style
 	ChartMark lipgloss.Style
-	Spark     lipgloss.Style
+	// ChartInflight draws pulls still in flight, apart from finished ones.
+	ChartInflight lipgloss.Style
+	Spark         lipgloss.Style
 
 	Pass lipgloss.Style
 	Fail lipgloss.Style
@@ -62,10 +64,11 @@ func NewStyles(r *lipgloss.Renderer) Styles {
 		Removed:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("8")),
 		Starting:   r.NewStyle().Foreground(lipgloss.Color("14")),
 
-		ChartAxis: dim,
-		ChartLine: c("12"),
-		ChartMark: c("9"),
-		Spark:     c("10"),
+		ChartAxis:     dim,
+		ChartLine:     c("12"),
+		ChartMark:     c("9"),
+		ChartInflight: c("11"),
+		Spark:         c("10"),
 
 		Pass: c("10"),
 		Fail: r.NewStyle().Bold(true).Foreground(lipgloss.Color("9")),

@@ -1,0 +1,26 @@
+package experiment
+
+import (
+	"net"
+	"strconv"
+
+	"p2pfault/fault"
+	"p2pfault/runner"
+)
+
+var _ fault.Inspectable = launchedTarget{}
+
+// Host is what /proc and the ports show of a launched engine, so the
+// fault kinds can verify their effect (package verify).
+func (t launchedTarget) Host() fault.Host {
+	in := t.Info()
+	return fault.Host{
+		Sid:  in.Sid,
+		Pids: append([]int(nil), in.Members...),
+		Addrs: []string{
+			net.JoinHostPort(runner.Host, strconv.Itoa(in.HTTPPort)),
+			net.JoinHostPort(t.P2PHost(), strconv.Itoa(in.P2PPort)),
+		},
+		HealthURL: t.HTTPURL() + "/health",
+	}
+}

@@ -1,0 +1,120 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"p2pfault/verify"
+)
+
+// Host is what the host shows of a target, for verification: its session
+// and members as /proc lists them, the addresses it listens on, and how
+// to ask it whether it is ready.
+type Host struct {
+	Sid   int
+	Pids  []int
+	Addrs []string // "host:port": its HTTP and P2P listeners
+	// HealthURL answers 200 when the engine is ready (GET /health).
+	HealthURL string
+}
+
+// Inspectable is a Target whose processes p2pfault can read on this host
+// (the engines it launched). A kind's Verify on another target is
+// skipped: there is nothing it could read.
+type Inspectable interface {
+	Host() Host
+}
+
+// verifier is what the kinds' Verify use; tests fake its process table.
+var verifier = verify.Verifier{}
+
+// SetVerifier replaces the verifier the kinds use and returns a function
+// that restores the previous one (tests: a faked /proc).
+func SetVerifier(v verify.Verifier) (restore func()) {
+	old := verifier
+	verifier = v
+	return func() { verifier = old }
+}
+
+func host(t Target) (Host, bool) {
+	in, ok := t.(Inspectable)
+	if !ok {
+		return Host{}, false
+	}
+	return in.Host(), true
+}
+
+func effect(r verify.Result) Effect {
+	return Effect{OK: r.OK, After: r.After, Detail: r.Detail}
+}
+
+// verifyStall: every live member of the session is in state T.
+func verifyStall(f *Fire) Effect {
+	h, ok := host(f.Target)
+	if !ok {
+		return Effect{Skipped: true}
+	}
+	return effect(verifier.Stall(f.Env.Context(), h.Sid))
+}
+
+// verifyResume: no member of the session is in state T any more.
+func verifyResume(f *Fire) Effect {
+	h, ok := host(f.Target)
+	if !ok {
+		return Effect{Skipped: true}
+	}
+	return effect(verifier.Resume(f.Env.Context(), h.Sid))
+}
+
+// verifyKill waits for the restart Act started, then verifies every pid
+// of the old session is gone and the new session answers its health
+// check: timed from the restart's ready (a real engine's restart takes as
+// long as loading its model, which says nothing of the kill).
+func verifyKill(f *Fire) Effect {
+	if !f.hasHost || f.restart == nil {
+		return Effect{Skipped: true}
+	}
+	select {
+	case err := <-f.restart:
+		if err != nil {
+			return Effect{Detail: "the restart failed: " + err.Error()}
+		}
+	case <-f.Env.Context().Done():
+		return Effect{Detail: "the run ended before the restarted source was ready"}
+	}
+	now, _ := host(f.Target)
+	return effect(verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, healthCheck(now.HealthURL)))
+}
+
+// verifyRemove: the source's ports refuse connections.
+func verifyRemove(f *Fire) Effect {
+	if !f.hasHost {
+		return Effect{Skipped: true}
+	}
+	return effect(verifier.Remove(f.Env.Context(), f.before.Addrs...))
+}
+
+// healthCheck is a readiness probe of verify.Verifier.Kill.
+func healthCheck(u string) func(ctx context.Context) error {
+	if u == "" {
+		return nil
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Second}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s answered %s", u, resp.Status)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,82 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"p2pfault/scrape"
+)
+
+// DecoderEngine is the engine whose /metrics the report's deltas read:
+// the decoder is the one that pulls, so its counters show the fault.
+const DecoderEngine = "decoder"
+
+// DecoderMetrics are the decoder's deltas over the judged fault window and
+// the recovery window after it (absent for a fault that does not recover).
+type DecoderMetrics struct {
+	Fault    scrape.Deltas  `json:"fault_window"`
+	Recovery *scrape.Deltas `json:"recovery_window,omitempty"`
+}
+
+func decoderMetrics(r Run) *DecoderMetrics {
+	pts := r.Metrics[DecoderEngine]
+	if !r.HasWindow || len(pts) == 0 {
+		return nil
+	}
+	w := r.Window
+	d := &DecoderMetrics{Fault: scrape.Window(pts, w.Start, w.End)}
+	if w.Recovers {
+		end := w.End + r.Info.Bounds.RecoveryWindow
+		if r.RunEnd > w.End && r.RunEnd < end {
+			end = r.RunEnd
+		}
+		rec := scrape.Window(pts, w.End, end)
+		d.Recovery = &rec
+	}
+	return d
+}
+
+// writeDecoder appends report.md's table of the decoder's /metrics deltas.
+func writeDecoder(b *strings.Builder, rows []Row) {
+	var cells [][]string
+	for _, r := range rows {
+		if r.Decoder == nil {
+			continue
+		}
+		cells = append(cells, deltaCells(r, "fault", r.Decoder.Fault))
+		if r.Decoder.Recovery != nil {
+			cells = append(cells, deltaCells(r, "recovery", *r.Decoder.Recovery))
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	b.WriteString("\nThe decoder's own /metrics over each window (– where it does not export the series):\n\n")
+	b.WriteString(markdownTable([]string{"arm", "case", "window", "external hit rate", "external hits / queries", "P2P read", "max running", "max waiting"}, cells))
+}
+
+func deltaCells(r Row, window string, d scrape.Deltas) []string {
+	rate := notApplicable
+	if d.HitRate.OK {
+		rate = fmt.Sprintf("%.0f%%", 100*d.HitRate.V)
+	}
+	read := notApplicable
+	if d.P2PReadBytes.OK {
+		read = FormatBytes(d.P2PReadBytes.V)
+	}
+	return []string{r.Arm, r.Case, window, rate, d.ExtHits.String() + " / " + d.ExtQueries.String(), read, d.MaxRunning.String(), d.MaxWaiting.String()}
+}
+
+// FormatBytes shows a byte count as B, KiB, MiB or GiB.
+func FormatBytes(v float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
+}

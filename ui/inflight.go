@@ -1,0 +1,41 @@
+package ui
+
+import (
+	"fmt"
+	"time"
+
+	"p2pfault/probe"
+)
+
+// inflightLine is a source panel's line of pulls sent and not ended: the
+// moment a stalled source's pulls hang is the moment the finished-pull
+// figures go blind, so the panel says how many hang and for how long.
+// None for a stream that does not tell pulls' starts.
+type inflightLine struct {
+	shown  bool // the stream tells pulls' starts
+	n      int
+	oldest time.Duration
+}
+
+func (l inflightLine) lines(s *Styles) []string {
+	if !l.shown {
+		return nil
+	}
+	if l.n == 0 {
+		return []string{s.Dim.Render("in flight 0")}
+	}
+	text := fmt.Sprintf("in flight %d, oldest %.1fs", l.n, l.oldest.Seconds())
+	return []string{s.ChartInflight.Render(string(inflightRune)) + " " + s.Label.Render(text)}
+}
+
+// pending is the in-flight pulls of every source at nowT, by source.
+func (st *state) pending(nowT time.Duration) map[int]probe.Pending {
+	if st.inflight.Len() == 0 {
+		return nil
+	}
+	out := map[int]probe.Pending{}
+	for _, p := range st.inflight.Snapshot(nowT) {
+		out[p.Source] = p
+	}
+	return out
+}

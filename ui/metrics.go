@@ -1,0 +1,62 @@
+package ui
+
+import (
+	"fmt"
+
+	"p2pfault/check"
+	"p2pfault/event"
+	"p2pfault/scrape"
+)
+
+// metricsHead are the process table's columns of each engine's own
+// /metrics (shown once any engine was scraped): requests running and
+// waiting, the external prefix cache hit rate over the scraper's rate
+// window (10 s) and the P2P read throughput; "–" for a series the engine
+// does not export.
+var metricsHead = []string{"RUN", "WAIT", "EXT HIT 10s", "P2P READ"}
+
+func metricsCells(m event.MetricsInfo, ok bool) []string {
+	if !ok {
+		return []string{"–", "–", "–", "–"}
+	}
+	l := m.Live
+	hit := "–"
+	if l.HitRate.OK {
+		hit = fmtPercent(l.HitRate.V)
+	}
+	read := "–"
+	if l.P2PReadBps.OK {
+		read = fmtRate(l.P2PReadBps.V)
+	}
+	return []string{gauge(l.Running), gauge(l.Waiting), hit, read}
+}
+
+func gauge(v scrape.Value) string {
+	if !v.OK {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v.V)
+}
+
+// fmtRate shows bytes a second.
+func fmtRate(bps float64) string {
+	units := []string{"B/s", "KB/s", "MB/s", "GB/s"}
+	i := 0
+	for bps >= 1000 && i < len(units)-1 {
+		bps /= 1000
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f %s", bps, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", bps, units[i])
+}
+
+// timesLine is the verdict's detect and recover times (check.FaultTimes),
+// "" for a verdict without them.
+func timesLine(t *check.Times) string {
+	if t == nil {
+		return ""
+	}
+	return "detect " + check.FormatSeconds(t.DetectS) + "  recover " + check.FormatSeconds(t.RecoverS)
+}
