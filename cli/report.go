@@ -70,6 +70,10 @@ func newCleanupCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Attached runs: stalls a dead p2pfault left stopped (stalls.json).
+			if _, err := resumeStalls(cmd.Context(), stallDirs(args), cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			var dirs []string
 			if len(args) == 0 {
 				dirs = runDirs()
