@@ -380,8 +380,7 @@ func checkAttached(c *attach.Cluster, tl fault.Timeline) error {
 		}
 		t := srcs[s.Source]
 		if !known {
-			return fmt.Errorf("attach %s: timeline:%d:%d: %s: source-%d (%s) is attached, and an attached source cannot %s",
-				c.File().Path, s.Line, s.Col, s.String(), s.Source, t.Name(), s.Action)
+			continue // another kind acts through fault.Target as it can
 		}
 		if !t.Supports(a) {
 			return fmt.Errorf("attach %s: source-%d (%s): %s: the attach file gives no %s command for this source (timeline step %q)",
