@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -556,4 +557,108 @@ func TestAttachedFaultCommandFailingIsAWarning(t *testing.T) {
 		}
 	}
 	checkRunning(t, append([]simEngine{dec}, srcs...))
+}
+
+// TestSignalledP2pfaultResumesAnAttachedStall: SIGTERM or SIGINT (Ctrl-C)
+// to p2pfault while it holds a stall of an attached source (a stall with
+// no end, so only the way out resumes it): p2pfault exits 130 with its
+// reports written, and the engine runs (not T) and answers.
+func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an attached cluster")
+	}
+	bin := buildP2pfault(t)
+	dec, srcs := attachedCluster(t, bin, 0.25)
+	dir := t.TempDir()
+	file := writeAttachFile(t, dir, dec, srcs, nil, "")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
+				"--timeline", "at 1s stall source-0")
+			deadline := time.Now().Add(2 * time.Minute)
+			for !strings.Contains(stateLetters(t, srcs[0].pid), "T") {
+				if time.Now().After(deadline) {
+					t.Fatalf("source-0 was not stalled within 2 minutes\n%s", log)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // into the stall
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, time.Minute, log); code != 130 {
+				t.Errorf("exit %d after %v, want 130\n%s", code, sig, log)
+			}
+			if st := stateLetters(t, srcs[0].pid); st == "" || strings.Contains(st, "T") {
+				t.Errorf("source-0's session is %q after p2pfault exited on %v, want running", st, sig)
+			}
+			if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
+				t.Errorf("no report after %v: %v", sig, err)
+			}
+			if !strings.Contains(log.String(), "fault: resume source-0") {
+				t.Errorf("no resume event in the output:\n%s", tail(log.String(), 15))
+			}
+			checkRunning(t, append([]simEngine{dec}, srcs...))
+		})
+	}
+}
+
+// TestAttachedSlice: `slice --attach` runs its rows one after another on
+// the same attached engines (one arm): kill, then remove; the file says
+// restore_at_end, so the removed source is started again at the end and
+// every engine runs after the slice.
+func TestAttachedSlice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an attached cluster for ~25 s")
+	}
+	bin := buildP2pfault(t)
+	dec, srcs := attachedCluster(t, bin, 0.25)
+	dir := t.TempDir()
+	file := writeAttachFile(t, dir, dec, srcs, nil, "restore_at_end: true\n")
+	out := filepath.Join(dir, "out")
+	cmd, log := startP2pfault(t, "slice", "--attach", file, "--cases", "kill,remove", "--time-scale", "0.25", "--quiet", "--out", out)
+	if code := waitExit(t, cmd, 4*time.Minute, log); code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, log)
+	}
+	t.Logf("slice output:\n%s", tail(log.String(), 12))
+	for _, want := range []string{"main  kill    pass", "main  remove  pass", "slice: 2 rows"} {
+		if !regexpMatch(`(?m)^`+strings.ReplaceAll(want, "  ", " +"), log.String()) {
+			t.Errorf("slice output has no %q", want)
+		}
+	}
+	// The restarted engines' logs: the kill's restart, and the restore at
+	// the end of the remove row.
+	for _, f := range []string{"main-kill/attached-source-0.log", "main-remove/attached-source-0.log"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("slice output: %v", err)
+		}
+	}
+	checkRunning(t, append([]simEngine{dec}, srcs...))
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// TestAttachedSliceUsage: what a slice cannot do on one attached cluster
+// is a usage error naming the flag.
+func TestAttachedSliceUsage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "attach.yaml")
+	if err := os.WriteFile(path, []byte("model: m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--arms", "main,fixed"}, "--attach: --arms main,fixed: an attached cluster is one arm"},
+		{[]string{"--parallel", "2"}, "--attach: --parallel 2: the rows share the attached engines"},
+		{[]string{"--cases", "remove,stall"}, "--attach: --cases remove,stall: remove must be the last case"},
+		{[]string{"--p2p-port", "7777"}, "--attach: --p2p-port launch engines"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli.Main(append([]string{"slice", "--attach", path}, tt.args...), strings.NewReader(""), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("slice %v: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
+		}
+	}
 }

@@ -50,8 +50,13 @@ func newAttached(c *attach.Cluster) *attached {
 func (a *attached) Sources() []Target { return append([]Target(nil), a.sources...) }
 func (a *attached) Decoder() Target   { return a.decoder }
 
-// Stop leaves the cluster as found; it stops no engine.
-func (a *attached) Stop(ctx context.Context) error { return a.c.Close(ctx) }
+// Stop leaves the cluster as found; it stops no engine. The last states
+// the run sends say what /health says then.
+func (a *attached) Stop(ctx context.Context) error {
+	err := a.c.Close(ctx)
+	a.refresh(ctx, time.Second)
+	return err
+}
 
 // EnginePoller replaces the launched cluster's engine poller: it asks
 // every engine's /health (at once, so a stalled one does not hold the
@@ -315,6 +320,7 @@ func (t *attachedTarget) Terminate(ctx context.Context, signalled func(time.Time
 		signalled(r.At, unprefixOrNil(err, s))
 	}
 	t.forget()
+	t.refresh(ctx, 500*time.Millisecond) // a removed engine refuses at once
 	return unprefixOrNil(err, s)
 }
 
