@@ -662,3 +662,76 @@ func TestAttachedSliceUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanupResumesAStallWhoseGuardDied: p2pfault and the stall's guard
+// are both SIGKILLed during an attached stall, so the engine stays
+// stopped; `p2pfault cleanup OUT` reads stalls.json and resumes it.
+func TestCleanupResumesAStallWhoseGuardDied(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an attached cluster")
+	}
+	bin := buildP2pfault(t)
+	dec, srcs := attachedCluster(t, bin, 0.25)
+	dir := t.TempDir()
+	file := writeAttachFile(t, dir, dec, srcs, nil, "")
+	out := filepath.Join(dir, "out")
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
+		"--timeline", "at 1s stall source-0")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stateLetters(t, srcs[0].pid), "T") {
+		if time.Now().After(deadline) {
+			t.Fatalf("source-0 was not stalled within 2 minutes\n%s", log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var rec struct {
+		Stalls []struct {
+			Source string `json:"source"`
+			Sid    int    `json:"sid"`
+			Guard  struct {
+				Pid int `json:"pid"`
+			} `json:"guard"`
+		} `json:"stalls"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, "stalls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil || len(rec.Stalls) != 1 || rec.Stalls[0].Guard.Pid == 0 {
+		t.Fatalf("stalls.json during the stall: %v\n%s", err, data)
+	}
+	if s := rec.Stalls[0]; s.Source != "source-0" || s.Sid != srcs[0].pid {
+		t.Errorf("recorded stall %+v, want source-0 session %d", s, srcs[0].pid)
+	}
+	gpid := rec.Stalls[0].Guard.Pid
+	if err := syscall.Kill(gpid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for { // the guard is p2pfault's child: gone once p2pfault reaps it or dies
+		if st, err := session.Stat(gpid); err != nil || !st.Live() {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	time.Sleep(500 * time.Millisecond)
+	if st := stateLetters(t, srcs[0].pid); !strings.Contains(st, "T") {
+		t.Fatalf("with p2pfault and its guard gone, source-0's session is %q; want still stopped for this test", st)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := cli.Main([]string{"cleanup", out}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("cleanup exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	t.Logf("cleanup printed:\n%s", stdout.String())
+	if want := fmt.Sprintf("source-0: resumed session %d", srcs[0].pid); !strings.Contains(stdout.String(), want) ||
+		!strings.Contains(stdout.String(), "cleanup: resumed 1 stalled engine(s)") {
+		t.Errorf("cleanup output does not say %q and the count", want)
+	}
+	if st := stateLetters(t, srcs[0].pid); st == "" || strings.Contains(st, "T") {
+		t.Errorf("source-0's session is %q after cleanup, want running", st)
+	}
+	checkRunning(t, append([]simEngine{dec}, srcs...))
+}
