@@ -443,3 +443,16 @@ func shortHealth(err error, timeout time.Duration) string {
 	}
 	return msg
 }
+
+// Session is the local engine's leader pid and session as last seen (ok
+// false for an engine p2pfault cannot see in /proc), as runner.Engine's
+// Session gives a launched one's, for whoever confirms faults on the host.
+func (t *attachedTarget) Session() (pid, sid int, ok bool) {
+	t.refreshProc()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.proc == nil {
+		return 0, 0, false
+	}
+	return t.proc.Pid, t.proc.Sid, true
+}
