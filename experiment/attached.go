@@ -41,7 +41,7 @@ func newAttached(c *attach.Cluster) *attached {
 		a.all = append(a.all, t)
 	}
 	d := c.File().Decoder
-	a.decoder = &attachedTarget{role: event.RoleDecoder, name: "decoder", url: d.URL,
+	a.decoder = &attachedTarget{role: event.RoleDecoder, name: "decoder", url: d.URL, host: d.Host,
 		httpPort: d.Port, local: isLoopbackHost(d.Host), health: "not asked yet"}
 	a.all = append(a.all, a.decoder)
 	return a
@@ -103,6 +103,7 @@ type attachedTarget struct {
 	index    int
 	name     string
 	url      string
+	host     string // the URL's host (the decoder's, for its /proc lookup)
 	httpPort int
 	p2pHost  string
 	p2pPort  int
@@ -185,9 +186,7 @@ func (t *attachedTarget) findListener() (attach.Listener, error) {
 	if t.t != nil {
 		return t.t.Process()
 	}
-	u := strings.TrimPrefix(strings.TrimPrefix(t.url, "http://"), "https://")
-	host := u[:strings.LastIndexByte(u, ':')]
-	return attach.FindListener(strings.Trim(host, "[]"), t.httpPort)
+	return attach.FindListener(t.host, t.httpPort)
 }
 
 // sameProc reports whether p is still the process it was (same pid, same
@@ -444,7 +443,7 @@ func shortHealth(err error, timeout time.Duration) string {
 	return msg
 }
 
-// Session is the local engine's leader pid and session as last seen (ok
+// Session is the pid listening on the local engine's port and its session (ok
 // false for an engine p2pfault cannot see in /proc), as runner.Engine's
 // Session gives a launched one's, for whoever confirms faults on the host.
 func (t *attachedTarget) Session() (pid, sid int, ok bool) {

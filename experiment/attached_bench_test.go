@@ -24,7 +24,7 @@ func attachedDecoder(b *testing.B) *attachedTarget {
 	go srv.Serve(l)
 	b.Cleanup(func() { srv.Close() })
 	port := l.Addr().(*net.TCPAddr).Port
-	return &attachedTarget{role: event.RoleDecoder, name: "decoder", url: "http://127.0.0.1:" + strconv.Itoa(port),
+	return &attachedTarget{role: event.RoleDecoder, name: "decoder", url: "http://127.0.0.1:" + strconv.Itoa(port), host: "127.0.0.1",
 		httpPort: port, local: true}
 }
 
