@@ -105,7 +105,9 @@ func (c *Cluster) Close(ctx context.Context) error {
 	var errs []error
 	for _, t := range c.sources {
 		if t.Stalled() {
-			if _, err := t.Do(ctx, Resume); err != nil {
+			// A stall's own resume (its timer, the run's end) may have
+			// won the race: only a stall still held is an error.
+			if _, err := t.Do(ctx, Resume); err != nil && t.Stalled() {
 				errs = append(errs, err)
 			}
 		}
@@ -230,6 +232,15 @@ func (t *Target) Process() (Listener, error) {
 func (t *Target) Health(ctx context.Context) error {
 	return health(ctx, t.opts.withDefaults(), t.src.URL)
 }
+
+// HealthURL asks base/health once, within timeout, without a proxy: an
+// engine of an attach file that is not a source (the decoder).
+func HealthURL(ctx context.Context, base string, timeout time.Duration) error {
+	return health(ctx, Options{HealthTimeout: timeout, Client: healthClient}.withDefaults(), base)
+}
+
+// healthClient is shared so that repeated asks reuse their connections.
+var healthClient = &http.Client{Transport: &http.Transport{Proxy: nil}}
 
 func health(ctx context.Context, o Options, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, o.HealthTimeout)

@@ -42,6 +42,7 @@ type clusterFlags struct {
 
 	bounds check.Bounds
 	out    string
+	attach string // --attach FILE: a cluster p2pfault did not start
 }
 
 func (f *clusterFlags) register(fs *pflag.FlagSet) {
@@ -78,6 +79,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.bounds.RecoveryWindow, "bound-recovery-window", def.RecoveryWindow, "check 5: window after SIGCONT or the restart")
 	fs.Float64Var(&f.bounds.RecoveryHitRate, "bound-recovery-hit-rate", def.RecoveryHitRate, "check 5: fraction of pulls naming the faulted source that hit again")
 
+	fs.StringVar(&f.attach, "attach", "", "probe and fault the engines an attach file describes (engines p2pfault did not start) instead of launching a cluster")
 	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json (default p2pfault-runs/DATE-TIME-ARM-CASE; for slice, p2pfault-runs/DATE-TIME-slice)")
 }
 

@@ -70,6 +70,11 @@ func newCleanupCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Attached runs: stalls a dead p2pfault left stopped (stalls.json).
+			resumed, err := resumeStalls(cmd.Context(), stallDirs(args), cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
 			var dirs []string
 			if len(args) == 0 {
 				dirs = runDirs()
@@ -82,6 +87,9 @@ func newCleanupCommand() *cobra.Command {
 					return exitcode.Usagef("cleanup %s: not a folder (give a run's or a slice's output folder)", args[0])
 				}
 				if dirs = sessionDirs(args[0]); len(dirs) == 0 {
+					if resumed > 0 { // an attached run's folder: no engines of its own
+						return nil
+					}
 					fmt.Fprintf(cmd.OutOrStdout(), "cleanup: no %s in %s or its row folders: nothing to clean up\n", runner.SessionsFile, args[0])
 					return nil
 				}

@@ -74,9 +74,16 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		}
 		return exitcode.Usagef("%s %q: want stall, kill, remove or none", what, caseName)
 	}
-	extra, err := armArgs(o.flags.engine, o.arm)
-	if err != nil {
-		return err
+	var extra []string
+	if o.flags.attach != "" {
+		if err := refuseWithAttach(cmd.Flags()); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if extra, err = armArgs(o.flags.engine, o.arm); err != nil {
+			return err
+		}
 	}
 	headless := o.headless || !isTerminal(cmd.OutOrStdout())
 	out := o.flags.out
@@ -89,6 +96,14 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	}
 	cfg.Timeline = o.timeline
 	cfg.Duration = o.duration
+	if o.flags.attach != "" {
+		if cfg.Attach, err = openAttach(cmd.Context(), o.flags.attach, out); err != nil {
+			return err
+		}
+		// The run's end already left the cluster as found; this covers a
+		// way out before Run (it resumes only stalls still held).
+		defer func() { _ = cfg.Attach.Close(context.Background()) }()
+	}
 	if cfg.Duration == 0 && headless && caseName == experiment.CaseNone && o.timeline == "" {
 		cfg.Duration = experiment.DefaultNoneDuration
 	}

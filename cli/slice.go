@@ -61,6 +61,11 @@ type sliceRow struct {
 
 func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	start := time.Now()
+	if o.flags.attach != "" {
+		if err := o.attachSlice(cmd); err != nil {
+			return err
+		}
+	}
 	rows, err := o.plan()
 	if err != nil {
 		return err
@@ -132,13 +137,23 @@ func (o *sliceOptions) experiments(cmd *cobra.Command, rows []sliceRow, parallel
 	exps := make([]*experiment.Experiment, len(rows))
 	pool := runner.NewPortPool() // rows running at once never pick the same port
 	for i, r := range rows {
-		extra, err := armArgs(o.flags.engine, r.arm)
-		if err != nil {
-			return nil, err
+		var extra []string
+		if o.flags.attach == "" {
+			var err error
+			if extra, err = armArgs(o.flags.engine, r.arm); err != nil {
+				return nil, err
+			}
 		}
 		cfg, err := o.flags.experimentConfig(fs, r.arm, r.caseName, r.out, extra)
 		if err != nil {
 			return nil, err
+		}
+		if o.flags.attach != "" {
+			// One attached cluster per row: its stall record and the logs
+			// of engines it restarts go to the row's folder.
+			if cfg.Attach, err = openAttach(cmd.Context(), o.flags.attach, r.out); err != nil {
+				return nil, err
+			}
 		}
 		if r.vllmBin != "" {
 			cfg.Cluster.VLLMBin = r.vllmBin
@@ -261,7 +276,7 @@ func (o *sliceOptions) plan() ([]sliceRow, error) {
 			return nil, exitcode.Usagef("--arm NAME=VLLM_BIN is for --engine vllm; the simulated engine's arms are set with --arms main,fixed")
 		}
 		for _, a := range o.arms {
-			if _, err := armArgs(runner.EngineSim, a); err != nil {
+			if _, err := armArgs(runner.EngineSim, a); err != nil && o.flags.attach == "" {
 				return nil, err
 			}
 			arms = append(arms, arm{name: a})

@@ -63,6 +63,13 @@ func (p *Printer) Print(ev event.Event) {
 		}
 		p.states[e.Name] = e.State
 		detail := fmt.Sprintf("pid %d, sid %d, http :%d, p2p :%d", e.Pid, e.Sid, e.HTTPPort, e.P2PPort)
+		if e.URL != "" {
+			// An attached engine: what p2pfault can know of it.
+			detail = fmt.Sprintf("%s, /health %s", e.URL, e.Health)
+			if e.Pid != 0 {
+				detail = fmt.Sprintf("pid %d, sid %d, ", e.Pid, e.Sid) + detail
+			}
+		}
 		if e.Exit != "" {
 			detail = e.Exit
 		}

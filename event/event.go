@@ -113,6 +113,9 @@ const (
 	StateExited     State = "exited"
 	StateRestarting State = "restarting"
 	StateRemoved    State = "removed"
+	// StateUnreachable: an attached engine whose /health does not answer
+	// 200 (p2pfault cannot see its process).
+	StateUnreachable State = "unreachable"
 )
 
 // Role is what an engine is in the cluster.
@@ -139,6 +142,10 @@ type EngineInfo struct {
 	Uptime   time.Duration `json:"uptime_ns"`
 	Restarts int           `json:"restarts"`
 	Exit     string        `json:"exit,omitempty"` // "code 1" or "signal killed" once exited
+	// An attached engine (run --attach): its URL and what its last
+	// /health said ("ok" or the error). Empty for launched engines.
+	URL    string `json:"url,omitempty"`
+	Health string `json:"health,omitempty"`
 }
 
 // LogLine is a line an engine printed.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"p2pfault/attach"
 	"p2pfault/check"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
@@ -55,6 +56,11 @@ type Config struct {
 	Stream        bool          // streamed pulls with TTFT (probe.Config.Stream)
 
 	OutDir string // engine logs and sessions.json; required
+
+	// Attach, when set, is a cluster p2pfault did not start (run --attach
+	// FILE): the run probes and faults its engines instead of launching
+	// any (Cluster is then unused but for Model), and never stops them.
+	Attach *attach.Cluster
 }
 
 func (c Config) withDefaults() (Config, error) {

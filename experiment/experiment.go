@@ -22,6 +22,9 @@ import (
 	"p2pfault/runner"
 )
 
+// EngineAttached is RunInfo.Engine of a run on an attached cluster.
+const EngineAttached = "attached"
+
 // NameFaultWindow is the check a scripted run fails when it ended before
 // its fault fired (interrupted): there was no window to check.
 const NameFaultWindow = "fault_window"
@@ -73,7 +76,13 @@ func New(cfg Config) (*Experiment, error) {
 		tl[i].At = cfg.scale(tl[i].At)
 		tl[i].For = cfg.scale(tl[i].For)
 	}
-	if _, err := runner.Plan(cfg.Cluster); err != nil {
+	if cfg.Attach != nil {
+		if err := checkAttached(cfg.Attach, tl); err != nil {
+			return nil, exitcode.AsUsage(err)
+		}
+		cfg.Cluster.Model = cfg.Attach.File().Model
+		cfg.Cluster.Engine = EngineAttached
+	} else if _, err := runner.Plan(cfg.Cluster); err != nil {
 		return nil, err
 	}
 	cfg.Timeline = text
@@ -88,6 +97,9 @@ func New(cfg Config) (*Experiment, error) {
 }
 
 func sourcesOf(cfg Config) int {
+	if cfg.Attach != nil {
+		return len(cfg.Attach.Sources())
+	}
 	if cfg.Cluster.Sources == 0 {
 		return runner.DefaultSources
 	}
@@ -194,6 +206,14 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 
 // startCluster launches the run's engines.
 func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
+	if e.cfg.Attach != nil {
+		cl := newAttached(e.cfg.Attach)
+		cl.refresh(ctx, time.Second) // the first states say what /health and /proc say
+		e.mu.Lock()
+		e.cluster = cl
+		e.mu.Unlock()
+		return cl, nil
+	}
 	ccfg := e.cfg.Cluster
 	ccfg.OutDir = e.cfg.OutDir
 	ccfg.TimeScale = e.cfg.TimeScale
@@ -456,11 +476,12 @@ func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
 		if len(e.timeline) > 0 {
 			// A scripted run that ended before its fault checked nothing:
 			// say so rather than pass.
-			v = check.Verdict{Checks: []check.Result{{
-				Name: NameFaultWindow, Empty: true,
-				Detail: fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
-					runEnd.Seconds(), e.timeline[0].At.Seconds()),
-			}}}
+			detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
+				runEnd.Seconds(), e.timeline[0].At.Seconds())
+			if runEnd > e.timeline[0].At {
+				detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
+			}
+			v = check.Verdict{Checks: []check.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
 		}
 		if len(verifs) > 0 {
 			// Faults without a window (a kind of its own) were still fired.

@@ -206,6 +206,15 @@ func (t procTable) Render(w, h int) string {
 		return ""
 	}
 	head := []string{"ENGINE", "ROLE", "PID", "SID", "MEMBERS", "STATE", "HTTP/P2P", "UPTIME", "RESTARTS"}
+	// Attached engines (run --attach) add what p2pfault knows of the ones
+	// it cannot see in /proc: their URL and what /health said.
+	attached := false
+	for _, e := range t.engines {
+		attached = attached || e.info.URL != ""
+	}
+	if attached {
+		head = append(head, "URL", "/HEALTH")
+	}
 	scraped := len(t.metrics) > 0
 	if scraped {
 		head = append(head, metricsHead...)
@@ -220,6 +229,9 @@ func (t procTable) Render(w, h int) string {
 		row := []string{
 			i.Name, orDash(string(i.Role)), pidOrDash(i.Pid), pidOrDash(i.Sid), orDash(fmtPids(i.Members)), orDash(state),
 			fmt.Sprintf("%d/%d", i.HTTPPort, i.P2PPort), fmtUptime(i.Uptime), strconv.Itoa(i.Restarts),
+		}
+		if attached {
+			row = append(row, orDash(i.URL), orDash(i.Health))
 		}
 		if scraped {
 			m, ok := t.metrics[i.Name]

@@ -689,6 +689,8 @@ func (st *state) badge(i int, nowT, defaultStall time.Duration) (badgeKind, stri
 		return badgeStarting, "STARTING"
 	case engState == event.StateReady:
 		return badgeReady, "READY"
+	case engState == event.StateUnreachable: // an attached engine whose /health fails
+		return badgeExited, "UNREACHABLE"
 	default:
 		return badgeUnknown, "WAITING"
 	}
