@@ -266,8 +266,10 @@ func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration)
 		}
 	}
 	want := float64(win.End-win.Start) / float64(interval)
-	if math.Abs(float64(n)-want) > 1 {
-		t.Errorf("main/stall: %d trials naming source 0 started in the %.2fs stall, want %.1f ± 1 (one every %v)",
+	// The window's edges are the experiment's clock, the trials the probe's:
+	// a trial may fall on either side of each edge.
+	if math.Abs(float64(n)-want) > 1.5 {
+		t.Errorf("main/stall: %d trials naming source 0 started in the %.2fs stall, want %.1f ± 1.5 (one every %v)",
 			n, (win.End - win.Start).Seconds(), want, interval)
 	}
 }
