@@ -24,6 +24,7 @@ const (
 	KindFault   Kind = "fault"   // a fault action was taken or failed: Fault
 	KindWindow  Kind = "window"  // a fault window opened (End == 0) or closed: Window
 	KindSamples Kind = "samples" // a batch of finished trials: Samples
+	KindStarted Kind = "started" // a batch of pulls sent, not yet finished: Started
 	KindWarning Kind = "warning" // something the user should know: Message
 	KindVerdict Kind = "verdict" // the checks, live (Final false) or at the end (Final true): Verdict
 	KindEnd     Kind = "end"     // the run ended: Message says why, ExitCode how
@@ -54,17 +55,20 @@ type Event struct {
 	// written before it existed: the run event's arm).
 	Arm string `json:"arm,omitempty"`
 
-	Run      *RunInfo       `json:"run,omitempty"`
-	Phase    Phase          `json:"phase,omitempty"`
-	Engine   *EngineInfo    `json:"engine,omitempty"`
-	Log      *LogLine       `json:"log,omitempty"`
-	Fault    *FaultInfo     `json:"fault,omitempty"`
-	Window   *check.Window  `json:"window,omitempty"`
-	Samples  []probe.Sample `json:"samples,omitempty"`
-	Message  string         `json:"message,omitempty"`
-	Verdict  *check.Verdict `json:"verdict,omitempty"`
-	Final    bool           `json:"final,omitempty"`
-	ExitCode int            `json:"exit_code,omitempty"`
+	Run     *RunInfo       `json:"run,omitempty"`
+	Phase   Phase          `json:"phase,omitempty"`
+	Engine  *EngineInfo    `json:"engine,omitempty"`
+	Log     *LogLine       `json:"log,omitempty"`
+	Fault   *FaultInfo     `json:"fault,omitempty"`
+	Window  *check.Window  `json:"window,omitempty"`
+	Samples []probe.Sample `json:"samples,omitempty"`
+	// Started are pulls sent since the last batch (their Samples follow
+	// when they end), so a face can count the pulls in flight.
+	Started  []probe.PullStart `json:"started,omitempty"`
+	Message  string            `json:"message,omitempty"`
+	Verdict  *check.Verdict    `json:"verdict,omitempty"`
+	Final    bool              `json:"final,omitempty"`
+	ExitCode int               `json:"exit_code,omitempty"`
 }
 
 // RunInfo describes a run; durations are already multiplied by TimeScale.
@@ -148,4 +152,13 @@ type Controller interface {
 	Fire(kind string, source int, opts fault.Options) error
 	SetProbing(on bool) // pause or resume the probe
 	LogTail(engine string, n int) []string
+}
+
+// ArmController is a Controller over several arms run side by side
+// (experiment.Group): Fire and SetProbing act on every arm at once, FireArm
+// on one, and LogTail takes "ARM/ENGINE" (a bare engine name is the first
+// arm's).
+type ArmController interface {
+	Controller
+	FireArm(arm, kind string, source int, opts fault.Options) error
 }

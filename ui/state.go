@@ -103,6 +103,7 @@ type state struct {
 	final    bool
 	probing  bool
 	outRange int64 // samples naming a source index out of range, dropped
+	inflight pulls // pulls sent and not yet ended (inflight.go)
 
 	// anchor maps wall time to run time (since t0): the latest event's
 	// (T, Wall), so the clock keeps moving between events.
@@ -286,6 +287,9 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		st.applyWindow(ev)
 	case event.KindSamples:
 		st.applySamples(ev.Samples, keep)
+		st.inflight.ended(ev.Samples)
+	case event.KindStarted:
+		st.inflight.started(ev.Started)
 	case event.KindWarning:
 		st.addLog(ev.T, levelWarn, "warning: %s", ev.Message)
 		if !st.up() {
