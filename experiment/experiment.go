@@ -51,6 +51,7 @@ type Experiment struct {
 	ctx     context.Context
 	fail    context.CancelCauseFunc
 	settled chan struct{} // closed when the scripted timeline has played out
+	begun   chan struct{} // closed once the run event is sent (a Group starts its arms in order)
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -83,6 +84,7 @@ func New(cfg Config) (*Experiment, error) {
 		down:     map[int]fault.Condition{},
 		held:     map[int]any{},
 		settled:  make(chan struct{}),
+		begun:    make(chan struct{}),
 	}, nil
 }
 
@@ -165,6 +167,11 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 
 	info := e.Info()
 	e.emit(event.Event{Kind: event.KindRun, Run: &info})
+	select {
+	case <-e.begun:
+	default:
+		close(e.begun)
+	}
 	e.setPhase(event.PhaseStarting)
 	cl, err := e.startCluster(ctx)
 	if err != nil {

@@ -76,6 +76,11 @@ func (g *Group) Run(ctx context.Context) []Result {
 	res := make([]Result, len(g.arms))
 	var wg sync.WaitGroup
 	for i, e := range g.arms {
+		if i > 0 {
+			// The arms' run events come in the order given, so every
+			// face lists the arms in that order.
+			<-g.arms[i-1].begun
+		}
 		wg.Go(func() {
 			v, err := e.Run(ctx)
 			res[i] = Result{Arm: e.cfg.Arm, Verdict: v, Err: err}
