@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
 )
@@ -365,9 +366,12 @@ func (m Model) armBlock(w, h int, nowT time.Duration) string {
 	} else {
 		parts = append(parts, procLine(engines, s, w))
 	}
-	if st.final && st.verdict != nil && p.verdicts > 1 {
+	switch {
+	case st.final && st.verdict != nil && p.verdicts > 1:
 		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s}.Render(w, p.verdicts))
-	} else if !st.final || st.verdict == nil {
+	case st.final && st.verdict != nil:
+		parts = append(parts, verdictLine(st.verdict, s, w))
+	default:
 		parts = append(parts, checksPanel{verdict: st.verdict, styles: s}.Render(w, 1))
 	}
 	return block(strings.Split(strings.Join(parts, "\n"), "\n"), w, h)
@@ -391,6 +395,16 @@ func (m Model) armStatus() string {
 func (m Model) faultedFigures() string {
 	f := m.st.verdict.Summary.Faulted
 	return fmt.Sprintf(" · faulted n %d, p50 %s, max %s", f.N, fmtSeconds(f.P50), fmtSeconds(f.Max))
+}
+
+// verdictLine is the final verdict in one line, when space is short.
+func verdictLine(v *check.Verdict, s *Styles, w int) string {
+	var b strings.Builder
+	b.WriteString(s.Section.Render("verdict"))
+	for _, r := range v.Checks {
+		b.WriteString("  " + checkMark(s, r) + " " + r.Name)
+	}
+	return fit(b.String(), w)
 }
 
 // procLine is the process table in one line, when space is short.
@@ -427,7 +441,12 @@ func (m Model) diffLine(w int, nowT time.Duration) string {
 		parts = append(parts, fmt.Sprintf("%s: in flight %d, p50 %s, hits %s", a, mm.st.inflight.count(i), p50, hits))
 	}
 	_ = nowT
-	return fit(s.Selected.Render(sourceEngine(i))+s.Dim.Render(" last "+fmtSpan(m.recent())+"  ")+strings.Join(parts, "  |  "), w)
+	body := strings.Join(parts, "  |  ")
+	full := s.Selected.Render(sourceEngine(i)) + s.Dim.Render(" last "+fmtSpan(m.recent())+"  ") + body
+	if lipgloss.Width(full) > w {
+		full = body // the figures matter more than their label
+	}
+	return fit(full, w)
 }
 
 // mergedLog is the last n entries of every arm's event log, in time order,

@@ -300,6 +300,7 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		st.applyVerdict(ev)
 	case event.KindEnd:
 		st.applyEnd(ev)
+		st.inflight.clear() // the run's pulls were ended or abandoned with it
 	}
 }
 
