@@ -92,12 +92,44 @@ func skews(t *testing.T, events []event.Event, by string) []time.Duration {
 	return out
 }
 
+// signalSkews pairs the arms' fault windows by ordinal: their Start is
+// when the target was stopped (SIGSTOP sent), their End when it was
+// continued, both since the t0 the arms share; it returns the skews of
+// both instants.
+func signalSkews(t *testing.T, events []event.Event) []time.Duration {
+	t.Helper()
+	starts := map[string][]time.Duration{}
+	ends := map[string][]time.Duration{}
+	for _, ev := range events {
+		if ev.Kind != event.KindWindow || ev.Window.Source != 0 {
+			continue
+		}
+		if ev.Window.End == 0 {
+			starts[ev.Arm] = append(starts[ev.Arm], ev.Window.Start)
+		} else {
+			ends[ev.Arm] = append(ends[ev.Arm], ev.Window.End)
+		}
+	}
+	var out []time.Duration
+	for _, m := range []map[string][]time.Duration{starts, ends} {
+		if len(m["main"]) != len(m["fixed"]) {
+			t.Errorf("%d windows on main, %d on fixed", len(m["main"]), len(m["fixed"]))
+		}
+		for i := 0; i < min(len(m["main"]), len(m["fixed"])); i++ {
+			d := m["main"][i] - m["fixed"][i]
+			out = append(out, max(d, -d))
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
 func report(t *testing.T, what string, d []time.Duration) {
 	t.Helper()
 	if len(d) == 0 {
 		t.Fatalf("%s: no pair of fault events", what)
 	}
-	t.Logf("skew between the arms' fault events, %s: median %v, max %v over %d actions", what, d[len(d)/2], d[len(d)-1], len(d))
+	t.Logf("skew between the two arms (%s): median %v, max %v over %d actions", what, d[len(d)/2], d[len(d)-1], len(d))
 	// Both arms act from goroutines released together (a key) or timers
 	// on one deadline (the script): a skew of this size means one arm
 	// waited for the other. The margin is for a loaded 2-core machine.
@@ -174,7 +206,8 @@ func TestGroupKeyFiresEveryArmAtOnce(t *testing.T) {
 	if len(d) != 2*tries {
 		t.Errorf("%d paired key actions, want %d", len(d), 2*tries)
 	}
-	report(t, "key", d)
+	report(t, "key, fault events", d)
+	report(t, "key, SIGSTOP/SIGCONT instants", signalSkews(t, keyed))
 }
 
 // TestGroupScriptFiresEveryArmAtOnce plays a 20-stall timeline on a
@@ -234,5 +267,6 @@ func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
 	if len(d) != 2*tries {
 		t.Errorf("%d paired scripted actions, want %d (a stall and its resume per step)", len(d), 2*tries)
 	}
-	report(t, "script", d)
+	report(t, "script, fault events", d)
+	report(t, "script, SIGSTOP/SIGCONT instants", signalSkews(t, seen))
 }
