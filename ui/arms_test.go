@@ -241,3 +241,39 @@ func TestArmsKeyRefusedOnOneArmFiresOnNone(t *testing.T) {
 }
 
 var _ tea.Model = Model{}
+
+// TestArmsLogKeyOpensTheNarrowedArmsEngine: `l` opens the selected
+// source's log of the first arm, or of the arm the keys are narrowed to,
+// asking the controller for ARM/ENGINE; tab goes on through every arm's
+// engines.
+func TestArmsLogKeyOpensTheNarrowedArmsEngine(t *testing.T) {
+	sc := sceneArmsStalled()
+	sc.ctrl.logs["main/source-0"] = []string{"main's source-0 says hello"}
+	sc.ctrl.logs["fixed/source-0"] = []string{"fixed's source-0 says hello"}
+	m := feed(t, sc, 160, 48)
+	press := func(m Model, k string) Model {
+		next, cmd := m.Update(keyMsg(k))
+		m = next.(Model)
+		if cmd != nil {
+			if msg := cmd(); msg != nil {
+				m = update(t, m, msg)
+			}
+		}
+		return m
+	}
+	m = press(m, "l")
+	if out := m.View(); !strings.Contains(out, "main's source-0 says hello") {
+		t.Errorf("l on all arms: want main's source-0 log:\n%s", out)
+	}
+	m = press(m, "esc")
+	m = press(m, "a") // main only
+	m = press(m, "a") // fixed only
+	m = press(m, "l")
+	if m.logEngine != "fixed/source-0" || !strings.Contains(m.View(), "fixed's source-0 says hello") {
+		t.Errorf("l narrowed to fixed: engine %q, want fixed/source-0:\n%s", m.logEngine, m.View())
+	}
+	m = press(m, "tab")
+	if m.logEngine != "fixed/source-1" {
+		t.Errorf("tab in the log: engine %q, want fixed/source-1", m.logEngine)
+	}
+}
