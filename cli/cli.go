@@ -68,6 +68,9 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			// p2pfault (they are run's) and the slice's default arms and cases.
 			// run's own flags have no meaning in a slice: say so rather than
 			// ignore them.
+			if cmd.Flags().Changed("arms") {
+				return exitcode.Usagef("FAULTS=1 runs the slice of arms main,fixed: to choose its arms run `p2pfault slice --arms ...`")
+			}
 			for _, name := range []string{"case", "arm", "headless", "duration", "timeline"} {
 				if cmd.Flags().Changed(name) {
 					return exitcode.Usagef("FAULTS=1 runs the slice, which has no --%s (see `p2pfault slice --help`: --arms, --cases)", name)

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"p2pfault/check"
-	"p2pfault/console"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
@@ -26,7 +25,8 @@ import (
 type runOptions struct {
 	flags    clusterFlags
 	caseName string
-	arm      string
+	arm      []string // --arm: sim arm names, or NAME=VLLM_BIN with vllm
+	arms     []string // --arms: sim arm names
 	headless bool
 	duration time.Duration
 	timeline string
@@ -47,7 +47,8 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	fs := cmd.Flags()
 	o.flags.register(fs)
 	fs.StringVar(&o.caseName, "case", "", "fault case: stall, kill, remove or none (default $FAULT_CASE, else none)")
-	fs.StringVar(&o.arm, "arm", "main", "arm: main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); a label with --engine vllm")
+	fs.StringArrayVar(&o.arm, "arm", nil, "arm (repeatable): main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); with --engine vllm NAME=VLLM_BIN, one cluster per build (default main)")
+	fs.StringSliceVar(&o.arms, "arms", nil, "simulated arms run side by side, one cluster each, e.g. main,fixed")
 	fs.BoolVar(&o.headless, "headless", false, "no dashboard: print progress and the verdict table")
 	fs.DurationVar(&o.duration, "duration", 0, "case none: length of the measured run (headless default 30s; the dashboard runs until q)")
 	fs.StringVar(&o.timeline, "timeline", "", "scripted timeline replacing the case's preset, e.g. \"at 10s stall source-0 for 30s; at 50s kill source-1\"")
@@ -74,61 +75,70 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		}
 		return exitcode.Usagef("%s %q: want stall, kill, remove or none", what, caseName)
 	}
-	var extra []string
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
 			return err
 		}
-	} else {
-		var err error
-		if extra, err = armArgs(o.flags.engine, o.arm); err != nil {
-			return err
-		}
+	}
+	specs, err := o.armSpecs()
+	if err != nil {
+		return err
+	}
+	if o.flags.attach != "" && len(specs) > 1 {
+		return exitcode.Usagef("--attach: an attach file describes one cluster, so it runs one arm, not %d", len(specs))
 	}
 	headless := o.headless || !isTerminal(cmd.OutOrStdout())
 	out := o.flags.out
 	if out == "" {
-		out = defaultOut(o.arm + "-" + caseName)
+		out = defaultOut(armLabel(specs) + "-" + caseName)
 	}
-	cfg, err := o.flags.experimentConfig(cmd.Flags(), o.arm, caseName, out, extra)
+	arms, err := o.armConfigs(cmd, specs, caseName, out, headless)
 	if err != nil {
 		return err
 	}
-	cfg.Timeline = o.timeline
-	cfg.Duration = o.duration
 	if o.flags.attach != "" {
-		if cfg.Attach, err = openAttach(cmd.Context(), o.flags.attach, out); err != nil {
+		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
+		if err != nil {
 			return err
 		}
+		arms.configs[0].Attach = cl
 		// The run's end already left the cluster as found; this covers a
 		// way out before Run (it resumes only stalls still held).
-		defer func() { _ = cfg.Attach.Close(context.Background()) }()
+		defer func() { _ = cl.Close(context.Background()) }()
 	}
-	if cfg.Duration == 0 && headless && caseName == experiment.CaseNone && o.timeline == "" {
-		cfg.Duration = experiment.DefaultNoneDuration
-	}
-	// New checks the whole configuration (timeline, ports, engine flags)
-	// without touching the disk, so a usage error leaves no folder behind.
-	exp, err := experiment.New(cfg)
+	// NewGroup checks every arm's configuration (timeline, ports, engine
+	// flags) without touching the disk, so a usage error leaves no folder
+	// behind.
+	g, err := experiment.NewGroup(arms.configs)
 	if err != nil {
 		return err
 	}
 	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
+	for _, d := range arms.dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return exitcode.Usagef("create output folder %s: %w", d, err)
+		}
+	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
 	var faces sync.WaitGroup
-	logErr := writeEvents(&faces, exp.Subscribe(), filepath.Join(out, "events.jsonl"))
+	logErrs := []<-chan error{writeEvents(&faces, g.Subscribe(), filepath.Join(out, report.FileEvents))}
+	if len(specs) > 1 {
+		// Each arm's folder holds its own events too, as a slice's row does.
+		for i, d := range arms.dirs {
+			logErrs = append(logErrs, writeEvents(&faces, armOnly(g.Subscribe(), specs[i].name), filepath.Join(d, report.FileEvents)))
+		}
+	}
 	if headless {
-		ch := exp.Subscribe()
-		faces.Go(func() { console.New(cmd.OutOrStdout(), "").Run(ch) })
+		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, caseName)
 	} else {
-		ch := exp.Subscribe()
-		info := exp.Info()
+		ch := g.Subscribe()
+		stallFor := g.Arms()[0].Info().FaultFor
 		faces.Go(func() {
-			uiErr := ui.Run(ctx, exp, ch, ui.Options{StallFor: info.FaultFor})
+			uiErr := ui.Run(ctx, g, ch, ui.Options{StallFor: stallFor})
 			// Keep reading after the dashboard is gone: the experiment
 			// never drops an event, so an unread channel would stall it.
 			defer func() {
@@ -143,32 +153,53 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		})
 	}
 
-	verdict, runErr := exp.Run(ctx)
-	if !headless && runErr == nil {
+	results := g.Run(ctx)
+	completed := true
+	for _, r := range results {
+		completed = completed && r.Err == nil
+	}
+	if !headless && completed {
 		// A scripted run ended by itself: the dashboard shows the verdict
 		// until the user quits.
 		<-ctx.Done()
 	}
 	faces.Wait()
-	if err := <-logErr; err != nil && runErr == nil {
-		runErr = err
+	var runErr error
+	passed := true
+	for _, r := range results {
+		err := r.Err
+		if errors.Is(err, errQuit) {
+			err = nil
+			if caseName != experiment.CaseNone && r.Verdict.Checks == nil {
+				err = exitcode.ErrInterrupted
+			}
+		}
+		if err != nil && runErr == nil {
+			runErr = err
+			if len(results) > 1 {
+				runErr = armError{arm: r.Arm, err: err}
+			}
+		}
+		passed = passed && r.Verdict.Passed
 	}
-	if errors.Is(runErr, errQuit) {
-		runErr = nil
-		if caseName != experiment.CaseNone && verdict.Checks == nil {
-			runErr = exitcode.ErrInterrupted
+	for _, lerr := range logErrs {
+		if err := <-lerr; err != nil && runErr == nil {
+			runErr = err
 		}
 	}
 	// A run that could not start (a port in use, an engine that failed)
 	// has no verdict to show: the error says what went wrong.
 	printTable := headless && exitcode.Code(runErr) != exitcode.Usage
-	if werr := writeReports(cmd.OutOrStdout(), out, printTable); werr != nil && runErr == nil {
+	if werr := writeReports(cmd.OutOrStdout(), out, arms.dirs, printTable); werr != nil && runErr == nil {
 		runErr = werr
 	}
 	if runErr != nil {
 		return runErr
 	}
-	return verdictError(verdict)
+	if !passed {
+		return exitcode.ErrBoundFailed
+	}
+	return nil
 }
 
 func verdictError(v check.Verdict) error {
@@ -264,15 +295,23 @@ func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string) <-chan 
 
 // writeReports rebuilds every report from the run's events.jsonl (the same
 // path `p2pfault report` takes) and prints the verdict table.
-func writeReports(stdout io.Writer, out string, printTable bool) error {
-	run, err := report.Rebuild(filepath.Join(out, "events.jsonl"), out)
+func writeReports(stdout io.Writer, out string, armDirs []string, printTable bool) error {
+	runs, err := report.RebuildAll(filepath.Join(out, report.FileEvents), out)
 	if err != nil {
 		return fmt.Errorf("write reports in %s: %w", out, err)
 	}
+	if len(armDirs) > 1 {
+		for _, d := range armDirs {
+			if _, err := report.RebuildAll(filepath.Join(d, report.FileEvents), d); err != nil {
+				return fmt.Errorf("write reports in %s: %w", d, err)
+			}
+		}
+	}
 	if printTable {
 		fmt.Fprintln(stdout)
-		fmt.Fprint(stdout, report.Table([]report.Row{run.Row()})+"\n"+report.TimesTable([]report.Row{run.Row()}))
-		printFailures(stdout, []report.Run{run})
+		rows := report.Rows(runs)
+		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows))
+		printFailures(stdout, runs)
 	}
 	fmt.Fprintf(stdout, "reports: %s\n", out)
 	return nil

@@ -174,3 +174,12 @@ type Controller interface {
 	SetProbing(on bool) // pause or resume the probe
 	LogTail(engine string, n int) []string
 }
+
+// ArmController is a Controller over several arms run side by side
+// (experiment.Group): Fire and SetProbing act on every arm at once, FireArm
+// on one, and LogTail takes "ARM/ENGINE" (a bare engine name is the first
+// arm's).
+type ArmController interface {
+	Controller
+	FireArm(arm, kind string, source int, opts fault.Options) error
+}

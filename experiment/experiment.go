@@ -35,9 +35,11 @@ type Experiment struct {
 	cfg      Config
 	timeline fault.Timeline // scaled
 
+	bus  *bus       // where events go: the experiment's own, or its Group's
+	line *startLine // the arms' shared t0: the experiment's own, or its Group's
+
 	mu      sync.Mutex
-	subs    []chan event.Event
-	seq     int64
+	lined   bool // arrived at (or left) the start line
 	start   time.Time
 	t0      time.Time // zero until warm-up ends
 	cluster Cluster
@@ -56,6 +58,7 @@ type Experiment struct {
 	ctx       context.Context
 	fail      context.CancelCauseFunc
 	settled   chan struct{} // closed when the scripted timeline has played out
+	begun     chan struct{} // closed once the run event is sent (a Group starts its arms in order)
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -92,7 +95,10 @@ func New(cfg Config) (*Experiment, error) {
 		down:      map[int]fault.Condition{},
 		held:      map[int]any{},
 		verifying: map[int]chan struct{}{},
+		bus:       newBus(1),
+		line:      newStartLine(1),
 		settled:   make(chan struct{}),
+		begun:     make(chan struct{}),
 	}, nil
 }
 
@@ -109,13 +115,7 @@ func sourcesOf(cfg Config) int {
 // Subscribe returns a channel that receives every event of the run and is
 // closed when the run ends. Call it before Run. A subscriber must keep
 // reading: events are never dropped, so a stuck reader stalls the run.
-func (e *Experiment) Subscribe() <-chan event.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ch := make(chan event.Event, 4096)
-	e.subs = append(e.subs, ch)
-	return ch
-}
+func (e *Experiment) Subscribe() <-chan event.Event { return e.bus.subscribe() }
 
 // Info describes the run as planned.
 func (e *Experiment) Info() event.RunInfo {
@@ -180,9 +180,15 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	e.ctx, e.fail = ctx, fail
 	e.mu.Unlock()
 	defer e.closeSubs()
+	defer e.leaveLine() // an arm that never measures must not hold the others
 
 	info := e.Info()
 	e.emit(event.Event{Kind: event.KindRun, Run: &info})
+	select {
+	case <-e.begun:
+	default:
+		close(e.begun)
+	}
 	e.setPhase(event.PhaseStarting)
 	cl, err := e.startCluster(ctx)
 	if err != nil {
@@ -271,7 +277,15 @@ func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, err
 // the timeline, until the timeline settles, the planned duration passes or
 // ctx ends; then the final verdict.
 func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdict, error) {
-	t0 := time.Now()
+	// Every arm of the run starts measuring at one t0, so one timeline
+	// fires on all of them at the same instants.
+	e.mu.Lock()
+	e.lined = true
+	e.mu.Unlock()
+	t0, err := e.line.arrive(ctx)
+	if err != nil {
+		return check.Verdict{}, interrupted(ctx)
+	}
 	e.mu.Lock()
 	e.t0 = t0
 	e.mu.Unlock()
@@ -532,25 +546,24 @@ func (e *Experiment) since() time.Duration {
 func (e *Experiment) emit(ev event.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.seq++
-	ev.Seq = e.seq
 	ev.Arm = e.cfg.Arm
-	ev.Wall = time.Now()
-	if !e.t0.IsZero() {
-		ev.T = ev.Wall.Sub(e.t0)
-	}
-	for _, ch := range e.subs {
-		ch <- ev
-	}
+	e.bus.publish(ev, e.t0) // the bus stamps sequence and time: one order for every arm
 }
 
-func (e *Experiment) closeSubs() {
+// closeSubs ends this arm's part of the stream; the bus closes it once
+// every arm sharing it has ended.
+func (e *Experiment) closeSubs() { e.bus.leave() }
+
+// leaveLine lets the other arms start measuring when this one never will
+// (its cluster did not start, its warm-up failed).
+func (e *Experiment) leaveLine() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, ch := range e.subs {
-		close(ch)
+	lined := e.lined
+	e.lined = true
+	e.mu.Unlock()
+	if !lined {
+		e.line.leave()
 	}
-	e.subs = nil
 }
 
 func (e *Experiment) emitEnd(err error) {

@@ -39,3 +39,8 @@ func (st *state) pending(nowT time.Duration) map[int]probe.Pending {
 	}
 	return out
 }
+
+// inflightCount is how many pulls naming source i are in flight.
+func (st *state) inflightCount(i int, nowT time.Duration) int {
+	return st.pending(nowT)[i].N
+}

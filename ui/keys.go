@@ -17,6 +17,7 @@ type KeyMap struct {
 	Select key.Binding
 	Pause  key.Binding
 	Log    key.Binding
+	Arm    key.Binding // several arms: narrow the keys to one arm and back
 	Back   key.Binding
 	Help   key.Binding
 	Quit   key.Binding
@@ -33,6 +34,7 @@ func DefaultKeyMap() KeyMap {
 			key.WithHelp("1-9", "select")),
 		Pause: key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause probing")),
 		Log:   key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "log")),
+		Arm:   key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "keys: all arms")),
 		Back:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
 		Help:  key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "more")),
 		Quit:  key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),

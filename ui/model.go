@@ -100,6 +100,7 @@ type Model struct {
 
 	width, height int
 	selected      int
+	armSel        int // several arms: 0 = keys act on every arm, k = on arm k only (armsview.go)
 	mode          viewMode
 	logEngine     string
 	logLines      []string
@@ -114,7 +115,10 @@ type Model struct {
 }
 
 // renderScratch is each source panel's chartScratch, by source index.
-type renderScratch struct{ sources []*chartScratch }
+type renderScratch struct {
+	sources []*chartScratch
+	perArm  map[string]*renderScratch // every arm's but the first (armsview.go)
+}
 
 func (r *renderScratch) source(i int) *chartScratch {
 	for len(r.sources) <= i {
@@ -338,6 +342,11 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.help.ShowAll = !m.help.ShowAll
 		return m, nil
 	}
+	if m.arms.multi() {
+		if mm, cmd, ok := m.armKey(msg); ok {
+			return mm, cmd
+		}
+	}
 
 	if m.mode == modeLog {
 		switch {
@@ -492,6 +501,8 @@ func (m Model) View() string {
 		hh := lipgloss.Height(hv)
 		body := logView{engine: m.logEngine, lines: m.logLines, styles: m.styles}.Render(w, h-hh)
 		return clip(body+"\n"+hv, w, h)
+	case m.arms.multi():
+		return clip(m.armsView(w, h), w, h)
 	case !m.st.up():
 		return clip(m.startupView(w, h), w, h)
 	default:

@@ -309,6 +309,8 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		st.applyVerdict(ev)
 	case event.KindEnd:
 		st.applyEnd(ev)
+		// The run's pulls were ended or abandoned with it.
+		st.inflight = probe.NewInFlight()
 	case event.KindPullStart:
 		st.sawStarts = true
 		for _, p := range ev.Pulls {

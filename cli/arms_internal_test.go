@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestArmConfigsSplitGPUsPortsAndFolders: with --engine vllm and two
+// builds, each arm gets its own binary, a contiguous share of --gpus, free
+// ports from one pool and a folder ARM-CASE; one arm keeps today's layout.
+func TestArmConfigsSplitGPUsPortsAndFolders(t *testing.T) {
+	for _, tt := range []struct {
+		gpus string
+		want [][]string
+	}{
+		{"0,1,2,3,4,5", [][]string{{"0", "1", "2"}, {"3", "4", "5"}}},
+		{"0,1,2", [][]string{{"0"}, {"1", "2"}}},
+	} {
+		cmd, o := newRunCommand()
+		if err := cmd.Flags().Parse([]string{"--engine", "vllm", "--arm", "main=/a/vllm", "--arm", "fixed=/b/vllm", "--gpus", tt.gpus}); err != nil {
+			t.Fatal(err)
+		}
+		specs, err := o.armSpecs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, err := o.armConfigs(cmd, specs, "stall", "/x", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range ra.configs {
+			if !reflect.DeepEqual(c.Cluster.GPUs, tt.want[i]) {
+				t.Errorf("--gpus %s: arm %s GPUs %v, want %v", tt.gpus, c.Arm, c.Cluster.GPUs, tt.want[i])
+			}
+			if !c.Cluster.FreePorts || c.Cluster.PortPool == nil || c.Cluster.PortPool != ra.configs[0].Cluster.PortPool {
+				t.Errorf("arm %s: free ports %v from pool %p, want free ports from one shared pool", c.Arm, c.Cluster.FreePorts, c.Cluster.PortPool)
+			}
+		}
+		if ra.configs[0].Cluster.VLLMBin != "/a/vllm" || ra.configs[1].Cluster.VLLMBin != "/b/vllm" {
+			t.Errorf("binaries %q, %q", ra.configs[0].Cluster.VLLMBin, ra.configs[1].Cluster.VLLMBin)
+		}
+		if !reflect.DeepEqual(ra.dirs, []string{"/x/main-stall", "/x/fixed-stall"}) {
+			t.Errorf("folders %v", ra.dirs)
+		}
+	}
+
+	cmd, o := newRunCommand()
+	if err := cmd.Flags().Parse([]string{"--gpus", "0,1"}); err != nil {
+		t.Fatal(err)
+	}
+	specs, _ := o.armSpecs()
+	ra, err := o.armConfigs(cmd, specs, "none", "/x", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ra.configs) != 1 || ra.configs[0].Arm != "main" || ra.dirs[0] != "/x" || ra.configs[0].Cluster.FreePorts ||
+		!reflect.DeepEqual(ra.configs[0].Cluster.GPUs, []string{"0", "1"}) {
+		t.Errorf("one arm: %+v in %v, want main in /x itself with every GPU and the default ports", ra.configs[0].Cluster, ra.dirs)
+	}
+}

@@ -1,0 +1,282 @@
+package experiment_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/experiment"
+	"p2pfault/fault"
+	"p2pfault/runner"
+)
+
+// armConfigs are two simulated arms (main waits on a pending handshake,
+// fixed prefills) sharing one port pool.
+func armConfigs(t *testing.T, mod func(*experiment.Config)) []experiment.Config {
+	pool := runner.NewPortPool()
+	var cfgs []experiment.Config
+	for _, arm := range []struct{ name, mode string }{{"main", "wait"}, {"fixed", "prefill"}} {
+		c := experiment.Config{
+			Arm:       arm.name,
+			Case:      experiment.CaseNone,
+			TimeScale: 0.2,
+			Cluster: runner.Config{
+				FreePorts: true, PortPool: pool,
+				ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=" + arm.mode},
+			},
+			OutDir: t.TempDir(),
+		}
+		mod(&c)
+		cfgs = append(cfgs, c)
+	}
+	return cfgs
+}
+
+// runGroup runs g until the test cancels it or the run ends; the run is
+// always ended and waited for at cleanup.
+func runGroup(t *testing.T, g *experiment.Group) (ch <-chan event.Event, cancel func(), done <-chan []experiment.Result) {
+	ch = g.Subscribe()
+	ctx, stop := context.WithCancel(context.Background())
+	out := make(chan []experiment.Result, 1)
+	ended := make(chan struct{})
+	go func() { defer close(ended); out <- g.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		<-ended
+	})
+	return ch, stop, out
+}
+
+// skews pairs the two arms' fault events of each (action, by, ordinal)
+// and returns |wall(main) - wall(fixed)| for each pair.
+func skews(t *testing.T, events []event.Event, by string) []time.Duration {
+	t.Helper()
+	type key struct {
+		action string
+		n      int
+	}
+	walls := map[string]map[key]time.Time{}
+	counts := map[string]map[string]int{}
+	for _, ev := range events {
+		if ev.Kind != event.KindFault || ev.Fault.By != by || ev.Fault.Err != "" {
+			continue
+		}
+		if walls[ev.Arm] == nil {
+			walls[ev.Arm], counts[ev.Arm] = map[key]time.Time{}, map[string]int{}
+		}
+		k := key{ev.Fault.Action, counts[ev.Arm][ev.Fault.Action]}
+		counts[ev.Arm][ev.Fault.Action]++
+		walls[ev.Arm][k] = ev.Wall
+	}
+	var out []time.Duration
+	for k, wm := range walls["main"] {
+		wf, ok := walls["fixed"][k]
+		if !ok {
+			t.Errorf("%s #%d (%s) fired on main but not on fixed", k.action, k.n, by)
+			continue
+		}
+		d := wm.Sub(wf)
+		if d < 0 {
+			d = -d
+		}
+		out = append(out, d)
+	}
+	if len(walls["fixed"]) != len(walls["main"]) {
+		t.Errorf("%s: %d fault events on fixed, %d on main: want one per arm", by, len(walls["fixed"]), len(walls["main"]))
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+// signalSkews pairs the arms' fault windows by ordinal: their Start is
+// when the target was stopped (SIGSTOP sent), their End when it was
+// continued, both since the t0 the arms share; it returns the skews of
+// both instants.
+func signalSkews(t *testing.T, events []event.Event) []time.Duration {
+	t.Helper()
+	starts := map[string][]time.Duration{}
+	ends := map[string][]time.Duration{}
+	for _, ev := range events {
+		if ev.Kind != event.KindWindow || ev.Window.Source != 0 {
+			continue
+		}
+		if ev.Window.End == 0 {
+			starts[ev.Arm] = append(starts[ev.Arm], ev.Window.Start)
+		} else {
+			ends[ev.Arm] = append(ends[ev.Arm], ev.Window.End)
+		}
+	}
+	var out []time.Duration
+	for _, m := range []map[string][]time.Duration{starts, ends} {
+		if len(m["main"]) != len(m["fixed"]) {
+			t.Errorf("%d windows on main, %d on fixed", len(m["main"]), len(m["fixed"]))
+		}
+		for i := 0; i < min(len(m["main"]), len(m["fixed"])); i++ {
+			d := m["main"][i] - m["fixed"][i]
+			out = append(out, max(d, -d))
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+func report(t *testing.T, what string, d []time.Duration) {
+	t.Helper()
+	if len(d) == 0 {
+		t.Fatalf("%s: no pair of fault events", what)
+	}
+	t.Logf("skew between the two arms (%s): median %v, max %v over %d actions", what, d[len(d)/2], d[len(d)-1], len(d))
+	// Both arms act from goroutines released together (a key) or timers
+	// on one deadline (the script): a skew of this size means one arm
+	// waited for the other. The margin is for a loaded 2-core machine.
+	if d[len(d)-1] > 100*time.Millisecond {
+		t.Errorf("%s: max skew %v, want the arms' faults at the same instant", what, d[len(d)-1])
+	}
+}
+
+// TestGroupKeyFiresEveryArmAtOnce fires stall and resume by key on a
+// two-arm group 20 times: each fires one event per arm, at the same
+// instant; FireArm fires on one arm only.
+func TestGroupKeyFiresEveryArmAtOnce(t *testing.T) {
+	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	g, err := experiment.NewGroup(armConfigs(t, func(*experiment.Config) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, cancel, done := runGroup(t, g)
+	rec := &recorder{ch: ch}
+	baseline := 0
+	rec.waitFor(t, "both arms in baseline", time.Minute, func(ev event.Event) bool {
+		if ev.Phase == event.PhaseBaseline {
+			baseline++
+		}
+		return baseline == 2
+	})
+	const tries = 20
+	for i := 0; i < tries; i++ {
+		if err := g.Fire(fault.ActionStall, 0, fault.Options{For: time.Minute}); err != nil {
+			t.Fatalf("try %d: stall: %v", i, err)
+		}
+		if err := g.Fire(fault.ActionResume, 0, fault.Options{}); err != nil {
+			t.Fatalf("try %d: resume: %v", i, err)
+		}
+		// The next stall needs both sources up: their resume events say so.
+		resumed := 0
+		rec.waitFor(t, "both arms resumed", 10*time.Second, func(ev event.Event) bool {
+			if ev.Kind == event.KindFault && ev.Fault.Action == fault.ActionResume && ev.Fault.Err == "" {
+				resumed++
+			}
+			return resumed == 2
+		})
+	}
+	// One arm only: the other must see no fault.
+	if err := g.FireArm("fixed", fault.ActionStall, 1, fault.Options{For: time.Minute}); err != nil {
+		t.Fatalf("stall fixed's source-1: %v", err)
+	}
+	if err := g.FireArm("nope", fault.ActionStall, 1, fault.Options{}); err == nil || !strings.Contains(err.Error(), `no arm "nope"`) {
+		t.Errorf("FireArm on an unknown arm: %v", err)
+	}
+	if err := g.FireArm("fixed", fault.ActionResume, 1, fault.Options{}); err != nil {
+		t.Fatalf("resume fixed's source-1: %v", err)
+	}
+	rec.waitFor(t, "fixed's source-1 resumed", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindFault && ev.Fault.Action == fault.ActionResume && ev.Fault.Source == 1
+	})
+	// Logs are named ARM/ENGINE; a bare name is the first arm's.
+	if l := g.LogTail("fixed/source-0", 50); len(l) == 0 || !strings.Contains(strings.Join(l, "\n"), "prefill") {
+		t.Errorf("fixed/source-0's log %q, want fixed's engine (pending handshake: prefill)", l)
+	}
+	if l := g.LogTail("source-0", 50); !strings.Contains(strings.Join(l, "\n"), "pending handshake: wait") {
+		t.Errorf("source-0's log %q, want main's engine (pending handshake: wait)", l)
+	}
+	if l := g.LogTail("nope/source-0", 5); l != nil {
+		t.Errorf("an unknown arm's log: %q", l)
+	}
+	cancel()
+	<-done
+	for ev := range ch {
+		rec.seen = append(rec.seen, ev)
+	}
+	var keyed []event.Event
+	for _, ev := range rec.seen {
+		if ev.Kind == event.KindFault && ev.Fault.Source == 1 && ev.Fault.Err == "" {
+			if ev.Arm != "fixed" {
+				t.Errorf("FireArm(fixed) made a %s event on arm %q", ev.Fault.Action, ev.Arm)
+			}
+			continue
+		}
+		keyed = append(keyed, ev)
+	}
+	d := skews(t, keyed, "key")
+	if len(d) != 2*tries {
+		t.Errorf("%d paired key actions, want %d", len(d), 2*tries)
+	}
+	report(t, "key, fault events", d)
+	report(t, "key, SIGSTOP/SIGCONT instants", signalSkews(t, keyed))
+}
+
+// TestGroupScriptFiresEveryArmAtOnce plays a 20-stall timeline on a
+// two-arm group: both arms share t0, so every scripted stall (and its
+// resume) fires on both at the same instant; both arms' streams end.
+func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
+	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	const tries = 20
+	var steps []string
+	for i := 0; i < tries; i++ {
+		// At scale 0.2: a 60 ms stall every 200 ms from t0+200 ms.
+		steps = append(steps, fmt.Sprintf("at %dms stall source-0 for 300ms", 1000+1000*i))
+	}
+	g, err := experiment.NewGroup(armConfigs(t, func(c *experiment.Config) {
+		c.Timeline = strings.Join(steps, "; ")
+		c.Recovery = time.Second
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _, done := runGroup(t, g)
+	var seen []event.Event
+	timeout := time.After(2 * time.Minute)
+	for open := true; open; {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				open = false
+				break
+			}
+			seen = append(seen, ev)
+		case <-timeout:
+			t.Fatal("the scripted group did not end within 2 minutes")
+		}
+	}
+	res := <-done
+	if len(res) != 2 || res[0].Arm != "main" || res[1].Arm != "fixed" {
+		t.Fatalf("results %+v, want main then fixed", res)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Errorf("arm %s: %v", r.Arm, r.Err)
+		}
+	}
+	// The run events come in the order given, so faces list main first.
+	var runs []string
+	for _, ev := range seen {
+		if ev.Kind == event.KindRun {
+			runs = append(runs, ev.Arm)
+		}
+	}
+	if strings.Join(runs, ",") != "main,fixed" {
+		t.Errorf("run events of arms %v, want main,fixed", runs)
+	}
+	d := skews(t, seen, "script")
+	if len(d) != 2*tries {
+		t.Errorf("%d paired scripted actions, want %d (a stall and its resume per step)", len(d), 2*tries)
+	}
+	report(t, "script, fault events", d)
+	report(t, "script, SIGSTOP/SIGCONT instants", signalSkews(t, seen))
+}
