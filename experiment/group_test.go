@@ -229,8 +229,9 @@ func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
 	const tries = 20
 	var steps []string
 	for i := 0; i < tries; i++ {
-		// At scale 0.2: a 60 ms stall every 200 ms from t0+200 ms.
-		steps = append(steps, fmt.Sprintf("at %dms stall source-0 for 300ms", 1000+1000*i))
+		// At scale 0.2: a 60 ms stall every 400 ms from t0+200 ms (room for
+		// each action to be verified on the host before the next).
+		steps = append(steps, fmt.Sprintf("at %dms stall source-0 for 300ms", 1000+2000*i))
 	}
 	g, err := experiment.NewGroup(armConfigs(t, func(c *experiment.Config) {
 		c.Timeline = strings.Join(steps, "; ")
