@@ -48,6 +48,7 @@ type Experiment struct {
 	ctx     context.Context
 	fail    context.CancelCauseFunc
 	settled chan struct{} // closed when the scripted timeline has played out
+	net     *network      // the run's firewall table, made on the first network fault
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -71,6 +72,9 @@ func New(cfg Config) (*Experiment, error) {
 	if _, err := runner.Plan(cfg.Cluster); err != nil {
 		return nil, err
 	}
+	if err := setupKinds(tl); err != nil {
+		return nil, err
+	}
 	cfg.Timeline = text
 	return &Experiment{
 		cfg:      cfg,
@@ -78,6 +82,7 @@ func New(cfg Config) (*Experiment, error) {
 		down:     map[int]fault.Condition{},
 		held:     map[int]any{},
 		settled:  make(chan struct{}),
+		net:      &network{runID: newRunID(cfg.Arm, cfg.Case)},
 	}, nil
 }
 
@@ -172,6 +177,9 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	}
 	// Stop on every path, also a panic in this goroutine.
 	defer e.stopCluster(cl, &verdict, &err)
+	// Delete the run's firewall table (if a network fault made one)
+	// before the engines stop, on every path too.
+	defer e.closeNetwork(&err)
 	e.emitEngines()
 	e.startPollers(ctx, cl)
 
