@@ -48,8 +48,8 @@ type NetCut struct {
 	err      error
 }
 
-// netTarget and netEnv are what a network kind needs of a firing, or an
-// error naming what is missing.
+// netOf is what a network kind needs of a firing (its target with ports,
+// the run's firewall), or an error naming what is missing.
 func netOf(f *Fire) (NetTarget, Network, error) {
 	nt, ok := f.Target.(NetTarget)
 	if !ok {
