@@ -80,11 +80,12 @@ func (c *Cluster) ForgetFirewall(table string) error {
 	return writeSessionsFile(c.cfg.OutDir, f)
 }
 
-// leftoverFirewall keeps the tables an earlier run in this folder left (its
-// p2pfault gone, same boot) in the new record, so cleanup still finds them.
+// leftoverFirewall keeps the tables of another run that used this folder
+// (same boot; its p2pfault gone, or still running) in the new record, so
+// cleanup still finds them; cleanup leaves a running p2pfault's alone.
 func (c *Cluster) leftoverFirewall(f sessionsFile) {
 	for _, e := range f.Firewall {
-		if e.BootID == c.bootID && e.Owner != c.owner && !e.Owner.Alive() {
+		if e.BootID == c.bootID && e.Owner != c.owner {
 			c.firewall.entries = append(c.firewall.entries, e)
 		}
 	}

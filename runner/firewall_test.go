@@ -52,7 +52,11 @@ func TestFirewallTablesAreRecordedCarriedAndCleanedUp(t *testing.T) {
 	cfg := fakeConfig(t)
 	cfg.Sources = 1
 	old := runner.FirewallEntry{Table: fw.Table(), Faults: []string{"partition source-0"}, Owner: deadOwner(), BootID: strings.TrimSpace(string(boot))}
-	b, _ := json.Marshal(map[string]any{"owner": deadOwner(), "engines": []any{}, "firewall": []any{old}})
+	// A table of a p2pfault that still runs (another run in this folder,
+	// a live process here): kept in the record, left alone by cleanup.
+	running := startLoner(t)
+	busy := runner.FirewallEntry{Table: netfault.TableName(id + "-busy"), Owner: runner.ProcID{Pid: running.Pid, StartTicks: running.StartTicks}, BootID: old.BootID}
+	b, _ := json.Marshal(map[string]any{"owner": deadOwner(), "engines": []any{}, "firewall": []any{old, busy}})
 	if err := os.WriteFile(filepath.Join(cfg.OutDir, runner.SessionsFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +66,8 @@ func TestFirewallTablesAreRecordedCarriedAndCleanedUp(t *testing.T) {
 	}
 
 	c, _ := startCluster(t, cfg)
-	if got := readFirewall(t, cfg.OutDir); len(got) != 1 || got[0].Table != fw.Table() {
-		t.Fatalf("the new run's record lost the leftover table: %+v", got)
+	if got := readFirewall(t, cfg.OutDir); len(got) != 2 || got[0].Table != fw.Table() || got[1].Table != busy.Table {
+		t.Fatalf("the new run's record lost another run's table: %+v", got)
 	}
 	mine := netfault.TableName(id + "-new")
 	if err := c.RecordFirewall(mine, []string{"loss 30% source-0"}); err != nil {
@@ -82,8 +86,8 @@ func TestFirewallTablesAreRecordedCarriedAndCleanedUp(t *testing.T) {
 	if err := c.ForgetFirewall(mine); err != nil {
 		t.Fatal(err)
 	}
-	if got := readFirewall(t, cfg.OutDir); len(got) != 1 || got[0].Table != fw.Table() {
-		t.Fatalf("record after ForgetFirewall past Stop: %+v, want only the leftover", got)
+	if got := readFirewall(t, cfg.OutDir); len(got) != 2 {
+		t.Fatalf("record after ForgetFirewall past Stop: %+v, want only the other runs' two", got)
 	}
 
 	var out bytes.Buffer
@@ -97,7 +101,10 @@ func TestFirewallTablesAreRecordedCarriedAndCleanedUp(t *testing.T) {
 	if names, _ := netfault.Tables(); slices.Contains(names, fw.Table()) {
 		t.Errorf("table %s still in the kernel after cleanup", fw.Table())
 	}
-	if got := readFirewall(t, cfg.OutDir); len(got) != 0 {
-		t.Errorf("record after cleanup: %+v", got)
+	if left := "firewall table inet " + busy.Table + " belongs to p2pfault pid " + fmt.Sprint(running.Pid) + ", which is still running; left alone\n"; !strings.Contains(out.String(), left) {
+		t.Errorf("cleanup said:\n%s\nwant %q", out.String(), left)
+	}
+	if got := readFirewall(t, cfg.OutDir); len(got) != 1 || got[0].Table != busy.Table {
+		t.Errorf("record after cleanup: %+v, want only the running p2pfault's table", got)
 	}
 }
