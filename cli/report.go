@@ -61,7 +61,8 @@ func newCleanupCommand() *cobra.Command {
 		Short: "End the engines a run left behind (reads DIR/sessions.json)",
 		Long: "Read the sessions.json a run keeps in its output folder and end every engine it\n" +
 			"names that is still alive and still that engine (checked by its start time in\n" +
-			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace. DIR may be a run's folder or a\n" +
+			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace, and delete every firewall table\n" +
+			"it names (a network fault's: its partition is healed). DIR may be a run's folder or a\n" +
 			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {

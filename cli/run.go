@@ -38,7 +38,8 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 		Use:   "run",
 		Short: "Run one case: the dashboard on a terminal, headless otherwise",
 		Long: "Start the cluster, warm it up, pull from every source through the decoder and fire\n" +
-			"the case's fault on source-0 (stall, kill, remove; none = only the keys' faults).\n" +
+			"the case's fault on source-0 (stall, kill, remove, partition; none = only the keys'\n" +
+			"faults).\n" +
 			"On a terminal this opens the dashboard; with --headless or when stdout is not a\n" +
 			"terminal it prints progress and the verdict table. Reports go to --out.",
 		Args: cobra.NoArgs,
@@ -46,7 +47,7 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	}
 	fs := cmd.Flags()
 	o.flags.register(fs)
-	fs.StringVar(&o.caseName, "case", "", "fault case: stall, kill, remove or none (default $FAULT_CASE, else none)")
+	fs.StringVar(&o.caseName, "case", "", "fault case: stall, kill, remove, partition or none (default $FAULT_CASE, else none)")
 	fs.StringArrayVar(&o.arm, "arm", nil, "arm (repeatable): main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); with --engine vllm NAME=VLLM_BIN, one cluster per build (default main)")
 	fs.StringSliceVar(&o.arms, "arms", nil, "simulated arms run side by side, one cluster each, e.g. main,fixed")
 	fs.BoolVar(&o.headless, "headless", false, "no dashboard: print progress and the verdict table")
@@ -67,13 +68,13 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		caseName = experiment.CaseNone
 	}
 	switch caseName {
-	case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove, experiment.CaseNone:
+	case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove, experiment.CasePartition, experiment.CaseNone:
 	default:
 		what := "--case"
 		if !cmd.Flags().Changed("case") {
 			what = "FAULT_CASE"
 		}
-		return exitcode.Usagef("%s %q: want stall, kill, remove or none", what, caseName)
+		return exitcode.Usagef("%s %q: want stall, kill, remove, partition or none", what, caseName)
 	}
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
@@ -237,6 +238,7 @@ func prepareOut(out string, stderr io.Writer) error {
 		if n > 0 {
 			fmt.Fprintf(stderr, "warning: %d engine(s) of an earlier run in %s are still alive; `p2pfault cleanup %s` ends them\n", n, dir, dir)
 		}
+		warnLeftoverTables(dir, stderr)
 	}
 	return nil
 }

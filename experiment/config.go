@@ -13,10 +13,11 @@ import (
 
 // Cases of the seed, plus none (no scripted fault: the dashboard's default).
 const (
-	CaseStall  = "stall"
-	CaseKill   = "kill"
-	CaseRemove = "remove"
-	CaseNone   = "none"
+	CaseStall     = "stall"
+	CaseKill      = "kill"
+	CaseRemove    = "remove"
+	CasePartition = "partition" // drop source-0's packets for FaultFor, then heal (issue 13)
+	CaseNone      = "none"
 )
 
 // Cases lists the seed's three fault cases in the order of its table.
@@ -37,7 +38,7 @@ const (
 // them (and the bounds, and the simulated engines' timeouts) by TimeScale.
 type Config struct {
 	Arm  string // label of the row: "main", "fixed", or a --arm NAME
-	Case string // stall, kill, remove or none
+	Case string // stall, kill, remove, partition or none
 
 	Cluster   runner.Config // engines; OutDir, TimeScale and callbacks are set by the experiment
 	TimeScale float64       // 0 = 1
@@ -67,9 +68,9 @@ func (c Config) withDefaults() (Config, error) {
 	switch c.Case {
 	case "":
 		c.Case = CaseNone
-	case CaseStall, CaseKill, CaseRemove, CaseNone:
+	case CaseStall, CaseKill, CaseRemove, CasePartition, CaseNone:
 	default:
-		return c, exitcode.Usagef("case %q: want stall, kill, remove or none", c.Case)
+		return c, exitcode.Usagef("case %q: want stall, kill, remove, partition or none", c.Case)
 	}
 	if c.Arm == "" {
 		c.Arm = "main"

@@ -59,6 +59,7 @@ type Experiment struct {
 	fail      context.CancelCauseFunc
 	settled   chan struct{} // closed when the scripted timeline has played out
 	begun     chan struct{} // closed once the run event is sent (a Group starts its arms in order)
+	net       *network      // the run's firewall table, made on the first network fault
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -88,6 +89,9 @@ func New(cfg Config) (*Experiment, error) {
 	} else if _, err := runner.Plan(cfg.Cluster); err != nil {
 		return nil, err
 	}
+	if err := setupKinds(tl); err != nil {
+		return nil, err
+	}
 	cfg.Timeline = text
 	return &Experiment{
 		cfg:       cfg,
@@ -99,6 +103,7 @@ func New(cfg Config) (*Experiment, error) {
 		line:      newStartLine(1),
 		settled:   make(chan struct{}),
 		begun:     make(chan struct{}),
+		net:       &network{runID: newRunID(cfg.Arm, cfg.Case)},
 	}, nil
 }
 
@@ -196,6 +201,9 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	}
 	// Stop on every path, also a panic in this goroutine.
 	defer e.stopCluster(cl, &verdict, &err)
+	// Delete the run's firewall table (if a network fault made one)
+	// before the engines stop, on every path too.
+	defer e.closeNetwork(&err)
 	e.emitEngines()
 	e.startPollers(ctx, cl)
 

@@ -7,6 +7,7 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
+	"p2pfault/exitcode"
 	"p2pfault/fault"
 )
 
@@ -25,7 +26,7 @@ func (e *Experiment) play(t0 time.Time) {
 		return
 	}
 	err := e.timeline.Play(e.ctx, t0, func(_ context.Context, s fault.Step) error {
-		err := e.fire(s.Action, s.Source, fault.Options{For: s.For}, byScript)
+		err := e.fire(s.Action, s.Source, fault.Options{For: s.For, Arg: s.Arg}, byScript)
 		if err != nil && e.cfg.Attach != nil && e.ctx.Err() == nil {
 			// On a cluster p2pfault did not start, a fault command that
 			// fails (kubectl, ssh) is the cluster's, not the run's: say so
@@ -107,6 +108,16 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 	if why := e.refuse(src, k); why != "" {
 		return e.refused(kind, src, by, why)
 	}
+	if k.Arg != nil {
+		if err := k.Arg.Check(opts.Arg); err != nil {
+			return e.refused(kind, src, by, fmt.Sprintf("%s %q: %v", kind, opts.Arg, err))
+		}
+	}
+	if k.Setup != nil {
+		if err := k.Setup(); err != nil {
+			return e.refused(kind, src, by, err.Error())
+		}
+	}
 	t, err := e.source(src)
 	if err != nil {
 		return e.refused(kind, src, by, err.Error())
@@ -164,6 +175,24 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
 			"%s source-%d did not take effect within %s: %s", action, src, check.DefaultVerifyWithin, ef.Detail)})
 	}
+}
+
+// setupKinds checks, before the run, that every kind the timeline uses can
+// work on this host (a partition needs CAP_NET_ADMIN and nftables): a
+// setup error, exit 2, naming what is missing.
+func setupKinds(tl fault.Timeline) error {
+	seen := map[string]bool{}
+	for _, s := range tl {
+		k, ok := fault.Lookup(s.Action)
+		if !ok || k.Setup == nil || seen[k.Name] {
+			continue
+		}
+		seen[k.Name] = true
+		if err := k.Setup(); err != nil {
+			return exitcode.AsUsage(err)
+		}
+	}
+	return nil
 }
 
 // source returns source i of the running cluster.

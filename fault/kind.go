@@ -27,6 +27,8 @@ const (
 	CondRestarting Condition = "restarting" // on its way back (kill, restore)
 	CondRemoved    Condition = "removed"    // down until restored
 	CondExited     Condition = "exited"     // crashed (the dashboard's view only)
+	// CondNetwork: its packets are dropped (partition, loss) until healed.
+	CondNetwork Condition = "faulted on the network"
 )
 
 // Ending says how a kind's step bears on when a scripted run ends.
@@ -42,6 +44,14 @@ const (
 // Options tune one firing of a kind.
 type Options struct {
 	For time.Duration // kinds with TakesFor: how long the fault lasts (0: until undone)
+	Arg string        // kinds with an Arg: its word as written, e.g. "30%" for loss
+}
+
+// Arg is the word a kind takes between its name and its target in the
+// timeline (`loss 30% source-0`): the parser checks it, Act reads it.
+type Arg struct {
+	Name  string             // in messages, e.g. "a share such as 30%"
+	Check func(string) error // nil when the word is good; the error says why not
 }
 
 // Kind is one fault, registered by name (one file per kind, in the way
@@ -55,7 +65,11 @@ type Kind struct {
 	LongHelp string // the `?` help
 	Order    int    // position in help and messages
 
-	TakesFor bool      // "for DURATION" is allowed in the timeline
+	TakesFor bool // "for DURATION" is allowed in the timeline
+	Arg      *Arg // the word it takes before the target (nil: none)
+	// MoreHelp keeps the key out of the one-line help under the dashboard
+	// (it fits 80 columns with the seed's kinds); `?` still lists it.
+	MoreHelp bool
 	Needs    Condition // the condition the target must be in (Up: no fault in force)
 	Leaves   Condition // the condition it puts the target in once taken
 	// Over lists conditions besides Needs the dashboard lets the key try
@@ -82,6 +96,11 @@ type Kind struct {
 	// saw as a verification event, warns when it was not seen within
 	// check.DefaultVerifyWithin, and judges check fault_took_effect on it.
 	Verify func(f *Fire) Effect
+	// Setup (optional) says whether the kind can work on this host at all
+	// (rights, kernel support): the experiment calls it before a run
+	// whose timeline uses the kind (an error is a setup error, exit 2) and
+	// before each firing, which it refuses with the error.
+	Setup func() error
 }
 
 // Effect is what a kind's Verify saw on the host.

@@ -17,6 +17,7 @@ type Step struct {
 	At     time.Duration // since the timeline's start (the run's t0)
 	Action string
 	Source int
+	Arg    string        // the kind's word before the target ("30%" for loss), "" for kinds without one
 	For    time.Duration // stall only: resume after this long; 0 = until a resume step
 	Line   int           // position in the script, for errors; 0 for presets
 	Col    int
@@ -25,6 +26,9 @@ type Step struct {
 // String renders the step in the timeline language; Parse reads it back.
 func (s Step) String() string {
 	out := fmt.Sprintf("at %v %s source-%d", s.At, s.Action, s.Source)
+	if s.Arg != "" {
+		out = fmt.Sprintf("at %v %s %s source-%d", s.At, s.Action, s.Arg, s.Source)
+	}
 	if s.For > 0 {
 		out += fmt.Sprintf(" for %v", s.For)
 	}
@@ -56,10 +60,11 @@ func syntaxError(line, col int, format string, args ...any) error {
 
 // Parse reads a timeline: steps separated by ";" or newlines, each
 //
-//	at DURATION ACTION source-N [for DURATION]
+//	at DURATION ACTION [ARG] source-N [for DURATION]
 //
 // with ACTION a registered kind's name (stall, resume, kill, remove,
-// restore; "for" only with kinds that take it) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
+// restore, partition, loss, heal; "for" only with kinds that take it), ARG
+// the word a kind takes (loss: a share such as 30%; no other kind has one) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
 // Steps are returned sorted by time (stable). Errors are usage errors that
 // name the position: `timeline:1:4: bad duration "10x"`.
 func Parse(text string) (Timeline, error) {
@@ -142,6 +147,16 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 		return s, syntaxError(a.line, a.col, "unknown action %q (want %s)", a.text, Names())
 	}
 	s.Action = a.text
+	if k.Arg != nil {
+		arg, err := want(k.Arg.Name)
+		if err != nil {
+			return s, err
+		}
+		if err := k.Arg.Check(arg.text); err != nil {
+			return s, syntaxError(arg.line, arg.col, "%s %q: %v", s.Action, arg.text, err)
+		}
+		s.Arg = arg.text
+	}
 	tg, err := want("a target")
 	if err != nil {
 		return s, err
@@ -225,11 +240,12 @@ func (t Timeline) Check(sources int) error {
 }
 
 // presetList names the seed's cases in messages.
-const presetList = "stall, kill, remove, none"
+const presetList = "stall, kill, remove, partition, none"
 
-// Preset returns a seed case as a timeline on source-0: "stall" (stop it at
-// at for d), "kill" (kill it at at, restart), "remove" (end it at at, left
-// down) or "none". The experiment gives the times (the seed's 10 s and 30 s
+// Preset returns a case as a timeline on source-0: the seed's "stall" (stop
+// it at at for d), "kill" (kill it at at, restart), "remove" (end it at at,
+// left down), "partition" (drop its packets at at for d, then heal) or
+// "none". The experiment gives the times (the seed's 10 s and 30 s
 // are its defaults).
 func Preset(name string, at, d time.Duration) (Timeline, error) {
 	switch name {
@@ -239,6 +255,8 @@ func Preset(name string, at, d time.Duration) (Timeline, error) {
 		return Timeline{{At: at, Action: ActionKill, Source: 0}}, nil
 	case "remove":
 		return Timeline{{At: at, Action: ActionRemove, Source: 0}}, nil
+	case "partition":
+		return Timeline{{At: at, Action: ActionPartition, Source: 0, For: d}}, nil
 	case "none":
 		return Timeline{}, nil
 	}

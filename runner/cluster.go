@@ -39,6 +39,7 @@ type Cluster struct {
 	finalSave bool           // sessions.json was written by Stop: no write after it
 	workers   sync.WaitGroup // log readers and reapers, waited for by Stop
 	leftovers []SessionEntry
+	firewall  firewallRecord // tables of network faults, in sessions.json
 	owner     ProcID
 	bootID    string
 }
@@ -132,6 +133,9 @@ func newCluster(cfg Config, specs []Spec) (*Cluster, error) {
 		for _, l := range left {
 			c.leftovers = append(c.leftovers, l.SessionEntry)
 		}
+	}
+	if f, err := readSessionsFile(cfg.OutDir); err == nil {
+		c.leftoverFirewall(f)
 	}
 	for _, s := range specs {
 		c.engines = append(c.engines, &Engine{c: c, spec: s, tail: newRing(cfg.LogTail), state: StateStarting})

@@ -56,6 +56,9 @@ type sessionsFile struct {
 	// Leftovers are live sessions of an earlier run that used this folder,
 	// kept so that cleanup still finds them.
 	Leftovers []SessionEntry `json:"leftovers,omitempty"`
+	// Firewall lists the run's firewall tables (network faults), recorded
+	// before each is created, and an earlier run's left behind.
+	Firewall []FirewallEntry `json:"firewall,omitempty"`
 }
 
 func selfID() (ProcID, error) {
@@ -81,10 +84,15 @@ func bootID() string {
 func (c *Cluster) writeSessions() error {
 	c.sessionMu.Lock()
 	defer c.sessionMu.Unlock()
+	return c.writeSessionsLocked()
+}
+
+func (c *Cluster) writeSessionsLocked() error {
 	if c.finalSave {
 		return nil
 	}
-	f := sessionsFile{Updated: time.Now(), Owner: c.owner, BootID: c.bootID, Engines: []SessionEntry{}, Leftovers: c.leftovers}
+	f := sessionsFile{Updated: time.Now(), Owner: c.owner, BootID: c.bootID, Engines: []SessionEntry{}, Leftovers: c.leftovers,
+		Firewall: c.firewall.list()}
 	for _, e := range c.engines {
 		e.mu.Lock()
 		p := e.proc
@@ -201,7 +209,9 @@ const cleanupGrace = 5 * time.Second
 // checking that each still holds that run's process (pid and start time
 // from /proc): SIGTERM and SIGCONT, SIGKILL after a grace (at most 5 s,
 // less if ctx ends). Sessions of a p2pfault that is still running are left
-// alone. It reports each session on w and returns how many it ended.
+// alone. It also deletes the firewall tables the file names (network
+// faults: their partitions are healed). It reports each session and table
+// on w and returns how many sessions it ended.
 func Cleanup(ctx context.Context, dir string, w io.Writer) (int, error) {
 	f, err := readSessionsFile(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -247,9 +257,13 @@ func Cleanup(ctx context.Context, dir string, w io.Writer) (int, error) {
 			keepLeft = append(keepLeft, e)
 		}
 	}
+	keepTables, err := cleanupFirewall(f.Firewall, self, boot, w)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	// A running owner rewrites the file itself; otherwise record what is left.
 	if f.Owner == self || !f.Owner.Alive() {
-		f.Engines, f.Leftovers, f.Updated = keepEngines, keepLeft, time.Now()
+		f.Engines, f.Leftovers, f.Firewall, f.Updated = keepEngines, keepLeft, keepTables, time.Now()
 		if f.Engines == nil {
 			f.Engines = []SessionEntry{}
 		}

@@ -63,6 +63,9 @@ func faultKeys() []FaultKey {
 func (k KeyMap) faultBindings(long bool) []key.Binding {
 	out := make([]key.Binding, 0, len(k.Faults))
 	for _, f := range k.Faults {
+		if !long && f.Kind.MoreHelp {
+			continue // `?` lists it; the one-line help keeps to 80 columns
+		}
 		b := f.Binding
 		if long && f.Kind.LongHelp != "" {
 			b.SetHelp(b.Help().Key, f.Kind.LongHelp)

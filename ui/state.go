@@ -606,6 +606,7 @@ const (
 	badgeRestarting
 	badgeRemoved
 	badgeExited
+	badgeNetwork // partitioned or lossy until healed
 )
 
 // condition is what a badge says of a source, as fault kinds see it.
@@ -619,6 +620,8 @@ func (b badgeKind) condition() fault.Condition {
 		return fault.CondRemoved
 	case badgeExited:
 		return fault.CondExited
+	case badgeNetwork:
+		return fault.CondNetwork
 	}
 	return fault.CondUp
 }
@@ -672,6 +675,8 @@ func (st *state) badge(i int, nowT, defaultStall time.Duration) (badgeKind, stri
 			text += " " + fmtCountdown(s.actionAt+dur-nowT)
 		}
 		return badgeStalled, text
+	case leaves == fault.CondNetwork && engState != event.StateExited && engState != event.StateRestarting:
+		return badgeNetwork, label("CUT OFF")
 	case engState == event.StateRestarting:
 		return badgeRestarting, "RESTARTING"
 	case leaves == fault.CondRestarting && k.Opens && engState == event.StateStarting:

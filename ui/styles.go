@@ -103,7 +103,7 @@ func (s *Styles) badge(k badgeKind) lipgloss.Style {
 	switch k {
 	case badgeReady:
 		return s.Ready
-	case badgeStalled:
+	case badgeStalled, badgeNetwork:
 		return s.Stalled
 	case badgeKilled, badgeExited:
 		return s.Killed

@@ -1,0 +1,46 @@
+package fault
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"p2pfault/netfault"
+)
+
+// ActionLoss drops a share of the packets to or from a source's ports, each
+// at random, for a duration or until heal: `loss 30% source-0 for 20s`.
+const ActionLoss = "loss"
+
+func init() {
+	Register(&Kind{
+		Name: ActionLoss, Help: "loss", LongHelp: "drop P% of packets", Order: 65,
+		TakesFor: true, Arg: &Arg{Name: "a share such as 30%", Check: func(s string) error { _, err := ParsePercent(s); return err }},
+		Needs: CondUp, Leaves: CondNetwork, Badge: "LOSSY",
+		Opens: true, Ending: EndsAfterFor,
+		Act: func(f *Fire) error {
+			pct, err := ParsePercent(f.Arg)
+			if err != nil {
+				err = fmt.Errorf("loss %s: %w", f.Target.Name(), err)
+				f.Env.Record(ActionLoss, f.For, f.By, err)
+				return err
+			}
+			return actNet(f, ActionLoss, pct)
+		},
+		Setup: func() error { return netfault.Check(ActionLoss) },
+	})
+}
+
+// ParsePercent reads a loss share: a whole number of percent from 1% to
+// 99%, written with its sign ("30%"); 100% is a partition.
+func ParsePercent(s string) (int, error) {
+	n, ok := strings.CutSuffix(s, "%")
+	v, err := strconv.Atoi(n)
+	switch {
+	case !ok || err != nil || n != strconv.Itoa(v):
+		return 0, fmt.Errorf("want a share such as 30%% (a whole number and %%)")
+	case v < 1 || v > 99:
+		return 0, fmt.Errorf("want a share from 1%% to 99%% (100%% is a partition)")
+	}
+	return v, nil
+}

@@ -1,0 +1,163 @@
+package fault
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Network is the run's packet filter as the network kinds (partition,
+// loss, heal) use it: rules keyed by the target's name, over the ports it
+// listens on. netfault.Firewall is the implementation; the experiment
+// records it on the host before creating it.
+type Network interface {
+	Partition(target string, ports ...int) error
+	Loss(target string, pct int, ports ...int) error
+	Heal(target string) error
+}
+
+// NetEnv is an Env that can fault the network. The network kinds
+// type-assert their Env to it; a run without one refuses them.
+type NetEnv interface {
+	// Network returns the run's packet filter, creating it on first use
+	// (an error says what is missing: rights, nftables, a record).
+	Network() (Network, error)
+}
+
+// NetTarget is a Target whose listening ports are known. The network
+// kinds type-assert their Target to it.
+type NetTarget interface {
+	Target
+	Ports() []int    // every TCP port the engine listens on (HTTP, P2P)
+	P2PAddr() string // host:port of its P2P listener, dialled to verify
+}
+
+// NetCut is a network fault in force on a target: rules that drop its
+// packets, until healed (by heal, its For, or the run's end).
+type NetCut struct {
+	net    Network
+	target string
+	at     time.Time
+
+	once     sync.Once
+	done     chan struct{}
+	healedAt time.Time
+	healedBy string
+	err      error
+}
+
+// netOf is what a network kind needs of a firing (its target with ports,
+// the run's firewall), or an error naming what is missing.
+func netOf(f *Fire) (NetTarget, Network, error) {
+	nt, ok := f.Target.(NetTarget)
+	if !ok {
+		return nil, nil, fmt.Errorf("p2pfault does not know the ports %s listens on", f.Target.Name())
+	}
+	ne, ok := f.Env.(NetEnv)
+	if !ok {
+		return nil, nil, fmt.Errorf("this run cannot change the host's firewall")
+	}
+	nw, err := ne.Network()
+	if err != nil {
+		return nil, nil, err
+	}
+	return nt, nw, nil
+}
+
+// actNet puts a network fault (a partition at 100, a loss below) on the
+// target; it heals by itself after For (0: on heal), and at once when the
+// run's context ends: a cut never outlives its run (the run's end deletes
+// the whole table in any case).
+func actNet(f *Fire, action string, pct int) error {
+	env := f.Env
+	nt, nw, err := netOf(f)
+	if err == nil {
+		if pct >= 100 {
+			err = nw.Partition(nt.Name(), nt.Ports()...)
+		} else {
+			err = nw.Loss(nt.Name(), pct, nt.Ports()...)
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w", action, f.Target.Name(), err)
+		env.Record(action, f.For, f.By, err)
+		return err
+	}
+	cut := &NetCut{net: nw, target: nt.Name(), at: time.Now(), done: make(chan struct{})}
+	env.Hold(cut)
+	env.SetCondition(CondNetwork)
+	env.Record(action, f.For, f.By, nil)
+	env.OpenWindow(cut.at, true)
+	env.Changed()
+	env.Go(func() {
+		cut.healLater(env.Context(), f.For)
+		env.Hold(nil)
+		env.SetCondition(CondUp)
+		by := f.By
+		if rb := cut.healedBy; rb != "" {
+			by = rb
+		}
+		env.Record(ActionHeal, 0, by, cut.err)
+		env.CloseWindow(cut.healedAt)
+		env.Changed()
+	})
+	return nil
+}
+
+// healLater heals after d (0: never by itself) or when ctx ends, and
+// returns once healed.
+func (c *NetCut) healLater(ctx context.Context, d time.Duration) {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d - time.Since(c.at))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-timeout:
+	case <-ctx.Done():
+	case <-c.done:
+		return
+	}
+	c.HealBy("")
+}
+
+// HealBy deletes the target's rules now (if not done already), asked for
+// by someone ("key", "script"; "" for the timer or the run's end), and
+// returns once they are gone.
+func (c *NetCut) HealBy(by string) error {
+	c.once.Do(func() {
+		at := time.Now()
+		err := c.net.Heal(c.target)
+		if err != nil {
+			err = fmt.Errorf("heal %s: %w", c.target, err)
+		}
+		c.healedAt, c.healedBy, c.err = at, by, err
+		close(c.done)
+	})
+	<-c.done
+	return c.err
+}
+
+// Done is closed once the cut is healed.
+func (c *NetCut) Done() <-chan struct{} { return c.done }
+
+// verifyWait is how long a connect to a partitioned port must hang: on
+// loopback a SYN-ACK comes back in microseconds and the first SYN is
+// retransmitted only after 1 s, so a connect still pending after 1 s had
+// its SYN (or SYN-ACK) dropped.
+const verifyWait = time.Second
+
+// dialWithin reports whether a TCP connect to addr completes within d.
+func dialWithin(ctx context.Context, addr string, d time.Duration) error {
+	dctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var dl net.Dialer
+	c, err := dl.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}

@@ -1,0 +1,40 @@
+package fault
+
+import (
+	"fmt"
+	"time"
+
+	"p2pfault/netfault"
+)
+
+// ActionPartition drops every packet to or from every port a source
+// listens on (HTTP and P2P, both directions, no reset) for a duration, or
+// until heal: the host is gone from the network.
+const ActionPartition = "partition"
+
+func init() {
+	Register(&Kind{
+		Name: ActionPartition, Key: "n", Help: "partition", LongHelp: "partition (drop)", Order: 60,
+		TakesFor: true, Needs: CondUp, Leaves: CondNetwork, Badge: "PARTITIONED", MoreHelp: true,
+		Opens: true, Ending: EndsAfterFor,
+		Act:    func(f *Fire) error { return actNet(f, ActionPartition, 100) },
+		Verify: verifyPartition,
+		Setup:  func() error { return netfault.Check(ActionPartition) },
+	})
+}
+
+// verifyPartition confirms from p2pfault's side that the source's P2P port
+// is cut off: a connect hangs instead of completing or being refused.
+func verifyPartition(f *Fire) Effect {
+	nt, ok := f.Target.(NetTarget)
+	if !ok {
+		return Effect{Skipped: true}
+	}
+	start := time.Now()
+	if err := netfault.VerifyPartition(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
+		return Effect{After: time.Since(start), Detail: err.Error()}
+	}
+	// VerifyPartition returns once the connect hung for the whole wait: the
+	// drop was in force from the action on.
+	return Effect{OK: true, Detail: fmt.Sprintf("a connect to %s hangs (no answer within %v)", nt.P2PAddr(), verifyWait)}
+}
