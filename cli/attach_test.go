@@ -64,7 +64,11 @@ func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
 		"--port", strconv.Itoa(e.http), "--host", "127.0.0.1",
 		"--block-size", "128", "--max-model-len", "512", "--enable-prompt-tokens-details",
 		"--kv-transfer-config", string(kv),
-		"--sim-time-scale", strconv.FormatFloat(scale, 'g', -1, 64)}
+		"--sim-time-scale", strconv.FormatFloat(scale, 'g', -1, 64),
+		// A restart of an attached engine takes as long as its start (the
+		// same command line): 3 s, so a kill's window outlasts the detect
+		// point (fault + 2 s) that faulted_median_after_detect judges from.
+		"--sim-startup-delay", "3s"}
 	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)

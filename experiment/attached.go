@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -236,6 +237,29 @@ func (t *attachedTarget) State() event.EngineInfo {
 		in.State = event.StateUnreachable
 	}
 	return in
+}
+
+// HostOK is what the host shows of a local engine (its session, members
+// and listeners), so its faults are verified as a launched engine's are;
+// an engine faulted by commands (kubectl, ssh) is not on this host.
+func (t *attachedTarget) HostOK() (fault.Host, bool) {
+	if !t.local {
+		return fault.Host{}, false
+	}
+	t.refreshProc()
+	in := t.State()
+	if in.Sid <= 0 {
+		return fault.Host{}, false
+	}
+	return fault.Host{
+		Sid:  in.Sid,
+		Pids: in.Members,
+		Addrs: []string{
+			net.JoinHostPort(t.host, strconv.Itoa(t.httpPort)),
+			net.JoinHostPort(t.p2pHost, strconv.Itoa(t.p2pPort)),
+		},
+		HealthURL: t.url + "/health",
+	}, true
 }
 
 // LogTail is empty: p2pfault does not see the output of engines it did

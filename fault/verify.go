@@ -38,7 +38,17 @@ func SetVerifier(v verify.Verifier) (restore func()) {
 	return func() { verifier = old }
 }
 
+// MaybeInspectable is a Target that can be inspected only sometimes (an
+// attached engine: only one faulted locally, whose process is found):
+// HostOK says whether it can now.
+type MaybeInspectable interface {
+	HostOK() (Host, bool)
+}
+
 func host(t Target) (Host, bool) {
+	if m, ok := t.(MaybeInspectable); ok {
+		return m.HostOK()
+	}
 	in, ok := t.(Inspectable)
 	if !ok {
 		return Host{}, false
