@@ -291,20 +291,14 @@ func writeFile(t *testing.T, dir string, dec engine, srcs []engine, faults map[s
 	return path
 }
 
-// states returns the state letters of session sid's live processes.
+// states is session sid's state letters (session.States).
 func states(t *testing.T, sid int) string {
 	t.Helper()
-	ms, err := session.Members(sid)
+	s, err := session.States(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s []byte
-	for _, p := range ms {
-		if p.Live() {
-			s = append(s, p.State)
-		}
-	}
-	return string(s)
+	return s
 }
 
 // child is a process of this test binary.

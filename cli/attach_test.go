@@ -162,20 +162,14 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration, log *bytes.Buffe
 	return -1
 }
 
-// stateLetters is the state of every live process of session sid.
+// stateLetters is session sid's state letters (session.States).
 func stateLetters(t *testing.T, sid int) string {
 	t.Helper()
-	ms, err := session.Members(sid)
+	s, err := session.States(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s []byte
-	for _, p := range ms {
-		if p.Live() {
-			s = append(s, p.State)
-		}
-	}
-	return string(s)
+	return s
 }
 
 // checkRunning: every engine is alive, no process of it in state T, and
@@ -381,15 +375,7 @@ func TestSigkilledP2pfaultDuringAnAttachedStall(t *testing.T) {
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-		"--timeline", "at 1s stall source-0")
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(stateLetters(t, srcs[0].pid), "T") {
-		if time.Now().After(deadline) {
-			t.Fatalf("source-0 was not stalled within 2 minutes\n%s", log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd, log := startAttachedStall(t, file, out, srcs[0])
 	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -578,15 +564,7 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-				"--timeline", "at 1s stall source-0")
-			deadline := time.Now().Add(2 * time.Minute)
-			for !strings.Contains(stateLetters(t, srcs[0].pid), "T") {
-				if time.Now().After(deadline) {
-					t.Fatalf("source-0 was not stalled within 2 minutes\n%s", log)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			cmd, log := startAttachedStall(t, file, out, srcs[0])
 			time.Sleep(200 * time.Millisecond) // into the stall
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -679,15 +657,7 @@ func TestCleanupResumesAStallWhoseGuardDied(t *testing.T) {
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-		"--timeline", "at 1s stall source-0")
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(stateLetters(t, srcs[0].pid), "T") {
-		if time.Now().After(deadline) {
-			t.Fatalf("source-0 was not stalled within 2 minutes\n%s", log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	cmd, _ := startAttachedStall(t, file, out, srcs[0])
 	var rec struct {
 		Stalls []struct {
 			Source string `json:"source"`
@@ -738,4 +708,21 @@ func TestCleanupResumesAStallWhoseGuardDied(t *testing.T) {
 		t.Errorf("source-0's session is %q after cleanup, want running", st)
 	}
 	checkRunning(t, append([]simEngine{dec}, srcs...))
+}
+
+// startAttachedStall starts `p2pfault run --attach file` whose timeline
+// stalls source-0 (src) at 1 s and holds it, and returns once src's
+// session is stopped.
+func startAttachedStall(t *testing.T, file, out string, src simEngine) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
+		"--timeline", "at 1s stall source-0")
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(stateLetters(t, src.pid), "T") {
+		if time.Now().After(deadline) {
+			t.Fatalf("source-0 was not stalled within 2 minutes\n%s", log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cmd, log
 }

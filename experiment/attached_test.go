@@ -90,19 +90,14 @@ func startEngine(t *testing.T, name string) simEngine {
 	}
 }
 
+// sessionStates is session sid's state letters (session.States).
 func sessionStates(t *testing.T, sid int) string {
 	t.Helper()
-	ms, err := session.Members(sid)
+	s, err := session.States(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b []byte
-	for _, p := range ms {
-		if p.Live() {
-			b = append(b, p.State)
-		}
-	}
-	return string(b)
+	return s
 }
 
 // TestAttachedStallIsResumedByCloseOnEveryWayOut: a kind registered by

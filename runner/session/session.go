@@ -309,3 +309,19 @@ func WaitStates(ctx context.Context, pids []int, want func(Proc) bool, poll time
 		}
 	}
 }
+
+// States returns the state letters of the live members of session sid, as
+// ps shows them ("SS" running, "TT" stopped), in /proc's order.
+func States(sid int) (string, error) {
+	ms, err := Members(sid)
+	if err != nil {
+		return "", err
+	}
+	var s []byte
+	for _, p := range ms {
+		if p.Live() {
+			s = append(s, p.State)
+		}
+	}
+	return string(s), nil
+}
