@@ -13,7 +13,6 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
@@ -198,13 +197,6 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		return runErr
 	}
 	if !passed {
-		return exitcode.ErrBoundFailed
-	}
-	return nil
-}
-
-func verdictError(v check.Verdict) error {
-	if !v.Passed {
 		return exitcode.ErrBoundFailed
 	}
 	return nil

@@ -466,16 +466,3 @@ func shortHealth(err error, timeout time.Duration) string {
 	}
 	return msg
 }
-
-// Session is the pid listening on the local engine's port and its session (ok
-// false for an engine p2pfault cannot see in /proc), as runner.Engine's
-// Session gives a launched one's, for whoever confirms faults on the host.
-func (t *attachedTarget) Session() (pid, sid int, ok bool) {
-	t.refreshProc()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.proc == nil {
-		return 0, 0, false
-	}
-	return t.proc.Pid, t.proc.Sid, true
-}

@@ -83,7 +83,7 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 			if in := e.Info(); in.State != runner.StateStopped {
 				t.Errorf("Info state %s, want stopped", in.State)
 			}
-			if err := st.Resume(); err != nil {
+			if err := st.ResumeBy("test"); err != nil {
 				t.Fatal(err)
 			}
 			for pid, state := range snap(t, before.Sid) {
@@ -402,7 +402,7 @@ func BenchmarkStallResume(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := st.Resume(); err != nil {
+				if err := st.ResumeBy("test"); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"p2pfault/verify"
 )
 
 // Condition is what a target is in, as fault kinds see it: the state a
@@ -120,6 +122,9 @@ type Fire struct {
 	Options
 	By  string // "script" or "key"
 	Env Env
+	// Verifier is what the kind's Verify reads the host with; the zero
+	// value reads /proc (tests give it a faked process table).
+	Verifier verify.Verifier
 
 	// What a kind's Act leaves for its Verify (kill: the old session and
 	// the restart's outcome).

@@ -70,7 +70,7 @@ type Stalled struct {
 
 // Stall stops every process of t and returns once all show stopped. With
 // d > 0 it resumes them by itself after d; with d == 0 they stay stopped
-// until Resume. When ctx ends first the target is resumed at once.
+// until ResumeBy. When ctx ends first the target is resumed at once.
 func Stall(ctx context.Context, t Target, d time.Duration) (*Stalled, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("stall %s: negative duration %v", t.Name(), d)
@@ -100,12 +100,9 @@ func (s *Stalled) resumeLater(ctx context.Context, d time.Duration) {
 	s.resume("")
 }
 
-// Resume continues the target now (if it was not resumed already) and
-// returns once it runs again.
-func (s *Stalled) Resume() error { return s.resume("") }
-
-// ResumeBy is Resume asked for by someone ("key", "script"): the resume
-// event names them rather than the stall's timer.
+// ResumeBy continues the target now (if it was not resumed already),
+// asked for by someone ("key", "script"; "" for the stall's own timer), and
+// returns once it runs again: the resume event names who asked.
 func (s *Stalled) ResumeBy(by string) error { return s.resume(by) }
 
 func (s *Stalled) resume(by string) error {

@@ -18,7 +18,7 @@ type Step struct {
 	Action string
 	Source int
 	Arg    string        // the kind's word before the target ("30%" for loss), "" for kinds without one
-	For    time.Duration // stall only: resume after this long; 0 = until a resume step
+	For    time.Duration // kinds that take "for" (stall, partition, loss): undone after this long; 0 = until undone (resume, heal)
 	Line   int           // position in the script, for errors; 0 for presets
 	Col    int
 }

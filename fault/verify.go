@@ -27,17 +27,6 @@ type Inspectable interface {
 	Host() Host
 }
 
-// verifier is what the kinds' Verify use; tests fake its process table.
-var verifier = verify.Verifier{}
-
-// SetVerifier replaces the verifier the kinds use and returns a function
-// that restores the previous one (tests: a faked /proc).
-func SetVerifier(v verify.Verifier) (restore func()) {
-	old := verifier
-	verifier = v
-	return func() { verifier = old }
-}
-
 // MaybeInspectable is a Target that can be inspected only sometimes (an
 // attached engine: only one faulted locally, whose process is found):
 // HostOK says whether it can now.
@@ -66,7 +55,7 @@ func verifyStall(f *Fire) Effect {
 	if !ok {
 		return Effect{Skipped: true}
 	}
-	return effect(verifier.Stall(f.Env.Context(), h.Sid))
+	return effect(f.Verifier.Stall(f.Env.Context(), h.Sid))
 }
 
 // verifyResume: no member of the session is in state T any more.
@@ -75,7 +64,7 @@ func verifyResume(f *Fire) Effect {
 	if !ok {
 		return Effect{Skipped: true}
 	}
-	return effect(verifier.Resume(f.Env.Context(), h.Sid))
+	return effect(f.Verifier.Resume(f.Env.Context(), h.Sid))
 }
 
 // verifyKill waits for the restart Act started, then verifies every pid
@@ -95,7 +84,7 @@ func verifyKill(f *Fire) Effect {
 		return Effect{Detail: "the run ended before the restarted source was ready"}
 	}
 	now, _ := host(f.Target)
-	return effect(verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, healthCheck(now.HealthURL)))
+	return effect(f.Verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, healthCheck(now.HealthURL)))
 }
 
 // verifyRemove: the source's ports refuse connections.
@@ -103,7 +92,7 @@ func verifyRemove(f *Fire) Effect {
 	if !f.hasHost {
 		return Effect{Skipped: true}
 	}
-	return effect(verifier.Remove(f.Env.Context(), f.before.Addrs...))
+	return effect(f.Verifier.Remove(f.Env.Context(), f.before.Addrs...))
 }
 
 // healthCheck is a readiness probe of verify.Verifier.Kill.

@@ -92,6 +92,15 @@ func (h *hostTarget) Host() fault.Host {
 	return fault.Host{Sid: h.sid, Pids: pids, Addrs: h.addrs, HealthURL: h.health}
 }
 
+// fakeVerifier reads the faked /proc of target (a *hostTarget), quickly.
+func fakeVerifier(target fault.Target) verify.Verifier {
+	h, _ := target.(*hostTarget)
+	if h == nil {
+		return verify.Verifier{}
+	}
+	return verify.Verifier{Procs: h.procs, Deadline: 300 * time.Millisecond, Poll: 5 * time.Millisecond}
+}
+
 // closedAddr is a loopback address nothing listens on any more.
 func closedAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,7 +114,6 @@ func closedAddr(t *testing.T) string {
 
 func newHostTarget(t *testing.T) *hostTarget {
 	procs := &procTable{}
-	t.Cleanup(fault.SetVerifier(verify.Verifier{Procs: procs, Deadline: 300 * time.Millisecond, Poll: 5 * time.Millisecond}))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(srv.Close)
 	h := &hostTarget{procs: procs, sid: 4242, addrs: []string{closedAddr(t), closedAddr(t)}, health: srv.URL + "/health"}
@@ -121,7 +129,7 @@ func verified(t *testing.T, env *recEnv, kind string, target fault.Target) (faul
 	if !ok || k.Verify == nil {
 		t.Fatalf("kind %s has no Verify", kind)
 	}
-	f := &fault.Fire{Kind: k, Target: target, By: "script", Env: env}
+	f := &fault.Fire{Kind: k, Target: target, By: "script", Env: env, Verifier: fakeVerifier(target)}
 	at := time.Now()
 	if err := k.Act(f); err != nil {
 		t.Fatalf("%s: %v", kind, err)
@@ -187,7 +195,7 @@ func TestFaultTookEffectFailsWhenARemovedPortStillAccepts(t *testing.T) {
 func TestVerifySkipsATargetNotOnThisHost(t *testing.T) {
 	h := newHostTarget(t)
 	k, _ := fault.Lookup(fault.ActionStall)
-	f := &fault.Fire{Kind: k, Target: plainTarget{h}, Env: newRecEnv(t)}
+	f := &fault.Fire{Kind: k, Target: plainTarget{h}, Env: newRecEnv(t), Verifier: fakeVerifier(h)}
 	if err := k.Act(f); err != nil {
 		t.Fatal(err)
 	}
