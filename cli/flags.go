@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"p2pfault/check"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/runner"
@@ -40,7 +41,7 @@ type clusterFlags struct {
 	pullTimeout time.Duration
 	stream      bool
 
-	bounds check.Bounds
+	bounds event.Bounds
 	out    string
 	attach string // --attach FILE: a cluster p2pfault did not start
 }

@@ -55,6 +55,12 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	return cmd, o
 }
 
+// The experiment is what the dashboard drives: one arm or several.
+var (
+	_ ui.Controller    = (*experiment.Experiment)(nil)
+	_ ui.ArmController = (*experiment.Group)(nil)
+)
+
 // errQuit is how the dashboard's q ends a run: a normal end for case none.
 var errQuit = errors.New("quit from the dashboard")
 

@@ -6,6 +6,7 @@ import (
 
 	"p2pfault/attach"
 	"p2pfault/check"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 	"p2pfault/runner"
@@ -49,7 +50,7 @@ type Config struct {
 	Recovery      time.Duration // recovery window after the fault window; 0 = 25 s
 	Duration      time.Duration // case none: measured run length; 0 = until the context ends (dashboard)
 	Timeline      string        // a scripted timeline replacing the case's preset ("" = the preset)
-	Bounds        check.Bounds  // zero value = check.DefaultBounds()
+	Bounds        event.Bounds  // zero value = check.DefaultBounds()
 	WarmupTimeout time.Duration // 0 = 60 s, not scaled
 	SeedTimeout   time.Duration // 0 = 2 s
 	PullTimeout   time.Duration // 0 = 60 s
@@ -110,7 +111,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Duration < 0 {
 		return c, exitcode.Usagef("duration %v: want a positive duration", c.Duration)
 	}
-	if c.Bounds == (check.Bounds{}) {
+	if c.Bounds == (event.Bounds{}) {
 		c.Bounds = check.DefaultBounds()
 	}
 	if err := validBounds(c.Bounds); err != nil {
@@ -122,7 +123,7 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-func validBounds(b check.Bounds) error {
+func validBounds(b event.Bounds) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration

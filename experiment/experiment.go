@@ -44,14 +44,14 @@ type Experiment struct {
 	t0      time.Time // zero until warm-up ends
 	cluster Cluster
 	prober  *probe.Prober
-	samples []probe.Sample
-	pending []probe.Sample
-	starts  []probe.PullStart    // pulls sent since the last batch (KindPullStart)
-	verifs  []check.Verification // every fault action verified on the host
+	samples []event.Sample
+	pending []event.Sample
+	starts  []event.PullStart    // pulls sent since the last batch (KindPullStart)
+	verifs  []event.Verification // every fault action verified on the host
 	// verifying is, per source, closed when the last action's
 	// verification is done (faults.go).
 	verifying map[int]chan struct{}
-	windows   []check.Window // in order; the last may be open (End == 0)
+	windows   []event.Window // in order; the last may be open (End == 0)
 	phase     event.Phase
 	down      map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
 	held      map[int]any             // source index -> the open fault's handle (a stall to resume)
@@ -177,7 +177,7 @@ func (e *Experiment) plannedEnd() time.Duration {
 // the bounds and stops everything. The error is nil when the run completed
 // (the verdict says whether the bounds held), exitcode.ErrInterrupted when
 // ctx ended it, or a setup error (exit 2).
-func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error) {
+func (e *Experiment) Run(ctx context.Context) (verdict event.Verdict, err error) {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	e.mu.Lock()
@@ -247,7 +247,7 @@ func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
 // stopCluster is Run's deferred end: resume, TERM, KILL after the grace,
 // reap; then the last engine states and the end event with the run's exit
 // code. A panic in Run becomes its error.
-func (e *Experiment) stopCluster(cl Cluster, verdict *check.Verdict, err *error) {
+func (e *Experiment) stopCluster(cl Cluster, verdict *event.Verdict, err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("internal error: %v\n%s", r, debug.Stack())
 	}
@@ -284,7 +284,7 @@ func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, err
 // measure is the measured run from t0: the probe, its sample batches and
 // the timeline, until the timeline settles, the planned duration passes or
 // ctx ends; then the final verdict.
-func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdict, error) {
+func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdict, error) {
 	// Every arm of the run starts measuring at one t0, so one timeline
 	// fires on all of them at the same instants.
 	e.mu.Lock()
@@ -292,7 +292,7 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdi
 	e.mu.Unlock()
 	t0, err := e.line.arrive(ctx)
 	if err != nil {
-		return check.Verdict{}, interrupted(ctx)
+		return event.Verdict{}, interrupted(ctx)
 	}
 	e.mu.Lock()
 	e.t0 = t0
@@ -330,7 +330,7 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdi
 // startProbe runs the probe until ctx ends, keeps its samples and sends
 // them in batches; the channel closes once every sample is sent.
 func (e *Experiment) startProbe(ctx context.Context, pr *probe.Prober, t0 time.Time) <-chan struct{} {
-	out := make(chan probe.Sample, 1024)
+	out := make(chan event.Sample, 1024)
 	probeDone := make(chan struct{})
 	go e.safely(func() { defer close(probeDone); pr.Run(ctx, t0, out) })
 	collected := make(chan struct{})
@@ -341,7 +341,7 @@ func (e *Experiment) startProbe(ctx context.Context, pr *probe.Prober, t0 time.T
 }
 
 // finish ends a run that never got its cluster up.
-func (e *Experiment) finish(v check.Verdict, err error) (check.Verdict, error) {
+func (e *Experiment) finish(v event.Verdict, err error) (event.Verdict, error) {
 	e.emitEnd(err)
 	return v, err
 }
@@ -395,7 +395,7 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		Warn:         func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.
-		Started: func(p probe.PullStart) {
+		Started: func(p event.PullStart) {
 			e.mu.Lock()
 			e.starts = append(e.starts, p)
 			e.mu.Unlock()
@@ -414,8 +414,8 @@ func (e *Experiment) durationElapsed(t0 time.Time) <-chan time.Time {
 
 // collect keeps every sample (the checks need them all) and queues them
 // for the next batch event, until the probe is done and out is drained.
-func (e *Experiment) collect(out <-chan probe.Sample, probeDone <-chan struct{}) {
-	keep := func(s probe.Sample) {
+func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{}) {
+	keep := func(s event.Sample) {
 		e.mu.Lock()
 		e.samples = append(e.samples, s)
 		e.pending = append(e.pending, s)
@@ -488,13 +488,13 @@ func (e *Experiment) emitLiveVerdict() {
 // verdictAt evaluates the checks over the samples so far, on the window
 // check.Judged picks (the first scripted fault's, or on the dashboard the
 // latest fault's).
-func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
+func (e *Experiment) verdictAt(runEnd time.Duration) event.Verdict {
 	e.mu.Lock()
 	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
 	if !ok {
-		verifs := append([]check.Verification(nil), e.verifs...)
+		verifs := append([]event.Verification(nil), e.verifs...)
 		e.mu.Unlock()
-		v := check.Verdict{Passed: true}
+		v := event.Verdict{Passed: true}
 		if len(e.timeline) > 0 {
 			// A scripted run that ended before its fault checked nothing:
 			// say so rather than pass.
@@ -503,7 +503,7 @@ func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
 			if runEnd > e.timeline[0].At {
 				detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
 			}
-			v = check.Verdict{Checks: []check.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
+			v = event.Verdict{Checks: []event.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
 		}
 		if len(verifs) > 0 {
 			// Faults without a window (a kind of its own) were still fired.
@@ -513,8 +513,8 @@ func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
 		}
 		return v
 	}
-	samples := append([]probe.Sample(nil), e.samples...)
-	verifs := append([]check.Verification(nil), e.verifs...)
+	samples := append([]event.Sample(nil), e.samples...)
+	verifs := append([]event.Verification(nil), e.verifs...)
 	e.mu.Unlock()
 	if w.End == 0 {
 		w.End = runEnd

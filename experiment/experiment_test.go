@@ -162,7 +162,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	// judges fault_took_effect and carries the latest fault's times.
 	verified := map[string]int{}
 	var starts, decoderMetrics int
-	var finalV *check.Verdict
+	var finalV *event.Verdict
 	for _, ev := range rec.seen {
 		switch ev.Kind {
 		case event.KindVerification:
@@ -192,7 +192,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 		t.Errorf("%d pull starts, %d decoder scrapes: want both", starts, decoderMetrics)
 	}
 	if finalV != nil {
-		var took *check.Result
+		var took *event.Result
 		for i, c := range finalV.Checks {
 			if c.Name == check.NameFaultTookEffect {
 				took = &finalV.Checks[i]

@@ -88,8 +88,6 @@ func (e *Experiment) Fire(kind string, i int, opts fault.Options) error {
 	return e.fire(kind, i, opts, byKey)
 }
 
-var _ event.Controller = (*Experiment)(nil)
-
 // fire looks kind up, refuses it when its target is not in the condition
 // it needs, and lets the kind act through a firing (the run's bookkeeping
 // for that source).
@@ -166,7 +164,7 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 	if ef.Skipped {
 		return
 	}
-	v := check.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
+	v := event.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
 	e.mu.Lock()
 	e.verifs = append(e.verifs, v)
 	e.mu.Unlock()
@@ -246,7 +244,7 @@ func (e *Experiment) faultEvent(action string, src int, d time.Duration, by stri
 // close (stall, kill) or last to the end of the run (remove).
 func (e *Experiment) openWindow(src int, at time.Time, recovers bool) {
 	t := e.rel(at)
-	w := check.Window{Source: src, Start: t, Recovers: recovers}
+	w := event.Window{Source: src, Start: t, Recovers: recovers}
 	e.mu.Lock()
 	e.windows = append(e.windows, w)
 	e.mu.Unlock()
@@ -257,7 +255,7 @@ func (e *Experiment) openWindow(src int, at time.Time, recovers bool) {
 // closeWindow ends the open window on src, if any.
 func (e *Experiment) closeWindow(src int, at time.Time) {
 	t := e.rel(at)
-	var closed *check.Window
+	var closed *event.Window
 	e.mu.Lock()
 	for i := len(e.windows) - 1; i >= 0; i-- {
 		if w := &e.windows[i]; w.Source == src && w.End == 0 {

@@ -19,7 +19,6 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/netfault"
-	"p2pfault/probe"
 	"p2pfault/runner"
 )
 
@@ -291,4 +290,4 @@ func TestLossRaisesFailedOrSlowPullsOfThatSourceOnly(t *testing.T) {
 	}
 }
 
-func badPull(s probe.Sample) bool { return !s.Hit() || s.Latency > 250*time.Millisecond }
+func badPull(s event.Sample) bool { return !s.Hit() || s.Latency > 250*time.Millisecond }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"p2pfault/check"
+	"p2pfault/event"
 	"p2pfault/fault"
 	"p2pfault/verify"
 )
@@ -123,7 +124,7 @@ func newHostTarget(t *testing.T) *hostTarget {
 
 // verified fires kind on target and gives its verification as the run
 // records it, and check fault_took_effect over it.
-func verified(t *testing.T, env *recEnv, kind string, target fault.Target) (fault.Effect, check.Result) {
+func verified(t *testing.T, env *recEnv, kind string, target fault.Target) (fault.Effect, event.Result) {
 	t.Helper()
 	k, ok := fault.Lookup(kind)
 	if !ok || k.Verify == nil {
@@ -135,8 +136,8 @@ func verified(t *testing.T, env *recEnv, kind string, target fault.Target) (faul
 		t.Fatalf("%s: %v", kind, err)
 	}
 	ef := k.Verify(f)
-	v := check.Verification{Action: kind, Source: 0, At: time.Since(at), Verified: ef.OK, After: ef.After, Detail: ef.Detail}
-	return ef, check.FaultTookEffect([]check.Verification{v}, 0)
+	v := event.Verification{Action: kind, Source: 0, At: time.Since(at), Verified: ef.OK, After: ef.After, Detail: ef.Detail}
+	return ef, check.FaultTookEffect([]event.Verification{v}, 0)
 }
 
 func TestFaultTookEffectPassesForEachKind(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/probe"
 )
 
 // fakeCtrl records what the dashboard asks of the experiment.
@@ -150,7 +149,7 @@ func healthy(_ int, _ time.Duration, trial int64) (time.Duration, bool) {
 // samples adds pulls every interval on each source from `from` to `to`,
 // sent in one KindSamples event per second of run time as they end.
 func (s *script) samples(sources int, from, to, interval time.Duration, lat latencyFn) {
-	var pending []probe.Sample
+	var pending []event.Sample
 	flushAt := from + time.Second
 	for t := from; t < to; t += interval {
 		for i := 0; i < sources; i++ {
@@ -160,7 +159,7 @@ func (s *script) samples(sources int, from, to, interval time.Duration, lat late
 			if hit {
 				cached = 256
 			}
-			pending = append(pending, probe.Sample{
+			pending = append(pending, event.Sample{
 				Source: i, Trial: s.trial, SeedStatus: 200, SeedLatency: 5 * time.Millisecond,
 				Start: t, Latency: l, Status: 200, PromptTokens: 300, CachedTokens: cached,
 			})
@@ -174,8 +173,8 @@ func (s *script) samples(sources int, from, to, interval time.Duration, lat late
 }
 
 // flush sends the pending samples that ended by t.
-func (s *script) flush(pending *[]probe.Sample, t time.Duration) {
-	var done, rest []probe.Sample
+func (s *script) flush(pending *[]event.Sample, t time.Duration) {
+	var done, rest []event.Sample
 	for _, p := range *pending {
 		if p.End() <= t {
 			done = append(done, p)
@@ -193,7 +192,7 @@ func (s *script) fault(t time.Duration, action string, source int, d time.Durati
 	s.add(t, event.Event{Kind: event.KindFault, Fault: &event.FaultInfo{Action: action, Source: source, Duration: d, By: "script"}})
 }
 
-func (s *script) window(t time.Duration, w check.Window) {
+func (s *script) window(t time.Duration, w event.Window) {
 	s.add(t, event.Event{Kind: event.KindWindow, Window: &w})
 }
 
@@ -201,15 +200,15 @@ func (s *script) log(t time.Duration, engine, line string) {
 	s.add(t, event.Event{Kind: event.KindLog, Log: &event.LogLine{Engine: engine, Line: line}})
 }
 
-func (s *script) verdict(t time.Duration, v check.Verdict, final bool) {
+func (s *script) verdict(t time.Duration, v event.Verdict, final bool) {
 	s.add(t, event.Event{Kind: event.KindVerdict, Verdict: &v, Final: final})
 }
 
-func liveVerdict(faultedMax bool) check.Verdict {
-	res := func(name string, ok bool, detail string) check.Result {
-		return check.Result{Name: name, Passed: ok, Detail: detail}
+func liveVerdict(faultedMax bool) event.Verdict {
+	res := func(name string, ok bool, detail string) event.Result {
+		return event.Result{Name: name, Passed: ok, Detail: detail}
 	}
-	v := check.Verdict{Passed: faultedMax, Checks: []check.Result{
+	v := event.Verdict{Passed: faultedMax, Checks: []event.Result{
 		res(check.NameAll200, true, "every decoder request returned 200"),
 		res(check.NameFaultedBound, faultedMax, "a request naming the faulted source took 30.0s (bound 15.0s)"),
 		res(check.NameFaultedMedian, false, "median 16.85s from fault + 2.0s on (bound 2.0s)"),
@@ -220,10 +219,10 @@ func liveVerdict(faultedMax bool) check.Verdict {
 		v.Checks[1].Detail = "max 0.05s (bound 15.0s)"
 		v.Checks[2].Passed, v.Checks[2].Detail = true, "median 0.01s (bound 2.0s)"
 	}
-	v.Summary = check.Summary{
-		Faulted:  check.Stats{N: 54, Pulled: 0, P50: 16850 * time.Millisecond, Max: 30040 * time.Millisecond},
-		Healthy:  check.Stats{N: 60, Pulled: 60, Max: 70 * time.Millisecond},
-		Recovery: check.Stats{N: 51, Pulled: 43},
+	v.Summary = event.Summary{
+		Faulted:  event.Stats{N: 54, Pulled: 0, P50: 16850 * time.Millisecond, Max: 30040 * time.Millisecond},
+		Healthy:  event.Stats{N: 60, Pulled: 60, Max: 70 * time.Millisecond},
+		Recovery: event.Stats{N: 51, Pulled: 43},
 	}
 	return v
 }
@@ -294,7 +293,7 @@ func stalledAt10s() *script {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionStall, 0, 30*time.Second)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	return &s
 }
 
@@ -321,7 +320,7 @@ func sceneKilled(restarting bool) scene {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionKill, 0, 0)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	exited := engineInfo("source-0", 0, event.StateExited, 4200, 29*time.Second)
 	exited.Exit = "signal killed"
@@ -349,7 +348,7 @@ func sceneRemoved() scene {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionRemove, 0, 0)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second})
+	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	s.engine(10300*time.Millisecond, engineInfo("source-0", 0, event.StateRemoved, 4200, 29*time.Second))
 	s.samples(2, 10*time.Second, 20*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
@@ -370,7 +369,7 @@ func sceneFailedChecks() scene {
 		return healthy(i, start, trial)
 	})
 	s.fault(40*time.Second, fault.ActionResume, 0, 0)
-	s.window(40*time.Second, check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
+	s.window(40*time.Second, event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
 	s.samples(2, 40*time.Second, 60*time.Second, 500*time.Millisecond, healthy)
 	s.add(60*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})
 	s.verdict(60*time.Second, liveVerdict(false), true)

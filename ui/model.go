@@ -86,7 +86,7 @@ const logTailLines = 500
 // Model is the dashboard, a tea.Model. It owns all state and routes every
 // message; panels only render what it hands them.
 type Model struct {
-	ctrl   event.Controller
+	ctrl   Controller
 	events <-chan event.Event
 	done   <-chan struct{}
 	opts   Options
@@ -128,7 +128,7 @@ func (r *renderScratch) source(i int) *chartScratch {
 }
 
 // New returns the dashboard over events; its keys call ctrl.
-func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
+func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 	opts = opts.withDefaults()
 	styles := NewStyles(opts.Renderer)
 	h := help.New()
@@ -153,7 +153,7 @@ func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
 // Run shows the dashboard on the terminal's alternate screen until the
 // user quits (q or ctrl+c, also after the run ended) or ctx is done. The
 // caller then stops the experiment and cleans up.
-func Run(ctx context.Context, ctrl event.Controller, events <-chan event.Event, opts Options) error {
+func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts Options) error {
 	if ctrl == nil {
 		return errors.New("dashboard: no experiment controller")
 	}

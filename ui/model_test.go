@@ -12,10 +12,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/probe"
 )
 
 func keyMsg(k string) tea.KeyMsg {
@@ -415,8 +413,8 @@ func TestMalformedEventsNeverPanic(t *testing.T) {
 		{Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: -3}},
 		{Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: 1 << 30}},
 		{Kind: event.KindWindow},
-		{Kind: event.KindWindow, Window: &check.Window{Source: -1}},
-		{Kind: event.KindSamples, Samples: []probe.Sample{{Source: -1}, {Source: 1 << 20}, {Source: 0, Latency: -time.Second}}},
+		{Kind: event.KindWindow, Window: &event.Window{Source: -1}},
+		{Kind: event.KindSamples, Samples: []event.Sample{{Source: -1}, {Source: 1 << 20}, {Source: 0, Latency: -time.Second}}},
 		{Kind: event.KindVerdict},
 		{Kind: "no-such-kind"},
 		{Kind: event.KindLog, Log: &event.LogLine{Engine: "decoder", Line: "\x1b[2J\x1b[Hcleared\tscreen\r"}},
@@ -496,7 +494,7 @@ func TestRunRefusesMissingInputs(t *testing.T) {
 	ch := make(chan event.Event)
 	tests := []struct {
 		name   string
-		ctrl   event.Controller
+		ctrl   Controller
 		events <-chan event.Event
 		want   string
 	}{

@@ -102,7 +102,7 @@ type state struct {
 	sources  []*sourceState
 	engines  map[string]*engineState
 	log      ring[logEntry]
-	verdict  *check.Verdict
+	verdict  *event.Verdict
 	final    bool
 	probing  bool
 	outRange int64 // samples naming a source index out of range, dropped
@@ -475,7 +475,7 @@ func (st *state) applyWindow(ev event.Event) {
 	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", sourceEngine(w.Source), fmtLatency(w.End-w.Start))
 }
 
-func (st *state) applySamples(samples []probe.Sample, keep time.Duration) {
+func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 	for i := range samples {
 		sm := &samples[i]
 		st.inflight.Ended(*sm)
@@ -518,7 +518,7 @@ func (st *state) applyVerdict(ev event.Event) {
 		return
 	}
 	v := *ev.Verdict
-	v.Checks = append([]check.Result(nil), v.Checks...)
+	v.Checks = append([]event.Result(nil), v.Checks...)
 	st.verdict = &v
 	st.final = ev.Final
 	if !ev.Final {
