@@ -319,6 +319,35 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 	return e.waitReady(ctx, p)
 }
 
+// healthClient asks /health: a short timeout, and no connection kept, so
+// a restarted engine is asked on a connection of its own.
+func healthClient() *http.Client {
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+}
+
+// health asks the engine's GET /health once: nil when it answers 200.
+func (e *Engine) health(ctx context.Context, client *http.Client) error {
+	url := e.HTTPURL() + "/health"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("%s: health request: %w", e.spec.Name, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// Healthy asks the engine once whether it is ready (GET /health answers
+// 200), for whoever verifies a restart on the host.
+func (e *Engine) Healthy(ctx context.Context) error { return e.health(ctx, healthClient()) }
+
 // healthPoll is how often /health is asked while an engine starts.
 const healthPoll = 50 * time.Millisecond
 
@@ -326,25 +355,13 @@ func (e *Engine) waitReady(ctx context.Context, p *process) error {
 	timeout := e.c.cfg.ReadyTimeout
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	url := e.HTTPURL() + "/health"
+	client := healthClient()
 	var last error
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("%s: health request: %w", e.spec.Name, err)
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && !p.reaped() {
-				e.markReady(p)
-				return nil
-			}
-			last = fmt.Errorf("GET %s: %s", url, resp.Status)
-		} else {
-			last = err
+		last = e.health(ctx, client)
+		if last == nil && !p.reaped() {
+			e.markReady(p)
+			return nil
 		}
 		select {
 		case <-p.done:
