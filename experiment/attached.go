@@ -258,7 +258,7 @@ func (t *attachedTarget) HostOK() (fault.Host, bool) {
 			net.JoinHostPort(t.host, strconv.Itoa(t.httpPort)),
 			net.JoinHostPort(t.p2pHost, strconv.Itoa(t.p2pPort)),
 		},
-		HealthURL: t.url + "/health",
+		Ready: t.t.Health,
 	}, true
 }
 

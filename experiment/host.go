@@ -21,6 +21,6 @@ func (t launchedTarget) Host() fault.Host {
 			net.JoinHostPort(runner.Host, strconv.Itoa(in.HTTPPort)),
 			net.JoinHostPort(t.P2PHost(), strconv.Itoa(in.P2PPort)),
 		},
-		HealthURL: t.HTTPURL() + "/health",
+		Ready: t.Engine.Healthy,
 	}
 }

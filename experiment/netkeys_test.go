@@ -20,6 +20,7 @@ import (
 	"p2pfault/netfault"
 	"p2pfault/runner"
 	"p2pfault/ui"
+	"p2pfault/verify"
 )
 
 // TestPartitionKeysOnARealRun: on the dashboard of a real run, n
@@ -76,7 +77,7 @@ func TestPartitionKeysOnARealRun(t *testing.T) {
 	if names, _ := netfault.Tables(); !slices.Contains(names, table) {
 		t.Fatalf("table %q not in the kernel during the keyed partition: %v", table, names)
 	}
-	if err := netfault.VerifyPartition(context.Background(), addr, time.Second); err != nil {
+	if err := verify.Partitioned(context.Background(), addr, time.Second); err != nil {
 		t.Errorf("during the keyed partition: %v", err)
 	}
 

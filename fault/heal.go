@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+	"p2pfault/verify"
 	"time"
 )
 
@@ -39,7 +40,7 @@ func verifyHeal(f *Fire) Effect {
 		return Effect{Skipped: true}
 	}
 	start := time.Now()
-	if err := dialWithin(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
+	if err := verify.Reachable(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
 		return Effect{After: time.Since(start), Detail: fmt.Sprintf("a connect to %s did not complete within %v after the heal: %v", nt.P2PAddr(), verifyWait, err)}
 	}
 	return Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("a connect to %s completes", nt.P2PAddr())}

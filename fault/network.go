@@ -3,7 +3,6 @@ package fault
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 )
@@ -149,15 +148,3 @@ func (c *NetCut) Done() <-chan struct{} { return c.done }
 // retransmitted only after 1 s, so a connect still pending after 1 s had
 // its SYN (or SYN-ACK) dropped.
 const verifyWait = time.Second
-
-// dialWithin reports whether a TCP connect to addr completes within d.
-func dialWithin(ctx context.Context, addr string, d time.Duration) error {
-	dctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var dl net.Dialer
-	c, err := dl.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return c.Close()
-}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"p2pfault/netfault"
+	"p2pfault/verify"
 )
 
 // ActionPartition drops every packet to or from every port a source
@@ -31,10 +32,10 @@ func verifyPartition(f *Fire) Effect {
 		return Effect{Skipped: true}
 	}
 	start := time.Now()
-	if err := netfault.VerifyPartition(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
+	if err := verify.Partitioned(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
 		return Effect{After: time.Since(start), Detail: err.Error()}
 	}
-	// VerifyPartition returns once the connect hung for the whole wait: the
+	// Partitioned returns once the connect hung for the whole wait: the
 	// drop was in force from the action on.
 	return Effect{OK: true, Detail: fmt.Sprintf("a connect to %s hangs (no answer within %v)", nt.P2PAddr(), verifyWait)}
 }

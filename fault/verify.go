@@ -2,9 +2,6 @@ package fault
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"time"
 
 	"p2pfault/verify"
 )
@@ -16,8 +13,10 @@ type Host struct {
 	Sid   int
 	Pids  []int
 	Addrs []string // "host:port": its HTTP and P2P listeners
-	// HealthURL answers 200 when the engine is ready (GET /health).
-	HealthURL string
+	// Ready asks the engine once whether it is ready (GET /health
+	// answering 200): nil when it is. The target brings it, so fault
+	// itself makes no request.
+	Ready func(ctx context.Context) error
 }
 
 // Inspectable is a Target whose processes p2pfault can read on this host
@@ -84,7 +83,7 @@ func verifyKill(f *Fire) Effect {
 		return Effect{Detail: "the run ended before the restarted source was ready"}
 	}
 	now, _ := host(f.Target)
-	return effect(f.Verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, healthCheck(now.HealthURL)))
+	return effect(f.Verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, now.Ready))
 }
 
 // verifyRemove: the source's ports refuse connections.
@@ -93,27 +92,4 @@ func verifyRemove(f *Fire) Effect {
 		return Effect{Skipped: true}
 	}
 	return effect(f.Verifier.Remove(f.Env.Context(), f.before.Addrs...))
-}
-
-// healthCheck is a readiness probe of verify.Verifier.Kill.
-func healthCheck(u string) func(ctx context.Context) error {
-	if u == "" {
-		return nil
-	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Second}
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s answered %s", u, resp.Status)
-		}
-		return nil
-	}
 }

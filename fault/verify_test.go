@@ -90,7 +90,20 @@ func (h *hostTarget) Host() fault.Host {
 	for _, m := range ms {
 		pids = append(pids, m.Pid)
 	}
-	return fault.Host{Sid: h.sid, Pids: pids, Addrs: h.addrs, HealthURL: h.health}
+	return fault.Host{Sid: h.sid, Pids: pids, Addrs: h.addrs, Ready: h.ready}
+}
+
+// ready asks the test's health server, as an engine's /health is asked.
+func (h *hostTarget) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.health, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
 }
 
 // fakeVerifier reads the faked /proc of target (a *hostTarget), quickly.

@@ -260,3 +260,40 @@ func TestCancelledVerificationSaysSo(t *testing.T) {
 		t.Errorf("got %+v", r)
 	}
 }
+
+// Partitioned refuses to call a port that answers with a reset
+// partitioned: that is a dead process, not a cut link.
+func TestPartitionedNamesARefusal(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	err = Partitioned(context.Background(), addr, time.Second)
+	if !errors.Is(err, ErrNotPartitioned) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Partitioned(closed port) = %v, want ErrNotPartitioned naming the refusal", err)
+	}
+}
+
+// Reachable completes against a listener and fails against a closed port.
+func TestReachable(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ln.Addr().String()
+	t.Cleanup(func() { ln.Close() })
+	gone, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := gone.Addr().String()
+	gone.Close()
+	if err := Reachable(context.Background(), open, time.Second); err != nil {
+		t.Errorf("Reachable(listener) = %v, want nil", err)
+	}
+	if err := Reachable(context.Background(), closed, time.Second); err == nil {
+		t.Errorf("Reachable(closed port) = nil, want the refusal")
+	}
+}
