@@ -61,15 +61,5 @@ type launchedTarget struct{ runner.Target }
 
 var _ Target = launchedTarget{}
 
-func (t launchedTarget) Role() event.Role { return event.Role(t.Engine.Role()) }
-
-func (t launchedTarget) State() event.EngineInfo { return engineInfo(t.Info()) }
-
-// engineInfo is the runner's view of an engine as the event stream's.
-func engineInfo(in runner.Info) event.EngineInfo {
-	return event.EngineInfo{
-		Name: in.Name, Role: event.Role(in.Role), Index: in.Index, State: event.State(in.State),
-		Pid: in.Pid, Sid: in.Sid, Members: in.Members, HTTPPort: in.HTTPPort, P2PPort: in.P2PPort,
-		Uptime: in.Uptime, Restarts: in.Restarts, Exit: in.Exit,
-	}
-}
+// State is the engine's state as the runner reads it: the event's own type.
+func (t launchedTarget) State() event.EngineInfo { return t.Info() }

@@ -635,7 +635,7 @@ func (e *Experiment) SetProbing(on bool) {
 }
 
 // onChange sends the changed engine's state: one engine's, read once.
-func (e *Experiment) onChange(in runner.Info) {
+func (e *Experiment) onChange(in event.EngineInfo) {
 	e.mu.Lock()
 	cl := e.cluster
 	e.mu.Unlock()

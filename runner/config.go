@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 )
 
@@ -105,7 +106,7 @@ type Config struct {
 	// change, in order, from one goroutine. They must not block for long
 	// and must not call Cluster.Stop.
 	OnLog    func(engine, line string)
-	OnChange func(Info)
+	OnChange func(event.EngineInfo)
 }
 
 // withDefaults returns cfg with zero fields set to their defaults and checks

@@ -10,6 +10,7 @@ import (
 
 	"github.com/charmbracelet/x/exp/golden"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/runner"
 )
@@ -44,14 +45,14 @@ func TestPlanVLLMFollowsRunAccuracyTest(t *testing.T) {
 	}
 	want := []struct {
 		name string
-		role runner.Role
+		role event.Role
 		http int
 		p2p  int
 		gpu  string
 	}{
-		{"source-0", runner.RoleSource, 8100, 7777, "0"},
-		{"source-1", runner.RoleSource, 8101, 7778, "1"},
-		{"decoder", runner.RoleDecoder, 8200, 7779, "0"}, // P2P after the sources; GPUs round-robin
+		{"source-0", event.RoleSource, 8100, 7777, "0"},
+		{"source-1", event.RoleSource, 8101, 7778, "1"},
+		{"decoder", event.RoleDecoder, 8200, 7779, "0"}, // P2P after the sources; GPUs round-robin
 	}
 	if len(specs) != len(want) {
 		t.Fatalf("got %d specs, want %d", len(specs), len(want))

@@ -101,7 +101,7 @@ func (t Target) Kill(ctx context.Context, signalled func(time.Time, error)) (tim
 	if err != nil {
 		return time.Time{}, err
 	}
-	return t.Info().ReadyAt, nil
+	return t.ReadyAt(), nil
 }
 
 // Terminate sends SIGTERM to every process of the session (and SIGCONT,
@@ -131,5 +131,5 @@ func (t Target) Restore(ctx context.Context) (time.Time, error) {
 	if err := t.Engine.Restore(ctx); err != nil {
 		return time.Time{}, err
 	}
-	return t.Info().ReadyAt, nil
+	return t.ReadyAt(), nil
 }
