@@ -13,28 +13,29 @@ import (
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
+	"p2pfault/runner/session"
 	"p2pfault/verify"
 )
 
 // procTable is a faked /proc: each session's processes, settable.
 type procTable struct {
 	mu    sync.Mutex
-	procs map[int]verify.Proc
+	procs map[int]session.Proc
 }
 
-func (p *procTable) set(ps ...verify.Proc) {
+func (p *procTable) set(ps ...session.Proc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.procs = map[int]verify.Proc{}
+	p.procs = map[int]session.Proc{}
 	for _, q := range ps {
 		p.procs[q.Pid] = q
 	}
 }
 
-func (p *procTable) Session(sid int) ([]verify.Proc, error) {
+func (p *procTable) Session(sid int) ([]session.Proc, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []verify.Proc
+	var out []session.Proc
 	for _, q := range p.procs {
 		if q.Sid == sid {
 			out = append(out, q)
@@ -43,7 +44,7 @@ func (p *procTable) Session(sid int) ([]verify.Proc, error) {
 	return out, nil
 }
 
-func (p *procTable) Proc(pid int) (verify.Proc, bool, error) {
+func (p *procTable) Proc(pid int) (session.Proc, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q, ok := p.procs[pid]
@@ -60,22 +61,22 @@ type hostTarget struct {
 	health string
 }
 
-func (h *hostTarget) members(state string) {
-	h.procs.set(verify.Proc{Pid: h.sid, Sid: h.sid, State: state}, verify.Proc{Pid: h.sid + 1, Sid: h.sid, State: state})
+func (h *hostTarget) members(state byte) {
+	h.procs.set(session.Proc{Pid: h.sid, Sid: h.sid, State: state}, session.Proc{Pid: h.sid + 1, Sid: h.sid, State: state})
 }
 
 func (h *hostTarget) Name() string { return "source-0" }
 func (h *hostTarget) Stop() (time.Time, error) {
 	if !h.deaf {
-		h.members("T")
+		h.members('T')
 	}
 	return time.Now(), nil
 }
-func (h *hostTarget) Continue() error { h.members("S"); return nil }
+func (h *hostTarget) Continue() error { h.members('S'); return nil }
 func (h *hostTarget) Kill(_ context.Context, signalled func(time.Time, error)) (time.Time, error) {
 	signalled(time.Now(), nil)
 	h.sid += 100 // a new session; the old pids are gone
-	h.members("S")
+	h.members('S')
 	return time.Now(), nil
 }
 func (h *hostTarget) Terminate(_ context.Context, signalled func(time.Time, error)) error {
@@ -131,7 +132,7 @@ func newHostTarget(t *testing.T) *hostTarget {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(srv.Close)
 	h := &hostTarget{procs: procs, sid: 4242, addrs: []string{closedAddr(t), closedAddr(t)}, health: srv.URL + "/health"}
-	h.members("S")
+	h.members('S')
 	return h
 }
 
