@@ -169,7 +169,7 @@ func startSession(t *testing.T) (sid int, cmd *exec.Cmd) {
 	}
 }
 
-// TestStallResumeOnRealProcesses reads the real /proc through procfs.
+// TestStallResumeOnRealProcesses reads the real /proc (Procs).
 func TestStallResumeOnRealProcesses(t *testing.T) {
 	sid, _ := startSession(t)
 	v := Verifier{Deadline: 300 * time.Millisecond}
