@@ -121,20 +121,12 @@ func (f *localFaulter) doStall(ctx context.Context) (Result, error) {
 			return Result{Sid: l.Sid}, err
 		}
 	}
-	at := time.Now()
-	sent, err := session.SignalMembers(l.Sid, ms, unix.SIGSTOP)
+	at, sent, err := session.Stop(ctx, l.Sid, ms)
 	if err != nil {
-		_, _ = session.Signal(l.Sid, unix.SIGCONT)
 		f.unguard(st)
-		return Result{Sid: l.Sid, Pids: sent}, err
-	}
-	f.stall = st
-	// The stall is in force once the kernel has stopped every thread.
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := session.WaitStates(wctx, sent, session.Proc.Stopped, 2*time.Millisecond); err != nil {
 		return Result{Sid: l.Sid, Pids: sent, At: at}, err
 	}
+	f.stall = st
 	return Result{Sid: l.Sid, Pids: sent, At: at}, nil
 }
 
@@ -162,9 +154,7 @@ func (f *localFaulter) doResume(ctx context.Context) (Result, error) {
 	}
 	f.stall = nil
 	f.unguard(st)
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err = session.WaitStates(wctx, sent, func(p session.Proc) bool { return !p.Stopped() }, 2*time.Millisecond)
+	err = session.WaitContinued(ctx, sent)
 	return Result{Sid: st.sid, Pids: sent, At: at}, err
 }
 
