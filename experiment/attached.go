@@ -239,10 +239,10 @@ func (t *attachedTarget) State() event.EngineInfo {
 	return in
 }
 
-// HostOK is what the host shows of a local engine (its session, members
+// Host is what the host shows of a local engine (its session, members
 // and listeners), so its faults are verified as a launched engine's are;
 // an engine faulted by commands (kubectl, ssh) is not on this host.
-func (t *attachedTarget) HostOK() (fault.Host, bool) {
+func (t *attachedTarget) Host() (fault.Host, bool) {
 	if !t.local {
 		return fault.Host{}, false
 	}
@@ -275,14 +275,12 @@ func (t *attachedTarget) src() (*attach.Target, error) {
 	return t.t, nil
 }
 
-func (t *attachedTarget) ctx() context.Context { return context.Background() }
-
-func (t *attachedTarget) Stop() (time.Time, error) {
+func (t *attachedTarget) Stop(ctx context.Context) (time.Time, error) {
 	s, err := t.src()
 	if err != nil {
 		return time.Time{}, err
 	}
-	r, err := s.Do(t.ctx(), attach.Stall)
+	r, err := s.Do(ctx, attach.Stall)
 	if err != nil {
 		return time.Time{}, unprefix(err, s)
 	}
@@ -291,12 +289,12 @@ func (t *attachedTarget) Stop() (time.Time, error) {
 
 // Continue resumes the stall. A stall that is no longer held was resumed
 // by someone else on the way out (Close, at the run's end): done.
-func (t *attachedTarget) Continue() error {
+func (t *attachedTarget) Continue(ctx context.Context) error {
 	s, err := t.src()
 	if err != nil {
 		return err
 	}
-	if _, err := s.Do(t.ctx(), attach.Resume); err != nil {
+	if _, err := s.Do(ctx, attach.Resume); err != nil {
 		if !s.Stalled() {
 			return nil
 		}

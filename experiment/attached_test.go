@@ -114,7 +114,7 @@ func TestAttachedStallIsResumedByCloseOnEveryWayOut(t *testing.T) {
 	t.Cleanup(fault.Register(&fault.Kind{
 		Name: "hold", Order: 98,
 		Act: func(f *fault.Fire) error {
-			at, err := f.Target.Stop()
+			at, err := f.Target.Stop(f.Env.Context())
 			held.Store(err == nil)
 			f.Env.Record("hold", 0, f.By, err)
 			if err == nil {
@@ -126,7 +126,7 @@ func TestAttachedStallIsResumedByCloseOnEveryWayOut(t *testing.T) {
 	t.Cleanup(fault.Register(&fault.Kind{
 		Name: "holdpanic", Order: 99,
 		Act: func(f *fault.Fire) error {
-			if _, err := f.Target.Stop(); err != nil {
+			if _, err := f.Target.Stop(f.Env.Context()); err != nil {
 				return err
 			}
 			held.Store(true)

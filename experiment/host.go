@@ -11,8 +11,9 @@ import (
 var _ fault.Inspectable = launchedTarget{}
 
 // Host is what /proc and the ports show of a launched engine, so the
-// fault kinds can verify their effect (package verify).
-func (t launchedTarget) Host() fault.Host {
+// fault kinds can verify their effect (package verify): always readable,
+// p2pfault started it here.
+func (t launchedTarget) Host() (fault.Host, bool) {
 	in := t.Info()
 	return fault.Host{
 		Sid:  in.Sid,
@@ -22,5 +23,5 @@ func (t launchedTarget) Host() fault.Host {
 			net.JoinHostPort(t.P2PHost(), strconv.Itoa(in.P2PPort)),
 		},
 		Ready: t.Engine.Healthy,
-	}
+	}, true
 }

@@ -111,7 +111,7 @@ type Effect struct {
 	After  time.Duration // from the action (kill: the restarted source ready) until seen, or until given up
 	Detail string        // what was seen, e.g. "2 of 2 processes of session 4242 in state T"
 	// Skipped: the target cannot be inspected on the host (it is not an
-	// Inspectable), so there is nothing to judge.
+	// Inspectable, or not now), so there is nothing to judge.
 	Skipped bool
 }
 

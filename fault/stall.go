@@ -59,6 +59,7 @@ func actStall(f *Fire) error {
 // Stalled is a stalled target: every process stopped.
 type Stalled struct {
 	target    Target
+	ctx       context.Context // for the resume: never cancelled
 	stoppedAt time.Time
 
 	once      sync.Once
@@ -75,11 +76,13 @@ func Stall(ctx context.Context, t Target, d time.Duration) (*Stalled, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("stall %s: negative duration %v", t.Name(), d)
 	}
-	at, err := t.Stop()
+	at, err := t.Stop(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("stall %s: %w", t.Name(), err)
 	}
-	s := &Stalled{target: t, stoppedAt: at, done: make(chan struct{})}
+	// The resume must happen however the run ends: its context is the
+	// run's values without its cancellation.
+	s := &Stalled{target: t, ctx: context.WithoutCancel(ctx), stoppedAt: at, done: make(chan struct{})}
 	go s.resumeLater(ctx, d)
 	return s, nil
 }
@@ -108,7 +111,7 @@ func (s *Stalled) ResumeBy(by string) error { return s.resume(by) }
 func (s *Stalled) resume(by string) error {
 	s.once.Do(func() {
 		at := time.Now()
-		err := s.target.Continue()
+		err := s.target.Continue(s.ctx)
 		if err != nil {
 			err = fmt.Errorf("resume %s: %w", s.target.Name(), err)
 		}

@@ -19,29 +19,21 @@ type Host struct {
 	Ready func(ctx context.Context) error
 }
 
-// Inspectable is a Target whose processes p2pfault can read on this host
-// (the engines it launched). A kind's Verify on another target is
-// skipped: there is nothing it could read.
+// Inspectable is a Target whose processes p2pfault can read on this host:
+// the engines it launched, and an attached engine faulted locally whose
+// process is found. Host says what the host shows now; ok is false when
+// it cannot be read (a kind's Verify is then skipped: there is nothing it
+// could read).
 type Inspectable interface {
-	Host() Host
-}
-
-// MaybeInspectable is a Target that can be inspected only sometimes (an
-// attached engine: only one faulted locally, whose process is found):
-// HostOK says whether it can now.
-type MaybeInspectable interface {
-	HostOK() (Host, bool)
+	Host() (h Host, ok bool)
 }
 
 func host(t Target) (Host, bool) {
-	if m, ok := t.(MaybeInspectable); ok {
-		return m.HostOK()
-	}
 	in, ok := t.(Inspectable)
 	if !ok {
 		return Host{}, false
 	}
-	return in.Host(), true
+	return in.Host()
 }
 
 func effect(r verify.Result) Effect {

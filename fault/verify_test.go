@@ -66,13 +66,13 @@ func (h *hostTarget) members(state byte) {
 }
 
 func (h *hostTarget) Name() string { return "source-0" }
-func (h *hostTarget) Stop() (time.Time, error) {
+func (h *hostTarget) Stop(context.Context) (time.Time, error) {
 	if !h.deaf {
 		h.members('T')
 	}
 	return time.Now(), nil
 }
-func (h *hostTarget) Continue() error { h.members('S'); return nil }
+func (h *hostTarget) Continue(context.Context) error { h.members('S'); return nil }
 func (h *hostTarget) Kill(_ context.Context, signalled func(time.Time, error)) (time.Time, error) {
 	signalled(time.Now(), nil)
 	h.sid += 100 // a new session; the old pids are gone
@@ -85,13 +85,13 @@ func (h *hostTarget) Terminate(_ context.Context, signalled func(time.Time, erro
 	return nil
 }
 func (h *hostTarget) Restore(context.Context) (time.Time, error) { return time.Now(), nil }
-func (h *hostTarget) Host() fault.Host {
+func (h *hostTarget) Host() (fault.Host, bool) {
 	var pids []int
 	ms, _ := h.procs.Session(h.sid)
 	for _, m := range ms {
 		pids = append(pids, m.Pid)
 	}
-	return fault.Host{Sid: h.sid, Pids: pids, Addrs: h.addrs, Ready: h.ready}
+	return fault.Host{Sid: h.sid, Pids: pids, Addrs: h.addrs, Ready: h.ready}, true
 }
 
 // ready asks the test's health server, as an engine's /health is asked.
@@ -222,9 +222,9 @@ func TestVerifySkipsATargetNotOnThisHost(t *testing.T) {
 // plainTarget hides hostTarget's Host method.
 type plainTarget struct{ h *hostTarget }
 
-func (p plainTarget) Name() string             { return p.h.Name() }
-func (p plainTarget) Stop() (time.Time, error) { return p.h.Stop() }
-func (p plainTarget) Continue() error          { return p.h.Continue() }
+func (p plainTarget) Name() string                                { return p.h.Name() }
+func (p plainTarget) Stop(ctx context.Context) (time.Time, error) { return p.h.Stop(ctx) }
+func (p plainTarget) Continue(ctx context.Context) error          { return p.h.Continue(ctx) }
 func (p plainTarget) Kill(ctx context.Context, s func(time.Time, error)) (time.Time, error) {
 	return p.h.Kill(ctx, s)
 }

@@ -27,7 +27,7 @@ func (t Target) notRunning() error {
 // Stop SIGSTOPs every process of the session and returns once /proc shows
 // all of them stopped (state T); if they do not all stop, it SIGCONTs them
 // (session.Stop).
-func (t Target) Stop() (time.Time, error) {
+func (t Target) Stop(ctx context.Context) (time.Time, error) {
 	_, sid, ok := t.Session()
 	if !ok {
 		return time.Time{}, t.notRunning()
@@ -39,7 +39,7 @@ func (t Target) Stop() (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	at, _, err := session.Stop(context.Background(), sid, ms)
+	at, _, err := session.Stop(ctx, sid, ms)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -48,7 +48,7 @@ func (t Target) Stop() (time.Time, error) {
 
 // Continue SIGCONTs the session and returns once /proc shows none of its
 // processes stopped.
-func (t Target) Continue() error {
+func (t Target) Continue(ctx context.Context) error {
 	_, sid, ok := t.Session()
 	if !ok {
 		return t.notRunning()
@@ -57,7 +57,7 @@ func (t Target) Continue() error {
 	if err != nil {
 		return fmt.Errorf("session %d: %w", sid, err)
 	}
-	if err := session.WaitContinued(context.Background(), pids); err != nil {
+	if err := session.WaitContinued(ctx, pids); err != nil {
 		return fmt.Errorf("session %d: %w", sid, err)
 	}
 	return nil
