@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"p2pfault/console"
 	"p2pfault/event"
@@ -90,8 +91,9 @@ type runArms struct {
 // armConfigs configures one experiment per arm. One arm writes into out
 // itself, as run always did; several write each into out/ARM-CASE (as a
 // slice's rows) and take free ports from one pool, and with --engine vllm
-// split --gpus into one contiguous share per arm.
-func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, out string, headless bool) (runArms, error) {
+// split --gpus into one contiguous share per arm. attached, when set, is
+// the one arm's cluster (--attach); else each arm launches its own.
+func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, out string, headless bool, attached experiment.Opener) (runArms, error) {
 	fs := cmd.Flags()
 	n := len(specs)
 	if n > 1 {
@@ -111,33 +113,50 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 		if n > 1 {
 			dir = filepath.Join(out, fileSafe(s.name)+"-"+caseName)
 		}
-		extra, err := armArgs(o.flags.engine, s.name)
+		cfg, err := o.flags.experimentConfig(s.name, caseName, dir)
 		if err != nil {
 			return runArms{}, err
 		}
-		cfg, err := o.flags.experimentConfig(fs, s.name, caseName, dir, extra)
-		if err != nil {
-			return runArms{}, err
-		}
-		if s.bin != "" {
-			cfg.Cluster.VLLMBin = s.bin
+		cfg.Cluster = attached
+		if attached == nil {
+			if cfg.Cluster, err = o.launch(fs, s, k, n, pool); err != nil {
+				return runArms{}, err
+			}
 		}
 		cfg.Timeline = o.timeline
 		cfg.Duration = o.duration
 		if cfg.Duration == 0 && headless && caseName == experiment.CaseNone && o.timeline == "" {
 			cfg.Duration = experiment.DefaultNoneDuration
 		}
-		if n > 1 {
-			cfg.Cluster.FreePorts = true
-			cfg.Cluster.PortPool = pool
-			if g := o.flags.gpus; len(g) > 0 {
-				cfg.Cluster.GPUs = g[k*len(g)/n : (k+1)*len(g)/n]
-			}
-		}
 		ra.configs = append(ra.configs, cfg)
 		ra.dirs = append(ra.dirs, dir)
 	}
 	return ra, nil
+}
+
+// launch is the cluster arm k of n launches: its build (--arm
+// NAME=VLLM_BIN), its engines' flag for the simulated arm, and with
+// several arms free ports from one pool and its share of --gpus.
+func (o *runOptions) launch(fs *pflag.FlagSet, s armSpec, k, n int, pool *runner.PortPool) (experiment.Opener, error) {
+	extra, err := armArgs(o.flags.engine, s.name)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := o.flags.launchConfig(fs, extra)
+	if err != nil {
+		return nil, err
+	}
+	if s.bin != "" {
+		rc.VLLMBin = s.bin
+	}
+	if n > 1 {
+		rc.FreePorts = true
+		rc.PortPool = pool
+		if g := o.flags.gpus; len(g) > 0 {
+			rc.GPUs = g[k*len(g)/n : (k+1)*len(g)/n]
+		}
+	}
+	return experiment.Launch{Config: rc}, nil
 }
 
 // armOnly forwards the events of one arm (a filter over the merged

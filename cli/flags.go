@@ -102,17 +102,9 @@ func (f *clusterFlags) sourceCount(fs *pflag.FlagSet) (int, error) {
 	return runner.DefaultSources, nil
 }
 
-// experimentConfig builds one run's configuration from the flags.
-func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out string, extra []string) (experiment.Config, error) {
-	n, err := f.sourceCount(fs)
-	if err != nil {
-		return experiment.Config{}, err
-	}
-	switch f.loadPolicy {
-	case "fail", "recompute":
-	default:
-		return experiment.Config{}, exitcode.Usagef("--kv-load-failure-policy %q: want recompute or fail", f.loadPolicy)
-	}
+// experimentConfig builds one run's configuration from the flags, its
+// cluster not yet given (launchConfig, or an attached cluster).
+func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.Config, error) {
 	if f.timeScale <= 0 {
 		return experiment.Config{}, exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
 	}
@@ -127,21 +119,8 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 		}
 	}
 	return experiment.Config{
-		Arm:  arm,
-		Case: caseName,
-		Cluster: runner.Config{
-			Engine:            f.engine,
-			Sources:           n,
-			Model:             f.model,
-			VLLMBin:           f.vllmBin,
-			GPUs:              f.gpus,
-			HandshakeTimeout:  f.handshake,
-			RestartDelay:      f.restart,
-			ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
-			Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
-			FreePorts:         f.freePorts,
-			LoadFailurePolicy: f.loadPolicy,
-		},
+		Arm:           arm,
+		Case:          caseName,
 		TimeScale:     f.timeScale,
 		Interval:      f.interval,
 		FaultAt:       f.faultAt,
@@ -153,6 +132,33 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 		PullTimeout:   f.pullTimeout,
 		Stream:        f.stream,
 		OutDir:        out,
+	}, nil
+}
+
+// launchConfig is the engines p2pfault launches for one run, from the
+// flags; extra is appended to every engine's command line (the arm's).
+func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, extra []string) (runner.Config, error) {
+	n, err := f.sourceCount(fs)
+	if err != nil {
+		return runner.Config{}, err
+	}
+	switch f.loadPolicy {
+	case "fail", "recompute":
+	default:
+		return runner.Config{}, exitcode.Usagef("--kv-load-failure-policy %q: want recompute or fail", f.loadPolicy)
+	}
+	return runner.Config{
+		Engine:            f.engine,
+		Sources:           n,
+		Model:             f.model,
+		VLLMBin:           f.vllmBin,
+		GPUs:              f.gpus,
+		HandshakeTimeout:  f.handshake,
+		RestartDelay:      f.restart,
+		ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
+		Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
+		FreePorts:         f.freePorts,
+		LoadFailurePolicy: f.loadPolicy,
 	}, nil
 }
 

@@ -98,19 +98,20 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if out == "" {
 		out = defaultOut(armLabel(specs) + "-" + caseName)
 	}
-	arms, err := o.armConfigs(cmd, specs, caseName, out, headless)
-	if err != nil {
-		return err
-	}
+	var attached experiment.Opener
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
 		if err != nil {
 			return err
 		}
-		arms.configs[0].Attach = cl
+		attached = cl
 		// The run's end already left the cluster as found; this covers a
 		// way out before Run (it resumes only stalls still held).
 		defer func() { _ = cl.Close(context.Background()) }()
+	}
+	arms, err := o.armConfigs(cmd, specs, caseName, out, headless, attached)
+	if err != nil {
+		return err
 	}
 	// NewGroup checks every arm's configuration (timeline, ports, engine
 	// flags) without touching the disk, so a usage error leaves no folder

@@ -137,31 +137,34 @@ func (o *sliceOptions) experiments(cmd *cobra.Command, rows []sliceRow, parallel
 	exps := make([]*experiment.Experiment, len(rows))
 	pool := runner.NewPortPool() // rows running at once never pick the same port
 	for i, r := range rows {
-		var extra []string
-		if o.flags.attach == "" {
-			var err error
-			if extra, err = armArgs(o.flags.engine, r.arm); err != nil {
-				return nil, err
-			}
-		}
-		cfg, err := o.flags.experimentConfig(fs, r.arm, r.caseName, r.out, extra)
+		cfg, err := o.flags.experimentConfig(r.arm, r.caseName, r.out)
 		if err != nil {
 			return nil, err
 		}
 		if o.flags.attach != "" {
 			// One attached cluster per row: its stall record and the logs
 			// of engines it restarts go to the row's folder.
-			if cfg.Attach, err = openAttach(cmd.Context(), o.flags.attach, r.out); err != nil {
+			if cfg.Cluster, err = openAttach(cmd.Context(), o.flags.attach, r.out); err != nil {
 				return nil, err
 			}
+		} else {
+			extra, err := armArgs(o.flags.engine, r.arm)
+			if err != nil {
+				return nil, err
+			}
+			rc, err := o.flags.launchConfig(fs, extra)
+			if err != nil {
+				return nil, err
+			}
+			if r.vllmBin != "" {
+				rc.VLLMBin = r.vllmBin
+			}
+			// Rows running at once take free ports rather than racing for
+			// the script's defaults.
+			rc.FreePorts = rc.FreePorts || parallel > 1
+			rc.PortPool = pool
+			cfg.Cluster = experiment.Launch{Config: rc}
 		}
-		if r.vllmBin != "" {
-			cfg.Cluster.VLLMBin = r.vllmBin
-		}
-		// Rows running at once take free ports rather than racing for the
-		// script's defaults.
-		cfg.Cluster.FreePorts = cfg.Cluster.FreePorts || parallel > 1
-		cfg.Cluster.PortPool = pool
 		if exps[i], err = experiment.New(cfg); err != nil {
 			return nil, err
 		}

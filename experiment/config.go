@@ -4,12 +4,10 @@ import (
 	"math"
 	"time"
 
-	"p2pfault/attach"
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
-	"p2pfault/runner"
 )
 
 // Cases of the seed, plus none (no scripted fault: the dashboard's default).
@@ -41,8 +39,10 @@ type Config struct {
 	Arm  string // label of the row: "main", "fixed", or a --arm NAME
 	Case string // stall, kill, remove, partition or none
 
-	Cluster   runner.Config // engines; OutDir, TimeScale and callbacks are set by the experiment
-	TimeScale float64       // 0 = 1
+	// Cluster opens the run's engines: Launch{runner.Config} for engines
+	// p2pfault starts, an attach.Cluster for engines it did not start.
+	Cluster   Opener
+	TimeScale float64 // 0 = 1
 
 	Interval      time.Duration // between trials per source; 0 = 500 ms
 	FaultAt       time.Duration // scripted fault time since t0; 0 = 10 s
@@ -58,11 +58,6 @@ type Config struct {
 	Stream        bool          // streamed pulls with TTFT (probe.Config.Stream)
 
 	OutDir string // engine logs and sessions.json; required
-
-	// Attach, when set, is a cluster p2pfault did not start (run --attach
-	// FILE): the run probes and faults its engines instead of launching
-	// any (Cluster is then unused but for Model), and never stops them.
-	Attach *attach.Cluster
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -119,6 +114,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.OutDir == "" {
 		return c, exitcode.Usagef("no output folder given")
+	}
+	if c.Cluster == nil {
+		return c, exitcode.Usagef("no cluster to run on")
 	}
 	return c, nil
 }

@@ -19,11 +19,7 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 	"p2pfault/probe"
-	"p2pfault/runner"
 )
-
-// EngineAttached is RunInfo.Engine of a run on an attached cluster.
-const EngineAttached = "attached"
 
 // NameFaultWindow is the check a scripted run fails when it ended before
 // its fault fired (interrupted): there was no window to check.
@@ -33,6 +29,7 @@ const NameFaultWindow = "fault_window"
 // drives it through its Controller methods.
 type Experiment struct {
 	cfg      Config
+	plan     Plan           // the cluster as its Opener planned it
 	timeline fault.Timeline // scaled
 
 	bus  *bus       // where events go: the experiment's own, or its Group's
@@ -73,21 +70,16 @@ func New(cfg Config) (*Experiment, error) {
 		return nil, exitcode.AsUsage(err)
 	}
 	text := tl.String()
-	if err := tl.Check(sourcesOf(cfg)); err != nil {
+	plan, err := cfg.Cluster.Plan(tl)
+	if err != nil {
+		return nil, err
+	}
+	if err := tl.Check(plan.Sources); err != nil {
 		return nil, err
 	}
 	for i := range tl {
 		tl[i].At = cfg.scale(tl[i].At)
 		tl[i].For = cfg.scale(tl[i].For)
-	}
-	if cfg.Attach != nil {
-		if err := checkAttached(cfg.Attach, tl); err != nil {
-			return nil, exitcode.AsUsage(err)
-		}
-		cfg.Cluster.Model = cfg.Attach.File().Model
-		cfg.Cluster.Engine = EngineAttached
-	} else if _, err := runner.Plan(cfg.Cluster); err != nil {
-		return nil, err
 	}
 	if err := setupKinds(tl); err != nil {
 		return nil, err
@@ -95,6 +87,7 @@ func New(cfg Config) (*Experiment, error) {
 	cfg.Timeline = text
 	return &Experiment{
 		cfg:       cfg,
+		plan:      plan,
 		timeline:  tl,
 		down:      map[int]fault.Condition{},
 		held:      map[int]any{},
@@ -107,16 +100,6 @@ func New(cfg Config) (*Experiment, error) {
 	}, nil
 }
 
-func sourcesOf(cfg Config) int {
-	if cfg.Attach != nil {
-		return len(cfg.Attach.Sources())
-	}
-	if cfg.Cluster.Sources == 0 {
-		return runner.DefaultSources
-	}
-	return cfg.Cluster.Sources
-}
-
 // Subscribe returns a channel that receives every event of the run and is
 // closed when the run ends. Call it before Run. A subscriber must keep
 // reading: events are never dropped, so a stuck reader stalls the run.
@@ -126,16 +109,10 @@ func (e *Experiment) Subscribe() <-chan event.Event { return e.bus.subscribe() }
 func (e *Experiment) Info() event.RunInfo {
 	c := e.cfg
 	info := event.RunInfo{
-		Arm: c.Arm, Case: c.Case, Engine: c.Cluster.Engine, TimeScale: c.TimeScale,
-		Sources: sourcesOf(c), Interval: c.scale(c.Interval), Timeline: c.Timeline,
-		Bounds: c.Bounds.Scaled(c.TimeScale), Model: c.Cluster.Model, Started: e.start,
+		Arm: c.Arm, Case: c.Case, Engine: e.plan.Engine, TimeScale: c.TimeScale,
+		Sources: e.plan.Sources, Interval: c.scale(c.Interval), Timeline: c.Timeline,
+		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
 		FaultFor: c.scale(c.FaultFor),
-	}
-	if info.Engine == "" {
-		info.Engine = runner.EngineSim
-	}
-	if info.Model == "" {
-		info.Model = runner.DefaultModel
 	}
 	if len(e.timeline) > 0 {
 		info.FaultAt = e.timeline[0].At
@@ -218,26 +195,15 @@ func (e *Experiment) Run(ctx context.Context) (verdict event.Verdict, err error)
 	return e.measure(ctx, pr)
 }
 
-// startCluster launches the run's engines.
+// startCluster opens the run's cluster (Config.Cluster).
 func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
-	if e.cfg.Attach != nil {
-		cl := newAttached(e.cfg.Attach)
-		cl.refresh(ctx, time.Second) // the first states say what /health and /proc say
-		e.mu.Lock()
-		e.cluster = cl
-		e.mu.Unlock()
-		return cl, nil
-	}
-	ccfg := e.cfg.Cluster
-	ccfg.OutDir = e.cfg.OutDir
-	ccfg.TimeScale = e.cfg.TimeScale
-	ccfg.OnLog = e.onLog
-	ccfg.OnChange = e.onChange
-	rc, err := runner.Start(ctx, ccfg)
+	cl, err := e.cfg.Cluster.Open(ctx, OpenEnv{
+		OutDir: e.cfg.OutDir, TimeScale: e.cfg.TimeScale,
+		OnLog: e.onLog, OnChange: e.onChange,
+	})
 	if err != nil {
 		return nil, err
 	}
-	cl := newLaunched(rc)
 	e.mu.Lock()
 	e.cluster = cl
 	e.mu.Unlock()
@@ -379,14 +345,10 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	for _, s := range cl.Sources() {
 		srcs = append(srcs, probe.Source{Index: s.Index(), URL: s.HTTPURL(), P2PHost: s.P2PHost(), P2PPort: s.P2PPort()})
 	}
-	model := e.cfg.Cluster.Model
-	if model == "" {
-		model = runner.DefaultModel
-	}
 	return probe.Config{
 		DecoderURL:   cl.Decoder().HTTPURL(),
 		Sources:      srcs,
-		Model:        model,
+		Model:        e.plan.Model,
 		Interval:     e.cfg.scale(e.cfg.Interval),
 		PromptTokens: e.cfg.PromptTokens,
 		SeedTimeout:  e.cfg.scale(e.cfg.SeedTimeout),

@@ -69,10 +69,10 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 		Case:      experiment.CaseNone,
 		TimeScale: 0.2,
 		FaultFor:  5 * time.Second, // a key's stall: 1 s at this scale
-		Cluster: runner.Config{
+		Cluster: experiment.Launch{Config: runner.Config{
 			FreePorts: true,
 			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
-		},
+		}},
 		OutDir: t.TempDir(),
 	})
 	if err != nil {

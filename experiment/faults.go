@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,10 +28,11 @@ func (e *Experiment) play(t0 time.Time) {
 	}
 	err := e.timeline.Play(e.ctx, t0, func(_ context.Context, s fault.Step) error {
 		err := e.fire(s.Action, s.Source, fault.Options{For: s.For, Arg: s.Arg}, byScript)
-		if err != nil && e.cfg.Attach != nil && e.ctx.Err() == nil {
-			// On a cluster p2pfault did not start, a fault command that
-			// fails (kubectl, ssh) is the cluster's, not the run's: say so
-			// and go on; the checks judge what happened.
+		if errors.Is(err, fault.ErrNotTaken) && e.ctx.Err() == nil {
+			// An action the cluster's own means could not take (an attach
+			// file's kubectl or ssh that failed) is the cluster's failure,
+			// not the run's: say so and go on; the checks judge what
+			// happened.
 			e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
 				"fault action failed: %s: %v (the run goes on; a fault that never fired leaves its window empty and fails %s)",
 				s, err, NameFaultWindow)})
@@ -119,6 +121,11 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 	t, err := e.source(src)
 	if err != nil {
 		return e.refused(kind, src, by, err.Error())
+	}
+	if k.Can != nil {
+		if err := k.Can(t); err != nil {
+			return e.refused(kind, src, by, err.Error())
+		}
 	}
 	env := &firing{e: e, src: src}
 	f := &fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: env}

@@ -51,10 +51,10 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 		// From the timeline: once early, once late so the run lasts
 		// until the key has fired too (4 s at this scale).
 		Timeline: "at 500ms noop source-1; at 20s noop source-1",
-		Cluster: runner.Config{
+		Cluster: experiment.Launch{Config: runner.Config{
 			FreePorts: true,
 			ExtraArgs: []string{"--sim-startup-delay=0s"},
-		},
+		}},
 		OutDir: t.TempDir(),
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ func TestPartitionKeysOnARealRun(t *testing.T) {
 	out := t.TempDir()
 	exp, err := experiment.New(experiment.Config{
 		Case: experiment.CaseNone, TimeScale: 0.5,
-		Cluster: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}},
+		Cluster: experiment.Launch{Config: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
 		OutDir:  out,
 	})
 	if err != nil {

@@ -42,7 +42,7 @@ func netRun(t *testing.T, ctx context.Context, scale float64, recovery time.Dura
 		TimeScale: scale,
 		Timeline:  timeline,
 		Recovery:  recovery,
-		Cluster:   runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}},
+		Cluster:   experiment.Launch{Config: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
 		OutDir:    out,
 	})
 	if err != nil {

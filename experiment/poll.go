@@ -16,11 +16,6 @@ type Poller interface {
 
 // pollers are what a run watches besides its probe.
 func (e *Experiment) pollers(cl Cluster) []Poller {
-	// A cluster that watches its engines its own way (an attached one asks
-	// /health) brings its engine poller.
-	if c, ok := cl.(interface{ EnginePoller() Poller }); ok {
-		return []Poller{c.EnginePoller(), scrapePoller{cl: cl}}
-	}
 	return []Poller{enginePoller{cl: cl, every: time.Second}, scrapePoller{cl: cl}}
 }
 

@@ -17,6 +17,7 @@ func init() {
 		Closes: true, Ending: EndsWithRecovery,
 		Act:    actHeal,
 		Verify: verifyHeal,
+		Can:    canNet,
 	})
 }
 

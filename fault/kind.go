@@ -98,6 +98,12 @@ type Kind struct {
 	// saw as a verification event, warns when it was not seen within
 	// check.DefaultVerifyWithin, and judges check fault_took_effect on it.
 	Verify func(f *Fire) Effect
+	// Can (optional) says whether the kind can act on target t at all,
+	// for what it needs of t beyond Target (the network kinds: a
+	// NetTarget): nil when it can. The experiment refuses a firing with
+	// its error, and a cluster that plans a timeline against its targets
+	// (an attached one) refuses the step before the run.
+	Can func(t Target) error
 	// Setup (optional) says whether the kind can work on this host at all
 	// (rights, kernel support): the experiment calls it before a run
 	// whose timeline uses the kind (an error is a setup error, exit 2) and

@@ -28,6 +28,7 @@ func init() {
 			return actNet(f, ActionLoss, pct)
 		},
 		Setup: func() error { return netfault.Check(ActionLoss) },
+		Can:   canNet,
 	})
 }
 

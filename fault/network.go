@@ -47,13 +47,21 @@ type NetCut struct {
 	err      error
 }
 
+// canNet is the network kinds' Can: their target must be a NetTarget.
+func canNet(t Target) error {
+	if _, ok := t.(NetTarget); !ok {
+		return fmt.Errorf("p2pfault does not know the ports %s listens on", t.Name())
+	}
+	return nil
+}
+
 // netOf is what a network kind needs of a firing (its target with ports,
 // the run's firewall), or an error naming what is missing.
 func netOf(f *Fire) (NetTarget, Network, error) {
-	nt, ok := f.Target.(NetTarget)
-	if !ok {
-		return nil, nil, fmt.Errorf("p2pfault does not know the ports %s listens on", f.Target.Name())
+	if err := canNet(f.Target); err != nil {
+		return nil, nil, err
 	}
+	nt := f.Target.(NetTarget)
 	ne, ok := f.Env.(NetEnv)
 	if !ok {
 		return nil, nil, fmt.Errorf("this run cannot change the host's firewall")

@@ -21,6 +21,7 @@ func init() {
 		Act:    func(f *Fire) error { return actNet(f, ActionPartition, 100) },
 		Verify: verifyPartition,
 		Setup:  func() error { return netfault.Check(ActionPartition) },
+		Can:    canNet,
 	})
 }
 
