@@ -227,14 +227,14 @@ func (t *Target) Removed() bool {
 
 // condition is what the source is in as p2pfault faulted it, for the
 // kinds' one refusal rule; the caller holds t.mu.
-func (t *Target) condition() fault.Condition {
+func (t *Target) condition() event.Condition {
 	switch {
 	case t.faulter.stalled():
-		return fault.CondStalled
+		return event.CondStalled
 	case t.faulter.removed():
-		return fault.CondRemoved
+		return event.CondRemoved
 	}
-	return fault.CondUp
+	return event.CondUp
 }
 
 // Do takes action a (a fault kind's name, or fault.ActionReady) on the

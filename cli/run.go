@@ -143,9 +143,8 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, caseName)
 	} else {
 		ch := g.Subscribe()
-		stallFor := g.Arms()[0].Info().FaultFor
 		faces.Go(func() {
-			uiErr := ui.Run(ctx, g, ch, ui.Options{StallFor: stallFor})
+			uiErr := ui.Run(ctx, g, ch, ui.Options{})
 			// Keep reading after the dashboard is gone: the experiment
 			// never drops an event, so an unread channel would stall it.
 			defer func() {

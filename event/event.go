@@ -27,6 +27,7 @@ const (
 	KindPullStart    Kind = "pull_start"   // pulls sent and not ended yet, a batch: Pulls
 	KindMetrics      Kind = "metrics"      // one engine's /metrics, scraped once a second: Metrics
 	KindVerification Kind = "verification" // a fault action checked on the host: Verification
+	KindCondition    Kind = "condition"    // a source's condition changed: Condition
 )
 
 // Phase of a run.
@@ -66,9 +67,10 @@ type Event struct {
 	Final    bool        `json:"final,omitempty"`
 	ExitCode int         `json:"exit_code,omitempty"`
 
-	Pulls        []PullStart   `json:"pulls,omitempty"`
-	Metrics      *MetricsInfo  `json:"metrics,omitempty"`
-	Verification *Verification `json:"verification,omitempty"`
+	Pulls        []PullStart    `json:"pulls,omitempty"`
+	Metrics      *MetricsInfo   `json:"metrics,omitempty"`
+	Verification *Verification  `json:"verification,omitempty"`
+	Condition    *ConditionInfo `json:"condition,omitempty"`
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the

@@ -50,8 +50,10 @@ type Experiment struct {
 	verifying map[int]chan struct{}
 	windows   []event.Window // in order; the last may be open (End == 0)
 	phase     event.Phase
-	down      map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
-	held      map[int]any             // source index -> the open fault's handle (a stall to resume)
+	faults    map[int]inForce             // source index -> the fault in force (stalled, restarting, removed, ...)
+	conds     map[int]event.ConditionInfo // source index -> its condition as last sent (condition.go)
+	condMu    sync.Mutex                  // one condition computed and sent at a time, in order
+	held      map[int]any                 // source index -> the open fault's handle (a stall to resume)
 	ctx       context.Context
 	fail      context.CancelCauseFunc
 	settled   chan struct{} // closed when the scripted timeline has played out
@@ -89,7 +91,8 @@ func New(cfg Config) (*Experiment, error) {
 		cfg:       cfg,
 		plan:      plan,
 		timeline:  tl,
-		down:      map[int]fault.Condition{},
+		faults:    map[int]inForce{},
+		conds:     map[int]event.ConditionInfo{},
 		held:      map[int]any{},
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),
@@ -596,7 +599,8 @@ func (e *Experiment) SetProbing(on bool) {
 	}
 }
 
-// onChange sends the changed engine's state: one engine's, read once.
+// onChange sends the changed engine's state: one engine's, read once,
+// and a source's condition when it changed with it.
 func (e *Experiment) onChange(in event.EngineInfo) {
 	e.mu.Lock()
 	cl := e.cluster
@@ -606,14 +610,14 @@ func (e *Experiment) onChange(in event.EngineInfo) {
 	}
 	for _, t := range targets(cl) {
 		if t.Name() == in.Name {
-			st := t.State()
-			e.emit(event.Event{Kind: event.KindEngine, Engine: &st})
+			e.sendState(t)
 			return
 		}
 	}
 }
 
-// emitEngines sends every engine's state as it is now.
+// emitEngines sends every engine's state as it is now, and every source's
+// condition that changed.
 func (e *Experiment) emitEngines() {
 	e.mu.Lock()
 	cl := e.cluster
@@ -621,12 +625,16 @@ func (e *Experiment) emitEngines() {
 	if cl == nil {
 		return
 	}
-	emitStates(cl, e.emit)
+	for _, t := range targets(cl) {
+		e.sendState(t)
+	}
 }
 
-func emitStates(cl Cluster, emit func(event.Event)) {
-	for _, t := range targets(cl) {
-		st := t.State()
-		emit(event.Event{Kind: event.KindEngine, Engine: &st})
+// sendState sends t's state, read once, and for a source its condition.
+func (e *Experiment) sendState(t Target) {
+	st := t.State()
+	e.emit(event.Event{Kind: event.KindEngine, Engine: &st})
+	if t.Role() == event.RoleSource {
+		e.observe(t.Index(), st)
 	}
 }

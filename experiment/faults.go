@@ -127,7 +127,7 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 			return e.refused(kind, src, by, err.Error())
 		}
 	}
-	env := &firing{e: e, src: src}
+	env := &firing{e: e, src: src, kind: k, opts: opts}
 	f := &fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: env}
 	at := e.since()
 	if err := k.Act(f); err != nil {
@@ -215,23 +215,6 @@ func (e *Experiment) source(i int) (Target, error) {
 	return srcs[i], nil
 }
 
-// refuse says why kind k cannot be fired on source i now ("" if it can):
-// the experiment's rule is strict, a kind acts only on a source in the
-// condition it needs.
-func (e *Experiment) refuse(i int, k *fault.Kind) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.down[i]
-	switch {
-	case c == k.Needs:
-		return ""
-	case k.Needs == fault.CondUp:
-		return fmt.Sprintf("cannot %s source-%d: it is %s", k.Name, i, c)
-	default:
-		return fmt.Sprintf("cannot %s source-%d: it is not %s", k.Name, i, k.Needs)
-	}
-}
-
 // refused records an action that could not be taken and returns why.
 func (e *Experiment) refused(action string, src int, by, why string) error {
 	err := fmt.Errorf("%s", why)
@@ -283,8 +266,10 @@ func (e *Experiment) closeWindow(src int, at time.Time) {
 // firing is the run's bookkeeping for one source, as a fault kind acts on
 // it (fault.Env).
 type firing struct {
-	e   *Experiment
-	src int
+	e    *Experiment
+	src  int
+	kind *fault.Kind
+	opts fault.Options
 }
 
 var _ fault.Env = (*firing)(nil)
@@ -298,14 +283,26 @@ func (f *firing) Record(action string, d time.Duration, by string, err error) {
 func (f *firing) OpenWindow(at time.Time, recovers bool) { f.e.openWindow(f.src, at, recovers) }
 func (f *firing) CloseWindow(at time.Time)               { f.e.closeWindow(f.src, at) }
 
-func (f *firing) SetCondition(c fault.Condition) {
-	f.e.mu.Lock()
-	defer f.e.mu.Unlock()
-	if c == fault.CondUp {
-		delete(f.e.down, f.src)
-	} else {
-		f.e.down[f.src] = c
+// SetCondition records the fault in force on the source (up: none) and
+// sends its condition, read with the engine's state now.
+func (f *firing) SetCondition(c event.Condition) {
+	t, err := f.e.source(f.src)
+	if err != nil {
+		return
 	}
+	eng := t.State()
+	fi := inForce{cond: c, kind: f.kind, pid: eng.Pid}
+	if f.kind.TakesFor && f.opts.For > 0 {
+		fi.until = f.e.since() + f.opts.For
+	}
+	f.e.mu.Lock()
+	if c == event.CondUp {
+		delete(f.e.faults, f.src)
+	} else {
+		f.e.faults[f.src] = fi
+	}
+	f.e.mu.Unlock()
+	f.e.observe(f.src, eng)
 }
 
 func (f *firing) Hold(h any) {

@@ -16,7 +16,7 @@ type Poller interface {
 
 // pollers are what a run watches besides its probe.
 func (e *Experiment) pollers(cl Cluster) []Poller {
-	return []Poller{enginePoller{cl: cl, every: time.Second}, scrapePoller{cl: cl}}
+	return []Poller{enginePoller{send: e.emitEngines, every: time.Second}, scrapePoller{cl: cl}}
 }
 
 // startPollers runs every poller until ctx ends; a panic in one fails the
@@ -27,10 +27,11 @@ func (e *Experiment) startPollers(ctx context.Context, cl Cluster) {
 	}
 }
 
-// enginePoller sends every engine's state once a period, so uptimes move
-// and a stop that /proc shows is seen between changes.
+// enginePoller sends every engine's state (and the sources' conditions)
+// once a period, so uptimes move and a stop that /proc shows is seen
+// between changes.
 type enginePoller struct {
-	cl    Cluster
+	send  func()
 	every time.Duration
 }
 
@@ -42,7 +43,7 @@ func (p enginePoller) Run(ctx context.Context, emit func(event.Event)) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			emitStates(p.cl, emit)
+			p.send()
 		}
 	}
 }

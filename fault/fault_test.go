@@ -263,7 +263,7 @@ type recEnv struct {
 	at      map[string]time.Time
 	windows []string
 	winAt   []time.Time
-	cond    fault.Condition
+	cond    event.Condition
 	held    any
 	failed  error
 	effects []string
@@ -302,7 +302,7 @@ func (e *recEnv) CloseWindow(at time.Time) {
 	e.windows = append(e.windows, "close")
 	e.winAt = append(e.winAt, at)
 }
-func (e *recEnv) SetCondition(c fault.Condition) { e.mu.Lock(); e.cond = c; e.mu.Unlock() }
+func (e *recEnv) SetCondition(c event.Condition) { e.mu.Lock(); e.cond = c; e.mu.Unlock() }
 func (e *recEnv) Hold(h any)                     { e.mu.Lock(); e.held = h; e.mu.Unlock() }
 func (e *recEnv) Verified(action string, ef fault.Effect) {
 	e.mu.Lock()
@@ -381,7 +381,7 @@ func TestKindsPlayATimelineOnARealCluster(t *testing.T) {
 		if in := e.Info(); in.State != event.StateReady {
 			t.Errorf("%s ended %s, want ready", e.Name(), in.State)
 		}
-		if envs[i].failed != nil || envs[i].cond != fault.CondUp {
+		if envs[i].failed != nil || envs[i].cond != event.CondUp {
 			t.Errorf("%s: failed %v, condition %q", e.Name(), envs[i].failed, envs[i].cond)
 		}
 	}

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+	"p2pfault/event"
 	"p2pfault/verify"
 	"time"
 )
@@ -13,7 +14,7 @@ const ActionHeal = "heal"
 func init() {
 	Register(&Kind{
 		Name: ActionHeal, Key: "h", Help: "heal", LongHelp: "heal network", Order: 70,
-		Needs: CondNetwork, Leaves: CondUp, Hint: "heal it", MoreHelp: true,
+		Needs: event.CondNetwork, Leaves: event.CondUp, Hint: "heal it", MoreHelp: true,
 		Closes: true, Ending: EndsWithRecovery,
 		Act:    actHeal,
 		Verify: verifyHeal,

@@ -16,21 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/verify"
-)
-
-// Condition is what a target is in, as fault kinds see it: the state a
-// kind needs before it may act, and the one it leaves behind.
-type Condition string
-
-const (
-	CondUp         Condition = ""           // running, no fault in force
-	CondStalled    Condition = "stalled"    // stopped until resumed
-	CondRestarting Condition = "restarting" // on its way back (kill, restore)
-	CondRemoved    Condition = "removed"    // down until restored
-	CondExited     Condition = "exited"     // crashed (the dashboard's view only)
-	// CondNetwork: its packets are dropped (partition, loss) until healed.
-	CondNetwork Condition = "faulted on the network"
 )
 
 // Ending says how a kind's step bears on when a scripted run ends.
@@ -72,16 +59,16 @@ type Kind struct {
 	// MoreHelp keeps the key out of the one-line help under the dashboard
 	// (it fits 80 columns with the seed's kinds); `?` still lists it.
 	MoreHelp bool
-	Needs    Condition // the condition the target must be in (Up: no fault in force)
-	Leaves   Condition // the condition it puts the target in once taken
-	// Over lists conditions besides Needs the dashboard lets the key try
-	// (the experiment still refuses what it cannot do).
-	Over []Condition
+	// Needs is the condition the source must be in for the kind to act
+	// ("" is event.CondUp: running, no fault in force), Leaves the one it
+	// puts it in once taken. Refusal is the one rule over them.
+	Needs  event.Condition
+	Leaves event.Condition
 	// Hint completes "press KEY to ..." when a target is in Leaves, e.g.
 	// "resume it" for resume (which Needs Stalled).
 	Hint string
-	// Badge is the source panel's label while Leaves holds ("" = the
-	// condition's own), e.g. KILLED until the restarted engine is up.
+	// Badge is the source's label while Leaves holds ("" = the
+	// condition's own), e.g. KILLED until the restarted engine starts.
 	Badge string
 	// Opens and Closes say whether its event marks the start or the end
 	// of a fault window on the dashboard's chart.
@@ -146,7 +133,7 @@ type Env interface {
 	Record(action string, d time.Duration, by string, err error) // a fault event on the target
 	OpenWindow(at time.Time, recovers bool)                      // a fault window opens on the target
 	CloseWindow(at time.Time)                                    // ... and closes
-	SetCondition(c Condition)                                    // what the target is in now
+	SetCondition(c event.Condition)                              // what the target is in now
 	Hold(h any)                                                  // keep the open fault's handle (a stall to resume); nil drops it
 	Held() any
 	Go(fn func())   // run fn in the background; a panic fails the run
@@ -222,33 +209,41 @@ func Names() string {
 	return strings.Join(names, ", ")
 }
 
+// needs is the condition k acts in: Needs, or up when it says none.
+func (k *Kind) needs() event.Condition {
+	if k.Needs == "" {
+		return event.CondUp
+	}
+	return k.Needs
+}
+
 // Undoer returns the kind that undoes condition c (its Needs is c), if any.
-func Undoer(c Condition) (*Kind, bool) {
-	if c == CondUp {
+func Undoer(c event.Condition) (*Kind, bool) {
+	if c == event.CondUp {
 		return nil, false
 	}
 	for _, k := range Kinds() {
-		if k.Needs == c {
+		if k.needs() == c {
 			return k, true
 		}
 	}
 	return nil, false
 }
 
-// Refusal says why k cannot act on a target in condition c named name,
-// as the dashboard words it, or "" when it may try. It reads only the
-// kind's declarations, so new kinds get the same wording.
-func (k *Kind) Refusal(name string, c Condition) string {
-	if k.Needs != CondUp {
-		if c != k.Needs {
-			return fmt.Sprintf("%s is not %s", name, k.Needs)
-		}
+// Refusal is the one answer to "may kind k act on the source named name,
+// in condition c, now?": "" when it may, else why not, in the words every
+// caller shows (a dashboard key, a scripted step, an attached source's
+// action). A kind acts only in the condition it needs; the words name
+// the kind that would undo the condition in force, if one has a key. It
+// reads only the kinds' declarations, so new kinds get the same rule.
+func (k *Kind) Refusal(name string, c event.Condition) string {
+	need := k.needs()
+	switch {
+	case c == need:
 		return ""
-	}
-	if c == CondUp || slices.Contains(k.Over, c) {
-		return ""
-	}
-	if c == CondExited {
+	case need != event.CondUp:
+		return fmt.Sprintf("%s is not %s", name, need)
+	case c == event.CondExited:
 		return name + " has exited"
 	}
 	why := fmt.Sprintf("%s is %s", name, c)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/netfault"
 	"p2pfault/verify"
 )
@@ -16,7 +17,7 @@ const ActionPartition = "partition"
 func init() {
 	Register(&Kind{
 		Name: ActionPartition, Key: "n", Help: "partition", LongHelp: "partition (drop)", Order: 60,
-		TakesFor: true, Needs: CondUp, Leaves: CondNetwork, Badge: "PARTITIONED", MoreHelp: true,
+		TakesFor: true, Needs: event.CondUp, Leaves: event.CondNetwork, Badge: "PARTITIONED", MoreHelp: true,
 		Opens: true, Ending: EndsAfterFor,
 		Act:    func(f *Fire) error { return actNet(f, ActionPartition, 100) },
 		Verify: verifyPartition,

@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"p2pfault/event"
 	"sync"
 	"time"
 )
@@ -14,7 +15,7 @@ const ActionStall = "stall"
 func init() {
 	Register(&Kind{
 		Name: ActionStall, Key: "s", Help: "stall", LongHelp: "stall (SIGSTOP)", Order: 10,
-		TakesFor: true, Needs: CondUp, Leaves: CondStalled, Badge: "STALLED",
+		TakesFor: true, Needs: event.CondUp, Leaves: event.CondStalled, Badge: "STALLED",
 		Opens: true, Ending: EndsAfterFor,
 		Act: actStall, Verify: verifyStall,
 	})
@@ -31,7 +32,7 @@ func actStall(f *Fire) error {
 		return err
 	}
 	env.Hold(st)
-	env.SetCondition(CondStalled)
+	env.SetCondition(event.CondStalled)
 	env.Record(ActionStall, f.For, f.By, nil)
 	env.OpenWindow(st.StoppedAt(), true)
 	env.Changed()
@@ -40,7 +41,7 @@ func actStall(f *Fire) error {
 		// or by resume.
 		<-st.Done()
 		env.Hold(nil)
-		env.SetCondition(CondUp)
+		env.SetCondition(event.CondUp)
 		by := f.By
 		if rb := st.ResumedBy(); rb != "" {
 			by = rb

@@ -70,6 +70,7 @@ func armScript(arm string, to time.Duration, end bool) *script {
 		return s
 	}
 	s.fault(40*time.Second, fault.ActionResume, 0, 0)
+	s.cond(40*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondUp, Label: "READY"})
 	s.window(40*time.Second, event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
 	s.engine(40*time.Second, engineInfo("source-0", 0, event.StateReady, 4200, 59*time.Second))
 	s.samples(2, 40*time.Second, 65*time.Second, 500*time.Millisecond, healthy)

@@ -135,6 +135,9 @@ func (s *script) upCluster(sources int) {
 		s.engine(-16*time.Second, engineInfo(sourceEngine(i), i, event.StateReady, 4200+10*i, 3*time.Second))
 	}
 	s.engine(-15*time.Second, engineInfo("decoder", 0, event.StateReady, 4300, 4*time.Second))
+	for i := 0; i < sources; i++ {
+		s.cond(-15*time.Second, event.ConditionInfo{Source: i, Condition: event.CondUp, Label: "READY"})
+	}
 	s.add(-14*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseWarmup})
 	s.add(0, event.Event{Kind: event.KindPhase, Phase: event.PhaseBaseline})
 }
@@ -190,6 +193,11 @@ func (s *script) flush(pending *[]event.Sample, t time.Duration) {
 
 func (s *script) fault(t time.Duration, action string, source int, d time.Duration) {
 	s.add(t, event.Event{Kind: event.KindFault, Fault: &event.FaultInfo{Action: action, Source: source, Duration: d, By: "script"}})
+}
+
+// cond is a source's condition as the experiment sends it.
+func (s *script) cond(t time.Duration, c event.ConditionInfo) {
+	s.add(t, event.Event{Kind: event.KindCondition, Condition: &c})
 }
 
 func (s *script) window(t time.Duration, w event.Window) {
@@ -293,6 +301,7 @@ func stalledAt10s() *script {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionStall, 0, 30*time.Second)
+	s.cond(10*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondStalled, Fault: fault.ActionStall, Label: "STALLED", Until: 40 * time.Second})
 	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	return &s
 }
@@ -320,6 +329,7 @@ func sceneKilled(restarting bool) scene {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionKill, 0, 0)
+	s.cond(10*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondRestarting, Fault: fault.ActionKill, Label: "KILLED", Down: true})
 	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	exited := engineInfo("source-0", 0, event.StateExited, 4200, 29*time.Second)
@@ -331,6 +341,7 @@ func sceneKilled(restarting bool) scene {
 		re := engineInfo("source-0", 0, event.StateRestarting, 4400, 0)
 		re.Restarts = 1
 		s.engine(10200*time.Millisecond, re)
+		s.cond(10200*time.Millisecond, event.ConditionInfo{Source: 0, Condition: event.CondRestarting, Fault: fault.ActionKill, Label: "RESTARTING"})
 		now = 12 * time.Second
 	}
 	s.samples(2, 10*time.Second, now, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
@@ -348,6 +359,7 @@ func sceneRemoved() scene {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionRemove, 0, 0)
+	s.cond(10*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondRemoved, Fault: fault.ActionRemove, Label: "REMOVED"})
 	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	s.engine(10300*time.Millisecond, engineInfo("source-0", 0, event.StateRemoved, 4200, 29*time.Second))
@@ -369,6 +381,7 @@ func sceneFailedChecks() scene {
 		return healthy(i, start, trial)
 	})
 	s.fault(40*time.Second, fault.ActionResume, 0, 0)
+	s.cond(40*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondUp, Label: "READY"})
 	s.window(40*time.Second, event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
 	s.samples(2, 40*time.Second, 60*time.Second, 500*time.Millisecond, healthy)
 	s.add(60*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})

@@ -29,9 +29,6 @@ import (
 type Options struct {
 	// Now is the clock (time.Now); tests pin it.
 	Now func() time.Time
-	// StallFor is how long a stall lasts when its fault event does not
-	// say, for the STALLED countdown (default 30 s × the run's time scale).
-	StallFor time.Duration
 	// Window is the time span of the latency charts (default 60 s × scale).
 	Window time.Duration
 	// Recent is the rolling window of p50/p95/max and the hit rate
@@ -261,16 +258,6 @@ func (m Model) bridge() time.Duration {
 	return m.scaled(1500 * time.Millisecond)
 }
 
-func (m Model) stallFor() time.Duration {
-	if m.opts.StallFor > 0 {
-		return m.opts.StallFor
-	}
-	if m.st.run != nil && m.st.run.Case == fault.ActionStall && m.st.run.FaultFor > 0 {
-		return m.st.run.FaultFor
-	}
-	return m.scaled(30 * time.Second)
-}
-
 func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 	keep := m.keep()
 	for _, ev := range msg.events {
@@ -423,8 +410,9 @@ func (m Model) cannotProbe() string {
 }
 
 // refusal says why kind k cannot act on source i now, or "" when it can:
-// the kind's own rule (fault.Kind.Refusal) over the condition the badge
-// shows.
+// fault's one rule (fault.Kind.Refusal) over the condition the experiment
+// sent, the one it refuses by itself. A source whose condition has not
+// come yet is left to the experiment to judge.
 func (m Model) refusal(k *fault.Kind, i int) string {
 	switch {
 	case m.ctrl == nil:
@@ -436,8 +424,11 @@ func (m Model) refusal(k *fault.Kind, i int) string {
 	case i < 0 || i >= len(m.st.sources):
 		return fmt.Sprintf("no source %d", i)
 	}
-	b, _ := m.st.badge(i, m.nowT(), m.stallFor())
-	return k.Refusal(sourceEngine(i), b.condition())
+	c := m.st.sources[i].cond
+	if c == nil {
+		return ""
+	}
+	return k.Refusal(sourceEngine(i), c.Condition)
 }
 
 // nextEngine cycles the full-screen log through every known engine.
@@ -698,7 +689,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 			spark[b] = float64(hitB[b]) / float64(nB[b])
 		}
 	}
-	kind, text := m.st.badge(i, nowT, m.stallFor())
+	kind, text := m.st.badge(i, nowT)
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
 		inflight: inflightLine{shown: m.st.sawStarts, n: pend.N, oldest: pend.Oldest},
