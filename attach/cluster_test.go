@@ -61,7 +61,7 @@ func TestAttachedStallIsResumedByCloseOnEveryWayOut(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := openLocal(t, path, Options{LogDir: dir})
 			exp, err := experiment.New(experiment.Config{
-				Case: experiment.CaseNone, TimeScale: 0.25, Timeline: "at 1s " + tt.kind + " source-0",
+				Case: fault.CaseNone, TimeScale: 0.25, Timeline: "at 1s " + tt.kind + " source-0",
 				Cluster: c, OutDir: t.TempDir(),
 			})
 			if err != nil {

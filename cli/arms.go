@@ -14,6 +14,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/runner"
 )
 
@@ -125,7 +126,7 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 		}
 		cfg.Timeline = o.timeline
 		cfg.Duration = o.duration
-		if cfg.Duration == 0 && headless && caseName == experiment.CaseNone && o.timeline == "" {
+		if cfg.Duration == 0 && headless && caseName == fault.CaseNone && o.timeline == "" {
 			cfg.Duration = experiment.DefaultNoneDuration
 		}
 		ra.configs = append(ra.configs, cfg)

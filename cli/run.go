@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/report"
 	"p2pfault/runner"
 	"p2pfault/ui"
@@ -37,7 +39,7 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 		Use:   "run",
 		Short: "Run one case: the dashboard on a terminal, headless otherwise",
 		Long: "Start the cluster, warm it up, pull from every source through the decoder and fire\n" +
-			"the case's fault on source-0 (stall, kill, remove, partition; none = only the keys'\n" +
+			"the case's fault on source-0 (" + strings.Join(fault.Cases(), ", ") + "; none = only the keys'\n" +
 			"faults).\n" +
 			"On a terminal this opens the dashboard; with --headless or when stdout is not a\n" +
 			"terminal it prints progress and the verdict table. Reports go to --out.",
@@ -46,7 +48,7 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	}
 	fs := cmd.Flags()
 	o.flags.register(fs)
-	fs.StringVar(&o.caseName, "case", "", "fault case: stall, kill, remove, partition or none (default $FAULT_CASE, else none)")
+	fs.StringVar(&o.caseName, "case", "", "fault case: "+fault.CaseList()+" (default $FAULT_CASE, else none)")
 	fs.StringArrayVar(&o.arm, "arm", nil, "arm (repeatable): main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); with --engine vllm NAME=VLLM_BIN, one cluster per build (default main)")
 	fs.StringSliceVar(&o.arms, "arms", nil, "simulated arms run side by side, one cluster each, e.g. main,fixed")
 	fs.BoolVar(&o.headless, "headless", false, "no dashboard: print progress and the verdict table")
@@ -70,16 +72,14 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		caseName = os.Getenv("FAULT_CASE")
 	}
 	if caseName == "" {
-		caseName = experiment.CaseNone
+		caseName = fault.CaseNone
 	}
-	switch caseName {
-	case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove, experiment.CasePartition, experiment.CaseNone:
-	default:
+	if _, ok := fault.CaseKind(caseName); !ok && caseName != fault.CaseNone {
 		what := "--case"
 		if !cmd.Flags().Changed("case") {
 			what = "FAULT_CASE"
 		}
-		return exitcode.Usagef("%s %q: want stall, kill, remove, partition or none", what, caseName)
+		return exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
 	}
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
@@ -176,7 +176,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		err := r.Err
 		if errors.Is(err, errQuit) {
 			err = nil
-			if caseName != experiment.CaseNone && r.Verdict.Checks == nil {
+			if caseName != fault.CaseNone && r.Verdict.Checks == nil {
 				err = exitcode.ErrInterrupted
 			}
 		}

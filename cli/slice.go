@@ -15,6 +15,7 @@ import (
 	"p2pfault/console"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/report"
 	"p2pfault/runner"
 )
@@ -46,7 +47,7 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	o.flags.register(fs)
 	fs.StringSliceVar(&o.arms, "arms", []string{"main", "fixed"}, "arms of the simulated engine: main, fixed")
 	fs.StringArrayVar(&o.vllmArms, "arm", nil, "with --engine vllm: an arm NAME=VLLM_BIN (repeatable), e.g. --arm main=/opt/vllm-main/bin/vllm")
-	fs.StringSliceVar(&o.cases, "cases", experiment.Cases, "cases to run: stall, kill, remove, partition")
+	fs.StringSliceVar(&o.cases, "cases", fault.SeedCases(), "cases to run: "+strings.Join(fault.Cases(), ", "))
 	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
 	fs.BoolVar(&o.compare, "compare-seed", false, "also print the seed's table beside the run's, cell by cell with the difference and its tolerance (written to compare-seed.txt too)")
@@ -255,10 +256,8 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 // plan lists the rows, arms in the order given, cases in the seed's order.
 func (o *sliceOptions) plan() ([]sliceRow, error) {
 	for _, c := range o.cases {
-		switch c {
-		case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove, experiment.CasePartition:
-		default:
-			return nil, exitcode.Usagef("--cases: %q is not a fault case (stall, kill, remove, partition)", c)
+		if _, ok := fault.CaseKind(c); !ok {
+			return nil, exitcode.Usagef("--cases: %q is not a fault case (%s)", c, strings.Join(fault.Cases(), ", "))
 		}
 	}
 	type arm struct{ name, bin string }

@@ -10,18 +10,6 @@ import (
 	"p2pfault/fault"
 )
 
-// Cases of the seed, plus none (no scripted fault: the dashboard's default).
-const (
-	CaseStall     = "stall"
-	CaseKill      = "kill"
-	CaseRemove    = "remove"
-	CasePartition = "partition" // drop source-0's packets for FaultFor, then heal (issue 13)
-	CaseNone      = "none"
-)
-
-// Cases lists the seed's three fault cases in the order of its table.
-var Cases = []string{CaseStall, CaseKill, CaseRemove}
-
 // Defaults of the seed, at real time (--time-scale multiplies them).
 const (
 	DefaultFaultAt       = 10 * time.Second // fault on source 0, 10 s into the measured run
@@ -37,7 +25,7 @@ const (
 // them (and the bounds, and the simulated engines' timeouts) by TimeScale.
 type Config struct {
 	Arm  string // label of the row: "main", "fixed", or a --arm NAME
-	Case string // stall, kill, remove, partition or none
+	Case string // a fault case (fault.Cases) or fault.CaseNone; "" is none
 
 	// Cluster opens the run's engines: Launch{runner.Config} for engines
 	// p2pfault starts, an attach.Cluster for engines it did not start.
@@ -61,12 +49,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	switch c.Case {
-	case "":
-		c.Case = CaseNone
-	case CaseStall, CaseKill, CaseRemove, CasePartition, CaseNone:
-	default:
-		return c, exitcode.Usagef("case %q: want stall, kill, remove, partition or none", c.Case)
+	if c.Case == "" {
+		c.Case = fault.CaseNone
 	}
 	if c.Arm == "" {
 		c.Arm = "main"
@@ -151,7 +135,8 @@ func (c Config) scale(d time.Duration) time.Duration {
 }
 
 // scriptedTimeline is the run's timeline at real time: the user's
-// --timeline, or the case's preset (fault's seed cases) at this run's
+// --timeline, or the case's preset (fault.Preset: an unknown case is a
+// usage error naming the cases) at this run's
 // fault time and stall length (the seed's 10 s and 30 s by default).
 func (c Config) scriptedTimeline() (fault.Timeline, error) {
 	if c.Timeline != "" {

@@ -66,7 +66,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0") // engines exit often; a -race binary sleeps 1 s at exit
 	exp, err := experiment.New(experiment.Config{
-		Case:      experiment.CaseNone,
+		Case:      fault.CaseNone,
 		TimeScale: 0.2,
 		FaultFor:  5 * time.Second, // a key's stall: 1 s at this scale
 		Cluster: experiment.Launch{Config: runner.Config{

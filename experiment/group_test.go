@@ -22,7 +22,7 @@ func armConfigs(t *testing.T, mod func(*experiment.Config)) []experiment.Config 
 	for _, arm := range []struct{ name, mode string }{{"main", "wait"}, {"fixed", "prefill"}} {
 		c := experiment.Config{
 			Arm:       arm.name,
-			Case:      experiment.CaseNone,
+			Case:      fault.CaseNone,
 			TimeScale: 0.2,
 			Cluster: experiment.Launch{Config: runner.Config{
 				FreePorts: true, PortPool: pool,

@@ -46,7 +46,7 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	exp, err := experiment.New(experiment.Config{
-		Case:      experiment.CaseNone,
+		Case:      fault.CaseNone,
 		TimeScale: 0.2,
 		// From the timeline: once early, once late so the run lasts
 		// until the key has fired too (4 s at this scale).

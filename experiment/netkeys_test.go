@@ -33,7 +33,7 @@ func TestPartitionKeysOnARealRun(t *testing.T) {
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	out := t.TempDir()
 	exp, err := experiment.New(experiment.Config{
-		Case: experiment.CaseNone, TimeScale: 0.5,
+		Case: fault.CaseNone, TimeScale: 0.5,
 		Cluster: experiment.Launch{Config: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
 		OutDir:  out,
 	})

@@ -38,7 +38,7 @@ func netRun(t *testing.T, ctx context.Context, scale float64, recovery time.Dura
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	exp, err := experiment.New(experiment.Config{
-		Case:      experiment.CaseNone,
+		Case:      fault.CaseNone,
 		TimeScale: scale,
 		Timeline:  timeline,
 		Recovery:  recovery,

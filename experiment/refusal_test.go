@@ -28,7 +28,7 @@ func TestAKeyAndAScriptAreRefusedWithTheSameWords(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	exp, err := experiment.New(experiment.Config{
-		Case:     experiment.CaseNone,
+		Case:     fault.CaseNone,
 		Timeline: "at 300ms stall source-0 for 1m; at 8s stall source-0",
 		Cluster: experiment.Launch{Config: runner.Config{
 			FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"},

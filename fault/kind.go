@@ -30,6 +30,17 @@ const (
 	StaysDown                      // its window lasts to the end; the run ends FaultFor later
 )
 
+// Case says whether a kind is a fault case of its own: `run --case NAME`
+// and `slice --cases NAME` fire it once on source-0 at the run's fault
+// time, with the run's fault length when it takes "for" (Preset).
+type Case int
+
+const (
+	NoCase   Case = iota // fired only from a timeline or a key
+	OwnCase              // a case (partition)
+	SeedCase             // a case of the seed's slice, which slice runs by default (stall, kill, remove)
+)
+
 // Options tune one firing of a kind.
 type Options struct {
 	For time.Duration // kinds with TakesFor: how long the fault lasts (0: until undone)
@@ -74,6 +85,8 @@ type Kind struct {
 	// of a fault window on the dashboard's chart.
 	Opens, Closes bool
 	Ending        Ending
+	// Case makes the kind a fault case of its own (its preset: Preset).
+	Case Case
 
 	// Act takes the fault on f.Target and reports what happened through
 	// f.Env: its events, the window it opens or closes, the condition it
@@ -158,6 +171,9 @@ func Register(k *Kind) (unregister func()) {
 	defer regMu.Unlock()
 	if k.Name == "" || k.Act == nil {
 		panic("fault: a kind needs a name and an Act")
+	}
+	if k.Name == CaseNone {
+		panic("fault: no kind may be named " + CaseNone + ": it is the case without a fault")
 	}
 	if _, dup := kinds[k.Name]; dup {
 		panic("fault: kind " + k.Name + " registered twice")

@@ -17,7 +17,7 @@ func init() {
 	Register(&Kind{
 		Name: ActionRemove, Key: "r", Help: "remove", LongHelp: "remove (SIGTERM)", Order: 40,
 		Needs: event.CondUp, Leaves: event.CondRemoved, Badge: "REMOVED",
-		Opens: true, Ending: StaysDown,
+		Opens: true, Ending: StaysDown, Case: SeedCase,
 		Act: actRemove, Verify: verifyRemove,
 	})
 }

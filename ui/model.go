@@ -743,8 +743,8 @@ func firstFault(run *event.RunInfo) (string, bool) {
 	if tl, err := fault.Parse(run.Timeline); err == nil && len(tl) > 0 {
 		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
 	}
-	if run.Case != "" && run.Case != "none" {
-		return run.Case + " source-0", true
+	if tl, err := fault.Preset(run.Case, run.FaultAt, run.FaultFor); err == nil && len(tl) > 0 {
+		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
 	}
 	return "", false
 }
