@@ -35,7 +35,7 @@ type Options struct {
 	CommandTimeout time.Duration // per fault command; default 60 s
 	ReadyTimeout   time.Duration // Ready's wait for /health 200; default 1200 s (vLLM's model load)
 	HealthTimeout  time.Duration // one /health request; default 2 s
-	StopGrace      time.Duration // remove: SIGTERM, then SIGKILL after this; default 10 s
+	StopGrace      time.Duration // remove: SIGTERM, then SIGKILL after this; default runner.DefaultStopGrace (10 s)
 	// Client sends the /health requests; default a client without proxy.
 	Client *http.Client
 }
@@ -51,7 +51,7 @@ func (o Options) withDefaults() Options {
 		o.HealthTimeout = 2 * time.Second
 	}
 	if o.StopGrace <= 0 {
-		o.StopGrace = 10 * time.Second
+		o.StopGrace = runner.DefaultStopGrace
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{Proxy: nil}}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/probe"
 	"p2pfault/runner"
 )
 
@@ -63,13 +65,13 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
 	fs.DurationVar(&f.restart, "restart-length", DefaultRestartLength, "how long a simulated source restarted by the kill case takes from SIGKILL to ready (scaled by --time-scale; a first start takes ~1 s); no effect with --engine vllm")
 
-	fs.DurationVar(&f.interval, "interval", 500*time.Millisecond, "time between trials, per source")
+	fs.DurationVar(&f.interval, "interval", probe.DefaultInterval, "time between trials, per source")
 	fs.DurationVar(&f.faultAt, "fault-at", experiment.DefaultFaultAt, "when the scripted fault fires, after warm-up")
 	fs.DurationVar(&f.faultFor, "stall-for", experiment.DefaultFaultFor, "stall length (also how long a removed source stays down before the run ends, and a key-fired stall's length)")
 	fs.DurationVar(&f.recovery, "recovery", experiment.DefaultRecovery, "how long the run goes on after a stall or kill window closes")
 	fs.DurationVar(&f.warmup, "warmup-timeout", experiment.DefaultWarmupTimeout, "how long warm-up may take (not scaled)")
-	fs.DurationVar(&f.seedTimeout, "seed-timeout", experiment.DefaultSeedTimeout, "per seed request on a source")
-	fs.DurationVar(&f.pullTimeout, "pull-timeout", experiment.DefaultPullTimeout, "per pull request on the decoder")
+	fs.DurationVar(&f.seedTimeout, "seed-timeout", probe.DefaultSeedTimeout, "per seed request on a source")
+	fs.DurationVar(&f.pullTimeout, "pull-timeout", probe.DefaultPullTimeout, "per pull request on the decoder")
 	fs.BoolVar(&f.stream, "stream", false, "stream each pull (stream=true, include_usage) and record its time to first token (TTFT)")
 
 	fs.DurationVar(&f.bounds.FaultedMax, "bound-faulted-max", def.FaultedMax, "check 2: pulls naming the faulted source end within this")
@@ -105,18 +107,8 @@ func (f *clusterFlags) sourceCount(fs *pflag.FlagSet) (int, error) {
 // experimentConfig builds one run's configuration from the flags, its
 // cluster not yet given (launchConfig, or an attached cluster).
 func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.Config, error) {
-	if f.timeScale <= 0 {
-		return experiment.Config{}, exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
-		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
-		{"restart-length", f.restart}} {
-		if d.v <= 0 {
-			return experiment.Config{}, exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
-		}
+	if err := f.check(); err != nil {
+		return experiment.Config{}, err
 	}
 	return experiment.Config{
 		Arm:           arm,
@@ -133,6 +125,40 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 		Stream:        f.stream,
 		OutDir:        out,
 	}, nil
+}
+
+// check checks every flag of a run's timing and bounds, the one place
+// each is checked.
+func (f *clusterFlags) check() error {
+	if !(f.timeScale > 0) || math.IsInf(f.timeScale, 0) {
+		return exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
+	}
+	b := f.bounds
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
+		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
+		{"restart-length", f.restart},
+		{"bound-faulted-max", b.FaultedMax}, {"bound-detect-after", b.DetectAfter},
+		{"bound-faulted-median", b.FaultedMedian}, {"bound-healthy-max", b.HealthyMax},
+		{"bound-recovery-window", b.RecoveryWindow}} {
+		if d.v <= 0 {
+			return exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
+		}
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"bound-healthy-hit-rate", b.HealthyHitRate}, {"bound-recovery-hit-rate", b.RecoveryHitRate}} {
+		if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
+			return exitcode.Usagef("--%s %v: want a fraction between 0 and 1", r.name, r.v)
+		}
+	}
+	if f.handshake < 0 {
+		return exitcode.Usagef("--handshake-timeout %v: want a positive duration (0: the engine's own)", f.handshake)
+	}
+	return nil
 }
 
 // launchConfig is the engines p2pfault launches for one run, from the

@@ -81,6 +81,9 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		}
 		return exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
 	}
+	if o.duration < 0 {
+		return exitcode.Usagef("--duration %v: want a positive duration", o.duration)
+	}
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
 			return err

@@ -27,9 +27,9 @@ import (
 const (
 	DefaultInterval     = 500 * time.Millisecond
 	DefaultPromptTokens = 400 // 3 blocks of 128 + 16: cached_tokens of a full hit is 384
-	// A seed normally takes milliseconds; a stalled source must not hold the
-	// pull back much longer than that, so the seed gives up early.
-	DefaultSeedTimeout = 5 * time.Second
+	// A healthy seed takes ~10 ms; a stalled source must not hold the pull
+	// behind it back much longer than that, so the seed gives up early.
+	DefaultSeedTimeout = 1 * time.Second
 	// Longer than the slowest real outcome of a pull (30 s load timeout + 10 s
 	// abort-ack, reference §3), so a slow pull is measured, never cut short.
 	DefaultPullTimeout = 60 * time.Second
