@@ -82,18 +82,7 @@ func (c *Cluster) canTake(s fault.Step) error {
 // say.
 func (c *Cluster) Open(ctx context.Context, _ experiment.OpenEnv) (experiment.Cluster, error) {
 	c.refresh(ctx, refreshEvery)
-	go func() {
-		tick := time.NewTicker(refreshEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				c.refresh(ctx, refreshEvery)
-			}
-		}
-	}()
+	go experiment.Every(ctx, refreshEvery, func() { c.refresh(ctx, refreshEvery) })
 	return c, nil
 }
 
@@ -318,15 +307,7 @@ func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (ti
 		return time.Time{}, fault.NotTaken(err)
 	}
 	t.forget()
-	t.stateMu.Lock()
-	t.restarts++
-	t.stateMu.Unlock()
-	rr, err := t.act(ctx, fault.ActionReady)
-	if err != nil {
-		return time.Time{}, fault.NotTaken(err)
-	}
-	t.answered()
-	return rr.At, nil
+	return t.backUp(ctx)
 }
 
 // Terminate removes the source and leaves it down.
@@ -347,6 +328,12 @@ func (t *Target) Restore(ctx context.Context) (time.Time, error) {
 	if _, err := t.act(ctx, fault.ActionRestore); err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
+	return t.backUp(ctx)
+}
+
+// backUp counts a restart that was started (a kill's, a restore's) and
+// waits until the source answers again.
+func (t *Target) backUp(ctx context.Context) (time.Time, error) {
 	t.stateMu.Lock()
 	t.restarts++
 	t.stateMu.Unlock()

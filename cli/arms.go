@@ -139,16 +139,9 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 // NAME=VLLM_BIN), its engines' flag for the simulated arm, and with
 // several arms free ports from one pool and its share of --gpus.
 func (o *runOptions) launch(fs *pflag.FlagSet, s armSpec, k, n int, pool *runner.PortPool) (experiment.Opener, error) {
-	extra, err := armArgs(o.flags.engine, s.name)
+	rc, err := o.flags.launchConfig(fs, s.name, s.bin)
 	if err != nil {
 		return nil, err
-	}
-	rc, err := o.flags.launchConfig(fs, extra)
-	if err != nil {
-		return nil, err
-	}
-	if s.bin != "" {
-		rc.VLLMBin = s.bin
 	}
 	if n > 1 {
 		rc.FreePorts = true

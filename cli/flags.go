@@ -161,9 +161,14 @@ func (f *clusterFlags) check() error {
 	return nil
 }
 
-// launchConfig is the engines p2pfault launches for one run, from the
-// flags; extra is appended to every engine's command line (the arm's).
-func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, extra []string) (runner.Config, error) {
+// launchConfig is the engines p2pfault launches for arm, from the flags:
+// the simulated arm's engine flag (armArgs) on every command line, and
+// bin (a --arm NAME=VLLM_BIN build) when given.
+func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.Config, error) {
+	extra, err := armArgs(f.engine, arm)
+	if err != nil {
+		return runner.Config{}, err
+	}
 	n, err := f.sourceCount(fs)
 	if err != nil {
 		return runner.Config{}, err
@@ -173,11 +178,15 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, extra []string) (runner.C
 	default:
 		return runner.Config{}, exitcode.Usagef("--kv-load-failure-policy %q: want recompute or fail", f.loadPolicy)
 	}
+	vllmBin := f.vllmBin
+	if bin != "" {
+		vllmBin = bin
+	}
 	return runner.Config{
 		Engine:            f.engine,
 		Sources:           n,
 		Model:             f.model,
-		VLLMBin:           f.vllmBin,
+		VLLMBin:           vllmBin,
 		GPUs:              f.gpus,
 		HandshakeTimeout:  f.handshake,
 		RestartDelay:      f.restart,

@@ -149,16 +149,9 @@ func (o *sliceOptions) experiments(cmd *cobra.Command, rows []sliceRow, parallel
 				return nil, err
 			}
 		} else {
-			extra, err := armArgs(o.flags.engine, r.arm)
+			rc, err := o.flags.launchConfig(fs, r.arm, r.vllmBin)
 			if err != nil {
 				return nil, err
-			}
-			rc, err := o.flags.launchConfig(fs, extra)
-			if err != nil {
-				return nil, err
-			}
-			if r.vllmBin != "" {
-				rc.VLLMBin = r.vllmBin
 			}
 			// Rows running at once take free ports rather than racing for
 			// the script's defaults.

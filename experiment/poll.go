@@ -35,15 +35,19 @@ type enginePoller struct {
 	every time.Duration
 }
 
-func (p enginePoller) Run(ctx context.Context, emit func(event.Event)) {
-	tick := time.NewTicker(p.every)
+func (p enginePoller) Run(ctx context.Context, _ func(event.Event)) { Every(ctx, p.every, p.send) }
+
+// Every calls fn once a period until ctx ends: how a poller (and a cluster
+// that watches its own engines) paces itself.
+func Every(ctx context.Context, period time.Duration, fn func()) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			p.send()
+			fn()
 		}
 	}
 }

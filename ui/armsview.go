@@ -147,15 +147,7 @@ func (m Model) nextArmEngine(cur string) string {
 			names = append(names, a+"/"+e.info.Name)
 		}
 	}
-	if len(names) == 0 {
-		return cur
-	}
-	for i, n := range names {
-		if n == cur {
-			return names[(i+1)%len(names)]
-		}
-	}
-	return names[0]
+	return cycleNext(names, cur)
 }
 
 // armsKeys is the footer of a several-arm run: the one-arm keys and `a`,

@@ -437,6 +437,12 @@ func (m Model) nextEngine(cur string) string {
 	for _, e := range m.st.engineOrder() {
 		names = append(names, e.info.Name)
 	}
+	return cycleNext(names, cur)
+}
+
+// cycleNext is the name after cur in names, the first after the last (or
+// when cur is not among them), cur when there is none.
+func cycleNext(names []string, cur string) string {
 	if len(names) == 0 {
 		return cur
 	}
