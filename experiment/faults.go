@@ -96,35 +96,35 @@ func (e *Experiment) Fire(kind string, i int, opts fault.Options) error {
 func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) error {
 	k, ok := fault.Lookup(kind)
 	if !ok {
-		return e.refused(kind, src, by, fmt.Sprintf("unknown fault %q (want %s)", kind, fault.Names()))
+		return e.refused(kind, src, by, fmt.Errorf("unknown fault %q (want %s)", kind, fault.Names()))
 	}
 	if why := e.refuse(src, k); why != "" {
-		return e.refused(kind, src, by, why)
+		return e.refused(kind, src, by, errors.New(why))
 	}
 	// The last action on src is verified before the next acts, or a resume
 	// right after a stall would undo it before the stall was seen; what
 	// may act is asked again after the wait.
 	e.awaitVerify(src)
 	if why := e.refuse(src, k); why != "" {
-		return e.refused(kind, src, by, why)
+		return e.refused(kind, src, by, errors.New(why))
 	}
 	if k.Arg != nil {
 		if err := k.Arg.Check(opts.Arg); err != nil {
-			return e.refused(kind, src, by, fmt.Sprintf("%s %q: %v", kind, opts.Arg, err))
+			return e.refused(kind, src, by, fmt.Errorf("%s %q: %w", kind, opts.Arg, err))
 		}
 	}
 	if k.Setup != nil {
 		if err := k.Setup(); err != nil {
-			return e.refused(kind, src, by, err.Error())
+			return e.refused(kind, src, by, err)
 		}
 	}
 	t, err := e.source(src)
 	if err != nil {
-		return e.refused(kind, src, by, err.Error())
+		return e.refused(kind, src, by, err)
 	}
 	if k.Can != nil {
 		if err := k.Can(t); err != nil {
-			return e.refused(kind, src, by, err.Error())
+			return e.refused(kind, src, by, err)
 		}
 	}
 	env := &firing{e: e, src: src, kind: k, opts: opts}
@@ -215,11 +215,11 @@ func (e *Experiment) source(i int) (Target, error) {
 	return srcs[i], nil
 }
 
-// refused records an action that could not be taken and returns why.
-func (e *Experiment) refused(action string, src int, by, why string) error {
-	err := fmt.Errorf("%s", why)
-	e.faultEvent(action, src, 0, by, err)
-	return err
+// refused records an action that could not be taken and returns why,
+// its chain kept (a setup error is still a netfault.SetupError).
+func (e *Experiment) refused(action string, src int, by string, why error) error {
+	e.faultEvent(action, src, 0, by, why)
+	return why
 }
 
 func (e *Experiment) faultEvent(action string, src int, d time.Duration, by string, err error) {
@@ -284,10 +284,19 @@ func (f *firing) OpenWindow(at time.Time, recovers bool) { f.e.openWindow(f.src,
 func (f *firing) CloseWindow(at time.Time)               { f.e.closeWindow(f.src, at) }
 
 // SetCondition records the fault in force on the source (up: none) and
-// sends its condition, read with the engine's state now.
+// sends its condition, read with the engine's state now. A fault that
+// ends is forgotten before the state is read, so the next action on the
+// source is not refused by it meanwhile.
 func (f *firing) SetCondition(c event.Condition) {
 	t, err := f.e.source(f.src)
 	if err != nil {
+		return
+	}
+	if c == event.CondUp {
+		f.e.mu.Lock()
+		delete(f.e.faults, f.src)
+		f.e.mu.Unlock()
+		f.e.observe(f.src, t.State())
 		return
 	}
 	eng := t.State()
@@ -296,11 +305,7 @@ func (f *firing) SetCondition(c event.Condition) {
 		fi.until = f.e.since() + f.opts.For
 	}
 	f.e.mu.Lock()
-	if c == event.CondUp {
-		delete(f.e.faults, f.src)
-	} else {
-		f.e.faults[f.src] = fi
-	}
+	f.e.faults[f.src] = fi
 	f.e.mu.Unlock()
 	f.e.observe(f.src, eng)
 }
