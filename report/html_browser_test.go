@@ -119,10 +119,14 @@ func TestReportHTMLInChromium(t *testing.T) {
 	// Hover pulls and read their tooltips.
 	data := evaluate[pageData](t, b.ctx, `JSON.parse(document.getElementById('p2pfault-data').textContent)`)
 	for _, h := range hoversOf(t, data) {
-		tip := b.hover(t, h)
-		for _, want := range h.want {
-			if !strings.Contains(tip, want) {
-				t.Errorf("tooltip of %s pull %d lacks %q:\n%s", h.row, h.trial, want, tip)
+		trial, tip := b.hover(t, h)
+		want := h.want
+		if trial != h.trial { // a neighbour on the same pixel (h.near)
+			want = pullWants(pullOf(t, data, h.row, trial))
+		}
+		for _, w := range want {
+			if !strings.Contains(tip, w) {
+				t.Errorf("tooltip of %s pull %d lacks %q:\n%s", h.row, trial, w, tip)
 			}
 		}
 	}
@@ -323,11 +327,35 @@ const pageStateJS = `(() => {
   };
 })()`
 
-// A pull to hover and what its tooltip must say.
+// A pull to hover and what its tooltip must say; near: a neighbour on
+// the same pixel may show instead (a real run's dense points).
 type hover struct {
 	row   string
 	trial int64
+	near  bool
 	want  []string
+}
+
+// pullWants is what a pull's tooltip must say, from the page's data.
+func pullWants(p chartPull) []string {
+	return []string{
+		fmt.Sprintf("pull %d", p.Trial), fmt.Sprintf("source-%d", p.Source), p.State,
+		fmt.Sprintf("start%.3f s", p.Start), fmt.Sprintf("%.3f s", p.Latency), fmt.Sprintf("status%d", p.Status),
+		fmt.Sprintf("%d of %d prompt tokens", p.Cached, p.Prompt),
+	}
+}
+
+func pullOf(t *testing.T, data pageData, row string, trial int64) chartPull {
+	t.Helper()
+	for _, r := range data.Rows {
+		for _, p := range r.Pulls {
+			if r.ID == row && p.Trial == trial {
+				return p
+			}
+		}
+	}
+	t.Fatalf("no pull %d in %s's data", trial, row)
+	return chartPull{}
 }
 
 // hoversOf is the pulls to hover: with the fixture, its failed pull (a
@@ -346,11 +374,7 @@ func hoversOf(t *testing.T, data pageData) []hover {
 				slow = p
 			}
 		}
-		return []hover{{row: row.ID, trial: slow.Trial, want: []string{
-			fmt.Sprintf("pull %d", slow.Trial), fmt.Sprintf("source-%d", slow.Source), slow.State,
-			fmt.Sprintf("%.3f s", slow.Start), fmt.Sprintf("%.3f s", slow.Latency), fmt.Sprint(slow.Status),
-			fmt.Sprintf("%d of %d prompt tokens", slow.Cached, slow.Prompt),
-		}}}
+		return []hover{{row: row.ID, trial: slow.Trial, near: true, want: pullWants(slow)}}
 	}
 	f, p := failedPullOf(), pendingPullOf()
 	return []hover{
@@ -366,11 +390,14 @@ func hoversOf(t *testing.T, data pageData) []hover {
 }
 
 // hover moves the mouse onto the pull's point on its latency chart and
-// returns the text of the tooltip that shows it.
-func (b *browser) hover(t *testing.T, h hover) string {
+// returns the pull whose tooltip shows and its text. Where points of a real
+// run lie on each other (h.near), the tooltip may be a neighbour's: then
+// that neighbour must be under the mouse too, within 4 px.
+func (b *browser) hover(t *testing.T, h hover) (int64, string) {
 	t.Helper()
 	type point struct{ X, Y float64 }
-	js := fmt.Sprintf(`((rowID, trial) => {
+	pixel := func(trial int64) point {
+		return evaluate[point](t, b.ctx, fmt.Sprintf(`((rowID, trial) => {
   const data = JSON.parse(document.getElementById('p2pfault-data').textContent);
   const row = data.rows.find((r) => r.id === rowID);
   const p = row.pulls.find((q) => q.trial === trial);
@@ -379,24 +406,37 @@ func (b *browser) hover(t *testing.T, h hover) string {
   const px = echarts.getInstanceByDom(el).convertToPixel({ xAxisIndex: 0, yAxisIndex: 0 }, [p.start_s, p.latency_s]);
   const r = el.getBoundingClientRect();
   return { X: r.left + px[0], Y: r.top + px[1] };
-})(%q, %d)`, h.row, h.trial)
-	at := evaluate[point](t, b.ctx, js)
+})(%q, %d)`, h.row, trial))
+	}
+	at := pixel(h.trial)
 	if err := chromedp.Do(b.ctx,
 		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at.X-30, at.Y-30),
 		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, at.X, at.Y),
 	); err != nil {
 		t.Fatal(err)
 	}
-	sel := fmt.Sprintf(`.pull-tip[data-trial="%d"]`, h.trial)
-	tip, err := chromedp.Run(b.ctx, chromedp.Poll[string](
-		`(() => { const e = document.querySelector('`+sel+`'); return e && e.offsetParent !== null ? e.innerText.replace(/\t/g, '') : false; })()`,
-		chromedp.WithPollingTimeout(10*time.Second)))
+	type shown struct {
+		Trial int64  `json:"trial"`
+		Text  string `json:"text"`
+	}
+	tip, err := chromedp.Run(b.ctx, chromedp.Poll[shown](`(() => {
+  const e = [...document.querySelectorAll('.pull-tip')].find((e) => e.offsetParent !== null);
+  return e ? { trial: +e.dataset.trial, text: e.innerText.replace(/\t/g, '') } : false;
+})()`, chromedp.WithPollingTimeout(10*time.Second)))
+	if err == nil && tip.Trial != h.trial && !h.near {
+		err = fmt.Errorf("the tooltip is pull %d's", tip.Trial)
+	}
 	if err != nil {
 		other := evaluate[string](t, b.ctx, `[...document.querySelectorAll('.tip')].map((e) => e.outerHTML + ' visible=' + (e.offsetParent !== null)).join('\n')`)
 		t.Logf("tooltips in the page: %s", other)
 		t.Fatalf("no tooltip of %s pull %d after hovering (%.0f, %.0f): %v", h.row, h.trial, at.X, at.Y, err)
 	}
-	return tip
+	if tip.Trial != h.trial {
+		if o := pixel(tip.Trial); absDiff(o.X, at.X) > 4 || absDiff(o.Y, at.Y) > 4 {
+			t.Fatalf("hovering %s pull %d at (%.0f, %.0f) shows pull %d, at (%.0f, %.0f)", h.row, h.trial, at.X, at.Y, tip.Trial, o.X, o.Y)
+		}
+	}
+	return tip.Trial, tip.Text
 }
 
 // zoomAndPan turns the wheel over the row's first latency chart and drags

@@ -103,8 +103,10 @@
       out.push({
         id: 'fault-window', name: 'fault window', type: 'line', data: [], color: 'rgba(220, 60, 60, 0.45)', legendIcon: 'rect',
         markArea: { itemStyle: { color: shade.fault }, data: fault },
+        // Marks sit under the pulls (z 1, the series' 2): a pull at the
+        // instant of a fault action shows its own tooltip.
         markLine: {
-          symbol: 'none', lineStyle: { color: '#a33', type: 'solid', width: 1 },
+          z: 1, symbol: 'none', lineStyle: { color: '#a33', type: 'solid', width: 1 },
           label: { formatter: (p) => p.data.fault.action + ' source-' + p.data.fault.source, position: 'insideEndTop', color: '#a33' },
           data: row.faults.map((f) => ({ xAxis: f.t_s, fault: f })),
         },
@@ -121,7 +123,7 @@
     return {
       animation: false,
       grid: { left: 62, right: 30, top: 38, bottom: 62 },
-      legend: { top: 4, left: 8, width: '76%', type: 'scroll' },
+      legend: { top: 4, left: 8, width: '78%', type: 'scroll', itemWidth: 18, itemGap: 8 },
       tooltip: tooltip(row),
       toolbox: { right: 6, top: 0, feature: { dataZoom: { filterMode: 'none' }, restore: {} } },
       xAxis: { type: 'value', name: 'seconds since t0', nameLocation: 'middle', nameGap: 22, min: 0, max: Math.ceil(xmax) },
@@ -148,7 +150,7 @@
     if (bound > 0) {
       series.push({
         id: 'bound', name: 'faulted_max bound', type: 'line', data: [], color: '#b40000', legendIcon: 'path://M0,4 L4,4 L4,6 L0,6 Z M6,4 L10,4 L10,6 L6,6 Z M12,4 L16,4 L16,6 L12,6 Z',
-        markLine: { symbol: 'none', lineStyle: { type: 'dashed', color: '#b40000' }, label: { formatter: 'bound ' + bound.toFixed(2) + ' s', position: 'insideStartTop' }, data: [{ yAxis: bound, bound: bound }] },
+        markLine: { z: 1, symbol: 'none', lineStyle: { type: 'dashed', color: '#b40000' }, label: { formatter: 'bound ' + bound.toFixed(2) + ' s', position: 'insideStartTop' }, data: [{ yAxis: bound, bound: bound }] },
       });
     }
     const opt = base(row, { type: 'value', name: 'latency (s)', min: 0, max: (v) => niceMax(Math.max(v.max, bound * 1.15)) });
@@ -206,6 +208,9 @@
       { type: 'value', name: 'MiB/s', min: 0, position: 'right', offset: 52, nameGap: 34, splitLine: { show: false } },
     ]);
     opt.grid.right = 112;
+    // Six series: the legend takes two lines rather than pages.
+    opt.legend.type = 'plain';
+    opt.grid.top = 62;
     opt.tooltip = {
       trigger: 'axis', confine: true,
       formatter: (ps) => {
