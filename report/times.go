@@ -77,13 +77,18 @@ func writeVerifications(b *strings.Builder, rows []Row) {
 	for _, r := range rows {
 		for _, v := range r.Verifications {
 			seen := "took effect"
-			if !v.Verified || v.After > check.DefaultVerifyWithin {
+			if !tookEffect(v) {
 				seen = "**did not take effect**"
 			}
 			fmt.Fprintf(b, "- %s / %s: %s source-%d at %.1fs %s after %.2fs: %s\n",
 				r.Arm, r.Case, v.Action, v.Source, v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
 		}
 	}
+}
+
+// tookEffect is whether the host showed the action within the check's time.
+func tookEffect(v check.Verification) bool {
+	return v.Verified && v.After <= check.DefaultVerifyWithin
 }
 
 func junitSeconds3(s *float64) string {
