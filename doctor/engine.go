@@ -172,7 +172,7 @@ func serveFlags(ctx context.Context, h Host, b *binary, path string, several boo
 	r.Found = fmt.Sprintf("%s %s does not list %s, which the run passes", cmdline, ask, strings.Join(named, ", "))
 	switch {
 	case own && b.vllm():
-		r.Fix = "use a vLLM build with the P2P KV-offload tier (the launch of tests/v1/kv_offload/tiering/p2p/run_accuracy_test.sh must work with it)"
+		r.Fix = "use a vLLM build that has them: p2pfault starts every engine as tests/v1/kv_offload/tiering/p2p/run_accuracy_test.sh does, plus --enable-prompt-tokens-details"
 	case own:
 		r.Fix = "rebuild p2pfault: its simulated engine must know every flag of its own launch"
 	}
