@@ -228,9 +228,7 @@ func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
 		e.mu.Unlock()
 		return cl, nil
 	}
-	ccfg := e.cfg.Cluster
-	ccfg.OutDir = e.cfg.OutDir
-	ccfg.TimeScale = e.cfg.TimeScale
+	ccfg := e.cfg.ClusterConfig()
 	ccfg.OnLog = e.onLog
 	ccfg.OnChange = e.onChange
 	rc, err := runner.Start(ctx, ccfg)
