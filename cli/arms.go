@@ -92,9 +92,10 @@ type runArms struct {
 // armConfigs configures one experiment per arm. One arm writes into out
 // itself, as run always did; several write each into out/ARM-CASE (as a
 // slice's rows) and take free ports from one pool, and with --engine vllm
-// split --gpus into one contiguous share per arm. attached, when set, is
-// the one arm's cluster (--attach); else each arm launches its own.
-func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, out string, headless bool, attached experiment.Opener) (runArms, error) {
+// split --gpus into one contiguous share per arm. Each arm launches its
+// own engines; with --attach the one arm's cluster is opened later (its
+// Cluster is left nil here).
+func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, out string, headless bool) (runArms, error) {
 	fs := cmd.Flags()
 	n := len(specs)
 	if n > 1 {
@@ -118,8 +119,7 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 		if err != nil {
 			return runArms{}, err
 		}
-		cfg.Cluster = attached
-		if attached == nil {
+		if o.flags.attach == "" {
 			if cfg.Cluster, err = o.launch(fs, s, k, n, pool); err != nil {
 				return runArms{}, err
 			}

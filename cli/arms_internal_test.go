@@ -26,7 +26,7 @@ func TestArmConfigsSplitGPUsPortsAndFolders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ra, err := o.armConfigs(cmd, specs, "stall", "/x", true, nil)
+		ra, err := o.armConfigs(cmd, specs, "stall", "/x", true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestArmConfigsSplitGPUsPortsAndFolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	specs, _ := o.armSpecs()
-	ra, err := o.armConfigs(cmd, specs, "none", "/x", false, nil)
+	ra, err := o.armConfigs(cmd, specs, "none", "/x", false)
 	if err != nil {
 		t.Fatal(err)
 	}

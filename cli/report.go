@@ -19,8 +19,8 @@ func newReportCommand() *cobra.Command {
 		Use:   "report DIR/events.jsonl",
 		Short: "Rebuild the reports of a finished or crashed run from its events",
 		Long: "Read a run's events.jsonl (also one cut short by a crash) and write report.md,\n" +
-			"report.json, junit.xml and timeline.svg next to it (or in --out), then print the\n" +
-			"verdict table. A truncated file is reported as such.",
+			"report.json, junit.xml, report.html and timeline.svg next to it (or in --out), then\n" +
+			"print the verdict table. A truncated file is reported as such.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return exitcode.Usagef("report: want one events.jsonl file, got %d arguments", len(args))

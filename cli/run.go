@@ -66,7 +66,20 @@ var (
 // errQuit is how the dashboard's q ends a run: a normal end for case none.
 var errQuit = errors.New("quit from the dashboard")
 
-func runRun(cmd *cobra.Command, o *runOptions) error {
+// runPlan is a run as its flags describe it: checked, with one
+// experiment configuration per arm; nothing opened, started or made yet.
+type runPlan struct {
+	caseName string
+	specs    []armSpec
+	out      string
+	headless bool
+	arms     runArms
+}
+
+// configure reads and checks run's flags and environment (exit 2 on any
+// problem, naming it): the first half of runRun, shared with doctor so
+// that doctor checks exactly the run these flags start.
+func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	caseName := o.caseName
 	if !cmd.Flags().Changed("case") {
 		caseName = os.Getenv("FAULT_CASE")
@@ -79,42 +92,50 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		if !cmd.Flags().Changed("case") {
 			what = "FAULT_CASE"
 		}
-		return exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
+		return runPlan{}, exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
 	}
 	if o.duration < 0 {
-		return exitcode.Usagef("--duration %v: want a positive duration", o.duration)
+		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration", o.duration)
 	}
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
-			return err
+			return runPlan{}, err
 		}
 	}
 	specs, err := o.armSpecs()
 	if err != nil {
-		return err
+		return runPlan{}, err
 	}
 	if o.flags.attach != "" && len(specs) > 1 {
-		return exitcode.Usagef("--attach: an attach file describes one cluster, so it runs one arm, not %d", len(specs))
+		return runPlan{}, exitcode.Usagef("--attach: an attach file describes one cluster, so it runs one arm, not %d", len(specs))
 	}
 	headless := o.headless || !isTerminal(cmd.OutOrStdout())
 	out := o.flags.out
 	if out == "" {
 		out = defaultOut(armLabel(specs) + "-" + caseName)
 	}
-	var attached experiment.Opener
+	arms, err := o.armConfigs(cmd, specs, caseName, out, headless)
+	if err != nil {
+		return runPlan{}, err
+	}
+	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms}, nil
+}
+
+func runRun(cmd *cobra.Command, o *runOptions) error {
+	p, err := o.configure(cmd)
+	if err != nil {
+		return err
+	}
+	caseName, specs, out, headless, arms := p.caseName, p.specs, p.out, p.headless, p.arms
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
 		if err != nil {
 			return err
 		}
-		attached = cl
+		arms.configs[0].Cluster = cl
 		// The run's end already left the cluster as found; this covers a
 		// way out before Run (it resumes only stalls still held).
 		defer func() { _ = cl.Close(context.Background()) }()
-	}
-	arms, err := o.armConfigs(cmd, specs, caseName, out, headless, attached)
-	if err != nil {
-		return err
 	}
 	// NewGroup checks every arm's configuration (timeline, ports, engine
 	// flags) without touching the disk, so a usage error leaves no folder

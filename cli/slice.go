@@ -60,26 +60,51 @@ type sliceRow struct {
 	out                    string
 }
 
-func runSlice(cmd *cobra.Command, o *sliceOptions) error {
-	start := time.Now()
+// slicePlan is a slice as its flags describe it: its rows, how many run
+// at once and one experiment configuration per row (without the attached
+// cluster, which is opened per row); nothing opened, started or made yet.
+type slicePlan struct {
+	rows     []sliceRow
+	parallel int
+	configs  []experiment.Config
+}
+
+// configure reads and checks the slice's flags (exit 2 on any problem,
+// naming it): the first half of runSlice, shared with doctor so that
+// doctor checks exactly the rows these flags run.
+func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	if o.flags.attach != "" {
 		if err := o.attachSlice(cmd); err != nil {
-			return err
+			return slicePlan{}, err
 		}
 	}
 	rows, err := o.plan()
 	if err != nil {
+		return slicePlan{}, err
+	}
+	parallel, err := o.parallelRows(cmd, len(rows))
+	if err != nil {
+		return slicePlan{}, err
+	}
+	configs, err := o.rowConfigs(cmd, rows, parallel)
+	if err != nil {
+		return slicePlan{}, err
+	}
+	return slicePlan{rows: rows, parallel: parallel, configs: configs}, nil
+}
+
+func runSlice(cmd *cobra.Command, o *sliceOptions) error {
+	start := time.Now()
+	p, err := o.configure(cmd)
+	if err != nil {
 		return err
 	}
+	rows, parallel := p.rows, p.parallel
 	out := o.flags.out
 	if out == "" {
 		out = defaultOut("slice")
 	}
-	parallel, err := o.parallelRows(cmd, len(rows))
-	if err != nil {
-		return err
-	}
-	exps, err := o.experiments(cmd, rows, parallel)
+	exps, err := o.experiments(cmd, p)
 	if err != nil {
 		return err
 	}
@@ -132,23 +157,18 @@ func (o *sliceOptions) parallelRows(cmd *cobra.Command, rows int) (int, error) {
 	return parallel, nil
 }
 
-// experiments configures one experiment per row.
-func (o *sliceOptions) experiments(cmd *cobra.Command, rows []sliceRow, parallel int) ([]*experiment.Experiment, error) {
+// rowConfigs configures one experiment per row: the engines each launches,
+// or with --attach no cluster yet (experiments opens one per row).
+func (o *sliceOptions) rowConfigs(cmd *cobra.Command, rows []sliceRow, parallel int) ([]experiment.Config, error) {
 	fs := cmd.Flags()
-	exps := make([]*experiment.Experiment, len(rows))
+	cfgs := make([]experiment.Config, len(rows))
 	pool := runner.NewPortPool() // rows running at once never pick the same port
 	for i, r := range rows {
 		cfg, err := o.flags.experimentConfig(r.arm, r.caseName, r.out)
 		if err != nil {
 			return nil, err
 		}
-		if o.flags.attach != "" {
-			// One attached cluster per row: its stall record and the logs
-			// of engines it restarts go to the row's folder.
-			if cfg.Cluster, err = openAttach(cmd.Context(), o.flags.attach, r.out); err != nil {
-				return nil, err
-			}
-		} else {
+		if o.flags.attach == "" {
 			rc, err := o.flags.launchConfig(fs, r.arm, r.vllmBin)
 			if err != nil {
 				return nil, err
@@ -159,6 +179,26 @@ func (o *sliceOptions) experiments(cmd *cobra.Command, rows []sliceRow, parallel
 			rc.PortPool = pool
 			cfg.Cluster = experiment.Launch{Config: rc}
 		}
+		cfgs[i] = cfg
+	}
+	return cfgs, nil
+}
+
+// experiments makes the slice's experiments, one per row.
+func (o *sliceOptions) experiments(cmd *cobra.Command, p slicePlan) ([]*experiment.Experiment, error) {
+	exps := make([]*experiment.Experiment, len(p.rows))
+	for i, r := range p.rows {
+		cfg := p.configs[i]
+		if o.flags.attach != "" {
+			// One attached cluster per row: its stall record and the logs
+			// of engines it restarts go to the row's folder.
+			cl, err := openAttach(cmd.Context(), o.flags.attach, r.out)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Cluster = cl
+		}
+		var err error
 		if exps[i], err = experiment.New(cfg); err != nil {
 			return nil, err
 		}

@@ -109,12 +109,21 @@ func (l Launch) Plan(fault.Timeline) (Plan, error) {
 	return p, nil
 }
 
-// Open starts every engine and waits until each is ready.
-func (l Launch) Open(ctx context.Context, env OpenEnv) (Cluster, error) {
+// Runner is the runner configuration Open starts the engines with in a run
+// of env: the configured engines with the run's output folder, time scale
+// (the simulated engines' --sim-time-scale) and callbacks. A check made
+// without a run (p2pfault doctor) plans it with runner.Plan, so it sees the
+// command lines the run would start and nothing else.
+func (l Launch) Runner(env OpenEnv) runner.Config {
 	cfg := l.Config
 	cfg.OutDir, cfg.TimeScale = env.OutDir, env.TimeScale
 	cfg.OnLog, cfg.OnChange = env.OnLog, env.OnChange
-	rc, err := runner.Start(ctx, cfg)
+	return cfg
+}
+
+// Open starts every engine and waits until each is ready.
+func (l Launch) Open(ctx context.Context, env OpenEnv) (Cluster, error) {
+	rc, err := runner.Start(ctx, l.Runner(env))
 	if err != nil {
 		return nil, err
 	}

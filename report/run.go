@@ -44,6 +44,9 @@ type Run struct {
 	First, Last time.Time // wall clock of the first and the last event
 	EndMessage  string    // why the run ended, from its end event
 	ExitCode    int
+
+	// html holds what only report.html shows (html_facts.go).
+	html htmlFacts
 }
 
 // Wall is the real time the run took, first event to last.
@@ -74,6 +77,7 @@ func FromEvents(events []event.Event) (Run, error) {
 		sawEnd   bool
 	)
 	for i, ev := range events {
+		r.html.add(ev)
 		if i == 0 {
 			r.First = ev.Wall
 		}
