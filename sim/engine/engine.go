@@ -62,6 +62,8 @@ type Engine struct {
 	computing  map[uint64]int // blocks being prefilled: a lookup on them is held
 	stats      statsLog
 	refused    map[string]*refusals // peers refusing connects, by identity
+	parked     map[string]*pdStore  // producer: PD stores by kv_request_id (pd.go)
+	reaped     map[string]time.Time // producer: ids whose parked store was reaped, until forgotten
 
 	onQueues   func(Queues) // see OnQueues
 	lastQueues Queues
@@ -74,6 +76,7 @@ func New(cfg Config, log *simlog.Logger) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	ctx, stop := context.WithCancel(context.Background())
 	return &Engine{
 		cfg:         cfg,
@@ -94,6 +97,8 @@ func New(cfg Config, log *simlog.Logger) (*Engine, error) {
 		pins:        make(map[pinKey]*pinSet),
 		computing:   make(map[uint64]int),
 		refused:     make(map[string]*refusals),
+		parked:      make(map[string]*pdStore),
+		reaped:      make(map[string]time.Time),
 	}, nil
 }
 
@@ -215,6 +220,7 @@ func (e *Engine) Step(now time.Time) {
 	e.serveHeldLookups(false)
 	e.finishTransfers()
 	e.expirePins()
+	e.expireStores()
 	e.superviseSessions()
 	e.advanceRequests()
 	e.logStats()
@@ -281,8 +287,15 @@ func (e *Engine) handle(ev event) {
 		if c := e.conns[ev.connID]; c != nil && !c.closed {
 			e.connLost(c, ev.err)
 		}
+	case evDo:
+		ev.fn()
 	}
 }
+
+// do runs fn on the stepping goroutine at the next step, so a test of this
+// package can read the engine's state without racing it. It reports false
+// when the engine has shut down.
+func (e *Engine) do(fn func()) bool { return e.post(evDo{fn: fn}) }
 
 // Shutdown disconnects every peer, drops in-flight requests and stops the
 // engine's goroutines. Call it from the stepping goroutine (Run does).
@@ -371,3 +384,6 @@ func (evAccepted) isEvent() {}
 func (evDialed) isEvent()   {}
 func (evFrame) isEvent()    {}
 func (evConnLost) isEvent() {}
+func (evDo) isEvent()       {}
+
+type evDo struct{ fn func() }

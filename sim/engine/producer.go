@@ -28,10 +28,11 @@ type heldLookup struct {
 type transfer struct {
 	c       *conn
 	id      string
-	keys    []uint64
+	keys    []uint64 // pinned by the transfer itself (a pull's fetch)
 	at      time.Time
 	success bool
 	bytes   int64
+	pd      *pdStore // a PD store's transfer: its blocks are the store's pins
 }
 
 type pinKey struct {
@@ -40,9 +41,13 @@ type pinKey struct {
 }
 
 // pinSet are the blocks a lookup hit pinned until its fetch or expiry.
+// An expired set is kept, unpinned, for as long again (lapsed): a late
+// fetch on its connection is still a pull's, served by key if the blocks
+// are held, and not taken for a PD decode leg's.
 type pinSet struct {
 	keys    []uint64
 	expires time.Time
+	lapsed  bool
 }
 
 func (e *Engine) producerFrame(c *conn, m wire.Message) {
@@ -138,7 +143,9 @@ func (e *Engine) answerLookup(h *heldLookup, force bool) bool {
 			e.cpu.Pin(k)
 		}
 		e.unpin(pinKey{h.c.id, h.id})
-		e.pins[pinKey{h.c.id, h.id}] = &pinSet{keys: h.keys[:n], expires: e.now.Add(e.cfg.LoadTimeout + e.cfg.AbortAckTimeout)}
+		// The pin is vLLM's store job of the hit (create_store_job), which
+		// fails and releases its blocks after _STORE_TIMEOUT_S.
+		e.pins[pinKey{h.c.id, h.id}] = &pinSet{keys: h.keys[:n], expires: e.now.Add(e.cfg.StoreTimeout)}
 	}
 	e.send(h.c, wire.Message{Type: wire.TypeLookupResp, KVRequestID: h.id, Hits: hits})
 	return true
@@ -163,6 +170,9 @@ func (e *Engine) serveHeldLookups(force bool) {
 
 func (e *Engine) onFetch(c *conn, m wire.Message) {
 	key := pinKey{c.id, m.KVRequestID}
+	if e.pins[key] == nil && e.pdFetch(c, m) {
+		return
+	}
 	ok := true
 	for _, k := range m.Keys {
 		if !e.cpu.Contains(k) {
@@ -194,6 +204,7 @@ func (e *Engine) onAbortFetch(c *conn, m wire.Message) {
 		kept = append(kept, t)
 	}
 	e.transfers = kept
+	e.abortParked(c, m.KVRequestID)
 	e.send(c, wire.Message{Type: wire.TypeAbortAck, KVRequestID: m.KVRequestID})
 }
 
@@ -209,6 +220,9 @@ func (e *Engine) finishTransfers() {
 		}
 		e.unpinKeys(t.keys)
 		e.send(t.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: t.id, Success: t.success, Bytes: t.bytes})
+		if t.pd != nil {
+			e.releaseParked(t.pd)
+		}
 	}
 	for i := len(kept); i < len(e.transfers); i++ {
 		e.transfers[i] = nil
@@ -218,15 +232,24 @@ func (e *Engine) finishTransfers() {
 
 func (e *Engine) expirePins() {
 	for k, p := range e.pins {
-		if !e.now.Before(p.expires) {
-			e.unpin(k)
+		if e.now.Before(p.expires) {
+			continue
 		}
+		if p.lapsed {
+			delete(e.pins, k)
+			continue
+		}
+		e.unpinKeys(p.keys)
+		p.lapsed = true
+		p.expires = e.now.Add(e.cfg.StoreTimeout)
 	}
 }
 
 func (e *Engine) unpin(k pinKey) {
 	if p := e.pins[k]; p != nil {
-		e.unpinKeys(p.keys)
+		if !p.lapsed {
+			e.unpinKeys(p.keys)
+		}
 		delete(e.pins, k)
 	}
 }
@@ -257,4 +280,5 @@ func (e *Engine) dropProducerState(c *conn) {
 		kept = append(kept, t)
 	}
 	e.transfers = kept
+	e.dropParked(c)
 }

@@ -15,8 +15,12 @@ type Request struct {
 	Tokens    []int32
 	CacheSalt string
 	MaxTokens int
-	Source    *RemoteSource // kv_transfer_params.remote_kv_source, if any
-	Hooks     *Hooks        // streaming and abort callbacks, if any (stream.go)
+	Source    *RemoteSource // kv_transfer_params.remote_kv_source or remote_prefiller, if any
+	// RemoteDecoder is kv_transfer_params.remote_decoder.kv_request_id: the
+	// PD producer leg, whose blocks are parked for the decoder that will
+	// fetch them under this id (pd.go).
+	RemoteDecoder string
+	Hooks         *Hooks // streaming and abort callbacks, if any (stream.go)
 }
 
 // RemoteSource names the peer to pull KV blocks from.
@@ -24,6 +28,10 @@ type RemoteSource struct {
 	KVRequestID string
 	Host        string
 	Port        int
+	// Prefiller marks kv_transfer_params.remote_prefiller (PD mode): the
+	// lookup hits at once with no probe, and the fetch names the prefill's
+	// own kv_request_id (vLLM's P2PSourceInfo.do_probe false).
+	Prefiller bool
 }
 
 // ID is the peer's identity: the literal "host:port", as vLLM matches it.
@@ -195,6 +203,10 @@ func (e *Engine) lookupLocal(r *request) {
 		e.startCompute(r)
 		return
 	}
+	if r.in.Source.Prefiller {
+		e.startPDLoad(r)
+		return
+	}
 	r.wireID = r.in.Source.KVRequestID + "#" + strconv.FormatUint(r.id, 10)
 	r.state = rsWaitSession
 }
@@ -297,6 +309,9 @@ func (e *Engine) storeBlocks(r *request) {
 		e.gpu.Insert(h)
 		e.cpu.Insert(h)
 	}
+	if r.in.RemoteDecoder != "" && e.cfg.P2P {
+		e.park(r.in.RemoteDecoder, r.hashes)
+	}
 }
 
 func (e *Engine) releaseComputing(r *request) {
@@ -312,6 +327,7 @@ func (e *Engine) releaseComputing(r *request) {
 
 func (e *Engine) finish(r *request, res Result) {
 	e.releaseComputing(r)
+	e.producerLegEnded(r)
 	if res.Err == nil {
 		e.stats.record(r.stats, true, r.in.MaxTokens)
 	} else {
@@ -325,6 +341,7 @@ func (e *Engine) finish(r *request, res Result) {
 
 func (e *Engine) drop(r *request) {
 	e.releaseComputing(r)
+	e.producerLegEnded(r)
 	r.state = rsDone
 	e.aborted(r)
 }
