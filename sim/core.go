@@ -98,7 +98,7 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 			case link.TypeSubmit:
 				id := m.ID
 				e.Submit(id, engine.Request{Tokens: m.Tokens, CacheSalt: m.CacheSalt, MaxTokens: m.MaxTokens, Source: m.Source,
-					Hooks: linkHooks(l, id, m.Stream)},
+					RemoteDecoder: m.Decoder, Hooks: linkHooks(l, id, m.Stream)},
 					func(res engine.Result) { _ = l.Send(resultMsg(id, res)) })
 			case link.TypeCancel:
 				e.Cancel(m.ID)

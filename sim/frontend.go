@@ -137,7 +137,7 @@ func (f *frontEnd) submit(req completionRequest, stream bool) (*call, error) {
 	f.pending[c.id] = c
 	f.mu.Unlock()
 	err := f.link.Send(link.Msg{Type: link.TypeSubmit, ID: c.id, Tokens: req.Tokens, CacheSalt: req.CacheSalt,
-		MaxTokens: req.MaxTokens, Source: req.Source, Stream: stream})
+		MaxTokens: req.MaxTokens, Source: req.Source, Decoder: req.RemoteDecoder, Stream: stream})
 	if err != nil {
 		f.forget(c)
 		return nil, fmt.Errorf("%w: %v", errCoreGone, err)

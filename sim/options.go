@@ -47,6 +47,7 @@ type serveFlags struct {
 	freezeGap         time.Duration
 	loadTimeout       time.Duration
 	abortAckTimeout   time.Duration
+	storeTimeout      time.Duration
 }
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
@@ -80,6 +81,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.freezeGap, "sim-freeze-gap", 500*time.Millisecond, "a gap between steps over this means the process was frozen")
 	fs.DurationVar(&f.loadTimeout, "sim-load-timeout", 30*time.Second, "fetch without transfer_done before the abort")
 	fs.DurationVar(&f.abortAckTimeout, "sim-abort-ack-timeout", 10*time.Second, "abort without abort_ack before the load fails")
+	fs.DurationVar(&f.storeTimeout, "sim-store-timeout", 30*time.Second, "a source's store job (a lookup hit's pin, a PD store bound to a fetch) not sent within this fails and frees its blocks")
 }
 
 // serveConfig is a validated `sim serve` configuration.
@@ -182,6 +184,7 @@ func (f *serveFlags) checkDurations() error {
 		{"--sim-heartbeat-timeout", f.heartbeatTimeout}, {"--sim-lookup-hold", f.lookupHold},
 		{"--sim-tick", f.tick}, {"--sim-freeze-gap", f.freezeGap},
 		{"--sim-load-timeout", f.loadTimeout}, {"--sim-abort-ack-timeout", f.abortAckTimeout},
+		{"--sim-store-timeout", f.storeTimeout},
 	} {
 		if d.val <= 0 {
 			return exitcode.Usagef("%s %s: must be a positive duration", d.name, d.val)
@@ -223,7 +226,7 @@ func resolveEnv(getenv func(string) string, disableLogStats bool) (serveEnv, err
 
 // kvTransfer parses --kv-transfer-config (empty: no P2P tier).
 func (f *serveFlags) kvTransfer() (kvTransfer, error) {
-	var kvt kvTransfer
+	kvt := kvTransfer{UnboundStoreTimeout: engine.DefaultUnboundStoreTimeout}
 	if f.kvTransferConfig == "" {
 		return kvt, nil
 	}
@@ -270,13 +273,17 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			LookupHold:        scale(f.lookupHold),
 			LoadTimeout:       scale(f.loadTimeout),
 			AbortAckTimeout:   scale(f.abortAckTimeout),
-			PrefillPerToken:   f.prefillPerToken,
-			DecodePerToken:    f.decodePerToken,
-			TransferBandwidth: f.transferBandwidth,
-			Tick:              f.tick,
-			FreezeGap:         f.freezeGap,
-			StaleRoute:        f.staleRoute,
-			StatsInterval:     scale(env.statsInterval),
+			StoreTimeout:      scale(f.storeTimeout),
+			// unbound_store_timeout_s is vLLM's own key: scaled like the
+			// --sim-* timeouts, so a compressed run keeps its proportions.
+			UnboundStoreTimeout: scale(kvt.UnboundStoreTimeout),
+			PrefillPerToken:     f.prefillPerToken,
+			DecodePerToken:      f.decodePerToken,
+			TransferBandwidth:   f.transferBandwidth,
+			Tick:                f.tick,
+			FreezeGap:           f.freezeGap,
+			StaleRoute:          f.staleRoute,
+			StatsInterval:       scale(env.statsInterval),
 		},
 	}
 }

@@ -45,6 +45,7 @@ type Msg struct {
 	CacheSalt    string               `msgpack:"cache_salt,omitempty"`
 	MaxTokens    int                  `msgpack:"max_tokens,omitempty"`
 	Source       *engine.RemoteSource `msgpack:"source,omitempty"`
+	Decoder      string               `msgpack:"remote_decoder,omitempty"` // submit: park the blocks for this kv_request_id
 	P2PID        string               `msgpack:"p2p_id,omitempty"`
 	Message      string               `msgpack:"message,omitempty"`
 	CachedTokens int                  `msgpack:"cached_tokens,omitempty"`
