@@ -92,6 +92,25 @@ type Config struct {
 	StaleRoute bool          // model the ZMQ router's stale-connection gap
 
 	StatsInterval time.Duration // period of the stats log line; 0 turns it off
+
+	Defects Defects // modelled engine bugs, all off by default
+}
+
+// Defects are engine bugs the sim can model, each after a cited vLLM bug, so
+// that a content check can be shown to catch them. Each changes nothing
+// until its trigger happens (MODEL.md, "Defects").
+type Defects struct {
+	// ReuseFreedBlocks: a source that frees a pinned or parked block on a
+	// timeout returns its slot to the allocator at once but keeps serving
+	// the block from that slot to a later fetch, so the fetch gets whatever
+	// was written there since (vllm#21570: a prefiller's timeout freed
+	// blocks the decoder then read).
+	ReuseFreedBlocks bool `json:"reuse_freed_blocks,omitempty"`
+	// RecomputeKeepsPartial: a load that fails and falls back to recompute
+	// keeps the blocks it had placed for the load as if they had landed,
+	// whatever their slots hold — another request's KV — and the recompute
+	// skips them (vllm#49250).
+	RecomputeKeepsPartial bool `json:"recompute_keeps_partial,omitempty"`
 }
 
 // vLLM's defaults of the timeouts a zero Config field stands for.

@@ -163,6 +163,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			return
 		}
 		keys := r.hashes[r.localHit() : r.localHit()+n]
+		e.reserveLoad(r, keys)
 		r.state = rsLoad
 		r.fetched = n
 		r.deadline = e.now.Add(e.cfg.LoadTimeout)
@@ -178,7 +179,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			e.loadFailed(r, "transfer failed at the source")
 			return
 		}
-		e.loaded(r, r.fetched, m.Bytes)
+		e.loaded(r, r.fetched, m.Bytes, m.Data)
 	case wire.TypeAbortAck:
 		r := s.loads[m.KVRequestID]
 		if r == nil || r.state != rsAbort {
@@ -266,7 +267,9 @@ func (e *Engine) superviseLoads(s *session) {
 		}
 	}
 	// In request order, so equal deadlines log the same way every run.
-	sort.Slice(due, func(i, j int) bool { return due[i].id < due[j].id })
+	if len(due) > 1 {
+		sort.Slice(due, func(i, j int) bool { return due[i].id < due[j].id })
+	}
 	for _, r := range due {
 		if r.state == rsLoad {
 			e.log.Warning(compP2P, "KV load for %s from %s timed out after %s, sending abort", r.in.Source.KVRequestID, s.peer, secs(e.cfg.LoadTimeout))

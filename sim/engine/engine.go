@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,6 +149,16 @@ func (e *Engine) Start() {
 	}
 	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s)",
 		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake)
+	if d := e.cfg.Defects; d.ReuseFreedBlocks || d.RecomputeKeepsPartial {
+		var on []string
+		if d.ReuseFreedBlocks {
+			on = append(on, "reuse-freed-blocks (vllm#21570)")
+		}
+		if d.RecomputeKeepsPartial {
+			on = append(on, "recompute-keeps-partial (vllm#49250)")
+		}
+		e.log.Warning(compEngine, "modelled defects on: %s", strings.Join(on, ", "))
+	}
 	e.wg.Add(1)
 	go e.acceptLoop()
 }

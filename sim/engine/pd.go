@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"p2pfault/sim/kv"
 	"p2pfault/sim/wire"
 )
 
@@ -35,12 +36,14 @@ import (
 // and the blocks that fetch asked for.
 type pdStore struct {
 	id       string
-	keys     []uint64  // stored blocks, each pinned once in the CPU tier
-	parkedAt time.Time // the first store: the unbound timer runs from it
-	c        *conn     // bound: the connection of the fetch; nil while unbound
-	demand   []uint64  // bound: the blocks the fetch asked for
-	boundAt  time.Time // bound and stored: the store job's timer runs from it
-	sending  bool      // the transfer is in flight
+	keys     []uint64      // stored blocks, each pinned once in the CPU tier
+	refs     []kv.BlockRef // where each of keys was held when parked
+	freed    bool          // the reuse-freed-blocks defect freed their slots on a timeout
+	parkedAt time.Time     // the first store: the unbound timer runs from it
+	c        *conn         // bound: the connection of the fetch; nil while unbound
+	demand   []uint64      // bound: the blocks the fetch asked for
+	boundAt  time.Time     // bound and stored: the store job's timer runs from it
+	sending  bool          // the transfer is in flight
 }
 
 // startPDLoad is the decode leg's lookup and submit_load: every block the
@@ -65,6 +68,7 @@ func (e *Engine) startPDLoad(r *request) {
 	r.sess = s
 	r.state = rsLoad
 	r.fetched = r.maxHit - r.localHit()
+	e.reserveLoad(r, r.hashes[r.localHit():r.maxHit])
 	r.deadline = e.now.Add(e.cfg.LoadTimeout)
 	s.loads[r.wireID] = r
 	e.sessionSend(s, wire.Message{Type: wire.TypeFetch, KVRequestID: r.wireID, Keys: r.hashes[r.localHit():r.maxHit]})
@@ -88,7 +92,9 @@ func (e *Engine) park(id string, keys []uint64) {
 		if containsKey(st.keys, k) || !e.cpu.Pin(k) {
 			continue // a block the CPU tier skipped (all pinned) cannot be parked
 		}
+		ref, _ := e.cpu.Ref(k)
 		st.keys = append(st.keys, k)
+		st.refs = append(st.refs, ref)
 	}
 	if st.c != nil {
 		if st.boundAt.IsZero() && len(st.keys) > 0 {
@@ -159,8 +165,17 @@ func (e *Engine) serveParked(st *pdStore, finished bool) {
 		}
 	}
 	st.sending = true
+	refs := make([]kv.BlockRef, len(st.demand))
+	for i, k := range st.demand {
+		for j, sk := range st.keys {
+			if sk == k {
+				refs[i] = st.refs[j]
+				break
+			}
+		}
+	}
 	bytes := int64(len(st.demand)) * e.blockBytes
-	e.transfers = append(e.transfers, &transfer{c: st.c, id: st.id, success: true, bytes: bytes,
+	e.transfers = append(e.transfers, &transfer{c: st.c, id: st.id, success: true, bytes: bytes, refs: refs,
 		at: e.now.Add(e.cfg.transferTime(bytes)), pd: st})
 }
 
@@ -181,8 +196,10 @@ func (e *Engine) releaseParked(st *pdStore) {
 	if e.parked[st.id] == st {
 		delete(e.parked, st.id)
 	}
-	e.unpinKeys(st.keys)
-	st.keys = nil
+	if !st.freed {
+		e.unpinKeys(st.keys)
+	}
+	st.keys, st.refs = nil, nil
 }
 
 // expireStores reaps the parked stores no fetch bound in the unbound-store
@@ -201,14 +218,30 @@ func (e *Engine) expireStores() {
 	var due []*pdStore
 	for _, st := range e.parked {
 		switch {
+		case st.freed:
+			// Forgotten once a fetch could no longer be expected either.
+			if st.c == nil && !e.now.Before(st.parkedAt.Add(2*e.cfg.UnboundStoreTimeout)) {
+				e.releaseParked(st)
+			}
 		case st.c == nil && len(st.keys) > 0 && !e.now.Before(st.parkedAt.Add(e.cfg.UnboundStoreTimeout)):
 			due = append(due, st)
 		case st.c != nil && !st.sending && !st.boundAt.IsZero() && !e.now.Before(st.boundAt.Add(e.cfg.StoreTimeout)):
 			due = append(due, st)
 		}
 	}
-	sort.Slice(due, func(i, j int) bool { return due[i].id < due[j].id })
+	if len(due) > 1 {
+		sort.Slice(due, func(i, j int) bool { return due[i].id < due[j].id })
+	}
 	for _, st := range due {
+		if e.cfg.Defects.ReuseFreedBlocks {
+			// The defect: the timeout frees the slots, but the store stays
+			// parked (its id not failed), to be served from them.
+			e.log.Warning(compP2P, "defect reuse-freed-blocks: store kv_request_id=%s freed its %d slots on its timeout and stays parked", st.id, len(st.keys))
+			e.unpinKeys(st.keys)
+			e.freeSlots(st.keys)
+			st.freed = true
+			continue
+		}
 		if st.c == nil {
 			e.log.Warning(compP2P, "unbound store kv_request_id=%s timed out after %s without a fetch — failing %d block(s)", st.id, secs(e.cfg.UnboundStoreTimeout), len(st.keys))
 			e.releaseParked(st)
@@ -221,7 +254,7 @@ func (e *Engine) expireStores() {
 		// bound, so the consumer's load runs to its own timeout and abort.
 		e.log.Warning(compP2P, "store job for kv_request_id=%s timed out after %s", st.id, secs(e.cfg.StoreTimeout))
 		e.unpinKeys(st.keys)
-		st.keys = nil
+		st.keys, st.refs = nil, nil
 		st.boundAt = time.Time{}
 	}
 }
