@@ -134,6 +134,7 @@ func linkHooks(l *link.Conn, id uint64, stream bool) *engine.Hooks {
 		_ = l.Send(link.Msg{Type: link.TypeAborted, ID: id, Stats: st, N: tokens})
 	}}
 	if stream {
+		h.Decoding = func(kv uint64) { _ = l.Send(link.Msg{Type: link.TypeDecoding, ID: id, KV: kv}) }
 		h.Token = func(n int) { _ = l.Send(link.Msg{Type: link.TypeToken, ID: id, N: n}) }
 	}
 	return h

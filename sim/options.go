@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +49,12 @@ type serveFlags struct {
 	loadTimeout       time.Duration
 	abortAckTimeout   time.Duration
 	storeTimeout      time.Duration
+	defects           []string
 }
+
+// defectNames are the --sim-defect values, each a modelled vLLM bug
+// (engine.Defects).
+var defectNames = []string{"reuse-freed-blocks", "recompute-keeps-partial"}
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
 	// vLLM's flags (reference §1).
@@ -81,6 +87,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.freezeGap, "sim-freeze-gap", 500*time.Millisecond, "a gap between steps over this means the process was frozen")
 	fs.DurationVar(&f.loadTimeout, "sim-load-timeout", 30*time.Second, "fetch without transfer_done before the abort")
 	fs.DurationVar(&f.abortAckTimeout, "sim-abort-ack-timeout", 10*time.Second, "abort without abort_ack before the load fails")
+	fs.StringArrayVar(&f.defects, "sim-defect", nil, "turn on a modelled engine bug (repeatable): reuse-freed-blocks (vllm#21570), recompute-keeps-partial (vllm#49250); each changes nothing until its trigger happens")
 	fs.DurationVar(&f.storeTimeout, "sim-store-timeout", 30*time.Second, "a source's store job (a lookup hit's pin, a PD store bound to a fetch) not sent within this fails and frees its blocks")
 }
 
@@ -169,6 +176,11 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 	}
 	if err := f.checkDurations(); err != nil {
 		return 0, err
+	}
+	for _, d := range f.defects {
+		if !slices.Contains(defectNames, d) {
+			return fail("--sim-defect %q: want one of %s", d, strings.Join(defectNames, ", "))
+		}
 	}
 	return mode, nil
 }
@@ -284,6 +296,10 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			FreezeGap:           f.freezeGap,
 			StaleRoute:          f.staleRoute,
 			StatsInterval:       scale(env.statsInterval),
+			Defects: engine.Defects{
+				ReuseFreedBlocks:      slices.Contains(f.defects, "reuse-freed-blocks"),
+				RecomputeKeepsPartial: slices.Contains(f.defects, "recompute-keeps-partial"),
+			},
 		},
 	}
 }

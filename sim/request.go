@@ -18,6 +18,7 @@ type completionRequest struct {
 	Tokens      []int32
 	MaxTokens   int
 	Temperature float64
+	Seed        *int64 // per-request sampling seed (used only when temperature > 0)
 	CacheSalt   string
 	Source      *engine.RemoteSource // remote_kv_source or remote_prefiller
 	// RemoteDecoder is remote_decoder.kv_request_id: a PD prefill leg,
@@ -141,6 +142,13 @@ func decodeSampling(top map[string]json.RawMessage, out *completionRequest, defM
 			return badRequest("temperature", "temperature must be non-negative, got %g", t)
 		}
 		out.Temperature = t
+	}
+	if raw, ok := top["seed"]; ok && !isNull(raw) {
+		n, err := jsonInteger(raw)
+		if err != nil {
+			return badRequest("seed", "seed must be an integer, got %s", clip(raw))
+		}
+		out.Seed = &n
 	}
 	if raw, ok := top["stream"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &out.Stream); err != nil {
