@@ -235,6 +235,8 @@ func TestPDStoppedPrefiller(t *testing.T) {
 	reconnect = postCompletion(c, dec.url, decode(1, prompts[1]))
 	wg.Wait()
 
+	t.Logf("in-flight decode leg: %.2fs (status %d, cached %d); heartbeat reaped the session %.2fs after the stop; reconnect decode leg sent at %.2fs took %.2fs (status %d, cached %d)",
+		inFlight.latency.Seconds(), inFlight.status, inFlight.cached, reconnectAt.Seconds(), reconnectAt.Seconds(), reconnect.latency.Seconds(), reconnect.status, reconnect.cached)
 	if inFlight.status != http.StatusOK || inFlight.cached != 0 {
 		t.Errorf("in-flight decode leg: status %d cached %d, want 200 with a local prefill: %s", inFlight.status, inFlight.cached, inFlight.body)
 	}
