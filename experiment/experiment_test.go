@@ -3,6 +3,7 @@ package experiment_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +16,11 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/ui"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
 )
 
 // TestMain lets the simulated engines this test starts be the test binary
@@ -49,6 +55,16 @@ func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok fu
 			t.Fatalf("no %s within %v", what, limit)
 		}
 	}
+}
+
+// dashboard is the dashboard over exp's events on a w×h terminal, drawn
+// in ASCII, as `p2pfault run` shows it; the test quits it.
+func dashboard(t *testing.T, exp *experiment.Experiment, w, h int) *teatest.TestModel {
+	t.Helper()
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	return teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
+		teatest.WithInitialTermSize(w, h))
 }
 
 func faultOK(action string, src int) func(event.Event) bool {

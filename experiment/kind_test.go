@@ -3,22 +3,18 @@ package experiment_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
-	"p2pfault/ui"
 )
 
 // TestANewKindIsOneRegistration registers a fault kind of its own, noop
@@ -61,10 +57,7 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{ch: exp.Subscribe()}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	tm := teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
-		teatest.WithInitialTermSize(140, 45))
+	tm := dashboard(t, exp, 140, 45)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = exp.Run(ctx) }()

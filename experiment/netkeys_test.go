@@ -3,15 +3,12 @@ package experiment_test
 import (
 	"context"
 	"errors"
-	"io"
 	"slices"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -19,7 +16,6 @@ import (
 	"p2pfault/fault"
 	"p2pfault/netfault"
 	"p2pfault/runner"
-	"p2pfault/ui"
 	"p2pfault/verify"
 )
 
@@ -41,10 +37,7 @@ func TestPartitionKeysOnARealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{ch: exp.Subscribe()}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	tm := teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
-		teatest.WithInitialTermSize(140, 45))
+	tm := dashboard(t, exp, 140, 45)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := exp.Run(ctx); errc <- err }()

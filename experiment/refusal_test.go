@@ -3,21 +3,17 @@ package experiment_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
-	"p2pfault/ui"
 )
 
 // TestAKeyAndAScriptAreRefusedWithTheSameWords: source-0 is stalled by
@@ -45,10 +41,7 @@ func TestAKeyAndAScriptAreRefusedWithTheSameWords(t *testing.T) {
 	}
 
 	rec := &recorder{ch: exp.Subscribe()}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	tm := teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
-		teatest.WithInitialTermSize(160, 48))
+	tm := dashboard(t, exp, 160, 48)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := exp.Run(ctx); done <- err }()
