@@ -7,11 +7,10 @@ package check
 import (
 	"cmp"
 	"fmt"
+	"p2pfault/event"
 	"slices"
 	"strings"
 	"time"
-
-	"p2pfault/probe"
 )
 
 // Evaluate runs the checks of the slice over in.Samples: all_200,
@@ -20,37 +19,37 @@ import (
 // fails with Empty set: an empty window proves nothing, so it must never pass
 // silently.
 //
-// Pulls cut short by an early end of the run (probe.Sample.Aborted) never
+// Pulls cut short by an early end of the run (event.Sample.Aborted) never
 // got an answer, so they are not judged, with one exception: a pull naming
 // the faulted source that had already waited longer than the faulted_max
 // bound when it was cut has failed that check, however it would have ended.
-func Evaluate(in Input) Verdict {
+func Evaluate(in Input) event.Verdict {
 	w := in.Window
 	b := in.Bounds
 
-	answered := selectPulls(in.Samples, func(s probe.Sample) bool { return !s.Aborted })
-	cut := selectPulls(in.Samples, func(s probe.Sample) bool { return s.Aborted && inWindow(s.Start, 0, in.RunEnd) })
-	cutFaulted := selectPulls(cut, func(s probe.Sample) bool {
+	answered := selectPulls(in.Samples, func(s event.Sample) bool { return !s.Aborted })
+	cut := selectPulls(in.Samples, func(s event.Sample) bool { return s.Aborted && inWindow(s.Start, 0, in.RunEnd) })
+	cutFaulted := selectPulls(cut, func(s event.Sample) bool {
 		return s.Source == w.Source && inWindow(s.Start, w.Start, w.End)
 	})
 
-	all := selectPulls(answered, func(s probe.Sample) bool {
+	all := selectPulls(answered, func(s event.Sample) bool {
 		return inWindow(s.Start, 0, in.RunEnd)
 	})
-	faulted := selectPulls(answered, func(s probe.Sample) bool {
+	faulted := selectPulls(answered, func(s event.Sample) bool {
 		return s.Source == w.Source && inWindow(s.Start, w.Start, w.End)
 	})
 	detectFrom := w.Start + b.DetectAfter
-	afterDetect := selectPulls(faulted, func(s probe.Sample) bool { return s.Start >= detectFrom })
-	healthy := selectPulls(answered, func(s probe.Sample) bool {
+	afterDetect := selectPulls(faulted, func(s event.Sample) bool { return s.Start >= detectFrom })
+	healthy := selectPulls(answered, func(s event.Sample) bool {
 		return s.Source != w.Source && inWindow(s.Start, w.Start, w.End)
 	})
 	recEnd := min(w.End+b.RecoveryWindow, in.RunEnd)
-	recovery := selectPulls(answered, func(s probe.Sample) bool {
+	recovery := selectPulls(answered, func(s event.Sample) bool {
 		return s.Source == w.Source && inWindow(s.Start, w.End, recEnd)
 	})
 
-	checks := []Result{
+	checks := []event.Result{
 		checkAll200(all, len(cut), in.RunEnd),
 		checkFaultedMax(faulted, cutFaulted, w, b),
 		checkFaultedMedian(afterDetect, detectFrom, w, b),
@@ -64,16 +63,16 @@ func Evaluate(in Input) Verdict {
 	for _, c := range checks {
 		passed = passed && c.Passed
 	}
-	sum := Summary{Faulted: Summarize(faulted), Healthy: Summarize(healthy)}
+	sum := event.Summary{Faulted: Summarize(faulted), Healthy: Summarize(healthy)}
 	if w.Recovers {
 		sum.Recovery = Summarize(recovery)
 	}
-	return Verdict{Passed: passed, Checks: checks, Summary: sum}
+	return event.Verdict{Passed: passed, Checks: checks, Summary: sum}
 }
 
 // Summarize gives the count, hits, median and maximum latency of pulls.
-func Summarize(pulls []probe.Sample) Stats {
-	st := Stats{N: len(pulls)}
+func Summarize(pulls []event.Sample) event.Stats {
+	st := event.Stats{N: len(pulls)}
 	lat := make([]time.Duration, 0, len(pulls))
 	for _, s := range pulls {
 		if s.Hit() {
@@ -105,15 +104,8 @@ func Median(d []time.Duration) time.Duration {
 	return a/2 + b/2 + (a%2+b%2)/2
 }
 
-// SeedLine is the seed's summary line for one set of pulls, e.g.
-// "fault faulted: n=54 pulled=0 p50=16.85s max=30.04s".
-func (s Stats) SeedLine(label string) string {
-	return fmt.Sprintf("fault %s: n=%d pulled=%d p50=%.2fs max=%.2fs",
-		label, s.N, s.Pulled, s.P50.Seconds(), s.Max.Seconds())
-}
-
-func checkAll200(all []probe.Sample, cut int, runEnd time.Duration) (r Result) {
-	r = Result{Name: NameAll200}
+func checkAll200(all []event.Sample, cut int, runEnd time.Duration) (r event.Result) {
+	r = event.Result{Name: NameAll200}
 	defer func() {
 		if cut > 0 {
 			r.Detail += fmt.Sprintf("; %d still in flight when the run ended early, not judged", cut)
@@ -122,7 +114,7 @@ func checkAll200(all []probe.Sample, cut int, runEnd time.Duration) (r Result) {
 	if len(all) == 0 {
 		return emptyResult(r, "no decoder request", 0, runEnd)
 	}
-	var bad []probe.Sample
+	var bad []event.Sample
 	for _, s := range all {
 		if s.Status != 200 {
 			bad = append(bad, s)
@@ -133,7 +125,7 @@ func checkAll200(all []probe.Sample, cut int, runEnd time.Duration) (r Result) {
 		r.Detail = fmt.Sprintf("all %d decoder requests returned 200", len(all))
 		return r
 	}
-	first := slices.MinFunc(bad, func(a, b probe.Sample) int { return cmpStart(a, b) })
+	first := slices.MinFunc(bad, func(a, b event.Sample) int { return cmpStart(a, b) })
 	why := fmt.Sprintf("status %d", first.Status)
 	if first.Err != "" {
 		why += ": " + first.Err
@@ -143,10 +135,10 @@ func checkAll200(all []probe.Sample, cut int, runEnd time.Duration) (r Result) {
 	return r
 }
 
-func checkFaultedMax(faulted, cut []probe.Sample, w Window, b Bounds) Result {
-	r := Result{Name: NameFaultedBound}
-	byLatency := func(a, b probe.Sample) int { return cmp.Compare(a.Latency, b.Latency) }
-	var slowest probe.Sample
+func checkFaultedMax(faulted, cut []event.Sample, w event.Window, b event.Bounds) event.Result {
+	r := event.Result{Name: NameFaultedBound}
+	byLatency := func(a, b event.Sample) int { return cmp.Compare(a.Latency, b.Latency) }
+	var slowest event.Sample
 	if len(faulted) > 0 {
 		slowest = slices.MaxFunc(faulted, byLatency)
 	}
@@ -171,8 +163,8 @@ func checkFaultedMax(faulted, cut []probe.Sample, w Window, b Bounds) Result {
 	return r
 }
 
-func checkFaultedMedian(after []probe.Sample, from time.Duration, w Window, b Bounds) Result {
-	r := Result{Name: NameFaultedMedian}
+func checkFaultedMedian(after []event.Sample, from time.Duration, w event.Window, b event.Bounds) event.Result {
+	r := event.Result{Name: NameFaultedMedian}
 	if len(after) == 0 {
 		return emptyResult(r, "no pull naming the faulted source", from, w.End)
 	}
@@ -187,8 +179,8 @@ func checkFaultedMedian(after []probe.Sample, from time.Duration, w Window, b Bo
 	return r
 }
 
-func checkHealthy(healthy []probe.Sample, w Window, b Bounds) Result {
-	r := Result{Name: NameHealthy}
+func checkHealthy(healthy []event.Sample, w event.Window, b event.Bounds) event.Result {
+	r := event.Result{Name: NameHealthy}
 	if len(healthy) == 0 {
 		return emptyResult(r, "no pull naming a healthy source", w.Start, w.End)
 	}
@@ -214,8 +206,8 @@ func checkHealthy(healthy []probe.Sample, w Window, b Bounds) Result {
 	return r
 }
 
-func checkRecovery(rec []probe.Sample, from, to time.Duration, b Bounds) Result {
-	r := Result{Name: NameRecovery}
+func checkRecovery(rec []event.Sample, from, to time.Duration, b event.Bounds) event.Result {
+	r := event.Result{Name: NameRecovery}
 	if len(rec) == 0 {
 		return emptyResult(r, "no pull naming the faulted source", from, to)
 	}
@@ -226,7 +218,7 @@ func checkRecovery(rec []probe.Sample, from, to time.Duration, b Bounds) Result 
 	return r
 }
 
-func emptyResult(r Result, what string, from, to time.Duration) Result {
+func emptyResult(r event.Result, what string, from, to time.Duration) event.Result {
 	r.Passed = false
 	r.Empty = true
 	r.Detail = fmt.Sprintf("empty window: %s started in [%s, %s)", what, secs1(from), secs1(to))
@@ -237,8 +229,8 @@ func emptyResult(r Result, what string, from, to time.Duration) Result {
 // window closes belongs to what follows it.
 func inWindow(t, from, to time.Duration) bool { return t >= from && t < to }
 
-func selectPulls(in []probe.Sample, keep func(probe.Sample) bool) []probe.Sample {
-	var out []probe.Sample
+func selectPulls(in []event.Sample, keep func(event.Sample) bool) []event.Sample {
+	var out []event.Sample
 	for _, s := range in {
 		if keep(s) {
 			out = append(out, s)
@@ -253,7 +245,7 @@ func atLeast(hits, n int, rate float64) bool {
 	return float64(hits) >= rate*float64(n)-1e-9
 }
 
-func cmpStart(a, b probe.Sample) int {
+func cmpStart(a, b event.Sample) int {
 	if c := cmp.Compare(a.Start, b.Start); c != 0 {
 		return c
 	}

@@ -2,23 +2,14 @@ package check
 
 import (
 	"fmt"
+	"p2pfault/event"
 	"time"
-
-	"p2pfault/probe"
 )
-
-// Times are how long one fault took to be noticed and to be over, in real
-// seconds; nil where it never happened. report.json gives them as
-// rows[].times.
-type Times struct {
-	DetectS  *float64 `json:"detect_s"`
-	RecoverS *float64 `json:"recover_s"`
-}
 
 // FaultTimes gives detect_s (Detect) and recover_s (Recover) of the fault
 // window w.
-func FaultTimes(samples []probe.Sample, w Window, b Bounds) Times {
-	var t Times
+func FaultTimes(samples []event.Sample, w event.Window, b event.Bounds) event.Times {
+	var t event.Times
 	if d, ok := Detect(samples, w, b); ok {
 		t.DetectS = seconds(d)
 	}
@@ -41,7 +32,7 @@ func seconds(d time.Duration) *float64 {
 // does in the fault window's checks, and one that took exactly the bound
 // counts, as the median check's bound is inclusive. Pulls cut short by an
 // early end never answered and do not count.
-func Detect(samples []probe.Sample, w Window, b Bounds) (d time.Duration, ok bool) {
+func Detect(samples []event.Sample, w event.Window, b event.Bounds) (d time.Duration, ok bool) {
 	for _, s := range samples {
 		if s.Aborted || s.Source != w.Source || s.Start < w.Start || s.Status != 200 || s.Latency > b.FaultedMedian {
 			continue
@@ -59,7 +50,7 @@ func Detect(samples []probe.Sample, w Window, b Bounds) (d time.Duration, ok boo
 // tokens. A pull that hung through the window and hit once the source came
 // back counts: it is the first evidence the source serves again. ok is false
 // for a window that does not recover (remove) or when no pull hit again.
-func Recover(samples []probe.Sample, w Window) (d time.Duration, ok bool) {
+func Recover(samples []event.Sample, w event.Window) (d time.Duration, ok bool) {
 	if !w.Recovers {
 		return 0, false
 	}
@@ -74,7 +65,7 @@ func Recover(samples []probe.Sample, w Window) (d time.Duration, ok bool) {
 	return d, ok
 }
 
-// FormatSeconds shows a time of Times as "12.34s", or "–" when it is nil.
+// FormatSeconds shows a time of event.Times as "12.34s", or "–" when it is nil.
 func FormatSeconds(s *float64) string {
 	if s == nil {
 		return "–"

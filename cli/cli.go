@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"p2pfault/exitcode"
-	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/sim"
 )
 
@@ -76,7 +76,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 					return exitcode.Usagef("FAULTS=1 runs the slice, which has no --%s (see `p2pfault slice --help`: --arms, --cases)", name)
 				}
 			}
-			return runSlice(cmd, &sliceOptions{flags: runOpts.flags, arms: []string{"main", "fixed"}, cases: experiment.Cases})
+			return runSlice(cmd, &sliceOptions{flags: runOpts.flags, arms: []string{"main", "fixed"}, cases: fault.SeedCases()})
 		}
 		return runRun(cmd, runOpts)
 	}

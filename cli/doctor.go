@@ -100,7 +100,11 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 		if err := checkConfig(cfg); err != nil {
 			return err
 		}
-		cc := cfg.ClusterConfig()
+		l, ok := cfg.Cluster.(experiment.Launch)
+		if !ok {
+			return fmt.Errorf("arm %s: no engines to launch", cfg.Arm)
+		}
+		cc := l.Runner(experiment.OpenEnv{OutDir: cfg.OutDir, TimeScale: cfg.TimeScale})
 		specs, err := runner.Plan(cc)
 		if err != nil {
 			return err
@@ -114,7 +118,7 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 	if attachPath != "" {
 		plan.Attach = &doctor.Attached{Path: attachPath, Fits: func(cl *attach.Cluster) error {
 			for _, cfg := range cfgs {
-				cfg.Attach = cl
+				cfg.Cluster = cl
 				if err := checkConfig(cfg); err != nil {
 					if len(cfgs) > 1 {
 						return fmt.Errorf("%s/%s: %w", cfg.Arm, cfg.Case, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"p2pfault/exitcode"
+	"p2pfault/netfault"
 	"p2pfault/report"
 	"p2pfault/runner"
 )
@@ -97,7 +98,7 @@ func newCleanupCommand() *cobra.Command {
 			}
 			total := 0
 			for _, d := range dirs {
-				n, err := runner.Cleanup(cmd.Context(), d, cmd.OutOrStdout())
+				n, err := runner.Cleanup(cmd.Context(), d, netfault.Host{}, cmd.OutOrStdout())
 				total += n
 				if err != nil {
 					return exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", d, err))

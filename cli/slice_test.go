@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/report"
 )
@@ -237,7 +236,7 @@ func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var win *check.Window
+	var win *event.Window
 	var starts []time.Duration
 	endCode := -1
 	for _, ev := range events {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/probe"
 )
 
 // Printer prints events as they come. It keeps only the current second's
@@ -23,7 +22,7 @@ type Printer struct {
 	sources int
 	states  map[string]event.State
 	second  time.Duration // the second being accumulated
-	pending []probe.Sample
+	pending []event.Sample
 
 	// Summaries turns on one summary line per second of pulls (default on).
 	Summaries bool
@@ -131,7 +130,7 @@ func (p *Printer) flush() {
 	if len(p.pending) == 0 {
 		return
 	}
-	by := map[int][]probe.Sample{}
+	by := map[int][]event.Sample{}
 	var idx []int
 	for _, s := range p.pending {
 		if _, ok := by[s.Source]; !ok {
@@ -149,7 +148,7 @@ func (p *Printer) flush() {
 }
 
 // summarise renders one source's pulls of one second.
-func summarise(source int, ss []probe.Sample) string {
+func summarise(source int, ss []event.Sample) string {
 	lat := make([]time.Duration, len(ss))
 	hits, errs := 0, 0
 	for i, s := range ss {

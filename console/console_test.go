@@ -6,13 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/probe"
 )
 
-func sample(src int, start, lat time.Duration, cached int) probe.Sample {
-	return probe.Sample{Source: src, Start: start, Latency: lat, Status: 200, CachedTokens: cached}
+func sample(src int, start, lat time.Duration, cached int) event.Sample {
+	return event.Sample{Source: src, Start: start, Latency: lat, Status: 200, CachedTokens: cached}
 }
 
 // TestPrinterSummarisesEachSecondAndPrintsChangesOnce: one summary line per
@@ -26,14 +24,14 @@ func TestPrinterSummarisesEachSecondAndPrintsChangesOnce(t *testing.T) {
 		{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "stall", Engine: "sim", Sources: 2, TimeScale: 1, Interval: 500 * time.Millisecond}},
 		{Kind: event.KindEngine, Engine: ready},
 		{Kind: event.KindEngine, Engine: ready},
-		{Kind: event.KindSamples, Samples: []probe.Sample{
+		{Kind: event.KindSamples, Samples: []event.Sample{
 			sample(0, 100*time.Millisecond, 30*time.Millisecond, 384),
 			sample(1, 300*time.Millisecond, 40*time.Millisecond, 384),
 			sample(0, 600*time.Millisecond, 20*time.Millisecond, 0),
 		}},
 		{T: 10 * time.Second, Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: 0, Duration: 30 * time.Second, By: "script"}},
-		{T: 10 * time.Second, Kind: event.KindWindow, Window: &check.Window{Source: 0, Start: 10 * time.Second}},
-		{Kind: event.KindSamples, Samples: []probe.Sample{sample(1, 11*time.Second, 30*time.Millisecond, 384)}},
+		{T: 10 * time.Second, Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: 10 * time.Second}},
+		{Kind: event.KindSamples, Samples: []event.Sample{sample(1, 11*time.Second, 30*time.Millisecond, 384)}},
 		{T: 12 * time.Second, Kind: event.KindWarning, Message: "in-flight cap hit"},
 		{T: 13 * time.Second, Kind: event.KindEnd, Message: "run complete"},
 	}
@@ -64,7 +62,7 @@ func TestPrinterWithoutSummariesPrintsNoPullLines(t *testing.T) {
 	var out bytes.Buffer
 	p := New(&out, "")
 	p.Summaries = false
-	p.Print(event.Event{Kind: event.KindSamples, Samples: []probe.Sample{sample(0, 0, time.Millisecond, 1)}})
+	p.Print(event.Event{Kind: event.KindSamples, Samples: []event.Sample{sample(0, 0, time.Millisecond, 1)}})
 	p.Print(event.Event{Kind: event.KindEnd})
 	if strings.Contains(out.String(), "n=") {
 		t.Fatalf("summary printed with Summaries off:\n%s", out.String())
@@ -76,11 +74,11 @@ func TestPrinterWithoutSummariesPrintsNoPullLines(t *testing.T) {
 func TestPrinterPrintsVerifications(t *testing.T) {
 	var out bytes.Buffer
 	p := New(&out, "")
-	p.Print(event.Event{T: 10 * time.Second, Kind: event.KindVerification, Verification: &check.Verification{
+	p.Print(event.Event{T: 10 * time.Second, Kind: event.KindVerification, Verification: &event.Verification{
 		Action: "stall", Source: 0, Verified: true, After: 4 * time.Millisecond, Detail: "2 of 2 processes of session 42 in state T"}})
-	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindVerification, Verification: &check.Verification{
+	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindVerification, Verification: &event.Verification{
 		Action: "remove", Source: 1, After: 2 * time.Second, Detail: "127.0.0.1:1 accepts connections"}})
-	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindPullStart, Pulls: []probe.PullStart{{Source: 0, Trial: 1}}})
+	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindPullStart, Pulls: []event.PullStart{{Source: 0, Trial: 1}}})
 	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindMetrics, Metrics: &event.MetricsInfo{Engine: "decoder"}})
 	got := out.String()
 	for _, want := range []string{

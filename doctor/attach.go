@@ -44,9 +44,9 @@ func Attach(ctx context.Context, h Host, a Attached) []Result {
 			}
 		} else {
 			var acts []string
-			for _, act := range attach.Actions {
+			for _, act := range attach.Actions() {
 				if _, ok := s.Faults.Commands[act]; ok {
-					acts = append(acts, string(act))
+					acts = append(acts, act)
 				}
 			}
 			r.Found += " listens; faults by command: " + strings.Join(acts, ", ")

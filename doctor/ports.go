@@ -2,9 +2,8 @@ package doctor
 
 import (
 	"fmt"
+	"p2pfault/event"
 	"strings"
-
-	"p2pfault/runner"
 )
 
 // Ports checks the ports the run's engines would bind, as the runner
@@ -75,8 +74,8 @@ func Ports(h Host, clusters []Cluster) []Result {
 	return []Result{{Check: "ports", OK: true, Found: strings.Join(found, "; ")}}
 }
 
-func httpFlag(r runner.Role) string {
-	if r == runner.RoleDecoder {
+func httpFlag(r event.Role) string {
+	if r == event.RoleDecoder {
 		return "--decoder-port"
 	}
 	return "--source-port"

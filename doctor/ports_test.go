@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"p2pfault/event"
 	"p2pfault/runner"
 )
 
@@ -35,8 +36,8 @@ func freePort(t *testing.T) int {
 // portCluster is one source and a decoder on the given ports.
 func portCluster(src, srcP2P, dec, decP2P int, fixed bool) Cluster {
 	return Cluster{Label: "main", Specs: []runner.Spec{
-		{Name: "source-0", Role: runner.RoleSource, HTTPPort: src, P2PPort: srcP2P, FixedHTTP: fixed, FixedP2P: fixed},
-		{Name: "decoder", Role: runner.RoleDecoder, HTTPPort: dec, P2PPort: decP2P, FixedHTTP: fixed, FixedP2P: fixed},
+		{Name: "source-0", Role: event.RoleSource, HTTPPort: src, P2PPort: srcP2P, FixedHTTP: fixed, FixedP2P: fixed},
+		{Name: "decoder", Role: event.RoleDecoder, HTTPPort: dec, P2PPort: decP2P, FixedHTTP: fixed, FixedP2P: fixed},
 	}}
 }
 

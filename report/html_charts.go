@@ -2,11 +2,9 @@ package report
 
 import (
 	"cmp"
+	"p2pfault/event"
 	"slices"
 	"time"
-
-	"p2pfault/probe"
-	"p2pfault/scrape"
 )
 
 // pageData is the JSON report.html carries for its charts: one entry per
@@ -88,8 +86,8 @@ type chartHitBin struct {
 // chartDecoder is one scrape of the decoder's /metrics, its live figures as
 // the dashboard showed them (null: not exported).
 type chartDecoder struct {
-	T    float64     `json:"t_s"`
-	Live scrape.Live `json:"live"`
+	T    float64    `json:"t_s"`
+	Live event.Live `json:"live"`
 }
 
 // hitRateBins is how many trials of a source a hit-rate bin spans: enough
@@ -136,7 +134,7 @@ func chartData(id string, run Run) chartRow {
 	return c
 }
 
-func pullState(s probe.Sample) string {
+func pullState(s event.Sample) string {
 	switch {
 	case s.Aborted:
 		return pullAborted

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/probe"
-	"p2pfault/scrape"
 )
 
 // maxLogEntries caps the event log report.html keeps per run: engines
@@ -19,7 +17,7 @@ const maxLogEntries = 2000
 // never ended), the decoder's live /metrics figures as the dashboard showed
 // them, the fault actions, and the run's event log.
 type htmlFacts struct {
-	started    []probe.PullStart
+	started    []event.PullStart
 	decoder    []livePoint
 	faults     []faultMark
 	log        []logEntry
@@ -31,7 +29,7 @@ type htmlFacts struct {
 // livePoint is one scrape's live figures (event.MetricsInfo.Live).
 type livePoint struct {
 	T    time.Duration
-	Live scrape.Live
+	Live event.Live
 }
 
 // faultMark is one fault action, for a marker on the charts.
@@ -111,7 +109,7 @@ func (f *htmlFacts) logf(ev event.Event, who, text string) {
 // pending is the pulls the events say were sent and never say ended: no
 // sample has their trial. In a run that ended cleanly there are none (the
 // probe drains or aborts every pull); a crashed run leaves them.
-func (r Run) pending() []probe.PullStart {
+func (r Run) pending() []event.PullStart {
 	if len(r.html.started) == 0 {
 		return nil
 	}
@@ -119,7 +117,7 @@ func (r Run) pending() []probe.PullStart {
 	for _, s := range r.Samples {
 		ended[s.Trial] = true
 	}
-	var out []probe.PullStart
+	var out []event.PullStart
 	for _, p := range r.html.started {
 		if !ended[p.Trial] {
 			out = append(out, p)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/probe"
-	"p2pfault/scrape"
 )
 
 // hostile is text an engine or an error could carry that would break a
@@ -53,18 +51,18 @@ const (
 	pendingTrial = 9002
 )
 
-func failedPullOf() probe.Sample {
-	return probe.Sample{Source: 0, Trial: failedTrial, Start: sec(21.5), Latency: sec(12.25), Status: 500,
+func failedPullOf() event.Sample {
+	return event.Sample{Source: 0, Trial: failedTrial, Start: sec(21.5), Latency: sec(12.25), Status: 500,
 		PromptTokens: 400, Err: hostile, SeedStatus: 200}
 }
 
-func pendingPullOf() probe.PullStart {
-	return probe.PullStart{Source: 0, Trial: pendingTrial, Start: sec(61.25)}
+func pendingPullOf() event.PullStart {
+	return event.PullStart{Source: 0, Trial: pendingTrial, Start: sec(61.25)}
 }
 
-func withFailedPull(samples []probe.Sample) []probe.Sample {
+func withFailedPull(samples []event.Sample) []event.Sample {
 	out := append(slices.Clone(samples), failedPullOf())
-	slices.SortStableFunc(out, func(a, b probe.Sample) int { return cmp.Compare(a.Start, b.Start) })
+	slices.SortStableFunc(out, func(a, b event.Sample) int { return cmp.Compare(a.Start, b.Start) })
 	return out
 }
 
@@ -74,12 +72,12 @@ func withHTMLFacts(f fixture, hostileRow bool) []event.Event {
 	evs := f.events()
 	var extra []event.Event
 	for _, s := range f.samples {
-		extra = append(extra, event.Event{T: s.Start, Kind: event.KindPullStart, Pulls: []probe.PullStart{{Source: s.Source, Trial: s.Trial, Start: s.Start}}})
+		extra = append(extra, event.Event{T: s.Start, Kind: event.KindPullStart, Pulls: []event.PullStart{{Source: s.Source, Trial: s.Trial, Start: s.Start}}})
 	}
 	if hostileRow {
 		p := pendingPullOf()
 		extra = append(extra,
-			event.Event{T: p.Start, Kind: event.KindPullStart, Pulls: []probe.PullStart{p}},
+			event.Event{T: p.Start, Kind: event.KindPullStart, Pulls: []event.PullStart{p}},
 			event.Event{T: sec(12), Kind: event.KindLog, Log: &event.LogLine{Engine: "decoder", Line: "WARNING [p2p] " + hostile}},
 			event.Event{T: sec(13), Kind: event.KindWarning, Message: "metrics of source-0: " + hostile},
 		)
@@ -94,8 +92,8 @@ func withHTMLFacts(f fixture, hostileRow bool) []event.Event {
 		hits += rate * 800
 		queries += 800
 		info := &event.MetricsInfo{Engine: DecoderEngine,
-			Reading: scrape.Reading{Running: scrape.Of(2), Waiting: scrape.Of(1), ExtHits: scrape.Of(hits), ExtQueries: scrape.Of(queries), P2PReadBytes: scrape.Of(hits * 1024)},
-			Live:    scrape.Live{Running: scrape.Of(2), Waiting: scrape.Of(1), HitRate: scrape.Of(rate), P2PReadBps: scrape.Of(rate * 800 * 1024), Window: 10 * time.Second},
+			Reading: event.Reading{Running: event.MetricOf(2), Waiting: event.MetricOf(1), ExtHits: event.MetricOf(hits), ExtQueries: event.MetricOf(queries), P2PReadBytes: event.MetricOf(hits * 1024)},
+			Live:    event.Live{Running: event.MetricOf(2), Waiting: event.MetricOf(1), HitRate: event.MetricOf(rate), P2PReadBps: event.MetricOf(rate * 800 * 1024), Window: 10 * time.Second},
 		}
 		extra = append(extra, event.Event{T: at, Kind: event.KindMetrics, Metrics: info})
 	}

@@ -410,7 +410,7 @@ func TestFromEvents(t *testing.T) {
 		if r.RunEnd != runDuration || len(r.Samples) != len(stall.samples) {
 			t.Fatalf("run end %v with %d samples, want %v and %d", r.RunEnd, len(r.Samples), runDuration, len(stall.samples))
 		}
-		// P50 and Max do not survive JSON in check.Stats: they come back
+		// P50 and Max do not survive JSON in event.Stats: they come back
 		// from the samples.
 		if got := r.Verdict.Summary.Faulted.SeedLine("faulted"); got != "fault faulted: n=54 pulled=0 p50=16.85s max=30.04s" {
 			t.Fatalf("summary = %q", got)
@@ -424,7 +424,7 @@ func TestFromEvents(t *testing.T) {
 		doctored := slices.Clone(evs)
 		for i, ev := range doctored {
 			if ev.Kind == event.KindVerdict {
-				v := check.Verdict{Passed: true, Checks: []check.Result{{Name: check.NameAll200, Passed: true, Detail: "logged"}}}
+				v := event.Verdict{Passed: true, Checks: []event.Result{{Name: check.NameAll200, Passed: true, Detail: "logged"}}}
 				doctored[i].Verdict = &v
 			}
 		}
@@ -488,7 +488,7 @@ func TestFromEvents(t *testing.T) {
 
 	// Two faults: the scripted run checks the first window, a dashboard
 	// run (no timeline) the latest, as the experiment does.
-	second := check.Window{Source: 1, Start: 50 * time.Second, End: 55 * time.Second, Recovers: true}
+	second := event.Window{Source: 1, Start: 50 * time.Second, End: 55 * time.Second, Recovers: true}
 	twoFaults := slices.Clone(evs)
 	for i, ev := range twoFaults {
 		if ev.Kind == event.KindVerdict {
@@ -500,7 +500,7 @@ func TestFromEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		timeline string
-		want     check.Window
+		want     event.Window
 	}{
 		{"a scripted run checks its first fault window", "10s stall source-0", stall.window},
 		{"a dashboard run checks its latest fault window", "", second},

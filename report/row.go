@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"p2pfault/check"
+	"p2pfault/event"
 )
 
 // Row is one row of the seed's table: one arm × case. Its JSON is the
@@ -26,10 +27,10 @@ type Row struct {
 	TTFT     []TTFTRow    `json:"ttft,omitempty"`     // streamed runs only (ttft.go)
 	// Times are the judged fault's detect_s and recover_s (null when it
 	// never happened); absent for a run without a fault.
-	Times *check.Times `json:"times,omitempty"`
+	Times *event.Times `json:"times,omitempty"`
 	// Verifications are the fault actions checked on the host (check
 	// fault_took_effect); absent when none was.
-	Verifications []check.Verification `json:"verifications,omitempty"`
+	Verifications []event.Verification `json:"verifications,omitempty"`
 	// Decoder is the decoder's own /metrics over the fault and recovery
 	// windows (metrics.go); absent when it was not scraped.
 	Decoder *DecoderMetrics `json:"decoder_metrics,omitempty"`
@@ -117,7 +118,7 @@ func Rows(runs []Run) []Row {
 
 // SeedLine is the seed's summary line of the row's faulted pulls.
 func (r Row) SeedLine() string {
-	return check.Stats{N: r.Faulted.N, Pulled: r.Faulted.Pulled, P50: seconds(r.Faulted.P50), Max: seconds(r.Faulted.Max)}.SeedLine("faulted")
+	return event.Stats{N: r.Faulted.N, Pulled: r.Faulted.Pulled, P50: seconds(r.Faulted.P50), Max: seconds(r.Faulted.Max)}.SeedLine("faulted")
 }
 
 // document is report.json.

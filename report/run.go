@@ -8,7 +8,6 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/probe"
 	"p2pfault/scrape"
 )
 
@@ -19,22 +18,22 @@ type Run struct {
 	// Window is the fault window the checks look at: the scripted
 	// fault's, or the latest one of a run without a timeline (faults from
 	// keys). HasWindow is false for a run without a fault (case none).
-	Window    check.Window
+	Window    event.Window
 	HasWindow bool
 	// Windows is every fault window of the run, closed; the timeline
 	// shades them all.
-	Windows []check.Window
+	Windows []event.Window
 
-	Samples []probe.Sample
+	Samples []event.Sample
 	RunEnd  time.Duration // when the probe stopped sending, since t0
 
 	// Verifications are the fault actions checked on the host, in order.
-	Verifications []check.Verification
+	Verifications []event.Verification
 	// Metrics are each engine's scrapes of /metrics, by engine name, in
 	// time order (T since t0).
 	Metrics map[string][]scrape.Point
 
-	Verdict check.Verdict
+	Verdict event.Verdict
 	// Recomputed says the events held no final verdict (the run crashed
 	// before its checks) and Verdict was computed here from the samples.
 	Recomputed bool
@@ -73,7 +72,7 @@ func FromEvents(events []event.Event) (Run, error) {
 		haveRun  bool
 		doneAt   time.Duration
 		haveDone bool
-		final    *check.Verdict
+		final    *event.Verdict
 		open     []int // indexes into r.Windows of windows not closed yet
 		sawEnd   bool
 	)
@@ -155,7 +154,7 @@ func FromEvents(events []event.Event) (Run, error) {
 		// would fail on windows that were never meant to exist.
 		for _, c := range computed.Checks {
 			if c.Name == check.NameAll200 {
-				computed = check.Verdict{Passed: c.Passed, Checks: []check.Result{c}}
+				computed = event.Verdict{Passed: c.Passed, Checks: []event.Result{c}}
 				break
 			}
 		}
@@ -170,9 +169,9 @@ func FromEvents(events []event.Event) (Run, error) {
 		return r, nil
 	}
 	r.Verdict = *final
-	// check.Stats does not carry P50 and Max in JSON, so a verdict read
+	// event.Stats does not carry P50 and Max in JSON, so a verdict read
 	// back from events has them zero: take them from the samples.
-	fill := func(dst *check.Stats, src check.Stats) {
+	fill := func(dst *event.Stats, src event.Stats) {
 		if dst.P50 == 0 && dst.Max == 0 {
 			dst.P50, dst.Max = src.P50, src.Max
 		}
@@ -189,7 +188,7 @@ func FromEvents(events []event.Event) (Run, error) {
 // addWindow records a window event: End == 0 opens a window, anything else
 // closes the open one on the same source and start (or records a window
 // whose opening was not logged).
-func addWindow(all *[]check.Window, open []int, w check.Window) []int {
+func addWindow(all *[]event.Window, open []int, w event.Window) []int {
 	if w.End == 0 {
 		*all = append(*all, w)
 		return append(open, len(*all)-1)

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"p2pfault/check"
+	"p2pfault/event"
 )
 
 // timesHeader is the second table's header: the judged fault's detect and
@@ -87,7 +88,7 @@ func writeVerifications(b *strings.Builder, rows []Row) {
 }
 
 // tookEffect is whether the host showed the action within the check's time.
-func tookEffect(v check.Verification) bool {
+func tookEffect(v event.Verification) bool {
 	return v.Verified && v.After <= check.DefaultVerifyWithin
 }
 

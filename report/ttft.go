@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/probe"
+	"p2pfault/event"
 )
 
 // TTFTRow is the time to first token of a streamed run's pulls naming one
@@ -52,7 +52,7 @@ func ttftRows(r Run) []TTFTRow {
 }
 
 // SourceTTFT summarises the TTFT of samples per source, for the dashboard.
-func SourceTTFT(samples []probe.Sample) []TTFTRow {
+func SourceTTFT(samples []event.Sample) []TTFTRow {
 	return ttftRows(Run{Samples: samples})
 }
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/probe"
+	"p2pfault/event"
 	"p2pfault/report"
 )
 
@@ -70,7 +70,7 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 	end := contAt + sc(plainRecovery)
 	var (
 		mu      sync.Mutex
-		samples []probe.Sample
+		samples []event.Sample
 		wg      sync.WaitGroup
 	)
 	t0 := time.Now()
@@ -93,7 +93,7 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 				postCompletion(seedClient, src.url, map[string]any{"model": "m", "prompt": p, "max_tokens": 1, "temperature": 0})
 				start := time.Since(t0)
 				r := pull(pullClient, dec, src, p)
-				s := probe.Sample{Source: i, Trial: int64(2*k + i), Start: start, Latency: r.latency, Status: r.status, CachedTokens: r.cached}
+				s := event.Sample{Source: i, Trial: int64(2*k + i), Start: start, Latency: r.latency, Status: r.status, CachedTokens: r.cached}
 				if r.err != nil {
 					s.Err = r.err.Error()
 				}
@@ -112,7 +112,7 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 	sort.Slice(samples, func(i, j int) bool { return samples[i].Start < samples[j].Start })
 	v := check.Evaluate(check.Input{
 		Samples: samples,
-		Window:  check.Window{Source: 0, Start: stopAt, End: contAt, Recovers: true},
+		Window:  event.Window{Source: 0, Start: stopAt, End: contAt, Recovers: true},
 		RunEnd:  end,
 		Bounds:  check.DefaultBounds().Scaled(scale),
 	})

@@ -11,8 +11,6 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/probe"
-	"p2pfault/scrape"
 )
 
 // starts tells every pull of the scene as it was sent: one pull_start
@@ -22,7 +20,7 @@ func (s *script) starts(sources int, from, to, interval time.Duration, firstTria
 	for t := from; t < to; t += interval {
 		for i := 0; i < sources; i++ {
 			trial++
-			s.add(t, event.Event{Kind: event.KindPullStart, Pulls: []probe.PullStart{{Source: i, Trial: trial, Start: t}}})
+			s.add(t, event.Event{Kind: event.KindPullStart, Pulls: []event.PullStart{{Source: i, Trial: trial, Start: t}}})
 		}
 	}
 }
@@ -36,13 +34,13 @@ func sceneInFlight() scene {
 	first := s.trial
 	s.starts(2, 10*time.Second, 22*time.Second, 500*time.Millisecond, first)
 	s.trial = first
-	var healthyOnly []probe.Sample
+	var healthyOnly []event.Sample
 	for t := 10 * time.Second; t < 22*time.Second; t += 500 * time.Millisecond {
 		for i := 0; i < 2; i++ {
 			s.trial++
 			if i == 1 {
 				l, _ := healthy(i, t, s.trial)
-				healthyOnly = append(healthyOnly, probe.Sample{Source: 1, Trial: s.trial, SeedStatus: 200, Start: t, Latency: l, Status: 200, PromptTokens: 300, CachedTokens: 256})
+				healthyOnly = append(healthyOnly, event.Sample{Source: 1, Trial: s.trial, SeedStatus: 200, Start: t, Latency: l, Status: 200, PromptTokens: 300, CachedTokens: 256})
 			}
 		}
 	}
@@ -52,7 +50,7 @@ func sceneInFlight() scene {
 }
 
 // metrics is one scrape of an engine as the poller sends it.
-func (s *script) metrics(t time.Duration, engine string, live scrape.Live) {
+func (s *script) metrics(t time.Duration, engine string, live event.Live) {
 	s.add(t, event.Event{Kind: event.KindMetrics, Metrics: &event.MetricsInfo{Engine: engine, Live: live}})
 }
 
@@ -61,9 +59,9 @@ func (s *script) metrics(t time.Duration, engine string, live scrape.Live) {
 func sceneEngineMetrics() scene {
 	sc := sceneSteady()
 	s := &script{events: sc.events}
-	s.metrics(sc.now, "decoder", scrape.Live{Running: scrape.Of(1), Waiting: scrape.Of(3), HitRate: scrape.Of(0.95), P2PReadBps: scrape.Of(1.25e6), Window: 10 * time.Second})
-	s.metrics(sc.now, "source-0", scrape.Live{Running: scrape.Of(0), Waiting: scrape.Of(0), HitRate: scrape.Of(1), P2PReadBps: scrape.Of(0), Window: 10 * time.Second})
-	s.metrics(sc.now, "source-1", scrape.Live{})
+	s.metrics(sc.now, "decoder", event.Live{Running: event.MetricOf(1), Waiting: event.MetricOf(3), HitRate: event.MetricOf(0.95), P2PReadBps: event.MetricOf(1.25e6), Window: 10 * time.Second})
+	s.metrics(sc.now, "source-0", event.Live{Running: event.MetricOf(0), Waiting: event.MetricOf(0), HitRate: event.MetricOf(1), P2PReadBps: event.MetricOf(0), Window: 10 * time.Second})
+	s.metrics(sc.now, "source-1", event.Live{})
 	return scene{events: s.events, now: sc.now, ctrl: sc.ctrl}
 }
 
@@ -75,8 +73,8 @@ func sceneTimes() scene {
 		if ev := &sc.events[i]; ev.Kind == event.KindVerdict && ev.Final {
 			v := *ev.Verdict
 			d, r := 30.01, 0.52
-			v.Times = &check.Times{DetectS: &d, RecoverS: &r}
-			v.Checks = append(append([]check.Result(nil), v.Checks...), check.Result{Name: check.NameFaultTookEffect, Passed: true, Detail: "all 2 fault actions took effect within 2.0s"})
+			v.Times = &event.Times{DetectS: &d, RecoverS: &r}
+			v.Checks = append(append([]event.Result(nil), v.Checks...), event.Result{Name: check.NameFaultTookEffect, Passed: true, Detail: "all 2 fault actions took effect within 2.0s"})
 			ev.Verdict = &v
 		}
 	}

@@ -29,9 +29,6 @@ import (
 type Options struct {
 	// Now is the clock (time.Now); tests pin it.
 	Now func() time.Time
-	// StallFor is how long a stall lasts when its fault event does not
-	// say, for the STALLED countdown (default 30 s × the run's time scale).
-	StallFor time.Duration
 	// Window is the time span of the latency charts (default 60 s × scale).
 	Window time.Duration
 	// Recent is the rolling window of p50/p95/max and the hit rate
@@ -86,7 +83,7 @@ const logTailLines = 500
 // Model is the dashboard, a tea.Model. It owns all state and routes every
 // message; panels only render what it hands them.
 type Model struct {
-	ctrl   event.Controller
+	ctrl   Controller
 	events <-chan event.Event
 	done   <-chan struct{}
 	opts   Options
@@ -128,7 +125,7 @@ func (r *renderScratch) source(i int) *chartScratch {
 }
 
 // New returns the dashboard over events; its keys call ctrl.
-func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
+func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 	opts = opts.withDefaults()
 	styles := NewStyles(opts.Renderer)
 	h := help.New()
@@ -153,7 +150,7 @@ func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
 // Run shows the dashboard on the terminal's alternate screen until the
 // user quits (q or ctrl+c, also after the run ended) or ctx is done. The
 // caller then stops the experiment and cleans up.
-func Run(ctx context.Context, ctrl event.Controller, events <-chan event.Event, opts Options) error {
+func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts Options) error {
 	if ctrl == nil {
 		return errors.New("dashboard: no experiment controller")
 	}
@@ -259,16 +256,6 @@ func (m Model) bridge() time.Duration {
 		return 3 * m.st.run.Interval
 	}
 	return m.scaled(1500 * time.Millisecond)
-}
-
-func (m Model) stallFor() time.Duration {
-	if m.opts.StallFor > 0 {
-		return m.opts.StallFor
-	}
-	if m.st.run != nil && m.st.run.Case == fault.ActionStall && m.st.run.FaultFor > 0 {
-		return m.st.run.FaultFor
-	}
-	return m.scaled(30 * time.Second)
 }
 
 func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
@@ -423,8 +410,9 @@ func (m Model) cannotProbe() string {
 }
 
 // refusal says why kind k cannot act on source i now, or "" when it can:
-// the kind's own rule (fault.Kind.Refusal) over the condition the badge
-// shows.
+// fault's one rule (fault.Kind.Refusal) over the condition the experiment
+// sent, the one it refuses by itself. A source whose condition has not
+// come yet is left to the experiment to judge.
 func (m Model) refusal(k *fault.Kind, i int) string {
 	switch {
 	case m.ctrl == nil:
@@ -436,8 +424,11 @@ func (m Model) refusal(k *fault.Kind, i int) string {
 	case i < 0 || i >= len(m.st.sources):
 		return fmt.Sprintf("no source %d", i)
 	}
-	b, _ := m.st.badge(i, m.nowT(), m.stallFor())
-	return k.Refusal(sourceEngine(i), b.condition())
+	c := m.st.sources[i].cond
+	if c == nil {
+		return ""
+	}
+	return k.Refusal(sourceEngine(i), c.Condition)
 }
 
 // nextEngine cycles the full-screen log through every known engine.
@@ -446,6 +437,12 @@ func (m Model) nextEngine(cur string) string {
 	for _, e := range m.st.engineOrder() {
 		names = append(names, e.info.Name)
 	}
+	return cycleNext(names, cur)
+}
+
+// cycleNext is the name after cur in names, the first after the last (or
+// when cur is not among them), cur when there is none.
+func cycleNext(names []string, cur string) string {
 	if len(names) == 0 {
 		return cur
 	}
@@ -698,7 +695,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 			spark[b] = float64(hitB[b]) / float64(nB[b])
 		}
 	}
-	kind, text := m.st.badge(i, nowT, m.stallFor())
+	kind, text := m.st.badge(i, nowT)
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
 		inflight: inflightLine{shown: m.st.sawStarts, n: pend.N, oldest: pend.Oldest},
@@ -752,8 +749,8 @@ func firstFault(run *event.RunInfo) (string, bool) {
 	if tl, err := fault.Parse(run.Timeline); err == nil && len(tl) > 0 {
 		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
 	}
-	if run.Case != "" && run.Case != "none" {
-		return run.Case + " source-0", true
+	if tl, err := fault.Preset(run.Case, run.FaultAt, run.FaultFor); err == nil && len(tl) > 0 {
+		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
 	}
 	return "", false
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"p2pfault/check"
 	"p2pfault/event"
 )
 
@@ -328,11 +327,11 @@ func (l eventLog) Render(w, h int) string {
 
 // checksPanel shows each check's live verdict; one line when space is short.
 type checksPanel struct {
-	verdict *check.Verdict
+	verdict *event.Verdict
 	styles  *Styles
 }
 
-func checkMark(s *Styles, r check.Result) string {
+func checkMark(s *Styles, r event.Result) string {
 	switch {
 	case r.Empty:
 		return s.Dim.Render("·")
@@ -373,7 +372,7 @@ func (c checksPanel) Render(w, h int) string {
 // verdictTable is the end of a scripted run: each check and the figures of
 // the seed's table.
 type verdictTable struct {
-	verdict *check.Verdict
+	verdict *event.Verdict
 	run     *event.RunInfo
 	styles  *Styles
 }
@@ -388,7 +387,7 @@ func (v verdictTable) Height() int {
 }
 
 // timesSuffix is the live checks' title's detect and recover times.
-func timesSuffix(s *Styles, v *check.Verdict) string {
+func timesSuffix(s *Styles, v *event.Verdict) string {
 	if v == nil || v.Times == nil {
 		return ""
 	}
