@@ -14,8 +14,9 @@ import (
 )
 
 // Evaluate runs the checks of the slice over in.Samples: all_200,
-// faulted_max, faulted_median_after_detect, healthy_keeps_hitting and, when
-// in.Window.Recovers, recovery_hits_again. A check whose window holds no pull
+// faulted_max, faulted_median_after_detect, healthy_keeps_hitting, when
+// in.Window.Recovers recovery_hits_again, and when in.Content is on
+// content_matches (over every pull of the run). A check whose window holds no pull
 // fails with Empty set: an empty window proves nothing, so it must never pass
 // silently.
 //
@@ -57,6 +58,9 @@ func Evaluate(in Input) event.Verdict {
 	}
 	if w.Recovers {
 		checks = append(checks, checkRecovery(recovery, w.End, recEnd, b))
+	}
+	if in.Content.On {
+		checks = append(checks, ContentMatches(answered, in.Content))
 	}
 
 	passed := true

@@ -11,8 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"p2pfault/check"
 	"p2pfault/event"
 )
+
+// maxMismatchLines bounds the content mismatches printed one a line; the
+// summary lines count the rest (wrong=N) and report.md lists them.
+const maxMismatchLines = 10
 
 // Printer prints events as they come. It keeps only the current second's
 // samples, so its memory does not grow with the run.
@@ -23,6 +28,8 @@ type Printer struct {
 	states  map[string]event.State
 	second  time.Duration // the second being accumulated
 	pending []event.Sample
+	content check.ContentRule // the run's content rule (from its run event)
+	wrong   int               // mismatches printed so far
 
 	// Summaries turns on one summary line per second of pulls (default on).
 	Summaries bool
@@ -47,6 +54,7 @@ func (p *Printer) Print(ev event.Event) {
 	case event.KindRun:
 		r := ev.Run
 		p.sources = r.Sources
+		p.content = check.ContentRuleOf(*r)
 		p.line(ev.T, "run: arm %s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
 			r.Arm, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
 		if r.Timeline != "" {
@@ -94,6 +102,11 @@ func (p *Printer) Print(ev event.Event) {
 			p.line(ev.T, "fault window on source-%d closed after %s", w.Source, secs(w.End-w.Start))
 		}
 	case event.KindSamples:
+		for _, s := range ev.Samples {
+			if p.content.Wrong(s) {
+				p.mismatch(ev.T, s)
+			}
+		}
 		if !p.Summaries {
 			return
 		}
@@ -141,16 +154,28 @@ func (p *Printer) flush() {
 	sort.Ints(idx)
 	parts := make([]string, 0, len(idx))
 	for _, i := range idx {
-		parts = append(parts, summarise(i, by[i]))
+		parts = append(parts, summarise(i, by[i], p.content))
 	}
 	p.line(p.second+time.Second, "%s", strings.Join(parts, " | "))
 	p.pending = p.pending[:0]
 }
 
+// mismatch prints a pull that answered other text than its source.
+func (p *Printer) mismatch(t time.Duration, s event.Sample) {
+	p.wrong++
+	switch {
+	case p.wrong <= maxMismatchLines:
+		p.line(t, "content: pull of source-%d sent at %.2fs (trial %d, cached %d) returned %s, the source's completion is %s",
+			s.Source, s.Start.Seconds(), s.Trial, s.CachedTokens, check.QuoteText(s.PullText), check.QuoteText(s.SourceText))
+	case p.wrong == maxMismatchLines+1:
+		p.line(t, "content: more pulls returned other text than the source's; the summary lines count them (wrong=N), report.md lists them")
+	}
+}
+
 // summarise renders one source's pulls of one second.
-func summarise(source int, ss []event.Sample) string {
+func summarise(source int, ss []event.Sample, content check.ContentRule) string {
 	lat := make([]time.Duration, len(ss))
-	hits, errs := 0, 0
+	hits, errs, wrong := 0, 0, 0
 	for i, s := range ss {
 		lat[i] = s.Latency
 		if s.Hit() {
@@ -159,11 +184,17 @@ func summarise(source int, ss []event.Sample) string {
 		if s.Status != 200 {
 			errs++
 		}
+		if content.Wrong(s) {
+			wrong++
+		}
 	}
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
 	out := fmt.Sprintf("source-%d n=%d hit=%d p50=%s max=%s", source, len(ss), hits, secs(lat[(len(lat)-1)/2]), secs(lat[len(lat)-1]))
 	if errs > 0 {
 		out += fmt.Sprintf(" non-200=%d", errs)
+	}
+	if wrong > 0 {
+		out += fmt.Sprintf(" wrong=%d", wrong)
 	}
 	return out
 }

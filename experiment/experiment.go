@@ -115,7 +115,8 @@ func (e *Experiment) Info() event.RunInfo {
 		Arm: c.Arm, Case: c.Case, Engine: e.plan.Engine, TimeScale: c.TimeScale,
 		Sources: e.plan.Sources, Interval: c.scale(c.Interval), Timeline: c.Timeline,
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
-		FaultFor: c.scale(c.FaultFor),
+		FaultFor:      c.scale(c.FaultFor),
+		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
 	}
 	if len(e.timeline) > 0 {
 		info.FaultAt = e.timeline[0].At
@@ -357,7 +358,10 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		SeedTimeout:  e.cfg.scale(e.cfg.SeedTimeout),
 		PullTimeout:  e.cfg.scale(e.cfg.PullTimeout),
 		Stream:       e.cfg.Stream,
-		Warn:         func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
+		// Seed and pull ask for the same greedy completion, whose texts
+		// the samples compare (check content_matches).
+		ContentTokens: e.cfg.ContentTokens,
+		Warn:          func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.
 		Started: func(p event.PullStart) {
@@ -458,6 +462,7 @@ func (e *Experiment) verdictAt(runEnd time.Duration) event.Verdict {
 	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
 	if !ok {
 		verifs := append([]event.Verification(nil), e.verifs...)
+		samples := append([]event.Sample(nil), e.samples...)
 		e.mu.Unlock()
 		v := event.Verdict{Passed: true}
 		if len(e.timeline) > 0 {
@@ -476,7 +481,7 @@ func (e *Experiment) verdictAt(runEnd time.Duration) event.Verdict {
 			v.Checks = append(v.Checks, r)
 			v.Passed = v.Passed && r.Passed
 		}
-		return v
+		return check.WithContent(v, samples, e.cfg.ContentMatch)
 	}
 	samples := append([]event.Sample(nil), e.samples...)
 	verifs := append([]event.Verification(nil), e.verifs...)
@@ -490,6 +495,7 @@ func (e *Experiment) verdictAt(runEnd time.Duration) event.Verdict {
 		Window:  w,
 		RunEnd:  runEnd,
 		Bounds:  b,
+		Content: e.cfg.ContentMatch,
 	})
 	return check.WithFaultChecks(v, samples, w, b, verifs)
 }

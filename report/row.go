@@ -34,6 +34,9 @@ type Row struct {
 	// Decoder is the decoder's own /metrics over the fault and recovery
 	// windows (metrics.go); absent when it was not scraped.
 	Decoder *DecoderMetrics `json:"decoder_metrics,omitempty"`
+	// Content is the content check's counts and first mismatches
+	// (content.go); absent when texts were not compared.
+	Content *ContentRow `json:"content,omitempty"`
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -104,6 +107,7 @@ func (r Run) Row() Row {
 	}
 	row.Verifications = r.Verifications
 	row.Decoder = decoderMetrics(r)
+	row.Content = contentRow(r)
 	return row
 }
 
@@ -201,6 +205,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	// The judged fault's detect and recover times, a table of their own
 	// so the seed's stays as it is.
 	b.WriteString("\n" + markdownTable(timesHeader(), timesCells(rows)))
+	writeContent(&b, rows)
 	for _, r := range rows {
 		if r.Passed {
 			continue
@@ -255,6 +260,17 @@ func Table(rows []Row) string {
 		lines[i] = strings.TrimRight(l, " ")
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// Tables is what a terminal shows of rows: the seed's table, the times
+// table and, when texts were compared, the content table, a blank line
+// between each.
+func Tables(rows []Row) string {
+	out := Table(rows) + "\n" + TimesTable(rows)
+	if c := ContentTable(rows); c != "" {
+		out += "\n" + c
+	}
+	return out
 }
 
 // span is the earliest first event and the latest last event of rows.

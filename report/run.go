@@ -145,7 +145,8 @@ func FromEvents(events []event.Event) (Run, error) {
 	// The checks look at the window the experiment judged (check.Judged).
 	r.Window, r.HasWindow = check.Judged(r.Windows, r.Info.Timeline != "")
 
-	computed := check.Evaluate(check.Input{Samples: r.Samples, Window: r.Window, RunEnd: r.RunEnd, Bounds: r.Info.Bounds})
+	content := check.ContentRuleOf(r.Info)
+	computed := check.Evaluate(check.Input{Samples: r.Samples, Window: r.Window, RunEnd: r.RunEnd, Bounds: r.Info.Bounds, Content: content})
 	if r.HasWindow {
 		computed = check.WithFaultChecks(computed, r.Samples, r.Window, r.Info.Bounds, r.Verifications)
 	}
@@ -163,6 +164,7 @@ func FromEvents(events []event.Event) (Run, error) {
 			computed.Checks = append(computed.Checks, fe)
 			computed.Passed = computed.Passed && fe.Passed
 		}
+		computed = check.WithContent(computed, r.Samples, content)
 	}
 	if final == nil {
 		r.Verdict, r.Recomputed = computed, true
