@@ -42,13 +42,16 @@ type Styles struct {
 	Flt  lipgloss.Style
 
 	Help help.Styles
+
+	// runs is each chart class's style worked out once (chart.go).
+	runs [numClasses]runStyle
 }
 
 // NewStyles builds the dashboard's styles on r.
 func NewStyles(r *lipgloss.Renderer) Styles {
 	c := func(code string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(code)) }
 	dim := c("8")
-	return Styles{
+	s := Styles{
 		Title:     r.NewStyle().Bold(true),
 		Dim:       dim,
 		Label:     c("12"),
@@ -87,6 +90,12 @@ func NewStyles(r *lipgloss.Renderer) Styles {
 			FullSeparator:  dim,
 		},
 	}
+	for cl := range numClasses {
+		if st := s.class(cl); st != nil {
+			s.runs[cl] = newRunStyle(*st)
+		}
+	}
+	return s
 }
 
 // terminalRenderer is the renderer for the real terminal: a non-empty
