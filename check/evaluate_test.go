@@ -196,7 +196,7 @@ func TestFaultedMax(t *testing.T) {
 			samples:    replace(base, cutShort(pull(0, 20*time.Second, 16*time.Second))),
 			wantDetail: "1 request naming the faulted source is in flight past 15.0s (oldest 16.0s)", exact: true},
 		{name: "a slow pull and one in flight past the bound: both said",
-			samples: replace(replace(base, cutShort(pull(0, 20*time.Second, 16*time.Second))), pull(0, 11*time.Second, 30*time.Second)),
+			samples:    replace(replace(base, cutShort(pull(0, 20*time.Second, 16*time.Second))), pull(0, 11*time.Second, 30*time.Second)),
 			wantDetail: "a request naming the faulted source took 30.0s (bound 15.0s); 1 request naming the faulted source is in flight past 15.0s (oldest 16.0s)", exact: true},
 		{name: "only cut-short pulls under the bound leave the window empty",
 			samples: append(only(base, func(s event.Sample) bool {

@@ -53,7 +53,7 @@ func TestHistEdges(t *testing.T) {
 	if p := h.Percentiles(); p != (event.Percentiles{}) {
 		t.Errorf("empty: %+v, want zero", p)
 	}
-	h.Record(-time.Second) // a clock step: counted as 0
+	h.Record(-time.Second)  // a clock step: counted as 0
 	h.Record(2 * time.Hour) // past the range: counted at its top, Max exact
 	p := h.Percentiles()
 	if p.N != 2 || p.Max != 2*time.Hour || p.P99 > 2*time.Hour || p.P50 != 0 {

@@ -222,7 +222,7 @@ func TestRecover(t *testing.T) {
 			samples: []event.Sample{tpull(1, 21*time.Second, 10*ms, 200, 384)}},
 		{name: "pulls in flight are left out", w: w, samples: hits("mmh", 20*time.Second),
 			pending: []event.PullStart{{Source: 0, Trial: 99, Start: 23 * time.Second}, {Source: 0, Trial: 100, Start: 24 * time.Second}},
-			want: 2 * time.Second, wantOK: true},
+			want:    2 * time.Second, wantOK: true},
 		{name: "pulls sent at or after the run's end are left out", w: w,
 			samples: append(hits("mh", 20*time.Second), hits("mmmm", 50*time.Second)...), want: time.Second, wantOK: true},
 		{name: "remove never recovers", w: event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second},

@@ -43,13 +43,13 @@ type Experiment struct {
 	prober  *probe.Prober
 	samples []event.Sample
 	pending []event.Sample
-	starts  []event.PullStart    // pulls sent since the last batch (KindPullStart)
+	starts  []event.PullStart // pulls sent since the last batch (KindPullStart)
 	// inflight is every pull sent and not ended, by trial: the checks
 	// count them by their age (check.Input.Pending).
 	inflight map[int64]event.PullStart
 	// judgedAt is when the last live verdict was computed, since t0.
 	judgedAt time.Duration
-	verifs  []event.Verification // every fault action verified on the host
+	verifs   []event.Verification // every fault action verified on the host
 	// verifying is, per source, closed when the last action's
 	// verification is done (faults.go).
 	verifying map[int]chan struct{}
