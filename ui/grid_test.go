@@ -2,6 +2,7 @@ package ui
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -158,6 +159,41 @@ func TestJoinBlocksIsLipglossJoin(t *testing.T) {
 		got := block([]string{""}, width, 1) + "\n" + joinBlocks(tc.blocks, 3, tc.pad)
 		if got != want {
 			t.Errorf("pad %d:\n%q\nlipgloss\n%q", tc.pad, got, want)
+		}
+	}
+}
+
+// Every Style renders any text exactly as its lipgloss.Style does, in
+// colour and without: plain lines through the escapes worked out once,
+// anything else through lipgloss.
+func TestStylesRenderAsLipgloss(t *testing.T) {
+	texts := []string{"p50", "in flight 24, oldest 12.0s", " x ", "STALLED 1.7s", "▶ source-0", "✗", "日本語",
+		"", "a\tb", "two\nlines", "cr\r\nlf", "\x1b[1mbold\x1b[0m", "  source-0"}
+	for _, profile := range []termenv.Profile{termenv.ANSI256, termenv.TrueColor, termenv.ANSI, termenv.Ascii} {
+		r := lipgloss.NewRenderer(nil)
+		r.SetColorProfile(profile)
+		st := NewStyles(r)
+		v := reflect.ValueOf(st)
+		fast := 0
+		for i := range v.NumField() {
+			if !v.Type().Field(i).IsExported() {
+				continue
+			}
+			f, ok := v.Field(i).Interface().(Style)
+			if !ok {
+				continue
+			}
+			if f.run.ok {
+				fast++
+			}
+			for _, text := range texts {
+				if got, want := f.Render(text), f.Style.Render(text); got != want {
+					t.Errorf("profile %v %s.Render(%q) = %q, lipgloss %q", profile, v.Type().Field(i).Name, text, got, want)
+				}
+			}
+		}
+		if fast < 10 {
+			t.Errorf("profile %v: %d styles with their escapes worked out, want most", profile, fast)
 		}
 	}
 }

@@ -139,7 +139,7 @@ func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 		st:      a.first(),
 		keys:    DefaultKeyMap(),
 		help:    h,
-		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting)),
+		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting.Style)),
 		styles:  &styles,
 		width:   80,
 		height:  24,
