@@ -388,7 +388,7 @@ func (v verdictTable) Height() int {
 		h++
 	}
 	if n := len(v.verdict.Steady); n > 0 {
-		h += 1 + n
+		h += 2 + n // title, header, a line per source
 	}
 	return h
 }

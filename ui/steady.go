@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -22,22 +21,54 @@ func steadyLines(s *Styles, v *event.Verdict) []string {
 	if v.Times == nil {
 		what = "every pull of the run"
 	}
-	lines := []string{"  " + s.Label.Render("steady  ") + " " + s.Dim.Render(what)}
+	ttft := false
 	for _, src := range v.Steady {
-		var b strings.Builder
-		fmt.Fprintf(&b, "    %s  n %d  200s %d  errors %d", sourceEngine(src.Source), src.N, src.OK, src.Errors)
+		ttft = ttft || (src.TTFT != nil && src.TTFT.N > 0)
+	}
+	head := []string{"SOURCE", "PULLS", "200S", "ERRORS", "HIT", "P50", "P90", "P99", "MAX", "IN FLIGHT"}
+	if ttft {
+		head = append(head, "TTFT P50", "P99", "MAX")
+	}
+	rows := [][]string{head}
+	for _, src := range v.Steady {
+		row := []string{sourceEngine(src.Source), strconv.Itoa(src.N), strconv.Itoa(src.OK), strconv.Itoa(src.Errors)}
 		if src.N > 0 {
-			fmt.Fprintf(&b, "  hit %s  p50 %s  p90 %s  p99 %s  max %s",
-				strconv.FormatFloat(100*float64(src.Pulled)/float64(src.N), 'f', 1, 64)+"%",
-				fmtQuantile(src.Latency.P50), fmtQuantile(src.Latency.P90), fmtQuantile(src.Latency.P99), fmtQuantile(src.Latency.Max))
+			l := src.Latency
+			row = append(row, fmtPercent(float64(src.Pulled)/float64(src.N)), fmtQuantile(l.P50), fmtQuantile(l.P90), fmtQuantile(l.P99), fmtQuantile(l.Max))
+		} else {
+			row = append(row, "–", "–", "–", "–", "–")
 		}
-		if t := src.TTFT; t != nil && t.N > 0 {
-			fmt.Fprintf(&b, "  ttft p50 %s  p99 %s  max %s", fmtQuantile(t.P50), fmtQuantile(t.P99), fmtQuantile(t.Max))
+		row = append(row, strconv.Itoa(src.InFlight))
+		if ttft {
+			if t := src.TTFT; t != nil && t.N > 0 {
+				row = append(row, fmtQuantile(t.P50), fmtQuantile(t.P99), fmtQuantile(t.Max))
+			} else {
+				row = append(row, "–", "–", "–")
+			}
 		}
-		if src.InFlight > 0 {
-			fmt.Fprintf(&b, "  in flight %d", src.InFlight)
+		rows = append(rows, row)
+	}
+	widths := make([]int, len(head))
+	for _, r := range rows {
+		for c, cell := range r {
+			widths[c] = max(widths[c], textWidth(cell))
 		}
-		lines = append(lines, b.String())
+	}
+	lines := []string{"  " + s.Label.Render("steady  ") + " " + s.Dim.Render(what)}
+	for i, r := range rows {
+		var b strings.Builder
+		b.WriteString("  ")
+		for c, cell := range r {
+			if c > 0 {
+				b.WriteString("  ")
+			}
+			b.WriteString(cell + strings.Repeat(" ", widths[c]-textWidth(cell)))
+		}
+		line := strings.TrimRight(b.String(), " ")
+		if i == 0 {
+			line = s.Dim.Render(line)
+		}
+		lines = append(lines, line)
 	}
 	return lines
 }
