@@ -147,6 +147,17 @@ func buildPage(runs []Run) htmlPage {
 		}
 		p.Tables = append(p.Tables, content)
 	}
+	if cells := steadyCells(rows); len(cells) > 0 {
+		steady := htmlTable{ID: "steady", Title: "Steady state per source", Caption: steadyCaption + ".", Head: steadyHeader(rows)}
+		k := 0
+		for i, r := range rows {
+			for range r.Steady {
+				steady.Rows = append(steady.Rows, htmlTableRow{Cells: cells[k], Href: "#" + ids[i]})
+				k++
+			}
+		}
+		p.Tables = append(p.Tables, steady)
+	}
 
 	for _, r := range rows {
 		if r.Truncated {
