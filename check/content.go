@@ -166,7 +166,7 @@ func ContentMatches(samples []event.Sample, r ContentRule) event.Result {
 		res.Empty = true
 		res.Detail = "empty: no pull returned 200 with a source completion to compare"
 		if uncompared > 0 {
-			res.Detail += fmt.Sprintf(" (%d returned 200, but their seeds got no completion)", uncompared)
+			res.Detail += fmt.Sprintf(" (%d returned 200, but the source gave no completion of their prompt)", uncompared)
 		}
 		return res
 	}
@@ -181,7 +181,7 @@ func ContentMatches(samples []event.Sample, r ContentRule) event.Result {
 			res.Detail = "the 1 pull that returned 200 gave the source's own completion" + rule
 		}
 		if uncompared > 0 {
-			res.Detail += fmt.Sprintf(" (%d more had none to compare: their seed got no completion)", uncompared)
+			res.Detail += fmt.Sprintf(" (%d more had none to compare: the source gave no completion of their prompt)", uncompared)
 		}
 		return res
 	}

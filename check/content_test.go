@@ -107,7 +107,7 @@ func TestContentMatches(t *testing.T) {
 		event.Sample{Source: 0, Start: time.Second, Aborted: true, Status: 200, Content: event.ContentDiffers, SourceText: "x", PullText: "y"},
 	)
 	if r := ContentMatches(extra, exact); !r.Passed ||
-		r.Detail != "all 118 pulls that returned 200 gave the source's own completion (1 more had none to compare: their seed got no completion)" {
+		r.Detail != "all 118 pulls that returned 200 gave the source's own completion (1 more had none to compare: the source gave no completion of their prompt)" {
 		t.Errorf("with uncompared pulls: %+v", r)
 	}
 
@@ -144,7 +144,7 @@ func TestContentMatches(t *testing.T) {
 	}
 	// Nothing to compare: empty, failed.
 	r = ContentMatches([]event.Sample{{Source: 0, Start: time.Second, Status: 200}}, exact)
-	if r.Passed || !r.Empty || r.Detail != "empty: no pull returned 200 with a source completion to compare (1 returned 200, but their seeds got no completion)" {
+	if r.Passed || !r.Empty || r.Detail != "empty: no pull returned 200 with a source completion to compare (1 returned 200, but the source gave no completion of their prompt)" {
 		t.Errorf("none compared: %+v", r)
 	}
 }
