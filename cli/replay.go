@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -114,6 +116,13 @@ func openReplay(path string, follow bool) (ui.ReplayConfig, func(), error) {
 		if err != nil {
 			return cfg, nil, exitcode.Usagef("replay %s: not an events file: %w", path, err)
 		}
+		if len(evs) == 0 && truncated {
+			// One line that does not parse reads as a crash's cut line;
+			// with nothing before it, it is no events file at all.
+			if why := firstLineError(path); why != nil {
+				return cfg, nil, exitcode.Usagef("replay %s: not an events file: line 1: %w", path, why)
+			}
+		}
 		cfg.Events, cfg.Truncated = evs, truncated
 	}
 	if err := checkReplayEvents(path, cfg.Events, follow); err != nil {
@@ -213,4 +222,23 @@ func (l replayLogs) tail(engine string, n int, at time.Time) []string {
 		lines = lines[len(lines)-n:]
 	}
 	return lines
+}
+
+// firstLineError is why path's first line is not an event, nil if it is
+// one (or the file is empty).
+func firstLineError(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadBytes('\n')
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil
+	}
+	var ev event.Event
+	if err := json.Unmarshal(bytes.TrimSpace(line), &ev); err != nil {
+		return err
+	}
+	return nil
 }

@@ -375,3 +375,73 @@ func TestReplayJumpsBetweenFaultWindows(t *testing.T) {
 		t.Errorf("f f f f F F stopped at %v, want %v", got, want)
 	}
 }
+
+// TestReplayFollowsARunStillWriting: with Follow the replay starts at the
+// live edge, its clock runs with the run's between events, it takes in
+// what the file gains, stops at most followSlack past the last event of a
+// run that writes no more, and stops following at the run's end.
+func TestReplayFollowsARunStillWriting(t *testing.T) {
+	evs := stallRun()
+	path := filepath.Join(t.TempDir(), report.FileEvents)
+	log, err := report.NewEventLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	written := 0
+	writeTo := func(at time.Duration) {
+		for ; written < len(evs) && !evs[written].Wall.After(wallAt(at)); written++ {
+			if err := log.Write(evs[written]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	writeTo(15 * time.Second)
+	tail, err := report.OpenTail(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Close()
+	first, err := tail.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReplay(ReplayConfig{Name: path, Events: first, Follow: tail.Next, FromEnd: true}, Options{Renderer: asciiRenderer()})
+	r.Update(tea.WindowSizeMsg{Width: 140, Height: 45})
+	// The ticks carry the run's real time: the test plays the run's clock.
+	tickAt := func(at time.Duration) { r.Update(replayTickMsg{at: wallAt(at)}) }
+	poll := func() { r.Update(r.poll(0)()) }
+	want := func(what, text string) {
+		t.Helper()
+		if v := r.View(); !strings.Contains(v, text) {
+			t.Errorf("%s: no %q in\n%s", what, text, v)
+		}
+	}
+	tickAt(15 * time.Second)
+	want("at the live edge", "REPLAY ×1 ▶ 00:35/00:35 following")
+	want("at the live edge", "in flight 11, oldest 5.0s")
+	tickAt(16 * time.Second)
+	want("a second later, no event yet", "in flight 11, oldest 6.0s")
+
+	writeTo(30 * time.Second)
+	poll()
+	for at := 17 * time.Second; at <= 30*time.Second; at += time.Second {
+		tickAt(at)
+	}
+	want("after the file grew", "REPLAY ×1 ▶ 00:50/00:50 following")
+	want("after the file grew", "STALLED 10s")
+	poll() // nothing new
+	tickAt(31 * time.Second)
+	tickAt(60 * time.Second) // the run wrote nothing since t+30s
+	r.press("G")
+	want("a run that stopped writing", "REPLAY ×1 ▶ 00:55/00:55 following")
+
+	writeTo(time.Hour)
+	poll()
+	if r.following {
+		t.Error("still following after the run's end event")
+	}
+	r.press("G")
+	want("at the run's end", "REPLAY ×1 end 01:25/01:25")
+	want("at the run's end", "run ended: a bound failed (exit 1)")
+}
