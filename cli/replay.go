@@ -151,7 +151,7 @@ func checkReplayEvents(path string, evs []event.Event, follow bool) error {
 		sawRun = sawRun || ev.Kind == event.KindRun
 	}
 	if !sawRun {
-		return exitcode.Usagef("replay %s: not an events file of a run: no %q event among its %d events", path, event.KindRun, len(evs))
+		return exitcode.Usagef("replay %s: not an events file of a run: none of its %d events is a %q event", path, len(evs), event.KindRun)
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func TestReplayBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"a text file", []string{"replay", text}, []string{"replay " + text + ": not an events file: line 1: invalid character"}},
 		{"an empty file", []string{"replay", empty}, []string{"replay " + empty + ": not an events file: it holds no events"}},
 		{"JSON lines without a kind", []string{"replay", kindless}, []string{"replay " + kindless + ": not an events file: event 1 has no kind"}},
-		{"events without a run", []string{"replay", norun}, []string{"replay " + norun + `: not an events file of a run: no "run" event`}},
+		{"events without a run", []string{"replay", norun}, []string{"replay " + norun + `: not an events file of a run: none of its 1 events is a "run" event`}},
 		{"a folder without events.jsonl", []string{"replay", noEvents}, []string{"replay " + noEvents + ": no events.jsonl in this folder"}},
 		{"a slice's folder lists its rows", []string{"replay", slice}, []string{
 			"replay " + slice + ": a slice's folder has no events.jsonl of its own, one run per row; replay a row:",

@@ -40,9 +40,10 @@ func DefaultReplayKeyMap() ReplayKeyMap {
 	}
 }
 
-// ShortHelp is the one-line help under a replay: one entry per pair.
+// ShortHelp is the one-line help under a replay, one entry per pair of
+// keys; it fits 80 columns with `?` and `q` on it (tab is in `?`).
 func (k ReplayKeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Pause, k.StepBack, k.Slower, k.NextFault, k.Start, k.dash.Next, k.dash.Help, k.dash.Quit}
+	return []key.Binding{k.Pause, k.StepBack, k.Slower, k.NextFault, k.Start, k.dash.Help, k.dash.Quit}
 }
 
 // FullHelp is the help `?` opens in a replay.

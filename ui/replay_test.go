@@ -445,3 +445,22 @@ func TestReplayFollowsARunStillWriting(t *testing.T) {
 	want("at the run's end", "REPLAY ×1 end 01:25/01:25")
 	want("at the run's end", "run ended: a bound failed (exit 1)")
 }
+
+// TestReplayHelpFitsEightyColumns: the footer keeps `?` and `q` at 80
+// columns, and `?` lists every key of the replay.
+func TestReplayHelpFitsEightyColumns(t *testing.T) {
+	r := fromFile(t, writeEvents(t, stallRun()), 80, 24)
+	r.seek(wallAt(15 * time.Second))
+	lines := strings.Split(r.View(), "\n")
+	if foot := lines[len(lines)-1]; !strings.HasSuffix(foot, "? more • q quit") {
+		t.Errorf("footer at 80 columns: %q", foot)
+	}
+	r.press("?")
+	full := r.View()
+	assertFits(t, full, 80, 24)
+	for _, want := range []string{"pause/play", "1s back", "10s on", "half speed", "double speed", "next fault window", "previous fault window", "start", "end", "next source", "engine log", "quit"} {
+		if !strings.Contains(full, want) {
+			t.Errorf("? does not list %q:\n%s", want, full)
+		}
+	}
+}
