@@ -22,7 +22,6 @@ type Tail struct {
 	off     int64  // bytes of the file consumed
 	partial []byte // a line without its newline yet
 	line    int    // lines consumed, for messages
-	ended   bool   // the run's end event was read
 }
 
 // OpenTail opens path for Tail reads from its first byte.
@@ -33,10 +32,6 @@ func OpenTail(path string) (*Tail, error) {
 	}
 	return &Tail{path: path, f: f}, nil
 }
-
-// Ended reports whether the run's end event has been read: the file is
-// complete.
-func (t *Tail) Ended() bool { return t.ended }
 
 // Next returns the events of the lines completed since the last call
 // (none when the file has not grown). A line that does not parse is an
@@ -87,9 +82,6 @@ func (t *Tail) Next() ([]event.Event, error) {
 		}
 		if err != nil {
 			return out, fmt.Errorf("follow events %s: line %d: %w", t.path, t.line, err)
-		}
-		if evs[0].Kind == event.KindEnd {
-			t.ended = true
 		}
 		out = append(out, evs[0])
 	}

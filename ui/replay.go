@@ -84,10 +84,11 @@ type Replay struct {
 	keys ReplayKeyMap
 
 	events []event.Event
-	at     []time.Time // each event's instant on the run's clock, never decreasing
-	fed    int         // events[:fed] are folded into m
-	marks  []time.Time // where fault windows open, sorted: f and F stop here
-	ended  bool        // the events hold the run's end
+	at     []time.Time     // each event's instant on the run's clock, never decreasing
+	fed    int             // events[:fed] are folded into m
+	marks  []time.Time     // where fault windows open, sorted: f and F stop here
+	arms   map[string]bool // every arm the events name: true once its end event came
+	ended  bool            // every arm's run has ended
 
 	pos       atomic.Int64 // the replay's instant (unix ns): the Model's clock
 	speed     float64
@@ -110,7 +111,7 @@ type followMsg struct {
 // end with FromEnd), playing at ×1. opts are the dashboard's; its clock is
 // replaced by the replay's position.
 func NewReplay(cfg ReplayConfig, opts Options) *Replay {
-	r := &Replay{cfg: cfg, keys: DefaultReplayKeyMap(), speed: 1, following: cfg.Follow != nil}
+	r := &Replay{cfg: cfg, keys: DefaultReplayKeyMap(), speed: 1, following: cfg.Follow != nil, arms: map[string]bool{}}
 	opts.Now = r.now
 	r.m = New(replayCtrl{r}, nil, opts)
 	r.m.replay = r
@@ -145,12 +146,14 @@ func RunReplay(ctx context.Context, cfg ReplayConfig, opts Options) error {
 	return nil
 }
 
-// now is the replay's position: the Model's clock.
+// now is the replay's position: the Model's clock. It reads only pos, so
+// a command's goroutine (the log's LogTail) may call it.
 func (r *Replay) now() time.Time {
-	if len(r.at) == 0 {
-		return time.Time{}
+	ns := r.pos.Load()
+	if ns == 0 {
+		return time.Time{} // no event yet
 	}
-	return time.Unix(0, r.pos.Load()).UTC()
+	return time.Unix(0, ns).UTC()
 }
 
 func (r *Replay) start() time.Time {
@@ -192,14 +195,23 @@ func (r *Replay) add(evs []event.Event) {
 			at = r.at[i-1] // a stream without wall times, or one out of order: keep the file's order
 		}
 		r.at = append(r.at, at)
-		if ev.Kind == event.KindEnd {
-			r.ended = true
+		switch ev.Kind {
+		case event.KindRun:
+			if _, seen := r.arms[ev.Arm]; !seen {
+				r.arms[ev.Arm] = false
+			}
+		case event.KindEnd:
+			r.arms[ev.Arm] = true
 		}
 		if mark, ok := windowMark(ev, at); ok {
 			r.marks = append(r.marks, mark)
 		}
 	}
 	r.marks = mergeMarks(r.marks)
+	r.ended = len(r.arms) > 0
+	for _, done := range r.arms {
+		r.ended = r.ended && done
+	}
 }
 
 // windowMark is where ev says a fault window opened: at the window's own

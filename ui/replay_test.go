@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
 
 	"p2pfault/event"
 	"p2pfault/fault"
@@ -462,5 +464,83 @@ func TestReplayHelpFitsEightyColumns(t *testing.T) {
 		if !strings.Contains(full, want) {
 			t.Errorf("? does not list %q:\n%s", want, full)
 		}
+	}
+}
+
+// TestReplayFollowsEveryArmToItsEnd: a several-arm run is over when every
+// arm's end event has come, not the first.
+func TestReplayFollowsEveryArmToItsEnd(t *testing.T) {
+	evs := armsRun()
+	last := evs[len(evs)-1]
+	if last.Kind != event.KindEnd || last.Arm != "fixed" {
+		t.Fatalf("the merged run ends with %s of %q, want fixed's end", last.Kind, last.Arm)
+	}
+	var batches [][]event.Event
+	batches = append(batches, evs[:len(evs)-1], evs[len(evs)-1:])
+	i := 0
+	follow := func() ([]event.Event, error) {
+		if i >= len(batches) {
+			return nil, nil
+		}
+		i++
+		return batches[i-1], nil
+	}
+	r := NewReplay(ReplayConfig{Follow: follow, FromEnd: true}, Options{Renderer: asciiRenderer()})
+	r.Update(tea.WindowSizeMsg{Width: 140, Height: 45})
+	r.Update(r.poll(0)())
+	if !r.following || !strings.Contains(r.tag(), "following") {
+		t.Errorf("stopped following at main's end, before fixed's: %q", r.tag())
+	}
+	r.Update(r.poll(0)())
+	if r.following {
+		t.Errorf("still following after every arm's end: %q", r.tag())
+	}
+}
+
+// TestReplayRunsInAProgram: the replay in a bubbletea program, following a
+// file that grows while the full-screen log reads the engines' logs in its
+// commands' goroutines (run with -race), plays and quits.
+func TestReplayRunsInAProgram(t *testing.T) {
+	evs := stallRun()
+	var mu sync.Mutex
+	n := 40 // events "written" so far; each poll writes 200 more
+	follow := func() ([]event.Event, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		from := min(n, len(evs))
+		n = min(n+200, len(evs))
+		return evs[from:n], nil
+	}
+	logs := make(chan time.Time, 64)
+	cfg := ReplayConfig{Name: "events.jsonl", Events: evs[:40], Follow: follow, FromEnd: true,
+		LogTail: func(engine string, _ int, at time.Time) []string {
+			select {
+			case logs <- at:
+			default:
+			}
+			return []string{"INFO log of " + engine}
+		}}
+	r := NewReplay(cfg, Options{Renderer: asciiRenderer(), Frame: 5 * time.Millisecond, Clock: 20 * time.Millisecond})
+	tm := teatest.NewTestModel(t, r, teatest.WithInitialTermSize(140, 45))
+	waitOutput(t, tm, "REPLAY ×1")
+	sendKey(tm, "l")
+	waitOutput(t, tm, "INFO log of source-0")
+	select {
+	case at := <-logs:
+		if at.IsZero() {
+			t.Error("LogTail was asked for the log at no instant")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LogTail was not called")
+	}
+	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
+	// At ×64 the replay catches up with the end however far the file
+	// has grown when G is pressed.
+	sendKey(tm, "]]]]]]")
+	sendKey(tm, "G")
+	waitOutput(t, tm, "run ended: a bound failed")
+	sendKey(tm, "q")
+	if final, ok := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Replay); !ok || !final.m.quitting {
+		t.Errorf("final model %T did not quit", final)
 	}
 }
