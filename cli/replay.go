@@ -90,47 +90,41 @@ func replayPath(arg string) (string, error) {
 }
 
 // openReplay reads path's events with report's reader (a file cut short
-// by a crash reads as far as it goes) and, to follow it, keeps it open.
+// by a crash reads as far as it goes) and, to follow it, keeps reading what
+// is written after them.
 func openReplay(path string, follow bool) (ui.ReplayConfig, func(), error) {
 	cfg := ui.ReplayConfig{Name: path}
-	closeFile := func() {}
-	if follow {
-		tail, err := report.OpenTail(path)
-		if err != nil {
-			return cfg, nil, exitcode.AsUsage(fmt.Errorf("replay: %w", err))
-		}
-		evs, err := tail.Next()
-		if err != nil {
-			tail.Close()
-			return cfg, nil, exitcode.Usagef("replay %s: not an events file: %w", path, err)
-		}
-		cfg.Events, cfg.Follow, cfg.FromEnd = evs, tail.Next, true
-		closeFile = func() { _ = tail.Close() }
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return cfg, nil, exitcode.Usagef("replay: %w", err)
-		}
-		evs, truncated, err := report.ReadEvents(f)
-		f.Close()
-		if err != nil {
-			return cfg, nil, exitcode.Usagef("replay %s: not an events file: %w", path, err)
-		}
-		if len(evs) == 0 && truncated {
-			// One line that does not parse reads as a crash's cut line;
-			// with nothing before it, it is no events file at all.
-			if why := firstLineError(path); why != nil {
-				return cfg, nil, exitcode.Usagef("replay %s: not an events file: line 1: %w", path, why)
-			}
-		}
-		cfg.Events, cfg.Truncated = evs, truncated
+	f, err := os.Open(path)
+	if err != nil {
+		return cfg, nil, exitcode.Usagef("replay: %w", err)
 	}
-	if err := checkReplayEvents(path, cfg.Events, follow); err != nil {
-		closeFile()
+	evs, truncated, err := report.ReadEvents(f)
+	f.Close()
+	if err != nil {
+		return cfg, nil, exitcode.Usagef("replay %s: not an events file: %w", path, err)
+	}
+	if len(evs) == 0 && truncated {
+		// One line that does not parse reads as a crash's cut line; with
+		// nothing before it, it is no events file at all (or, followed, a
+		// first line still being written).
+		if why := firstLineError(path); why != nil && !follow {
+			return cfg, nil, exitcode.Usagef("replay %s: not an events file: line 1: %w", path, why)
+		}
+	}
+	if err := checkReplayEvents(path, evs, follow); err != nil {
 		return cfg, nil, err
 	}
-	cfg.LogTail = replayLogs{dir: filepath.Dir(path), rows: armFolders(filepath.Dir(path), cfg.Events)}.tail
-	return cfg, closeFile, nil
+	cfg.Events, cfg.Truncated = evs, truncated && !follow
+	cfg.LogTail = replayLogs{dir: filepath.Dir(path), rows: armFolders(filepath.Dir(path), evs)}.tail
+	if !follow {
+		return cfg, func() {}, nil
+	}
+	tail, err := report.OpenTail(path, len(evs))
+	if err != nil {
+		return cfg, nil, exitcode.AsUsage(fmt.Errorf("replay: %w", err))
+	}
+	cfg.Follow, cfg.FromEnd = tail.Next, true
+	return cfg, func() { _ = tail.Close() }, nil
 }
 
 // checkReplayEvents refuses what JSON lines can hold but a run does not

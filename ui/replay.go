@@ -96,6 +96,7 @@ type Replay struct {
 	lastTick  time.Time // real time of the previous tick
 	realNow   time.Time // real time of the latest tick (the live edge when following)
 	following bool      // cfg.Follow is still polled
+	onEdge    bool      // following, the position is the live edge and moves with it
 }
 
 // replayTickMsg moves the replay on; at is the real time of the tick.
@@ -124,6 +125,7 @@ func NewReplay(cfg ReplayConfig, opts Options) *Replay {
 		r.pos.Store(to.UnixNano())
 		r.feed()
 	}
+	r.onEdge = r.following && cfg.FromEnd
 	return r
 }
 
@@ -268,6 +270,7 @@ func (r *Replay) seek(to time.Time) tea.Cmd {
 		r.fed = 0
 	}
 	r.pos.Store(to.UnixNano())
+	r.onEdge = r.live() && !to.Before(r.end())
 	return r.feed()
 }
 
@@ -361,6 +364,11 @@ func (r *Replay) advance(at time.Time) tea.Cmd {
 	if r.paused || len(r.at) == 0 {
 		return nil
 	}
+	if r.onEdge && r.live() {
+		// Following at the live edge, the replay stays on it (as tail -f
+		// does) rather than trailing it by the gap it opened with.
+		return r.seek(r.end())
+	}
 	return r.seek(r.now().Add(time.Duration(float64(dt) * r.speed)))
 }
 
@@ -378,6 +386,7 @@ func (r *Replay) followed(msg followMsg) tea.Cmd {
 			if r.cfg.FromEnd {
 				r.pos.Store(r.at[len(r.at)-1].UnixNano())
 			}
+			r.onEdge = r.cfg.FromEnd
 		}
 	}
 	cmd := r.feed()
@@ -400,6 +409,7 @@ func (r *Replay) key(msg tea.KeyMsg) (tea.Cmd, bool) {
 	switch {
 	case key.Matches(msg, k.Pause):
 		r.paused = !r.paused
+		r.onEdge = false // the edge moves on without a paused replay
 		return nil, true
 	case key.Matches(msg, k.StepBack):
 		return step(-time.Second), true

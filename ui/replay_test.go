@@ -399,37 +399,58 @@ func TestReplayFollowsARunStillWriting(t *testing.T) {
 		}
 	}
 	writeTo(15 * time.Second)
-	tail, err := report.OpenTail(path)
+	// As the CLI opens a followed file: read what is there, then tail it.
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := report.ReadEvents(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err := report.OpenTail(path, len(first))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tail.Close()
-	first, err := tail.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := NewReplay(ReplayConfig{Name: path, Events: first, Follow: tail.Next, FromEnd: true}, Options{Renderer: asciiRenderer()})
 	r.Update(tea.WindowSizeMsg{Width: 140, Height: 45})
 	// The ticks carry the run's real time: the test plays the run's clock.
 	tickAt := func(at time.Duration) { r.Update(replayTickMsg{at: wallAt(at)}) }
-	poll := func() { r.Update(r.poll(0)()) }
+	// poll polls the file until the replay holds every event written (the
+	// tail reads in a goroutine of its own).
+	poll := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r.Update(r.poll(0)())
+			if len(r.events) == written || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if len(r.events) != written {
+			t.Fatalf("the replay holds %d events of the %d written", len(r.events), written)
+		}
+	}
 	want := func(what, text string) {
 		t.Helper()
 		if v := r.View(); !strings.Contains(v, text) {
 			t.Errorf("%s: no %q in\n%s", what, text, v)
 		}
 	}
-	tickAt(15 * time.Second)
+	// The first tick comes 0.6 s after the last event: the replay goes to
+	// the live edge, not 0.6 s behind it.
+	tickAt(15600 * time.Millisecond)
 	want("at the live edge", "REPLAY ×1 ▶ 00:35/00:35 following")
-	want("at the live edge", "in flight 11, oldest 5.0s")
-	tickAt(16 * time.Second)
-	want("a second later, no event yet", "in flight 11, oldest 6.0s")
+	want("at the live edge", "in flight 11, oldest 5.6s")
+	tickAt(16600 * time.Millisecond)
+	want("a second later, no event yet", "in flight 11, oldest 6.6s")
 
 	writeTo(30 * time.Second)
 	poll()
-	for at := 17 * time.Second; at <= 30*time.Second; at += time.Second {
-		tickAt(at)
-	}
+	tickAt(30 * time.Second) // on the edge it stays there
 	want("after the file grew", "REPLAY ×1 ▶ 00:50/00:50 following")
 	want("after the file grew", "STALLED 10s")
 	poll() // nothing new
