@@ -234,10 +234,10 @@ func TestStallOfASource(t *testing.T) {
 			if recovered == 0 || recoveredHits*10 < recovered*8 {
 				t.Errorf("after the next handshake %d of %d pulls naming source 0 hit, want ≥ 80%%", recoveredHits, recovered)
 			}
-			waitLog(t, dec, "lookup on "+src0.p2pID()+" timed out after 0.8s", time.Second)
-			waitLog(t, dec, "peer "+src0.p2pID()+" down: lookup timed out", time.Second)
-			waitLog(t, dec, "handshake with "+src0.p2pID()+" timed out after 3.0s", time.Second)
-			waitLog(t, src0, "connect from "+dec.p2pID()+" routed to a stale connection and dropped", time.Second)
+			waitLog(t, dec, "lookup on "+src0.p2pID()+" timed out after 0.8s", 5*time.Second)
+			waitLog(t, dec, "peer "+src0.p2pID()+" down: lookup timed out", 5*time.Second)
+			waitLog(t, dec, "handshake with "+src0.p2pID()+" timed out after 3.0s", 5*time.Second)
+			waitLog(t, src0, "connect from "+dec.p2pID()+" routed to a stale connection and dropped", 5*time.Second)
 			if !regexp.MustCompile(`engine resumed after 3\.\ds frozen`).MatchString(src0.log.String()) {
 				t.Errorf("source 0 log lacks the resume line")
 			}
@@ -375,10 +375,14 @@ func TestStopOneMemberOfASource(t *testing.T) {
 				t.Errorf("a completion on the engine with its core stopped answered %d, want it to hang", r.status)
 			}
 			r := <-pulled
-			if r.status != http.StatusOK || r.cached != 0 || r.serviceTime < L || r.serviceTime > L+2*time.Second {
-				t.Errorf("pull naming it: status %d cached %d in %v, want 200, 0, after the lookup timeout %v", r.status, r.cached, r.serviceTime, L)
+			// The deadline counts from the core's last frame, at most a
+			// heartbeat interval before the stop (L), and the pull reaches
+			// the decoder some time after the stop: up to 300 ms of that
+			// is allowed for a loaded machine.
+			if r.status != http.StatusOK || r.cached != 0 || r.serviceTime < L-300*time.Millisecond || r.serviceTime > L+2*time.Second {
+				t.Errorf("pull naming it: status %d cached %d in %v, want 200, 0, after the lookup timeout (%v at the soonest, less the pull's way there)", r.status, r.cached, r.serviceTime, L)
 			}
-			waitLog(t, dec, "lookup on "+src.p2pID()+" timed out", time.Second)
+			waitLog(t, dec, "lookup on "+src.p2pID()+" timed out", 5*time.Second)
 			if err := syscall.Kill(core, syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
@@ -451,8 +455,8 @@ func TestOneMemberDying(t *testing.T) {
 				if !errors.As(e.waitErr, &ee) || ee.ExitCode() != 1 {
 					t.Errorf("front end exit: %v, want exit status 1", e.waitErr)
 				}
-				waitLog(t, e, "ERROR", time.Second)
-				waitLog(t, e, "engine core died", time.Second)
+				waitLog(t, e, "ERROR", 5*time.Second)
+				waitLog(t, e, "engine core died", 5*time.Second)
 			}},
 		{"the front end killed: its core follows (parent-death signal, link closed)", func(t *testing.T, e *engineProc) int { return e.pid },
 			func(t *testing.T, e *engineProc) {
