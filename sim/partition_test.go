@@ -203,8 +203,10 @@ func TestPartitionOfASource(t *testing.T) {
 				}
 				if s.source == 1 {
 					healthy = append(healthy, s.r.serviceTime)
-					if s.r.cached == 0 || s.r.latency >= H {
-						t.Errorf("%v: the other source must keep hitting, each pull well under %v", s, H)
+					// The decoder's own time: this loaded client may add
+					// seconds of its own.
+					if s.r.cached == 0 || s.r.serviceTime >= H {
+						t.Errorf("%v: the other source must keep hitting, each pull well under %v in the decoder", s, H)
 					}
 					continue
 				}
