@@ -191,6 +191,7 @@ func TestStallPendingHandshake(t *testing.T) {
 			dec := startEngine(t, func(c *Config) { mutate(c); c.PendingHandshake = tt.mode })
 			samples, nz := stallRun(t, src, dec, stall, interval, horizon)
 			t.Logf("the decoder last heard the source at most %v before the freeze; it waited up to %v between steps", nz.lead, nz.late)
+			var tooBusy []string
 			for _, ph := range tt.phases {
 				from, to := ph.from, ph.to-nz.lead
 				if from > 0 {
@@ -215,8 +216,16 @@ func TestStallPendingHandshake(t *testing.T) {
 						t.Logf("%s: pull at %v ended at %v (cached %d): %s", ph.name, s.start, s.end, s.cached, msg)
 					}
 				}
-				if n < 5 || good*10 < n*8 {
-					t.Errorf("%s (pulls sent in [%v, %v)): %d of %d pulls as expected, want ≥ 80%% of ≥ 5", ph.name, from, to, good, n)
+				if n < 5 {
+					// The pulls go out every interval whatever the engines
+					// do: fewer than five in a phase is this machine's
+					// starving of the test (or of the decoder, which moved
+					// the phase), not the engine's doing.
+					tooBusy = append(tooBusy, fmt.Sprintf("%s: %d pulls sent in [%v, %v)", ph.name, n, from, to))
+					continue
+				}
+				if good*10 < n*8 {
+					t.Errorf("%s (pulls sent in [%v, %v)): %d of %d pulls as expected, want ≥ 80%%", ph.name, from, to, good, n)
 				}
 			}
 			if t.Failed() {
@@ -235,6 +244,10 @@ func TestStallPendingHandshake(t *testing.T) {
 			}
 			if want := "handshake with " + src.ID() + " timed out after 2.0s"; strings.Contains(decLog, want) != tt.staleRoute {
 				t.Errorf("decoder log has %q: %v, want %v", want, !tt.staleRoute, tt.staleRoute)
+			}
+			if len(tooBusy) > 0 && !t.Failed() {
+				// What was judged held; what could not be is said, not failed.
+				t.Skipf("the machine was too busy to judge every phase (the decoder waited up to %v between steps): %s", nz.late, strings.Join(tooBusy, "; "))
 			}
 		})
 	}
