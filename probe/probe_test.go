@@ -191,6 +191,10 @@ func TestRequestsHaveTheDocumentedShape(t *testing.T) {
 	cfg := c.config()
 	cfg.PromptTokens = 300
 	cfg.Sources[1].P2PHost = "localhost" // passed through verbatim: vLLM matches the literal host:port
+	// Every request reaches its server however slow a loaded machine
+	// makes it: a request given up before it arrived would break the
+	// count of one seed and one pull per sample.
+	cfg.SeedTimeout, cfg.PullTimeout = time.Minute, time.Minute
 	p, err := probe.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
