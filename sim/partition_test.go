@@ -259,10 +259,19 @@ func TestPartitionOfASource(t *testing.T) {
 				// own); a pull that hit was admitted once the next session
 				// was ready (a starved core may admit it that late) and so
 				// met no pending handshake.
+				var svc []time.Duration
 				for _, s := range during {
-					if s.within(L+300*time.Millisecond, healAt) && s.r.cached == 0 && s.r.serviceTime > H/3 {
+					if !s.within(L+300*time.Millisecond, healAt) {
+						continue
+					}
+					svc = append(svc, s.r.serviceTime)
+					if s.r.cached == 0 && s.r.serviceTime > H/3 {
 						t.Errorf("%v: with the handshake pending, prefill mode must prefill at once", s)
 					}
+				}
+				// A mode that waited for the handshake would move the median.
+				if p50 := median(svc); p50 > H/3 {
+					t.Errorf("median of %d pulls meeting the pending handshake took %v in the decoder, want a local prefill well under %v", len(svc), p50, H/3)
 				}
 			}
 			firstHit := time.Duration(-1)

@@ -149,10 +149,11 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 	if lostSeeds > 0 {
 		t.Logf("%d pulls naming the healthy source not judged: this client gave up on their seeds", lostSeeds)
 	}
-	if lostSeeds*2 > healthy+lostSeeds {
+	if lostSeeds*10 > healthy+lostSeeds {
 		// A seed to a running source takes milliseconds in the engine: a
-		// client that gave up on most of them was starved by this machine
-		// and saw nothing it could judge the engine by.
+		// client that gave up on more than one in ten after 1.25 s was
+		// starved that long, often, and its schedule (when each pull left,
+		// which the figures count on) was not its own.
 		t.Skipf("the machine was too busy to judge: the client gave up on %d of %d seeds of the healthy source", lostSeeds, healthy+lostSeeds)
 	}
 	v := check.Evaluate(check.Input{
