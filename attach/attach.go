@@ -11,7 +11,11 @@ import (
 	"time"
 
 	"p2pfault/attach/guard"
+	"p2pfault/event"
 	"p2pfault/exitcode"
+	"p2pfault/fault"
+	"p2pfault/runner"
+	"p2pfault/runner/session"
 )
 
 // Options are how an attached cluster is faulted; the zero value works
@@ -31,7 +35,7 @@ type Options struct {
 	CommandTimeout time.Duration // per fault command; default 60 s
 	ReadyTimeout   time.Duration // Ready's wait for /health 200; default 1200 s (vLLM's model load)
 	HealthTimeout  time.Duration // one /health request; default 2 s
-	StopGrace      time.Duration // remove: SIGTERM, then SIGKILL after this; default 10 s
+	StopGrace      time.Duration // remove: SIGTERM, then SIGKILL after this; default runner.DefaultStopGrace (10 s)
 	// Client sends the /health requests; default a client without proxy.
 	Client *http.Client
 }
@@ -47,7 +51,7 @@ func (o Options) withDefaults() Options {
 		o.HealthTimeout = 2 * time.Second
 	}
 	if o.StopGrace <= 0 {
-		o.StopGrace = 10 * time.Second
+		o.StopGrace = runner.DefaultStopGrace
 	}
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{Proxy: nil}}
@@ -56,10 +60,13 @@ func (o Options) withDefaults() Options {
 }
 
 // Cluster is an attached cluster: the engines of an attach file, checked.
+// It is what a run opens (experiment.Opener) and the cluster it probes and
+// faults (experiment.Cluster): cluster.go.
 type Cluster struct {
 	file    *File
 	opts    Options
 	sources []*Target
+	decoder *Target
 }
 
 // Open checks f up front (Check) and returns the cluster. It starts and
@@ -71,7 +78,7 @@ func Open(ctx context.Context, f *File, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{file: f, opts: opts}
 	for i := range f.Sources {
-		t := &Target{src: f.Sources[i], opts: opts}
+		t := newTarget(f.Sources[i], opts, event.RoleSource, i)
 		if t.src.Faults.Local {
 			t.faulter = &localFaulter{t: t}
 		} else {
@@ -79,14 +86,14 @@ func Open(ctx context.Context, f *File, opts Options) (*Cluster, error) {
 		}
 		c.sources = append(c.sources, t)
 	}
+	// The decoder is probed and watched, never faulted: it has no faulter.
+	c.decoder = newTarget(Source{Name: runner.DecoderName, Endpoint: f.Decoder}, opts, event.RoleDecoder, 0)
+	c.decoder.local = isLoopback(f.Decoder.Host)
 	return c, nil
 }
 
 // File is the attach file the cluster was opened from.
 func (c *Cluster) File() *File { return c.file }
-
-// Sources are the sources, in the file's order.
-func (c *Cluster) Sources() []*Target { return c.sources }
 
 // Source returns the source named name.
 func (c *Cluster) Source(name string) (*Target, bool) {
@@ -107,14 +114,14 @@ func (c *Cluster) Close(ctx context.Context) error {
 		if t.Stalled() {
 			// A stall's own resume (its timer, the run's end) may have
 			// won the race: only a stall still held is an error.
-			if _, err := t.Do(ctx, Resume); err != nil && t.Stalled() {
+			if _, err := t.Do(ctx, fault.ActionResume); err != nil && t.Stalled() {
 				errs = append(errs, err)
 			}
 		}
 		if c.file.RestoreAtEnd && t.Removed() {
-			if _, err := t.Do(ctx, Restore); err != nil {
+			if _, err := t.Do(ctx, fault.ActionRestore); err != nil {
 				errs = append(errs, err)
-			} else if _, err := t.Do(ctx, Ready); err != nil {
+			} else if _, err := t.Do(ctx, fault.ActionReady); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -125,7 +132,7 @@ func (c *Cluster) Close(ctx context.Context) error {
 // Result is what one action did, for the event log.
 type Result struct {
 	Source string
-	Action Action
+	Action string        // a fault kind's name, or fault.ActionReady
 	At     time.Time     // when it took effect: the signal sent, the command ended, the engine answered
 	Took   time.Duration // from the start of the action to At
 
@@ -141,9 +148,12 @@ type Result struct {
 	Output   string
 }
 
-// faulter is one way of faulting a source.
+// faulter is one way of faulting a source: its executor per kind
+// (actions.go).
 type faulter interface {
-	do(ctx context.Context, a Action) (Result, error)
+	// do takes kind on the source; the caller holds the target's lock and
+	// has checked the kind may act now.
+	do(ctx context.Context, kind string) (Result, error)
 	// readyWait snapshots what the Ready wait needs, under the target's
 	// lock; the wait itself (minutes for a model load) runs without it.
 	readyWait() func(context.Context) (Result, error)
@@ -151,16 +161,33 @@ type faulter interface {
 	removed() bool
 }
 
-// Target is one attached source, acted on by fault kinds. Its methods are
-// safe for concurrent use; actions other than Ready run one at a time.
+// Target is one engine of an attach file: a source acted on by fault
+// kinds, or the decoder (probed and watched, never faulted). Its methods
+// are safe for concurrent use; actions other than ready run one at a
+// time.
 type Target struct {
 	src     Source
 	opts    Options
+	role    event.Role
+	index   int
+	local   bool       // on this host: /proc shows its process
 	mu      sync.Mutex // one action at a time
-	faulter faulter
+	faulter faulter    // nil for the decoder
+
+	// What State reports, cached and refreshed (cluster.go).
+	stateMu  sync.Mutex
+	health   string // "ok" or the last error, in a few words
+	proc     *session.Proc
+	members  []int
+	restarts int
+	busy     bool // a kill or restore under way
 }
 
-// Name is the source's name.
+func newTarget(src Source, opts Options, role event.Role, index int) *Target {
+	return &Target{src: src, opts: opts, role: role, index: index, local: src.Faults.Local, health: "not asked yet"}
+}
+
+// Name is the engine's name in the file.
 func (t *Target) Name() string { return t.src.Name }
 
 // Source is the source's entry of the file.
@@ -169,12 +196,16 @@ func (t *Target) Source() Source { return t.src }
 // Local reports whether the source is faulted locally.
 func (t *Target) Local() bool { return t.src.Faults.Local }
 
-// Supports reports whether the source can do a: a local source can do
-// every action; a commands source the ones the file gives (ready always:
-// it waits for /health).
-func (t *Target) Supports(a Action) bool {
-	if t.src.Faults.Local || a == Ready {
+// Supports reports whether the source can take action a: a local source
+// every kind attach knows (localActs); a commands source the ones the
+// file gives a command for, and ready always (it waits for /health).
+func (t *Target) Supports(a string) bool {
+	if a == fault.ActionReady {
 		return true
+	}
+	if t.src.Faults.Local {
+		_, ok := localActs[a]
+		return ok
 	}
 	_, ok := t.src.Faults.Commands[a]
 	return ok
@@ -184,31 +215,59 @@ func (t *Target) Supports(a Action) bool {
 func (t *Target) Stalled() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.faulter.stalled()
+	return t.faulter != nil && t.faulter.stalled()
 }
 
 // Removed reports whether p2pfault removed the source and has not restored it.
 func (t *Target) Removed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.faulter.removed()
+	return t.faulter != nil && t.faulter.removed()
 }
 
-// Do acts on the source. Kill and Restore return once the engine is
-// killed or started again; Ready waits until it answers /health. An error
-// names the source and the action.
-func (t *Target) Do(ctx context.Context, a Action) (Result, error) {
+// condition is what the source is in as p2pfault faulted it, for the
+// kinds' one refusal rule; the caller holds t.mu.
+func (t *Target) condition() event.Condition {
+	switch {
+	case t.faulter.stalled():
+		return event.CondStalled
+	case t.faulter.removed():
+		return event.CondRemoved
+	}
+	return event.CondUp
+}
+
+// Do takes action a (a fault kind's name, or fault.ActionReady) on the
+// source. Kill and restore return once the engine is killed or started
+// again; ready waits until it answers /health. A kind the source is not in
+// the condition for is refused with fault's words (Kind.Refusal), as the
+// experiment refuses it. An error names the source and the action and
+// wraps the cause.
+func (t *Target) Do(ctx context.Context, a string) (Result, error) {
+	r, err := t.act(ctx, a)
+	if err != nil {
+		return r, fmt.Errorf("%s: %s: %w", t.src.Name, a, err)
+	}
+	return r, nil
+}
+
+// act is Do with an error that names neither the source nor the action:
+// the fault kinds acting through the Target methods name both.
+func (t *Target) act(ctx context.Context, a string) (Result, error) {
+	if t.faulter == nil {
+		return Result{}, errors.New("the decoder of an attached cluster is not faulted")
+	}
 	start := time.Now()
 	var r Result
 	var err error
-	if a == Ready {
+	if a == fault.ActionReady {
 		t.mu.Lock()
 		wait := t.faulter.readyWait()
 		t.mu.Unlock()
 		r, err = wait(ctx)
 	} else {
 		t.mu.Lock()
-		r, err = t.faulter.do(ctx, a)
+		r, err = t.take(ctx, a)
 		t.mu.Unlock()
 	}
 	r.Source, r.Action = t.src.Name, a
@@ -216,10 +275,20 @@ func (t *Target) Do(ctx context.Context, a Action) (Result, error) {
 		r.At = time.Now()
 	}
 	r.Took = r.At.Sub(start)
-	if err != nil {
-		return r, fmt.Errorf("%s: %s: %w", t.src.Name, a, err)
+	return r, err
+}
+
+// take looks kind up, refuses it when the source is not in the condition
+// it needs, and runs its executor; the caller holds t.mu.
+func (t *Target) take(ctx context.Context, kind string) (Result, error) {
+	k, ok := fault.Lookup(kind)
+	if !ok {
+		return Result{}, fmt.Errorf("unknown action %q (want %s)", kind, actionList())
 	}
-	return r, nil
+	if why := k.Refusal(t.src.Name, t.condition()); why != "" {
+		return Result{}, errors.New(why)
+	}
+	return t.faulter.do(ctx, kind)
 }
 
 // Process is the local process listening on the source's P2P port (its
@@ -228,19 +297,10 @@ func (t *Target) Process() (Listener, error) {
 	return FindListener(t.src.P2PHost, t.src.P2PPort)
 }
 
-// Health asks the source's /health once.
+// Health asks the engine's /health once.
 func (t *Target) Health(ctx context.Context) error {
-	return health(ctx, t.opts.withDefaults(), t.src.URL)
+	return health(ctx, t.opts, t.src.URL)
 }
-
-// HealthURL asks base/health once, within timeout, without a proxy: an
-// engine of an attach file that is not a source (the decoder).
-func HealthURL(ctx context.Context, base string, timeout time.Duration) error {
-	return health(ctx, Options{HealthTimeout: timeout, Client: healthClient}.withDefaults(), base)
-}
-
-// healthClient is shared so that repeated asks reuse their connections.
-var healthClient = &http.Client{Transport: &http.Transport{Proxy: nil}}
 
 func health(ctx context.Context, o Options, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, o.HealthTimeout)
@@ -277,7 +337,7 @@ func waitHealthy(ctx context.Context, o Options, base string, exited func() erro
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("%s/health not ready: %v (%w)", base, last, ctx.Err())
+			return time.Time{}, fmt.Errorf("%s/health not ready: %w (%w)", base, last, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

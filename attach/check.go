@@ -77,7 +77,7 @@ func Check(ctx context.Context, f *File, opts Options) error {
 		if err := dial(ctx, s.P2P, opts.HealthTimeout); err != nil {
 			bad(who, "P2P address %s: nobody listens (%v)", s.P2P, err)
 		}
-		for _, a := range Actions {
+		for _, a := range Actions() {
 			argv, ok := s.Faults.Commands[a]
 			if !ok {
 				continue

@@ -2,12 +2,12 @@ package attach
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"p2pfault/attach/guard"
+	"p2pfault/fault"
 )
 
 // commandFaulter faults a source through the file's commands (kubectl,
@@ -24,7 +24,7 @@ func (f *commandFaulter) removed() bool { return f.gone }
 
 // run runs the source's command for a. Its result carries the filled-in
 // argv, exit status and output either way.
-func (f *commandFaulter) run(ctx context.Context, a Action) (Result, error) {
+func (f *commandFaulter) run(ctx context.Context, a string) (Result, error) {
 	argv, ok := f.t.src.Faults.Commands[a]
 	if !ok {
 		return Result{}, fmt.Errorf("the attach file gives no %s command for this source", a)
@@ -45,45 +45,44 @@ func (f *commandFaulter) run(ctx context.Context, a Action) (Result, error) {
 	return r, nil
 }
 
-func (f *commandFaulter) do(ctx context.Context, a Action) (Result, error) {
-	switch a {
-	case Stall:
-		return f.doStall(ctx)
-	case Resume:
-		if !f.stall {
-			return Result{}, errors.New("not stalled by p2pfault")
-		}
-		r, err := f.run(ctx, Resume)
-		if err != nil {
-			return r, err // the guard stays: it retries when p2pfault ends
-		}
-		f.stall = false
-		f.unguard()
-		return r, nil
-	case Kill:
-		r, err := f.run(ctx, Kill)
-		if err == nil && f.stall {
-			// A killed pod comes back running; the stall is over.
-			f.stall = false
-			f.unguard()
-		}
-		return r, err
-	case Remove:
-		r, err := f.run(ctx, Remove)
-		if err == nil {
-			f.gone = true
-		}
-		return r, err
-	case Restore:
-		r, err := f.run(ctx, Restore)
-		if err == nil {
-			f.gone = false
-		}
-		return r, err
-	case Ready:
-		return f.readyWait()(ctx)
+// do looks the kind's command executor up (actions.go); a kind the file
+// gives no command for is refused.
+func (f *commandFaulter) do(ctx context.Context, kind string) (Result, error) {
+	act, ok := commandActs[kind]
+	if !ok || !f.t.Supports(kind) {
+		return Result{}, fmt.Errorf("the attach file gives no %s command for this source", kind)
 	}
-	return Result{}, fmt.Errorf("unknown action %q", a)
+	return act(f, ctx)
+}
+
+func (f *commandFaulter) doResume(ctx context.Context) (Result, error) {
+	r, err := f.run(ctx, fault.ActionResume)
+	if err != nil {
+		return r, err // the guard stays: it retries when p2pfault ends
+	}
+	f.stall = false
+	f.unguard()
+	return r, nil
+}
+
+func (f *commandFaulter) doKill(ctx context.Context) (Result, error) {
+	return f.run(ctx, fault.ActionKill)
+}
+
+func (f *commandFaulter) doRemove(ctx context.Context) (Result, error) {
+	r, err := f.run(ctx, fault.ActionRemove)
+	if err == nil {
+		f.gone = true
+	}
+	return r, err
+}
+
+func (f *commandFaulter) doRestore(ctx context.Context) (Result, error) {
+	r, err := f.run(ctx, fault.ActionRestore)
+	if err == nil {
+		f.gone = false
+	}
+	return r, err
 }
 
 // readyWait runs the ready command, if any, then waits for /health; it
@@ -91,9 +90,9 @@ func (f *commandFaulter) do(ctx context.Context, a Action) (Result, error) {
 func (f *commandFaulter) readyWait() func(context.Context) (Result, error) {
 	return func(ctx context.Context) (Result, error) {
 		var r Result
-		if _, ok := f.t.src.Faults.Commands[Ready]; ok {
+		if _, ok := f.t.src.Faults.Commands[fault.ActionReady]; ok {
 			var err error
-			if r, err = f.run(ctx, Ready); err != nil {
+			if r, err = f.run(ctx, fault.ActionReady); err != nil {
 				return r, err
 			}
 		}
@@ -104,13 +103,7 @@ func (f *commandFaulter) readyWait() func(context.Context) (Result, error) {
 }
 
 func (f *commandFaulter) doStall(ctx context.Context) (Result, error) {
-	if f.stall {
-		return Result{}, errors.New("already stalled")
-	}
-	if _, ok := f.t.src.Faults.Commands[Stall]; !ok {
-		return Result{}, errors.New("the attach file gives no stall command for this source")
-	}
-	resume := f.t.src.Fill(f.t.src.Faults.Commands[Resume])
+	resume := f.t.src.Fill(f.t.src.Faults.Commands[fault.ActionResume])
 	o := f.t.opts
 	if o.Guard != nil {
 		g, err := guard.Start(guard.Config{
@@ -132,11 +125,11 @@ func (f *commandFaulter) doStall(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	}
-	r, err := f.run(ctx, Stall)
+	r, err := f.run(ctx, fault.ActionStall)
 	if err != nil {
 		// A stall command that failed may have stopped part of the
 		// source: resume, best effort, and report the stall's failure.
-		_, _ = f.run(ctx, Resume)
+		_, _ = f.run(ctx, fault.ActionResume)
 		f.unguard()
 		return r, err
 	}

@@ -2,8 +2,11 @@ package attach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"p2pfault/fault"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,7 +27,7 @@ func fakeKubectl(t *testing.T, dir, log string) string {
 	return path
 }
 
-func commandsYAML(kubectl string, actions ...Action) string {
+func commandsYAML(kubectl string, actions ...string) string {
 	var b strings.Builder
 	for _, a := range actions {
 		fmt.Fprintf(&b, "\n      %s: [%s, %s, \"{name}\", \"--host={host}\", \"{port}\", \"p2p={p2p_host}:{p2p_port}\"]", a, kubectl, a)
@@ -46,7 +49,7 @@ func TestCommandFaultsRunEachActionOnceWithPlaceholdersInOrder(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "argv.log")
 	k := fakeKubectl(t, dir, log)
-	path := writeFile(t, dir, dec, srcs, map[string]string{"source-0": commandsYAML(k, Actions...)})
+	path := writeFile(t, dir, dec, srcs, map[string]string{"source-0": commandsYAML(k, Actions()...)})
 	g, genv := guardArgv(t)
 	c := openLocal(t, path, Options{LogDir: dir, Guard: g, GuardEnv: genv, ReadyTimeout: 10 * time.Second})
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
@@ -54,13 +57,13 @@ func TestCommandFaultsRunEachActionOnceWithPlaceholdersInOrder(t *testing.T) {
 	if src.Local() {
 		t.Fatal("a source with commands is local")
 	}
-	order := []Action{Stall, Resume, Kill, Ready, Remove, Restore}
+	order := []string{fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionReady, fault.ActionRemove, fault.ActionRestore}
 	for _, a := range order {
 		r, err := src.Do(context.Background(), a)
 		if err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}
-		if r.ExitCode != 0 || !strings.HasPrefix(r.Output, "fake kubectl: "+string(a)+" source-0") || r.Argv[0] != k {
+		if r.ExitCode != 0 || !strings.HasPrefix(r.Output, "fake kubectl: "+a+" source-0") || r.Argv[0] != k {
 			t.Errorf("%s result %+v", a, r)
 		}
 	}
@@ -83,15 +86,15 @@ func TestCommandStallIsResumedByCloseAndByTheGuard(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "argv.log")
 	k := fakeKubectl(t, dir, log)
-	path := writeFile(t, dir, dec, srcs, map[string]string{"source-0": commandsYAML(k, Stall, Resume)})
+	path := writeFile(t, dir, dec, srcs, map[string]string{"source-0": commandsYAML(k, fault.ActionStall, fault.ActionResume)})
 
 	// Close resumes a stall in force.
 	c := openLocal(t, path, Options{LogDir: dir})
 	src, _ := c.Source("source-0")
-	if _, err := src.Do(context.Background(), Kill); err == nil || !strings.Contains(err.Error(), "source-0: kill: the attach file gives no kill command") {
+	if _, err := src.Do(context.Background(), fault.ActionKill); err == nil || !strings.Contains(err.Error(), "source-0: kill: the attach file gives no kill command") {
 		t.Errorf("kill without a command: %v", err)
 	}
-	if _, err := src.Do(context.Background(), Stall); err != nil {
+	if _, err := src.Do(context.Background(), fault.ActionStall); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(context.Background()); err != nil {
@@ -140,7 +143,7 @@ func TestCommandFailureNamesSourceActionStatusAndOutput(t *testing.T) {
 	path := writeFile(t, dir, dec, srcs, map[string]string{"source-0": fmt.Sprintf("\n      kill: [%s, \"{name}\"]\n      remove: [%s]", fail, slow)})
 	c := openLocal(t, path, Options{LogDir: dir, CommandTimeout: 300 * time.Millisecond})
 	src, _ := c.Source("source-0")
-	r, err := src.Do(context.Background(), Kill)
+	r, err := src.Do(context.Background(), fault.ActionKill)
 	if err == nil {
 		t.Fatal("a kill command exiting 3 succeeded")
 	}
@@ -153,11 +156,43 @@ func TestCommandFailureNamesSourceActionStatusAndOutput(t *testing.T) {
 		t.Errorf("result %+v", r)
 	}
 	start := time.Now()
-	_, err = src.Do(context.Background(), Remove)
+	_, err = src.Do(context.Background(), fault.ActionRemove)
 	if err == nil || !strings.Contains(err.Error(), "source-0: remove: ") || !strings.Contains(err.Error(), "timed out after 300ms") {
 		t.Errorf("slow remove: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("timed-out command took %v", d)
+	}
+}
+
+// A failed command's error keeps its chain through the Target the fault
+// kinds act on: it is the cluster's (fault.ErrNotTaken), the command's
+// exit status is an *exec.ExitError, and a command that ran out of time is
+// a context.DeadlineExceeded.
+func TestCommandErrorsKeepTheirChain(t *testing.T) {
+	dec, srcs := fakeDecoder(t), []engine{startEngine(t, "source-0")}
+	dir := t.TempDir()
+	fail := filepath.Join(dir, "fail")
+	if err := os.WriteFile(fail, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	slow := filepath.Join(dir, "slow")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nsleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, dir, dec, srcs, map[string]string{"source-0": fmt.Sprintf("\n      kill: [%s]\n      remove: [%s]", fail, slow)})
+	c := openLocal(t, path, Options{LogDir: dir, CommandTimeout: 200 * time.Millisecond})
+	src, _ := c.Source("source-0")
+	_, err := src.Kill(context.Background(), nil)
+	var exit *exec.ExitError
+	if !errors.Is(err, fault.ErrNotTaken) || !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("Kill = %v, want fault.ErrNotTaken and an *exec.ExitError with status 3 in its chain", err)
+	}
+	err = src.Terminate(context.Background(), nil)
+	if !errors.Is(err, fault.ErrNotTaken) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after 200ms") {
+		t.Errorf("Terminate = %v, want fault.ErrNotTaken and context.DeadlineExceeded in its chain", err)
+	}
+	if _, err := src.Do(context.Background(), fault.ActionKill); !errors.As(err, &exit) || !strings.HasPrefix(err.Error(), "source-0: kill: ") {
+		t.Errorf("Do(kill) = %v, want it named and the *exec.ExitError in its chain", err)
 	}
 }

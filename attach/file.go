@@ -23,22 +23,8 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"p2pfault/exitcode"
+	"p2pfault/fault"
 )
-
-// Action is what is done to a source.
-type Action string
-
-const (
-	Stall   Action = "stall"   // stop every process of the source
-	Resume  Action = "resume"  // let a stalled source run again
-	Kill    Action = "kill"    // kill the source; it comes back (restart or its orchestrator)
-	Remove  Action = "remove"  // take the source down and leave it down
-	Restore Action = "restore" // bring a removed source back
-	Ready   Action = "ready"   // wait until the source is up again
-)
-
-// Actions are the keys of a `faults` map, in the order they are listed.
-var Actions = []Action{Stall, Resume, Kill, Remove, Restore, Ready}
 
 // File is an attach file, checked.
 type File struct {
@@ -67,10 +53,11 @@ type Source struct {
 	Line    int // the line of the source's entry, for later messages
 }
 
-// Faults says how a source is faulted: locally, or by a command per action.
+// Faults says how a source is faulted: locally, or by a command per action
+// (a fault kind's name, or fault.ActionReady).
 type Faults struct {
 	Local    bool
-	Commands map[Action][]string // argv per action, placeholders unfilled
+	Commands map[string][]string // argv per action, placeholders unfilled
 }
 
 // Placeholders in a command's words, filled in per source.
@@ -113,7 +100,7 @@ type rawSource struct {
 type rawFaults struct {
 	set      bool
 	local    bool
-	commands map[Action][]string
+	commands map[string][]string
 	line     int
 }
 
@@ -127,10 +114,10 @@ func (f *rawFaults) UnmarshalYAML(n ast.Node) error {
 		f.local = true
 		return nil
 	case *ast.MappingNode:
-		f.commands = map[Action][]string{}
+		f.commands = map[string][]string{}
 		for _, kv := range n.Values {
-			key := Action(kv.Key.String())
-			if !slices.Contains(Actions, key) {
+			key := kv.Key.String()
+			if !isAction(key) {
 				return lineErrorf(kv.Key, "faults: unknown action %q (want %s)", key, actionList())
 			}
 			if _, dup := f.commands[key]; dup {
@@ -165,14 +152,6 @@ func (f *rawFaults) UnmarshalYAML(n ast.Node) error {
 	default:
 		return lineErrorf(n, "faults: want `local` or a map of action to command, got a %s", n.Type())
 	}
-}
-
-func actionList() string {
-	var s []string
-	for _, a := range Actions {
-		s = append(s, string(a))
-	}
-	return strings.Join(s, ", ")
 }
 
 // scalar returns the text of a string, number or boolean node.
@@ -293,7 +272,7 @@ func Parse(name string, data []byte) (f *File, err error) {
 		case !rs.Faults.set && isLoopback(s.Host):
 			s.Faults.Local = true
 		case !rs.Faults.set:
-			return nil, bad(p, "%s: faults: missing; a source not on this host (%s) needs commands (stall, resume, kill, remove, restore)", what, s.Host)
+			return nil, bad(p, "%s: faults: missing; a source not on this host (%s) needs commands (%s)", what, s.Host, strings.Join(Kinds(), ", "))
 		case rs.Faults.local:
 			s.Faults.Local = true
 		default:
@@ -301,8 +280,8 @@ func Parse(name string, data []byte) (f *File, err error) {
 			if len(c) == 0 {
 				return nil, bad(p+".faults", "%s: faults: no commands (want `local` or some of %s)", what, actionList())
 			}
-			if _, ok := c[Stall]; ok {
-				if _, ok := c[Resume]; !ok {
+			if _, ok := c[fault.ActionStall]; ok {
+				if _, ok := c[fault.ActionResume]; !ok {
 					return nil, bad(p+".faults", "%s: faults: a stall command needs a resume command (p2pfault never leaves a source stopped)", what)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"p2pfault/exitcode"
+	"p2pfault/fault"
 )
 
 // issueExample is the attach file of issue 14, verbatim.
@@ -45,12 +46,12 @@ func TestParseIssueExample(t *testing.T) {
 	if s1.Faults.Local || len(s1.Faults.Commands) != 3 || s1.Host != "source-1.llm-d.svc" || s1.P2PHost != "source-1.llm-d.svc" {
 		t.Errorf("source-1 %+v", s1)
 	}
-	got := s1.Fill(s1.Faults.Commands[Kill])
+	got := s1.Fill(s1.Faults.Commands[fault.ActionKill])
 	want := []string{"kubectl", "delete", "pod", "-n", "llm-d", "source-1", "--grace-period=0", "--force"}
 	if !slices.Equal(got, want) {
 		t.Errorf("kill filled %q, want %q", got, want)
 	}
-	if got := s1.Faults.Commands[Stall][8]; got != "kill -STOP -1; kill -STOP 1" {
+	if got := s1.Faults.Commands[fault.ActionStall][8]; got != "kill -STOP -1; kill -STOP 1" {
 		t.Errorf("stall's shell word %q", got)
 	}
 }
@@ -115,7 +116,7 @@ func TestParseKeepsJSONPathBraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := f.Sources[0].Fill(f.Sources[0].Faults.Commands[Ready])
+	got := f.Sources[0].Fill(f.Sources[0].Faults.Commands[fault.ActionReady])
 	if got[3] != "s" || got[5] != "jsonpath={.status.phase}" {
 		t.Errorf("filled %q", got)
 	}
@@ -142,7 +143,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("accepted source %+v", s)
 			}
 			for a, argv := range s.Faults.Commands {
-				if len(argv) == 0 || argv[0] == "" || !slices.Contains(Actions, a) {
+				if len(argv) == 0 || argv[0] == "" || !slices.Contains(Actions(), a) {
 					t.Fatalf("accepted command %s %q", a, argv)
 				}
 			}

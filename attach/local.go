@@ -45,22 +45,13 @@ type relaunch struct {
 func (f *localFaulter) stalled() bool { return f.stall != nil }
 func (f *localFaulter) removed() bool { return f.gone != nil }
 
-func (f *localFaulter) do(ctx context.Context, a Action) (Result, error) {
-	switch a {
-	case Stall:
-		return f.doStall(ctx)
-	case Resume:
-		return f.doResume(ctx)
-	case Kill:
-		return f.doKill(ctx)
-	case Remove:
-		return f.doRemove(ctx)
-	case Restore:
-		return f.doRestore()
-	case Ready:
-		return f.readyWait()(ctx)
+// do looks the kind's local executor up (actions.go).
+func (f *localFaulter) do(ctx context.Context, kind string) (Result, error) {
+	act, ok := localActs[kind]
+	if !ok {
+		return Result{}, fmt.Errorf("a local source cannot take %s (it takes %s)", kind, strings.Join(Kinds(), ", "))
 	}
-	return Result{}, fmt.Errorf("unknown action %q", a)
+	return act(f, ctx)
 }
 
 // find returns the source's session now, checked against the guards.
@@ -87,9 +78,6 @@ func ids(ms []session.Proc) []runner.ProcID {
 }
 
 func (f *localFaulter) doStall(ctx context.Context) (Result, error) {
-	if f.stall != nil {
-		return Result{Sid: f.stall.sid}, fmt.Errorf("already stalled (session %d)", f.stall.sid)
-	}
 	l, err := f.find()
 	if err != nil {
 		return Result{}, err
@@ -121,20 +109,12 @@ func (f *localFaulter) doStall(ctx context.Context) (Result, error) {
 			return Result{Sid: l.Sid}, err
 		}
 	}
-	at := time.Now()
-	sent, err := session.SignalMembers(l.Sid, ms, unix.SIGSTOP)
+	at, sent, err := session.Stop(ctx, l.Sid, ms)
 	if err != nil {
-		_, _ = session.Signal(l.Sid, unix.SIGCONT)
 		f.unguard(st)
-		return Result{Sid: l.Sid, Pids: sent}, err
-	}
-	f.stall = st
-	// The stall is in force once the kernel has stopped every thread.
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := session.WaitStates(wctx, sent, session.Proc.Stopped, 2*time.Millisecond); err != nil {
 		return Result{Sid: l.Sid, Pids: sent, At: at}, err
 	}
+	f.stall = st
 	return Result{Sid: l.Sid, Pids: sent, At: at}, nil
 }
 
@@ -150,9 +130,6 @@ func (f *localFaulter) unguard(st *localStall) {
 
 func (f *localFaulter) doResume(ctx context.Context) (Result, error) {
 	st := f.stall
-	if st == nil {
-		return Result{}, errors.New("not stalled by p2pfault")
-	}
 	at := time.Now()
 	sent, err := guard.Continue(st.sid, ids(st.members))
 	if err != nil {
@@ -162,9 +139,7 @@ func (f *localFaulter) doResume(ctx context.Context) (Result, error) {
 	}
 	f.stall = nil
 	f.unguard(st)
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err = session.WaitStates(wctx, sent, func(p session.Proc) bool { return !p.Stopped() }, 2*time.Millisecond)
+	err = session.WaitContinued(ctx, sent)
 	return Result{Sid: st.sid, Pids: sent, At: at}, err
 }
 
@@ -216,23 +191,12 @@ func (f *localFaulter) capture() (Listener, launch, error) {
 	return l, ln, nil
 }
 
-// dropStall forgets a stall whose session was just ended: nothing is left
-// to resume.
-func (f *localFaulter) dropStall() {
-	if f.stall != nil {
-		st := f.stall
-		f.stall = nil
-		f.unguard(st)
-	}
-}
-
 func (f *localFaulter) doKill(ctx context.Context) (Result, error) {
 	l, ln, err := f.capture()
 	if err != nil {
 		return Result{}, err
 	}
 	sent, at, err := f.endSession(ctx, l.Sid, unix.SIGKILL)
-	f.dropStall()
 	r := Result{Sid: l.Sid, Pids: sent, At: at}
 	if err != nil {
 		return r, err
@@ -246,23 +210,16 @@ func (f *localFaulter) doKill(ctx context.Context) (Result, error) {
 }
 
 func (f *localFaulter) doRemove(ctx context.Context) (Result, error) {
-	if f.gone != nil {
-		return Result{}, errors.New("already removed")
-	}
 	l, ln, err := f.capture()
 	if err != nil {
 		return Result{}, err
 	}
 	sent, at, err := f.endSession(ctx, l.Sid, unix.SIGTERM)
-	f.dropStall()
 	f.gone = &ln
 	return Result{Sid: l.Sid, Pids: sent, At: at}, err
 }
 
-func (f *localFaulter) doRestore() (Result, error) {
-	if f.gone == nil {
-		return Result{}, errors.New("not removed by p2pfault")
-	}
+func (f *localFaulter) doRestore(context.Context) (Result, error) {
 	rl, err := f.start(*f.gone, "restore")
 	if err != nil {
 		return Result{}, err

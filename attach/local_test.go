@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"p2pfault/attach/guard"
+	"p2pfault/fault"
 	"p2pfault/runner/session"
 )
 
@@ -51,7 +52,7 @@ func TestLocalStallStopsEveryMemberAndResumeResumes(t *testing.T) {
 		t.Fatal("a loopback source is not local by default")
 	}
 
-	r, err := src.Do(context.Background(), Stall)
+	r, err := src.Do(context.Background(), fault.ActionStall)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestLocalStallStopsEveryMemberAndResumeResumes(t *testing.T) {
 		t.Error("a stalled source answers /health")
 	}
 
-	if _, err := src.Do(context.Background(), Resume); err != nil {
+	if _, err := src.Do(context.Background(), fault.ActionResume); err != nil {
 		t.Fatal(err)
 	}
 	if st := states(t, srcs[0].pid); strings.Contains(st, "T") || len(st) != 2 {
@@ -89,7 +90,7 @@ func TestLocalStallStopsEveryMemberAndResumeResumes(t *testing.T) {
 	if _, err := session.Stat(guardPid); err == nil {
 		t.Errorf("guard pid %d still runs after the resume", guardPid)
 	}
-	if _, err := src.Do(context.Background(), Resume); err == nil || !strings.Contains(err.Error(), "source-0: resume: not stalled") {
+	if _, err := src.Do(context.Background(), fault.ActionResume); err == nil || !strings.Contains(err.Error(), "source-0: resume: source-0 is not stalled") {
 		t.Errorf("second resume: %v", err)
 	}
 }
@@ -99,7 +100,7 @@ func TestCloseResumesAStallInForce(t *testing.T) {
 	dir := t.TempDir()
 	c := openLocal(t, writeFile(t, dir, fakeDecoder(t), []engine{e}, nil), Options{LogDir: dir})
 	src, _ := c.Source("source-0")
-	if _, err := src.Do(context.Background(), Stall); err != nil {
+	if _, err := src.Do(context.Background(), fault.ActionStall); err != nil {
 		t.Fatal(err)
 	}
 	if st := states(t, e.pid); st != "TT" {
@@ -130,7 +131,7 @@ func TestLocalKillRestartsFromProcOnTheSamePortsAndOutlivesTheCluster(t *testing
 	old := srcs[1]
 	oldArgv := procArgv(t, old.pid)
 
-	r, err := src.Do(context.Background(), Kill)
+	r, err := src.Do(context.Background(), fault.ActionKill)
 	if r.NewPid > 0 {
 		killSessionOnCleanup(t, r.NewPid) // the restarted engine's session id is its pid
 	}
@@ -143,7 +144,7 @@ func TestLocalKillRestartsFromProcOnTheSamePortsAndOutlivesTheCluster(t *testing
 	if live, _ := session.Live(old.pid); len(live) != 0 {
 		t.Errorf("old session %d still has %v", old.pid, live)
 	}
-	rr, err := src.Do(context.Background(), Ready)
+	rr, err := src.Do(context.Background(), fault.ActionReady)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestLocalRemoveLeavesDownAndRestoreBringsBack(t *testing.T) {
 	dir := t.TempDir()
 	c := openLocal(t, writeFile(t, dir, fakeDecoder(t), []engine{e}, nil), Options{LogDir: dir, ReadyTimeout: 60 * time.Second, StopGrace: 5 * time.Second})
 	src, _ := c.Source("source-0")
-	if _, err := src.Do(context.Background(), Remove); err != nil {
+	if _, err := src.Do(context.Background(), fault.ActionRemove); err != nil {
 		t.Fatal(err)
 	}
 	if live, _ := session.Live(e.pid); len(live) != 0 {
@@ -199,14 +200,14 @@ func TestLocalRemoveLeavesDownAndRestoreBringsBack(t *testing.T) {
 	if _, err := FindListener("127.0.0.1", e.p2p); err == nil {
 		t.Error("P2P port still listened on after remove")
 	}
-	r, err := src.Do(context.Background(), Restore)
+	r, err := src.Do(context.Background(), fault.ActionRestore)
 	if r.NewPid > 0 {
 		killSessionOnCleanup(t, r.NewPid)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.Do(context.Background(), Ready); err != nil {
+	if _, err := src.Do(context.Background(), fault.ActionReady); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := FindListener("127.0.0.1", e.p2p); err != nil || l.Sid != r.NewPid {
@@ -321,7 +322,7 @@ func TestReadyWaitsWithoutHoldingTheSource(t *testing.T) {
 	c := openLocal(t, writeFile(t, dir, fakeDecoder(t), []engine{e}, nil), Options{LogDir: dir, HealthTimeout: 100 * time.Millisecond, ReadyTimeout: 20 * time.Second})
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	src, _ := c.Source("source-0")
-	if _, err := src.Do(context.Background(), Stall); err != nil {
+	if _, err := src.Do(context.Background(), fault.ActionStall); err != nil {
 		t.Fatal(err)
 	}
 	type res struct {
@@ -330,7 +331,7 @@ func TestReadyWaitsWithoutHoldingTheSource(t *testing.T) {
 	}
 	ready := make(chan res, 1)
 	go func() {
-		r, err := src.Do(context.Background(), Ready)
+		r, err := src.Do(context.Background(), fault.ActionReady)
 		ready <- res{r, err}
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -343,7 +344,7 @@ func TestReadyWaitsWithoutHoldingTheSource(t *testing.T) {
 		t.Fatal("not stalled")
 	}
 	resumed := time.Now()
-	if _, err := src.Do(context.Background(), Resume); err != nil {
+	if _, err := src.Do(context.Background(), fault.ActionResume); err != nil {
 		t.Fatal(err)
 	}
 	select {

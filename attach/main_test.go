@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/attach/guard"
+	"p2pfault/fault"
 	"p2pfault/runner/session"
 	"p2pfault/sim"
 )
@@ -92,9 +93,9 @@ func staller(path string) int {
 	}
 	t, _ := c.Source(os.Getenv(stallerSourceEnv))
 	if os.Getenv(actionEnv) == "kill" {
-		r, err := t.Do(context.Background(), Kill)
+		r, err := t.Do(context.Background(), fault.ActionKill)
 		if err == nil {
-			_, err = t.Do(context.Background(), Ready)
+			_, err = t.Do(context.Background(), fault.ActionReady)
 		}
 		if err != nil {
 			fmt.Println("error", err)
@@ -104,7 +105,7 @@ func staller(path string) int {
 		time.Sleep(time.Hour)
 		return 0
 	}
-	if _, err := t.Do(context.Background(), Stall); err != nil {
+	if _, err := t.Do(context.Background(), fault.ActionStall); err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
@@ -229,6 +230,13 @@ func kvConfig(port int) string {
 
 func startEngine(t *testing.T, name string) engine {
 	t.Helper()
+	return startEngineAt(t, name, "0.05")
+}
+
+// startEngineAt starts engine name with its timeouts at --sim-time-scale
+// scale.
+func startEngineAt(t *testing.T, name, scale string) engine {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +249,8 @@ func startEngine(t *testing.T, name string) engine {
 	defer logf.Close()
 	cmd := exec.Command(self, "sim", "serve", "meta-llama/Llama-3.2-1B-Instruct",
 		"--port", strconv.Itoa(e.http), "--host", "127.0.0.1",
-		"--block-size", "128", "--max-model-len", "512",
-		"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", "0.05")
+		"--block-size", "128", "--max-model-len", "512", "--enable-prompt-tokens-details",
+		"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", scale)
 	cmd.Env = append(os.Environ(), sim.StandaloneEnv+"=1", "PYTHONHASHSEED=42", "GORACE=atexit_sleep_ms=0")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -2,10 +2,9 @@ package check
 
 import (
 	"fmt"
+	"p2pfault/event"
 	"strings"
 	"time"
-
-	"p2pfault/probe"
 )
 
 // NameFaultTookEffect is the check that every fault action was confirmed on
@@ -16,28 +15,16 @@ const NameFaultTookEffect = "fault_took_effect"
 // host before the run says it did not take effect.
 const DefaultVerifyWithin = 2 * time.Second
 
-// Verification is what became of one fault action: whether its effect was
-// seen on the host (every member of a stalled session in state T, ...) and
-// how long after the action.
-type Verification struct {
-	Action   string        `json:"action"` // stall, resume, kill, remove, ...
-	Source   int           `json:"source"`
-	At       time.Duration `json:"at_ns"`    // the action, since t0
-	Verified bool          `json:"verified"` // the effect was seen
-	After    time.Duration `json:"after_ns"` // from the action until seen, or until verification gave up
-	Detail   string        `json:"detail"`   // what was seen, e.g. "2 of 2 processes of session 4242 in state T"
-}
-
 // FaultTookEffect passes when every action was verified within `within`
 // (DefaultVerifyWithin when 0). An action seen later than that, or never,
 // fails it, named with its detail. With no action at all it fails as an
 // empty check: a run that fired faults passes its verifications here, and
 // one that fired none should not include the check.
-func FaultTookEffect(vs []Verification, within time.Duration) Result {
+func FaultTookEffect(vs []event.Verification, within time.Duration) event.Result {
 	if within <= 0 {
 		within = DefaultVerifyWithin
 	}
-	r := Result{Name: NameFaultTookEffect}
+	r := event.Result{Name: NameFaultTookEffect}
 	if len(vs) == 0 {
 		r.Empty = true
 		r.Detail = "empty: no fault action was verified"
@@ -63,14 +50,14 @@ func FaultTookEffect(vs []Verification, within time.Duration) Result {
 
 // WithFaultChecks adds to v what a run that fired a fault is judged on
 // besides the seed's checks: the judged window's detect and recover times
-// (Times) and, when any fault action was verified, fault_took_effect.
+// (event.Times) and, when any fault action was verified, fault_took_effect.
 // The experiment and `p2pfault report` both call it.
-func WithFaultChecks(v Verdict, samples []probe.Sample, w Window, b Bounds, vs []Verification) Verdict {
-	t := FaultTimes(samples, w, b)
+func WithFaultChecks(v event.Verdict, in Input, vs []event.Verification) event.Verdict {
+	t := FaultTimes(in)
 	v.Times = &t
 	if len(vs) > 0 {
 		r := FaultTookEffect(vs, 0)
-		v.Checks = append(append([]Result(nil), v.Checks...), r)
+		v.Checks = append(append([]event.Result(nil), v.Checks...), r)
 		v.Passed = v.Passed && r.Passed
 	}
 	return v

@@ -1,20 +1,19 @@
 package check
 
 import (
+	"p2pfault/event"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"p2pfault/probe"
 )
 
 const ms = time.Millisecond
 
 // The seed's timeline: fault on source 0 at 10 s, window closes at 40 s
 // (SIGCONT), the probe stops at 70 s; recovery window [40 s, 65 s).
-func seedWindow() Window {
-	return Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true}
+func seedWindow() event.Window {
+	return event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true}
 }
 
 const seedRunEnd = 70 * time.Second
@@ -22,27 +21,27 @@ const seedRunEnd = 70 * time.Second
 func sec(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // pull is a 200 pull that hits unless changed by the caller.
-func pull(source int, start, latency time.Duration) probe.Sample {
-	return probe.Sample{Source: source, Start: start, Latency: latency, Status: 200, PromptTokens: 400, CachedTokens: 384}
+func pull(source int, start, latency time.Duration) event.Sample {
+	return event.Sample{Source: source, Start: start, Latency: latency, Status: 200, PromptTokens: 400, CachedTokens: 384}
 }
 
-func miss(s probe.Sample) probe.Sample { s.CachedTokens = 0; return s }
+func miss(s event.Sample) event.Sample { s.CachedTokens = 0; return s }
 
 // cutShort is a pull still in flight when the run ended early: no answer.
-func cutShort(s probe.Sample) probe.Sample {
+func cutShort(s event.Sample) event.Sample {
 	s.Status, s.CachedTokens, s.Err, s.Aborted = 0, 0, "POST http://decoder/v1/completions: no answer: probe aborted", true
 	return s
 }
 
-func failed(s probe.Sample, status int, err string) probe.Sample {
+func failed(s event.Sample, status int, err string) event.Sample {
 	s.Status, s.Err, s.CachedTokens = status, err, 0
 	return s
 }
 
 // healthyRun is a run in which every check holds: both sources probed once
 // a second from 0 to 70 s, all hits, 10 ms each.
-func healthyRun() []probe.Sample {
-	var out []probe.Sample
+func healthyRun() []event.Sample {
+	var out []event.Sample
 	trial := int64(0)
 	for t := time.Duration(0); t < seedRunEnd; t += time.Second {
 		for src := range 2 {
@@ -56,8 +55,8 @@ func healthyRun() []probe.Sample {
 }
 
 // replace swaps the pull of source src started at t in samples for s.
-func replace(samples []probe.Sample, s probe.Sample) []probe.Sample {
-	out := make([]probe.Sample, 0, len(samples))
+func replace(samples []event.Sample, s event.Sample) []event.Sample {
+	out := make([]event.Sample, 0, len(samples))
 	for _, x := range samples {
 		if x.Source == s.Source && x.Start == s.Start {
 			continue
@@ -69,12 +68,12 @@ func replace(samples []probe.Sample, s probe.Sample) []probe.Sample {
 
 // with returns a new slice of base and extra, never sharing base's array,
 // so table cases built from one base cannot overwrite each other.
-func with(base []probe.Sample, extra ...probe.Sample) []probe.Sample {
+func with(base []event.Sample, extra ...event.Sample) []event.Sample {
 	return slices.Concat(base, extra)
 }
 
-func only(samples []probe.Sample, keep func(probe.Sample) bool) []probe.Sample {
-	var out []probe.Sample
+func only(samples []event.Sample, keep func(event.Sample) bool) []event.Sample {
+	var out []event.Sample
 	for _, s := range samples {
 		if keep(s) {
 			out = append(out, s)
@@ -83,11 +82,11 @@ func only(samples []probe.Sample, keep func(probe.Sample) bool) []probe.Sample {
 	return out
 }
 
-func evalSeed(samples []probe.Sample) Verdict {
+func evalSeed(samples []event.Sample) event.Verdict {
 	return Evaluate(Input{Samples: samples, Window: seedWindow(), RunEnd: seedRunEnd, Bounds: DefaultBounds()})
 }
 
-func result(t *testing.T, v Verdict, name string) Result {
+func result(t *testing.T, v event.Verdict, name string) event.Result {
 	t.Helper()
 	for _, r := range v.Checks {
 		if r.Name == name {
@@ -95,12 +94,12 @@ func result(t *testing.T, v Verdict, name string) Result {
 		}
 	}
 	t.Fatalf("check %s missing from verdict %+v", name, v.Checks)
-	return Result{}
+	return event.Result{}
 }
 
 type checkCase struct {
 	name       string
-	samples    []probe.Sample
+	samples    []event.Sample
 	wantPass   bool
 	wantEmpty  bool
 	wantDetail string // substring, or the exact detail when exact is set
@@ -161,15 +160,15 @@ func TestAll200(t *testing.T) {
 			wantDetail: "1 of 141 decoder requests did not return 200 (first: source 0 at 70.0s: status 500)", exact: true},
 		{name: "no pull at all is an empty window", samples: nil, wantEmpty: true,
 			wantDetail: "empty window: no decoder request started in [0.0s, 70.0s)", exact: true},
-		{name: "pulls cut short by an early end are not judged, and said so",
+		{name: "pulls cut short by an early end may still have returned 200: not failed, and said so",
 			samples: replace(replace(base, cutShort(pull(0, 69*time.Second, 900*ms))), cutShort(pull(1, 69*time.Second, 900*ms))), wantPass: true,
-			wantDetail: "all 138 decoder requests returned 200; 2 still in flight when the run ended early, not judged", exact: true},
+			wantDetail: "all 138 decoder requests returned 200; 2 in flight with no answer yet (oldest 0.9s)", exact: true},
 	})
 }
 
 func TestFaultedMax(t *testing.T) {
 	base := healthyRun()
-	at := func(lat time.Duration) []probe.Sample { return replace(base, miss(pull(0, 11*time.Second, lat))) }
+	at := func(lat time.Duration) []event.Sample { return replace(base, miss(pull(0, 11*time.Second, lat))) }
 	runCheckCases(t, NameFaultedBound, []checkCase{
 		{name: "just under the bound passes", samples: at(15*time.Second - time.Nanosecond), wantPass: true},
 		{name: "exactly at the bound passes", samples: at(15 * time.Second), wantPass: true,
@@ -185,30 +184,34 @@ func TestFaultedMax(t *testing.T) {
 		{name: "a slow pull naming the healthy source is not the faulted one's",
 			samples: replace(base, pull(1, 20*time.Second, 16*time.Second)), wantPass: true},
 		{name: "no pull naming the faulted source in the window is an empty window",
-			samples: only(base, func(s probe.Sample) bool {
+			samples: only(base, func(s event.Sample) bool {
 				return s.Source != 0 || s.Start < 10*time.Second || s.Start >= 40*time.Second
 			}),
 			wantEmpty:  true,
 			wantDetail: "empty window: no pull naming the faulted source started in [10.0s, 40.0s)", exact: true},
-		{name: "a pull cut short before the bound is not judged",
-			samples: replace(base, cutShort(pull(0, 30*time.Second, 14*time.Second))), wantPass: true},
-		{name: "a pull cut short after waiting past the bound has failed",
+		{name: "a pull cut short before the bound breaks nothing, and is said",
+			samples: replace(base, cutShort(pull(0, 30*time.Second, 14*time.Second))), wantPass: true,
+			wantDetail: "29 requests naming the faulted source each ended within 15.0s (max 0.01s); 1 in flight, oldest 14.0s", exact: true},
+		{name: "a pull cut short after waiting past the bound is pending past it: failed",
 			samples:    replace(base, cutShort(pull(0, 20*time.Second, 16*time.Second))),
-			wantDetail: "a request naming the faulted source was still waiting after 16.0s when the run ended (bound 15.0s)", exact: true},
+			wantDetail: "1 request naming the faulted source is in flight past 15.0s (oldest 16.0s)", exact: true},
+		{name: "a slow pull and one in flight past the bound: both said",
+			samples:    replace(replace(base, cutShort(pull(0, 20*time.Second, 16*time.Second))), pull(0, 11*time.Second, 30*time.Second)),
+			wantDetail: "a request naming the faulted source took 30.0s (bound 15.0s); 1 request naming the faulted source is in flight past 15.0s (oldest 16.0s)", exact: true},
 		{name: "only cut-short pulls under the bound leave the window empty",
-			samples: append(only(base, func(s probe.Sample) bool {
+			samples: append(only(base, func(s event.Sample) bool {
 				return s.Source != 0 || s.Start < 10*time.Second || s.Start >= 40*time.Second
 			}), cutShort(pull(0, 39*time.Second, time.Second))),
 			wantEmpty:  true,
-			wantDetail: "empty window: no pull naming the faulted source started in [10.0s, 40.0s)", exact: true},
+			wantDetail: "empty window: no pull naming the faulted source started in [10.0s, 40.0s); 1 in flight, oldest 1.0s", exact: true},
 	})
 }
 
 // medianRun puts the given latencies on the faulted source's pulls from the
 // detect point (12 s) on, and drops the rest of that stretch, so the median
 // is exactly that of lats.
-func medianRun(lats ...time.Duration) []probe.Sample {
-	out := only(healthyRun(), func(s probe.Sample) bool {
+func medianRun(lats ...time.Duration) []event.Sample {
+	out := only(healthyRun(), func(s event.Sample) bool {
 		return s.Source != 0 || s.Start < 12*time.Second || s.Start >= 40*time.Second
 	})
 	for i, l := range lats {
@@ -245,8 +248,8 @@ func TestFaultedMedianAfterDetect(t *testing.T) {
 
 // healthyWindow replaces the healthy source's pulls in the fault window
 // with n pulls of which hits hit, the first one taking maxLat.
-func healthyWindow(n, hits int, maxLat time.Duration) []probe.Sample {
-	out := only(healthyRun(), func(s probe.Sample) bool {
+func healthyWindow(n, hits int, maxLat time.Duration) []event.Sample {
+	out := only(healthyRun(), func(s event.Sample) bool {
 		return s.Source != 1 || s.Start < 10*time.Second || s.Start >= 40*time.Second
 	})
 	for i := range n {
@@ -286,8 +289,8 @@ func TestHealthyKeepsHitting(t *testing.T) {
 
 // recoveryRun keeps the faulted source's pulls in the recovery window
 // [40 s, 65 s) to n, of which hits hit.
-func recoveryRun(n, hits int) []probe.Sample {
-	out := only(healthyRun(), func(s probe.Sample) bool {
+func recoveryRun(n, hits int) []event.Sample {
+	out := only(healthyRun(), func(s event.Sample) bool {
 		return s.Source != 0 || s.Start < 40*time.Second || s.Start >= 65*time.Second
 	})
 	for i := range n {
@@ -344,7 +347,7 @@ func TestRemoveOmitsRecoveryCheck(t *testing.T) {
 	if len(v.Checks) != 4 || !v.Passed {
 		t.Fatalf("verdict = %+v, want 4 passing checks", v)
 	}
-	if v.Summary.Recovery != (Stats{}) {
+	if v.Summary.Recovery != (event.Stats{}) {
 		t.Fatalf("recovery summary = %+v, want zero", v.Summary.Recovery)
 	}
 }
@@ -362,7 +365,7 @@ func TestAnyFailingCheckFailsTheVerdict(t *testing.T) {
 }
 
 func TestBadWindowFailsAsEmptyWithoutPanic(t *testing.T) {
-	w := Window{Source: 7, Start: 40 * time.Second, End: 10 * time.Second, Recovers: true}
+	w := event.Window{Source: 7, Start: 40 * time.Second, End: 10 * time.Second, Recovers: true}
 	v := Evaluate(Input{Samples: healthyRun(), Window: w, RunEnd: seedRunEnd, Bounds: DefaultBounds()})
 	if v.Passed {
 		t.Fatalf("a window that ends before it starts passed: %+v", v.Checks)
@@ -377,7 +380,7 @@ func TestBadWindowFailsAsEmptyWithoutPanic(t *testing.T) {
 func TestSummaryMatchesSeedLine(t *testing.T) {
 	// 54 misses naming source 0 in the window, latencies chosen so the
 	// median is 16.85 s and the max 30.04 s, as in the seed.
-	var samples []probe.Sample
+	var samples []event.Sample
 	for i := range 54 {
 		lat := sec(16.85)
 		switch {
@@ -390,7 +393,7 @@ func TestSummaryMatchesSeedLine(t *testing.T) {
 		}
 		samples = append(samples, miss(pull(0, 10*time.Second+time.Duration(i)*500*ms, lat)))
 	}
-	samples = append(samples, only(healthyRun(), func(s probe.Sample) bool { return s.Source == 1 })...)
+	samples = append(samples, only(healthyRun(), func(s event.Sample) bool { return s.Source == 1 })...)
 	v := evalSeed(samples)
 	got := v.Summary.Faulted.SeedLine("faulted")
 	want := "fault faulted: n=54 pulled=0 p50=16.85s max=30.04s"
@@ -432,13 +435,13 @@ func TestMedian(t *testing.T) {
 
 func BenchmarkEvaluate(b *testing.B) {
 	// A 60-s run of 4 sources at the default 2 pulls per second per source.
-	var samples []probe.Sample
+	var samples []event.Sample
 	for t := time.Duration(0); t < 60*time.Second; t += 500 * ms {
 		for src := range 4 {
 			samples = append(samples, pull(src, t, 10*ms))
 		}
 	}
-	in := Input{Samples: samples, Window: Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true},
+	in := Input{Samples: samples, Window: event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true},
 		RunEnd: 60 * time.Second, Bounds: DefaultBounds()}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -8,11 +8,13 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"p2pfault/console"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/runner"
 )
 
@@ -90,7 +92,9 @@ type runArms struct {
 // armConfigs configures one experiment per arm. One arm writes into out
 // itself, as run always did; several write each into out/ARM-CASE (as a
 // slice's rows) and take free ports from one pool, and with --engine vllm
-// split --gpus into one contiguous share per arm.
+// split --gpus into one contiguous share per arm. Each arm launches its
+// own engines; with --attach the one arm's cluster is opened later (its
+// Cluster is left nil here).
 func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, out string, headless bool) (runArms, error) {
 	fs := cmd.Flags()
 	n := len(specs)
@@ -111,33 +115,42 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 		if n > 1 {
 			dir = filepath.Join(out, fileSafe(s.name)+"-"+caseName)
 		}
-		extra, err := armArgs(o.flags.engine, s.name)
+		cfg, err := o.flags.experimentConfig(s.name, caseName, dir)
 		if err != nil {
 			return runArms{}, err
 		}
-		cfg, err := o.flags.experimentConfig(fs, s.name, caseName, dir, extra)
-		if err != nil {
-			return runArms{}, err
-		}
-		if s.bin != "" {
-			cfg.Cluster.VLLMBin = s.bin
+		if o.flags.attach == "" {
+			if cfg.Cluster, err = o.launch(fs, s, k, n, pool); err != nil {
+				return runArms{}, err
+			}
 		}
 		cfg.Timeline = o.timeline
 		cfg.Duration = o.duration
-		if cfg.Duration == 0 && headless && caseName == experiment.CaseNone && o.timeline == "" {
+		if cfg.Duration == 0 && headless && caseName == fault.CaseNone && o.timeline == "" {
 			cfg.Duration = experiment.DefaultNoneDuration
-		}
-		if n > 1 {
-			cfg.Cluster.FreePorts = true
-			cfg.Cluster.PortPool = pool
-			if g := o.flags.gpus; len(g) > 0 {
-				cfg.Cluster.GPUs = g[k*len(g)/n : (k+1)*len(g)/n]
-			}
 		}
 		ra.configs = append(ra.configs, cfg)
 		ra.dirs = append(ra.dirs, dir)
 	}
 	return ra, nil
+}
+
+// launch is the cluster arm k of n launches: its build (--arm
+// NAME=VLLM_BIN), its engines' flag for the simulated arm, and with
+// several arms free ports from one pool and its share of --gpus.
+func (o *runOptions) launch(fs *pflag.FlagSet, s armSpec, k, n int, pool *runner.PortPool) (experiment.Opener, error) {
+	rc, err := o.flags.launchConfig(fs, s.name, s.bin)
+	if err != nil {
+		return nil, err
+	}
+	if n > 1 {
+		rc.FreePorts = true
+		rc.PortPool = pool
+		if g := o.flags.gpus; len(g) > 0 {
+			rc.GPUs = g[k*len(g)/n : (k+1)*len(g)/n]
+		}
+	}
+	return experiment.Launch{Config: rc}, nil
 }
 
 // armOnly forwards the events of one arm (a filter over the merged

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"p2pfault/experiment"
+	"p2pfault/runner"
 	"reflect"
 	"testing"
 )
@@ -29,15 +31,16 @@ func TestArmConfigsSplitGPUsPortsAndFolders(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, c := range ra.configs {
-			if !reflect.DeepEqual(c.Cluster.GPUs, tt.want[i]) {
-				t.Errorf("--gpus %s: arm %s GPUs %v, want %v", tt.gpus, c.Arm, c.Cluster.GPUs, tt.want[i])
+			rc := launched(t, c)
+			if !reflect.DeepEqual(rc.GPUs, tt.want[i]) {
+				t.Errorf("--gpus %s: arm %s GPUs %v, want %v", tt.gpus, c.Arm, rc.GPUs, tt.want[i])
 			}
-			if !c.Cluster.FreePorts || c.Cluster.PortPool == nil || c.Cluster.PortPool != ra.configs[0].Cluster.PortPool {
-				t.Errorf("arm %s: free ports %v from pool %p, want free ports from one shared pool", c.Arm, c.Cluster.FreePorts, c.Cluster.PortPool)
+			if !rc.FreePorts || rc.PortPool == nil || rc.PortPool != launched(t, ra.configs[0]).PortPool {
+				t.Errorf("arm %s: free ports %v from pool %p, want free ports from one shared pool", c.Arm, rc.FreePorts, rc.PortPool)
 			}
 		}
-		if ra.configs[0].Cluster.VLLMBin != "/a/vllm" || ra.configs[1].Cluster.VLLMBin != "/b/vllm" {
-			t.Errorf("binaries %q, %q", ra.configs[0].Cluster.VLLMBin, ra.configs[1].Cluster.VLLMBin)
+		if a, b := launched(t, ra.configs[0]).VLLMBin, launched(t, ra.configs[1]).VLLMBin; a != "/a/vllm" || b != "/b/vllm" {
+			t.Errorf("binaries %q, %q", a, b)
 		}
 		if !reflect.DeepEqual(ra.dirs, []string{"/x/main-stall", "/x/fixed-stall"}) {
 			t.Errorf("folders %v", ra.dirs)
@@ -53,8 +56,18 @@ func TestArmConfigsSplitGPUsPortsAndFolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ra.configs) != 1 || ra.configs[0].Arm != "main" || ra.dirs[0] != "/x" || ra.configs[0].Cluster.FreePorts ||
-		!reflect.DeepEqual(ra.configs[0].Cluster.GPUs, []string{"0", "1"}) {
+	if len(ra.configs) != 1 || ra.configs[0].Arm != "main" || ra.dirs[0] != "/x" || launched(t, ra.configs[0]).FreePorts ||
+		!reflect.DeepEqual(launched(t, ra.configs[0]).GPUs, []string{"0", "1"}) {
 		t.Errorf("one arm: %+v in %v, want main in /x itself with every GPU and the default ports", ra.configs[0].Cluster, ra.dirs)
 	}
+}
+
+// launched is the engines an arm's configuration launches.
+func launched(t *testing.T, c experiment.Config) runner.Config {
+	t.Helper()
+	l, ok := c.Cluster.(experiment.Launch)
+	if !ok {
+		t.Fatalf("arm %s opens %T, want experiment.Launch", c.Arm, c.Cluster)
+	}
+	return l.Config
 }

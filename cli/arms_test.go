@@ -61,9 +61,9 @@ func TestRunArmsHeadlessGivesARowPerArm(t *testing.T) {
 	if len(rep.Rows) != 2 || rep.Rows[0].Arm != "main" || rep.Rows[0].Passed || rep.Rows[1].Arm != "fixed" || !rep.Rows[1].Passed {
 		t.Errorf("report.json rows %+v, want main failed, fixed passed", rep.Rows)
 	}
-	for _, f := range []string{"events.jsonl", "report.md", "junit.xml", "timeline-main-stall.svg", "timeline-fixed-stall.svg",
+	for _, f := range []string{"events.jsonl", "report.md", "junit.xml", "report.html", "timeline-main-stall.svg", "timeline-fixed-stall.svg",
 		"main-stall/events.jsonl", "main-stall/sessions.json", "main-stall/source-0.log", "main-stall/report.json",
-		"fixed-stall/events.jsonl", "fixed-stall/sessions.json", "fixed-stall/decoder.log", "fixed-stall/report.json"} {
+		"fixed-stall/events.jsonl", "fixed-stall/sessions.json", "fixed-stall/decoder.log", "fixed-stall/report.json", "fixed-stall/report.html"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"p2pfault/attach"
 	"p2pfault/attach/guard"
 	"p2pfault/exitcode"
+	"p2pfault/fault"
 )
 
 // launchFlags are the flags that say how p2pfault launches its engines:
@@ -130,8 +131,8 @@ func (o *sliceOptions) attachSlice(cmd *cobra.Command) error {
 	}
 	o.parallel = 1
 	for i, c := range o.cases {
-		if c == "remove" && i != len(o.cases)-1 {
-			return exitcode.Usagef("--attach: --cases %s: remove must be the last case (p2pfault does not bring a removed source back between rows)", strings.Join(o.cases, ","))
+		if k, ok := fault.CaseKind(c); ok && k.Ending == fault.StaysDown && i != len(o.cases)-1 {
+			return exitcode.Usagef("--attach: --cases %s: %s must be the last case (p2pfault does not bring a source it took down back between rows)", strings.Join(o.cases, ","), c)
 		}
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"p2pfault/exitcode"
-	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/sim"
 )
 
@@ -61,7 +61,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 
 	runCmd, runOpts := newRunCommand()
 	sliceCmd, _ := newSliceCommand()
-	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand())
+	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand(), newDoctorCommand(), newReplayCommand())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if os.Getenv("FAULTS") == "1" {
 			// The seed's knob: the slice, with the flags given to bare
@@ -76,7 +76,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 					return exitcode.Usagef("FAULTS=1 runs the slice, which has no --%s (see `p2pfault slice --help`: --arms, --cases)", name)
 				}
 			}
-			return runSlice(cmd, &sliceOptions{flags: runOpts.flags, arms: []string{"main", "fixed"}, cases: experiment.Cases})
+			return runSlice(cmd, &sliceOptions{flags: runOpts.flags, arms: []string{"main", "fixed"}, cases: fault.SeedCases()})
 		}
 		return runRun(cmd, runOpts)
 	}

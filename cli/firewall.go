@@ -5,13 +5,14 @@ import (
 	"io"
 	"strings"
 
+	"p2pfault/netfault"
 	"p2pfault/runner"
 )
 
 // warnLeftoverTables warns about the firewall tables (network faults) that
 // an earlier run in dir left in the kernel, as prepareOut does for engines.
 func warnLeftoverTables(dir string, stderr io.Writer) {
-	left, err := runner.LeftoverTables(dir)
+	left, err := runner.LeftoverTables(dir, netfault.Host{})
 	if err != nil {
 		return
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -9,8 +10,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"p2pfault/check"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/probe"
 	"p2pfault/runner"
 )
 
@@ -40,7 +43,7 @@ type clusterFlags struct {
 	pullTimeout time.Duration
 	stream      bool
 
-	bounds check.Bounds
+	bounds event.Bounds
 	out    string
 	attach string // --attach FILE: a cluster p2pfault did not start
 }
@@ -62,13 +65,13 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
 	fs.DurationVar(&f.restart, "restart-length", DefaultRestartLength, "how long a simulated source restarted by the kill case takes from SIGKILL to ready (scaled by --time-scale; a first start takes ~1 s); no effect with --engine vllm")
 
-	fs.DurationVar(&f.interval, "interval", 500*time.Millisecond, "time between trials, per source")
+	fs.DurationVar(&f.interval, "interval", probe.DefaultInterval, "time between trials, per source")
 	fs.DurationVar(&f.faultAt, "fault-at", experiment.DefaultFaultAt, "when the scripted fault fires, after warm-up")
 	fs.DurationVar(&f.faultFor, "stall-for", experiment.DefaultFaultFor, "stall length (also how long a removed source stays down before the run ends, and a key-fired stall's length)")
 	fs.DurationVar(&f.recovery, "recovery", experiment.DefaultRecovery, "how long the run goes on after a stall or kill window closes")
 	fs.DurationVar(&f.warmup, "warmup-timeout", experiment.DefaultWarmupTimeout, "how long warm-up may take (not scaled)")
-	fs.DurationVar(&f.seedTimeout, "seed-timeout", experiment.DefaultSeedTimeout, "per seed request on a source")
-	fs.DurationVar(&f.pullTimeout, "pull-timeout", experiment.DefaultPullTimeout, "per pull request on the decoder")
+	fs.DurationVar(&f.seedTimeout, "seed-timeout", probe.DefaultSeedTimeout, "per seed request on a source")
+	fs.DurationVar(&f.pullTimeout, "pull-timeout", probe.DefaultPullTimeout, "per pull request on the decoder")
 	fs.BoolVar(&f.stream, "stream", false, "stream each pull (stream=true, include_usage) and record its time to first token (TTFT)")
 
 	fs.DurationVar(&f.bounds.FaultedMax, "bound-faulted-max", def.FaultedMax, "check 2: pulls naming the faulted source end within this")
@@ -101,46 +104,15 @@ func (f *clusterFlags) sourceCount(fs *pflag.FlagSet) (int, error) {
 	return runner.DefaultSources, nil
 }
 
-// experimentConfig builds one run's configuration from the flags.
-func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out string, extra []string) (experiment.Config, error) {
-	n, err := f.sourceCount(fs)
-	if err != nil {
+// experimentConfig builds one run's configuration from the flags, its
+// cluster not yet given (launchConfig, or an attached cluster).
+func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.Config, error) {
+	if err := f.check(); err != nil {
 		return experiment.Config{}, err
 	}
-	switch f.loadPolicy {
-	case "fail", "recompute":
-	default:
-		return experiment.Config{}, exitcode.Usagef("--kv-load-failure-policy %q: want recompute or fail", f.loadPolicy)
-	}
-	if f.timeScale <= 0 {
-		return experiment.Config{}, exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
-		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
-		{"restart-length", f.restart}} {
-		if d.v <= 0 {
-			return experiment.Config{}, exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
-		}
-	}
 	return experiment.Config{
-		Arm:  arm,
-		Case: caseName,
-		Cluster: runner.Config{
-			Engine:            f.engine,
-			Sources:           n,
-			Model:             f.model,
-			VLLMBin:           f.vllmBin,
-			GPUs:              f.gpus,
-			HandshakeTimeout:  f.handshake,
-			RestartDelay:      f.restart,
-			ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
-			Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
-			FreePorts:         f.freePorts,
-			LoadFailurePolicy: f.loadPolicy,
-		},
+		Arm:           arm,
+		Case:          caseName,
 		TimeScale:     f.timeScale,
 		Interval:      f.interval,
 		FaultAt:       f.faultAt,
@@ -152,6 +124,76 @@ func (f *clusterFlags) experimentConfig(fs *pflag.FlagSet, arm, caseName, out st
 		PullTimeout:   f.pullTimeout,
 		Stream:        f.stream,
 		OutDir:        out,
+	}, nil
+}
+
+// check checks every flag of a run's timing and bounds, the one place
+// each is checked.
+func (f *clusterFlags) check() error {
+	if !(f.timeScale > 0) || math.IsInf(f.timeScale, 0) {
+		return exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
+	}
+	b := f.bounds
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
+		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
+		{"restart-length", f.restart},
+		{"bound-faulted-max", b.FaultedMax}, {"bound-detect-after", b.DetectAfter},
+		{"bound-faulted-median", b.FaultedMedian}, {"bound-healthy-max", b.HealthyMax},
+		{"bound-recovery-window", b.RecoveryWindow}} {
+		if d.v <= 0 {
+			return exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
+		}
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"bound-healthy-hit-rate", b.HealthyHitRate}, {"bound-recovery-hit-rate", b.RecoveryHitRate}} {
+		if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
+			return exitcode.Usagef("--%s %v: want a fraction between 0 and 1", r.name, r.v)
+		}
+	}
+	if f.handshake < 0 {
+		return exitcode.Usagef("--handshake-timeout %v: want a positive duration (0: the engine's own)", f.handshake)
+	}
+	return nil
+}
+
+// launchConfig is the engines p2pfault launches for arm, from the flags:
+// the simulated arm's engine flag (armArgs) on every command line, and
+// bin (a --arm NAME=VLLM_BIN build) when given.
+func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.Config, error) {
+	extra, err := armArgs(f.engine, arm)
+	if err != nil {
+		return runner.Config{}, err
+	}
+	n, err := f.sourceCount(fs)
+	if err != nil {
+		return runner.Config{}, err
+	}
+	switch f.loadPolicy {
+	case "fail", "recompute":
+	default:
+		return runner.Config{}, exitcode.Usagef("--kv-load-failure-policy %q: want recompute or fail", f.loadPolicy)
+	}
+	vllmBin := f.vllmBin
+	if bin != "" {
+		vllmBin = bin
+	}
+	return runner.Config{
+		Engine:            f.engine,
+		Sources:           n,
+		Model:             f.model,
+		VLLMBin:           vllmBin,
+		GPUs:              f.gpus,
+		HandshakeTimeout:  f.handshake,
+		RestartDelay:      f.restart,
+		ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
+		Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
+		FreePorts:         f.freePorts,
+		LoadFailurePolicy: f.loadPolicy,
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"p2pfault/exitcode"
+	"p2pfault/netfault"
 	"p2pfault/report"
 	"p2pfault/runner"
 )
@@ -18,8 +19,8 @@ func newReportCommand() *cobra.Command {
 		Use:   "report DIR/events.jsonl",
 		Short: "Rebuild the reports of a finished or crashed run from its events",
 		Long: "Read a run's events.jsonl (also one cut short by a crash) and write report.md,\n" +
-			"report.json, junit.xml and timeline.svg next to it (or in --out), then print the\n" +
-			"verdict table. A truncated file is reported as such.",
+			"report.json, junit.xml, report.html and timeline.svg next to it (or in --out), then\n" +
+			"print the verdict table. A truncated file is reported as such.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return exitcode.Usagef("report: want one events.jsonl file, got %d arguments", len(args))
@@ -45,7 +46,7 @@ func newReportCommand() *cobra.Command {
 			if runs[0].Truncated {
 				fmt.Fprintf(w, "note: %s was truncated (the run did not end cleanly); the report covers what it holds\n", path)
 			}
-			fmt.Fprint(w, report.Table(report.Rows(runs))+"\n"+report.TimesTable(report.Rows(runs)))
+			fmt.Fprint(w, report.Table(report.Rows(runs))+"\n"+report.TimesTable(report.Rows(runs))+steadyText(report.Rows(runs)))
 			printFailures(w, runs)
 			fmt.Fprintf(w, "reports: %s\n", dir)
 			return nil
@@ -97,7 +98,7 @@ func newCleanupCommand() *cobra.Command {
 			}
 			total := 0
 			for _, d := range dirs {
-				n, err := runner.Cleanup(cmd.Context(), d, cmd.OutOrStdout())
+				n, err := runner.Cleanup(cmd.Context(), d, netfault.Host{}, cmd.OutOrStdout())
 				total += n
 				if err != nil {
 					return exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", d, err))
@@ -108,4 +109,13 @@ func newCleanupCommand() *cobra.Command {
 		},
 	}
 	return cmd
+}
+
+// steadyText is the steady-state table (report.SteadyTable) under the
+// times table, after a blank line; "" when no row has one.
+func steadyText(rows []report.Row) string {
+	if t := report.SteadyTable(rows); t != "" {
+		return "\n" + t
+	}
+	return ""
 }

@@ -7,16 +7,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/report"
 	"p2pfault/runner"
 	"p2pfault/ui"
@@ -38,7 +39,7 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 		Use:   "run",
 		Short: "Run one case: the dashboard on a terminal, headless otherwise",
 		Long: "Start the cluster, warm it up, pull from every source through the decoder and fire\n" +
-			"the case's fault on source-0 (stall, kill, remove, partition; none = only the keys'\n" +
+			"the case's fault on source-0 (" + strings.Join(fault.Cases(), ", ") + "; none = only the keys'\n" +
 			"faults).\n" +
 			"On a terminal this opens the dashboard; with --headless or when stdout is not a\n" +
 			"terminal it prints progress and the verdict table. Reports go to --out.",
@@ -47,7 +48,7 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	}
 	fs := cmd.Flags()
 	o.flags.register(fs)
-	fs.StringVar(&o.caseName, "case", "", "fault case: stall, kill, remove, partition or none (default $FAULT_CASE, else none)")
+	fs.StringVar(&o.caseName, "case", "", "fault case: "+fault.CaseList()+" (default $FAULT_CASE, else none)")
 	fs.StringArrayVar(&o.arm, "arm", nil, "arm (repeatable): main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); with --engine vllm NAME=VLLM_BIN, one cluster per build (default main)")
 	fs.StringSliceVar(&o.arms, "arms", nil, "simulated arms run side by side, one cluster each, e.g. main,fixed")
 	fs.BoolVar(&o.headless, "headless", false, "no dashboard: print progress and the verdict table")
@@ -56,37 +57,57 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	return cmd, o
 }
 
+// The experiment is what the dashboard drives: one arm or several.
+var (
+	_ ui.Controller    = (*experiment.Experiment)(nil)
+	_ ui.ArmController = (*experiment.Group)(nil)
+)
+
 // errQuit is how the dashboard's q ends a run: a normal end for case none.
 var errQuit = errors.New("quit from the dashboard")
 
-func runRun(cmd *cobra.Command, o *runOptions) error {
+// runPlan is a run as its flags describe it: checked, with one
+// experiment configuration per arm; nothing opened, started or made yet.
+type runPlan struct {
+	caseName string
+	specs    []armSpec
+	out      string
+	headless bool
+	arms     runArms
+}
+
+// configure reads and checks run's flags and environment (exit 2 on any
+// problem, naming it): the first half of runRun, shared with doctor so
+// that doctor checks exactly the run these flags start.
+func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	caseName := o.caseName
 	if !cmd.Flags().Changed("case") {
 		caseName = os.Getenv("FAULT_CASE")
 	}
 	if caseName == "" {
-		caseName = experiment.CaseNone
+		caseName = fault.CaseNone
 	}
-	switch caseName {
-	case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove, experiment.CasePartition, experiment.CaseNone:
-	default:
+	if _, ok := fault.CaseKind(caseName); !ok && caseName != fault.CaseNone {
 		what := "--case"
 		if !cmd.Flags().Changed("case") {
 			what = "FAULT_CASE"
 		}
-		return exitcode.Usagef("%s %q: want stall, kill, remove, partition or none", what, caseName)
+		return runPlan{}, exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
+	}
+	if o.duration < 0 {
+		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration", o.duration)
 	}
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
-			return err
+			return runPlan{}, err
 		}
 	}
 	specs, err := o.armSpecs()
 	if err != nil {
-		return err
+		return runPlan{}, err
 	}
 	if o.flags.attach != "" && len(specs) > 1 {
-		return exitcode.Usagef("--attach: an attach file describes one cluster, so it runs one arm, not %d", len(specs))
+		return runPlan{}, exitcode.Usagef("--attach: an attach file describes one cluster, so it runs one arm, not %d", len(specs))
 	}
 	headless := o.headless || !isTerminal(cmd.OutOrStdout())
 	out := o.flags.out
@@ -95,14 +116,23 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	}
 	arms, err := o.armConfigs(cmd, specs, caseName, out, headless)
 	if err != nil {
+		return runPlan{}, err
+	}
+	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms}, nil
+}
+
+func runRun(cmd *cobra.Command, o *runOptions) error {
+	p, err := o.configure(cmd)
+	if err != nil {
 		return err
 	}
+	caseName, specs, out, headless, arms := p.caseName, p.specs, p.out, p.headless, p.arms
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
 		if err != nil {
 			return err
 		}
-		arms.configs[0].Attach = cl
+		arms.configs[0].Cluster = cl
 		// The run's end already left the cluster as found; this covers a
 		// way out before Run (it resumes only stalls still held).
 		defer func() { _ = cl.Close(context.Background()) }()
@@ -137,9 +167,8 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, caseName)
 	} else {
 		ch := g.Subscribe()
-		stallFor := g.Arms()[0].Info().FaultFor
 		faces.Go(func() {
-			uiErr := ui.Run(ctx, g, ch, ui.Options{StallFor: stallFor})
+			uiErr := ui.Run(ctx, g, ch, ui.Options{})
 			// Keep reading after the dashboard is gone: the experiment
 			// never drops an event, so an unread channel would stall it.
 			defer func() {
@@ -171,7 +200,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		err := r.Err
 		if errors.Is(err, errQuit) {
 			err = nil
-			if caseName != experiment.CaseNone && r.Verdict.Checks == nil {
+			if caseName != fault.CaseNone && r.Verdict.Checks == nil {
 				err = exitcode.ErrInterrupted
 			}
 		}
@@ -198,13 +227,6 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		return runErr
 	}
 	if !passed {
-		return exitcode.ErrBoundFailed
-	}
-	return nil
-}
-
-func verdictError(v check.Verdict) error {
-	if !v.Passed {
 		return exitcode.ErrBoundFailed
 	}
 	return nil
@@ -312,7 +334,7 @@ func writeReports(stdout io.Writer, out string, armDirs []string, printTable boo
 	if printTable {
 		fmt.Fprintln(stdout)
 		rows := report.Rows(runs)
-		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows))
+		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows)+steadyText(rows))
 		printFailures(stdout, runs)
 	}
 	fmt.Fprintf(stdout, "reports: %s\n", out)

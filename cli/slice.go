@@ -15,6 +15,7 @@ import (
 	"p2pfault/console"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/report"
 	"p2pfault/runner"
 )
@@ -46,7 +47,7 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	o.flags.register(fs)
 	fs.StringSliceVar(&o.arms, "arms", []string{"main", "fixed"}, "arms of the simulated engine: main, fixed")
 	fs.StringArrayVar(&o.vllmArms, "arm", nil, "with --engine vllm: an arm NAME=VLLM_BIN (repeatable), e.g. --arm main=/opt/vllm-main/bin/vllm")
-	fs.StringSliceVar(&o.cases, "cases", experiment.Cases, "cases to run: stall, kill, remove, partition")
+	fs.StringSliceVar(&o.cases, "cases", fault.SeedCases(), "cases to run: "+strings.Join(fault.Cases(), ", "))
 	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
 	fs.BoolVar(&o.compare, "compare-seed", false, "also print the seed's table beside the run's, cell by cell with the difference and its tolerance (written to compare-seed.txt too)")
@@ -59,26 +60,51 @@ type sliceRow struct {
 	out                    string
 }
 
-func runSlice(cmd *cobra.Command, o *sliceOptions) error {
-	start := time.Now()
+// slicePlan is a slice as its flags describe it: its rows, how many run
+// at once and one experiment configuration per row (without the attached
+// cluster, which is opened per row); nothing opened, started or made yet.
+type slicePlan struct {
+	rows     []sliceRow
+	parallel int
+	configs  []experiment.Config
+}
+
+// configure reads and checks the slice's flags (exit 2 on any problem,
+// naming it): the first half of runSlice, shared with doctor so that
+// doctor checks exactly the rows these flags run.
+func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	if o.flags.attach != "" {
 		if err := o.attachSlice(cmd); err != nil {
-			return err
+			return slicePlan{}, err
 		}
 	}
 	rows, err := o.plan()
 	if err != nil {
+		return slicePlan{}, err
+	}
+	parallel, err := o.parallelRows(cmd, len(rows))
+	if err != nil {
+		return slicePlan{}, err
+	}
+	configs, err := o.rowConfigs(cmd, rows, parallel)
+	if err != nil {
+		return slicePlan{}, err
+	}
+	return slicePlan{rows: rows, parallel: parallel, configs: configs}, nil
+}
+
+func runSlice(cmd *cobra.Command, o *sliceOptions) error {
+	start := time.Now()
+	p, err := o.configure(cmd)
+	if err != nil {
 		return err
 	}
+	rows, parallel := p.rows, p.parallel
 	out := o.flags.out
 	if out == "" {
 		out = defaultOut("slice")
 	}
-	parallel, err := o.parallelRows(cmd, len(rows))
-	if err != nil {
-		return err
-	}
-	exps, err := o.experiments(cmd, rows, parallel)
+	exps, err := o.experiments(cmd, p)
 	if err != nil {
 		return err
 	}
@@ -131,37 +157,48 @@ func (o *sliceOptions) parallelRows(cmd *cobra.Command, rows int) (int, error) {
 	return parallel, nil
 }
 
-// experiments configures one experiment per row.
-func (o *sliceOptions) experiments(cmd *cobra.Command, rows []sliceRow, parallel int) ([]*experiment.Experiment, error) {
+// rowConfigs configures one experiment per row: the engines each launches,
+// or with --attach no cluster yet (experiments opens one per row).
+func (o *sliceOptions) rowConfigs(cmd *cobra.Command, rows []sliceRow, parallel int) ([]experiment.Config, error) {
 	fs := cmd.Flags()
-	exps := make([]*experiment.Experiment, len(rows))
+	cfgs := make([]experiment.Config, len(rows))
 	pool := runner.NewPortPool() // rows running at once never pick the same port
 	for i, r := range rows {
-		var extra []string
-		if o.flags.attach == "" {
-			var err error
-			if extra, err = armArgs(o.flags.engine, r.arm); err != nil {
-				return nil, err
-			}
-		}
-		cfg, err := o.flags.experimentConfig(fs, r.arm, r.caseName, r.out, extra)
+		cfg, err := o.flags.experimentConfig(r.arm, r.caseName, r.out)
 		if err != nil {
 			return nil, err
 		}
+		if o.flags.attach == "" {
+			rc, err := o.flags.launchConfig(fs, r.arm, r.vllmBin)
+			if err != nil {
+				return nil, err
+			}
+			// Rows running at once take free ports rather than racing for
+			// the script's defaults.
+			rc.FreePorts = rc.FreePorts || parallel > 1
+			rc.PortPool = pool
+			cfg.Cluster = experiment.Launch{Config: rc}
+		}
+		cfgs[i] = cfg
+	}
+	return cfgs, nil
+}
+
+// experiments makes the slice's experiments, one per row.
+func (o *sliceOptions) experiments(cmd *cobra.Command, p slicePlan) ([]*experiment.Experiment, error) {
+	exps := make([]*experiment.Experiment, len(p.rows))
+	for i, r := range p.rows {
+		cfg := p.configs[i]
 		if o.flags.attach != "" {
 			// One attached cluster per row: its stall record and the logs
 			// of engines it restarts go to the row's folder.
-			if cfg.Attach, err = openAttach(cmd.Context(), o.flags.attach, r.out); err != nil {
+			cl, err := openAttach(cmd.Context(), o.flags.attach, r.out)
+			if err != nil {
 				return nil, err
 			}
+			cfg.Cluster = cl
 		}
-		if r.vllmBin != "" {
-			cfg.Cluster.VLLMBin = r.vllmBin
-		}
-		// Rows running at once take free ports rather than racing for the
-		// script's defaults.
-		cfg.Cluster.FreePorts = cfg.Cluster.FreePorts || parallel > 1
-		cfg.Cluster.PortPool = pool
+		var err error
 		if exps[i], err = experiment.New(cfg); err != nil {
 			return nil, err
 		}
@@ -237,7 +274,7 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 		passed = passed && r.Row().Passed
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, report.Table(table)+"\n"+report.TimesTable(table))
+	fmt.Fprint(stdout, report.Table(table)+"\n"+report.TimesTable(table)+steadyText(table))
 	printFailures(stdout, runs)
 	if compare != nil {
 		if cerr := compare(table); cerr != nil && err == nil {
@@ -252,10 +289,8 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 // plan lists the rows, arms in the order given, cases in the seed's order.
 func (o *sliceOptions) plan() ([]sliceRow, error) {
 	for _, c := range o.cases {
-		switch c {
-		case experiment.CaseStall, experiment.CaseKill, experiment.CaseRemove, experiment.CasePartition:
-		default:
-			return nil, exitcode.Usagef("--cases: %q is not a fault case (stall, kill, remove, partition)", c)
+		if _, ok := fault.CaseKind(c); !ok {
+			return nil, exitcode.Usagef("--cases: %q is not a fault case (%s)", c, strings.Join(fault.Cases(), ", "))
 		}
 	}
 	type arm struct{ name, bin string }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/report"
 )
@@ -190,7 +189,7 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 	}
 	checkOpenLoopDuringStall(t, filepath.Join(out, "main-stall", "events.jsonl"), time.Duration(scale*float64(500*time.Millisecond)))
 	assertSeedTargets(t, out, scale, 500*time.Millisecond)
-	for _, f := range []string{"report.md", "junit.xml", "main-stall/events.jsonl", "fixed-kill/timeline.svg"} {
+	for _, f := range []string{"report.md", "junit.xml", "report.html", "main-stall/events.jsonl", "main-stall/report.html", "fixed-kill/timeline.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("slice output: %v", err)
 		}
@@ -237,7 +236,7 @@ func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var win *check.Window
+	var win *event.Window
 	var starts []time.Duration
 	endCode := -1
 	for _, ev := range events {

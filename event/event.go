@@ -1,18 +1,13 @@
 // Package event holds the types of the event stream one fault experiment
 // produces (package experiment) and its faces read: the dashboard, the
-// headless printer and the report writers. It is a leaf of its own so the
-// faces and `p2pfault report` depend on the stream, not on the code that
-// runs processes.
+// headless printer and the report writers. It imports no other p2pfault
+// package: the stream's value types (samples, fault windows, verdicts,
+// engine metrics) live here and the packages that compute them (probe,
+// check, scrape) depend on it, so the faces and `p2pfault report` depend
+// on the stream, not on the code that runs processes or faults.
 package event
 
-import (
-	"time"
-
-	"p2pfault/check"
-	"p2pfault/fault"
-	"p2pfault/probe"
-	"p2pfault/scrape"
-)
+import "time"
 
 // Kind says which payload field of an Event is set.
 type Kind string
@@ -32,6 +27,7 @@ const (
 	KindPullStart    Kind = "pull_start"   // pulls sent and not ended yet, a batch: Pulls
 	KindMetrics      Kind = "metrics"      // one engine's /metrics, scraped once a second: Metrics
 	KindVerification Kind = "verification" // a fault action checked on the host: Verification
+	KindCondition    Kind = "condition"    // a source's condition changed: Condition
 )
 
 // Phase of a run.
@@ -59,30 +55,31 @@ type Event struct {
 	// written before it existed: the run event's arm).
 	Arm string `json:"arm,omitempty"`
 
-	Run      *RunInfo       `json:"run,omitempty"`
-	Phase    Phase          `json:"phase,omitempty"`
-	Engine   *EngineInfo    `json:"engine,omitempty"`
-	Log      *LogLine       `json:"log,omitempty"`
-	Fault    *FaultInfo     `json:"fault,omitempty"`
-	Window   *check.Window  `json:"window,omitempty"`
-	Samples  []probe.Sample `json:"samples,omitempty"`
-	Message  string         `json:"message,omitempty"`
-	Verdict  *check.Verdict `json:"verdict,omitempty"`
-	Final    bool           `json:"final,omitempty"`
-	ExitCode int            `json:"exit_code,omitempty"`
+	Run      *RunInfo    `json:"run,omitempty"`
+	Phase    Phase       `json:"phase,omitempty"`
+	Engine   *EngineInfo `json:"engine,omitempty"`
+	Log      *LogLine    `json:"log,omitempty"`
+	Fault    *FaultInfo  `json:"fault,omitempty"`
+	Window   *Window     `json:"window,omitempty"`
+	Samples  []Sample    `json:"samples,omitempty"`
+	Message  string      `json:"message,omitempty"`
+	Verdict  *Verdict    `json:"verdict,omitempty"`
+	Final    bool        `json:"final,omitempty"`
+	ExitCode int         `json:"exit_code,omitempty"`
 
-	Pulls        []probe.PullStart   `json:"pulls,omitempty"`
-	Metrics      *MetricsInfo        `json:"metrics,omitempty"`
-	Verification *check.Verification `json:"verification,omitempty"`
+	Pulls        []PullStart    `json:"pulls,omitempty"`
+	Metrics      *MetricsInfo   `json:"metrics,omitempty"`
+	Verification *Verification  `json:"verification,omitempty"`
+	Condition    *ConditionInfo `json:"condition,omitempty"`
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
 // series as read and the live rates over the scraper's rate window. A
 // series the engine does not export is null.
 type MetricsInfo struct {
-	Engine  string         `json:"engine"`
-	Reading scrape.Reading `json:"reading"`
-	Live    scrape.Live    `json:"live"`
+	Engine  string  `json:"engine"`
+	Reading Reading `json:"reading"`
+	Live    Live    `json:"live"`
 }
 
 // RunInfo describes a run; durations are already multiplied by TimeScale.
@@ -97,7 +94,7 @@ type RunInfo struct {
 	FaultFor  time.Duration `json:"fault_for_ns"`
 	Duration  time.Duration `json:"duration_ns"` // planned measured run, since t0 (0: until quit)
 	Timeline  string        `json:"timeline"`    // the scripted timeline, as text
-	Bounds    check.Bounds  `json:"bounds"`
+	Bounds    Bounds        `json:"bounds"`
 	Model     string        `json:"model"`
 	Started   time.Time     `json:"started"`
 }
@@ -163,23 +160,4 @@ type FaultInfo struct {
 	Duration time.Duration `json:"duration_ns,omitempty"` // stall length, when known
 	By       string        `json:"by"`                    // "script" or "key"
 	Err      string        `json:"error,omitempty"`       // set when the action could not be taken
-}
-
-// Controller is what a face may ask of a running experiment. The dashboard
-// calls it from commands; it never signals a process itself.
-type Controller interface {
-	// Fire takes fault kind (a registered name: stall, kill, ...) on
-	// source; a stall without opts.For lasts the run's stall length.
-	Fire(kind string, source int, opts fault.Options) error
-	SetProbing(on bool) // pause or resume the probe
-	LogTail(engine string, n int) []string
-}
-
-// ArmController is a Controller over several arms run side by side
-// (experiment.Group): Fire and SetProbing act on every arm at once, FireArm
-// on one, and LogTail takes "ARM/ENGINE" (a bare engine name is the first
-// arm's).
-type ArmController interface {
-	Controller
-	FireArm(arm, kind string, source int, opts fault.Options) error
 }

@@ -19,11 +19,7 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 	"p2pfault/probe"
-	"p2pfault/runner"
 )
-
-// EngineAttached is RunInfo.Engine of a run on an attached cluster.
-const EngineAttached = "attached"
 
 // NameFaultWindow is the check a scripted run fails when it ended before
 // its fault fired (interrupted): there was no window to check.
@@ -33,6 +29,7 @@ const NameFaultWindow = "fault_window"
 // drives it through its Controller methods.
 type Experiment struct {
 	cfg      Config
+	plan     Plan           // the cluster as its Opener planned it
 	timeline fault.Timeline // scaled
 
 	bus  *bus       // where events go: the experiment's own, or its Group's
@@ -44,17 +41,24 @@ type Experiment struct {
 	t0      time.Time // zero until warm-up ends
 	cluster Cluster
 	prober  *probe.Prober
-	samples []probe.Sample
-	pending []probe.Sample
-	starts  []probe.PullStart    // pulls sent since the last batch (KindPullStart)
-	verifs  []check.Verification // every fault action verified on the host
+	samples []event.Sample
+	pending []event.Sample
+	starts  []event.PullStart // pulls sent since the last batch (KindPullStart)
+	// inflight is every pull sent and not ended, by trial: the checks
+	// count them by their age (check.Input.Pending).
+	inflight map[int64]event.PullStart
+	// judgedAt is when the last live verdict was computed, since t0.
+	judgedAt time.Duration
+	verifs   []event.Verification // every fault action verified on the host
 	// verifying is, per source, closed when the last action's
 	// verification is done (faults.go).
 	verifying map[int]chan struct{}
-	windows   []check.Window // in order; the last may be open (End == 0)
+	windows   []event.Window // in order; the last may be open (End == 0)
 	phase     event.Phase
-	down      map[int]fault.Condition // source index -> the fault in force (stalled, restarting, removed)
-	held      map[int]any             // source index -> the open fault's handle (a stall to resume)
+	faults    map[int]inForce             // source index -> the fault in force (stalled, restarting, removed, ...)
+	conds     map[int]event.ConditionInfo // source index -> its condition as last sent (condition.go)
+	condMu    sync.Mutex                  // one condition computed and sent at a time, in order
+	held      map[int]any                 // source index -> the open fault's handle (a stall to resume)
 	ctx       context.Context
 	fail      context.CancelCauseFunc
 	settled   chan struct{} // closed when the scripted timeline has played out
@@ -73,21 +77,16 @@ func New(cfg Config) (*Experiment, error) {
 		return nil, exitcode.AsUsage(err)
 	}
 	text := tl.String()
-	if err := tl.Check(sourcesOf(cfg)); err != nil {
+	plan, err := cfg.Cluster.Plan(tl)
+	if err != nil {
+		return nil, err
+	}
+	if err := tl.Check(plan.Sources); err != nil {
 		return nil, err
 	}
 	for i := range tl {
 		tl[i].At = cfg.scale(tl[i].At)
 		tl[i].For = cfg.scale(tl[i].For)
-	}
-	if cfg.Attach != nil {
-		if err := checkAttached(cfg.Attach, tl); err != nil {
-			return nil, exitcode.AsUsage(err)
-		}
-		cfg.Cluster.Model = cfg.Attach.File().Model
-		cfg.Cluster.Engine = EngineAttached
-	} else if _, err := runner.Plan(cfg.Cluster); err != nil {
-		return nil, err
 	}
 	if err := setupKinds(tl); err != nil {
 		return nil, err
@@ -95,9 +94,12 @@ func New(cfg Config) (*Experiment, error) {
 	cfg.Timeline = text
 	return &Experiment{
 		cfg:       cfg,
+		plan:      plan,
 		timeline:  tl,
-		down:      map[int]fault.Condition{},
+		faults:    map[int]inForce{},
+		conds:     map[int]event.ConditionInfo{},
 		held:      map[int]any{},
+		inflight:  map[int64]event.PullStart{},
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),
 		line:      newStartLine(1),
@@ -105,16 +107,6 @@ func New(cfg Config) (*Experiment, error) {
 		begun:     make(chan struct{}),
 		net:       &network{runID: newRunID(cfg.Arm, cfg.Case)},
 	}, nil
-}
-
-func sourcesOf(cfg Config) int {
-	if cfg.Attach != nil {
-		return len(cfg.Attach.Sources())
-	}
-	if cfg.Cluster.Sources == 0 {
-		return runner.DefaultSources
-	}
-	return cfg.Cluster.Sources
 }
 
 // Subscribe returns a channel that receives every event of the run and is
@@ -126,16 +118,10 @@ func (e *Experiment) Subscribe() <-chan event.Event { return e.bus.subscribe() }
 func (e *Experiment) Info() event.RunInfo {
 	c := e.cfg
 	info := event.RunInfo{
-		Arm: c.Arm, Case: c.Case, Engine: c.Cluster.Engine, TimeScale: c.TimeScale,
-		Sources: sourcesOf(c), Interval: c.scale(c.Interval), Timeline: c.Timeline,
-		Bounds: c.Bounds.Scaled(c.TimeScale), Model: c.Cluster.Model, Started: e.start,
+		Arm: c.Arm, Case: c.Case, Engine: e.plan.Engine, TimeScale: c.TimeScale,
+		Sources: e.plan.Sources, Interval: c.scale(c.Interval), Timeline: c.Timeline,
+		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
 		FaultFor: c.scale(c.FaultFor),
-	}
-	if info.Engine == "" {
-		info.Engine = runner.EngineSim
-	}
-	if info.Model == "" {
-		info.Model = runner.DefaultModel
 	}
 	if len(e.timeline) > 0 {
 		info.FaultAt = e.timeline[0].At
@@ -177,7 +163,7 @@ func (e *Experiment) plannedEnd() time.Duration {
 // the bounds and stops everything. The error is nil when the run completed
 // (the verdict says whether the bounds held), exitcode.ErrInterrupted when
 // ctx ended it, or a setup error (exit 2).
-func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error) {
+func (e *Experiment) Run(ctx context.Context) (verdict event.Verdict, err error) {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	e.mu.Lock()
@@ -218,26 +204,15 @@ func (e *Experiment) Run(ctx context.Context) (verdict check.Verdict, err error)
 	return e.measure(ctx, pr)
 }
 
-// startCluster launches the run's engines.
+// startCluster opens the run's cluster (Config.Cluster).
 func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
-	if e.cfg.Attach != nil {
-		cl := newAttached(e.cfg.Attach)
-		cl.refresh(ctx, time.Second) // the first states say what /health and /proc say
-		e.mu.Lock()
-		e.cluster = cl
-		e.mu.Unlock()
-		return cl, nil
-	}
-	ccfg := e.cfg.Cluster
-	ccfg.OutDir = e.cfg.OutDir
-	ccfg.TimeScale = e.cfg.TimeScale
-	ccfg.OnLog = e.onLog
-	ccfg.OnChange = e.onChange
-	rc, err := runner.Start(ctx, ccfg)
+	cl, err := e.cfg.Cluster.Open(ctx, OpenEnv{
+		OutDir: e.cfg.OutDir, TimeScale: e.cfg.TimeScale,
+		OnLog: e.onLog, OnChange: e.onChange,
+	})
 	if err != nil {
 		return nil, err
 	}
-	cl := newLaunched(rc)
 	e.mu.Lock()
 	e.cluster = cl
 	e.mu.Unlock()
@@ -247,7 +222,7 @@ func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
 // stopCluster is Run's deferred end: resume, TERM, KILL after the grace,
 // reap; then the last engine states and the end event with the run's exit
 // code. A panic in Run becomes its error.
-func (e *Experiment) stopCluster(cl Cluster, verdict *check.Verdict, err *error) {
+func (e *Experiment) stopCluster(cl Cluster, verdict *event.Verdict, err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("internal error: %v\n%s", r, debug.Stack())
 	}
@@ -284,7 +259,7 @@ func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, err
 // measure is the measured run from t0: the probe, its sample batches and
 // the timeline, until the timeline settles, the planned duration passes or
 // ctx ends; then the final verdict.
-func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdict, error) {
+func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdict, error) {
 	// Every arm of the run starts measuring at one t0, so one timeline
 	// fires on all of them at the same instants.
 	e.mu.Lock()
@@ -292,7 +267,7 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdi
 	e.mu.Unlock()
 	t0, err := e.line.arrive(ctx)
 	if err != nil {
-		return check.Verdict{}, interrupted(ctx)
+		return event.Verdict{}, interrupted(ctx)
 	}
 	e.mu.Lock()
 	e.t0 = t0
@@ -313,12 +288,15 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdi
 		pr.Abort() // do not wait out hung pulls when the user quits
 	}
 	runEnd := time.Since(t0)
+	// Done is when the probe stopped sending, the end of the judged time,
+	// before the pulls in flight drain: `p2pfault report` reads the run's
+	// end from it.
+	e.setPhase(event.PhaseDone)
 	stopProbe()
 	<-drained
 
-	final := e.verdictAt(runEnd)
+	final := e.verdictAt(runEnd, true)
 	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &final, Final: true})
-	e.setPhase(event.PhaseDone)
 	if runErr == nil {
 		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 			runErr = c // a goroutine failed (panic, restart that never came up)
@@ -330,7 +308,7 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (check.Verdi
 // startProbe runs the probe until ctx ends, keeps its samples and sends
 // them in batches; the channel closes once every sample is sent.
 func (e *Experiment) startProbe(ctx context.Context, pr *probe.Prober, t0 time.Time) <-chan struct{} {
-	out := make(chan probe.Sample, 1024)
+	out := make(chan event.Sample, 1024)
 	probeDone := make(chan struct{})
 	go e.safely(func() { defer close(probeDone); pr.Run(ctx, t0, out) })
 	collected := make(chan struct{})
@@ -341,7 +319,7 @@ func (e *Experiment) startProbe(ctx context.Context, pr *probe.Prober, t0 time.T
 }
 
 // finish ends a run that never got its cluster up.
-func (e *Experiment) finish(v check.Verdict, err error) (check.Verdict, error) {
+func (e *Experiment) finish(v event.Verdict, err error) (event.Verdict, error) {
 	e.emitEnd(err)
 	return v, err
 }
@@ -379,14 +357,10 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	for _, s := range cl.Sources() {
 		srcs = append(srcs, probe.Source{Index: s.Index(), URL: s.HTTPURL(), P2PHost: s.P2PHost(), P2PPort: s.P2PPort()})
 	}
-	model := e.cfg.Cluster.Model
-	if model == "" {
-		model = runner.DefaultModel
-	}
 	return probe.Config{
 		DecoderURL:   cl.Decoder().HTTPURL(),
 		Sources:      srcs,
-		Model:        model,
+		Model:        e.plan.Model,
 		Interval:     e.cfg.scale(e.cfg.Interval),
 		PromptTokens: e.cfg.PromptTokens,
 		SeedTimeout:  e.cfg.scale(e.cfg.SeedTimeout),
@@ -395,9 +369,10 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		Warn:         func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.
-		Started: func(p probe.PullStart) {
+		Started: func(p event.PullStart) {
 			e.mu.Lock()
 			e.starts = append(e.starts, p)
+			e.inflight[p.Trial] = p
 			e.mu.Unlock()
 		},
 	}
@@ -414,11 +389,12 @@ func (e *Experiment) durationElapsed(t0 time.Time) <-chan time.Time {
 
 // collect keeps every sample (the checks need them all) and queues them
 // for the next batch event, until the probe is done and out is drained.
-func (e *Experiment) collect(out <-chan probe.Sample, probeDone <-chan struct{}) {
-	keep := func(s probe.Sample) {
+func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{}) {
+	keep := func(s event.Sample) {
 		e.mu.Lock()
 		e.samples = append(e.samples, s)
 		e.pending = append(e.pending, s)
+		delete(e.inflight, s.Trial)
 		e.mu.Unlock()
 	}
 	for {
@@ -440,7 +416,10 @@ func (e *Experiment) collect(out <-chan probe.Sample, probeDone <-chan struct{})
 }
 
 // flushLoop sends the queued samples as one event every 100 ms (faces
-// redraw per batch, not per request) and the live verdict once a second.
+// redraw per batch, not per request) and the live verdict once a second,
+// and at once when a pull in flight has just broken a bound
+// (check.Crossed): a check never shows green for a second after a hanging
+// pull has failed it.
 func (e *Experiment) flushLoop(done <-chan struct{}) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -449,7 +428,7 @@ func (e *Experiment) flushLoop(done <-chan struct{}) {
 		select {
 		case <-tick.C:
 			e.flushSamples()
-			if n++; n%10 == 0 {
+			if n++; n%10 == 0 || e.pendingCrossed() {
 				e.emitLiveVerdict()
 			}
 		case <-done:
@@ -474,6 +453,23 @@ func (e *Experiment) flushSamples() {
 	}
 }
 
+// pendingCrossed reports whether a pull in flight broke a bound of the
+// judged window since the last live verdict.
+func (e *Experiment) pendingCrossed() bool {
+	now := e.since()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
+	if !ok || len(e.inflight) == 0 {
+		return false
+	}
+	pending := make([]event.PullStart, 0, len(e.inflight))
+	for _, p := range e.inflight {
+		pending = append(pending, p)
+	}
+	return check.Crossed(pending, w, e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.judgedAt, now)
+}
+
 func (e *Experiment) emitLiveVerdict() {
 	e.mu.Lock()
 	has := len(e.windows) > 0
@@ -481,52 +477,70 @@ func (e *Experiment) emitLiveVerdict() {
 	if !has {
 		return
 	}
-	v := e.verdictAt(e.since())
+	v := e.verdictAt(e.since(), false)
 	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &v})
 }
 
-// verdictAt evaluates the checks over the samples so far, on the window
-// check.Judged picks (the first scripted fault's, or on the dashboard the
-// latest fault's).
-func (e *Experiment) verdictAt(runEnd time.Duration) check.Verdict {
+// verdictAt evaluates the checks over the samples so far and the pulls
+// in flight now, on the window check.Judged picks (the first scripted
+// fault's, or on the dashboard the latest fault's). The final verdict
+// also carries each source's steady-state summary (check.Steady).
+func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
+	now := e.since()
 	e.mu.Lock()
+	e.judgedAt = now
 	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
-	if !ok {
-		verifs := append([]check.Verification(nil), e.verifs...)
-		e.mu.Unlock()
-		v := check.Verdict{Passed: true}
-		if len(e.timeline) > 0 {
-			// A scripted run that ended before its fault checked nothing:
-			// say so rather than pass.
-			detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
-				runEnd.Seconds(), e.timeline[0].At.Seconds())
-			if runEnd > e.timeline[0].At {
-				detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
-			}
-			v = check.Verdict{Checks: []check.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
-		}
-		if len(verifs) > 0 {
-			// Faults without a window (a kind of its own) were still fired.
-			r := check.FaultTookEffect(verifs, 0)
-			v.Checks = append(v.Checks, r)
-			v.Passed = v.Passed && r.Passed
-		}
-		return v
+	samples := append([]event.Sample(nil), e.samples...)
+	verifs := append([]event.Verification(nil), e.verifs...)
+	windows := append([]event.Window(nil), e.windows...)
+	pending := make([]event.PullStart, 0, len(e.inflight))
+	for _, p := range e.inflight {
+		pending = append(pending, p)
 	}
-	samples := append([]probe.Sample(nil), e.samples...)
-	verifs := append([]check.Verification(nil), e.verifs...)
 	e.mu.Unlock()
-	if w.End == 0 {
-		w.End = runEnd
-	}
-	b := e.cfg.Bounds.Scaled(e.cfg.TimeScale)
-	v := check.Evaluate(check.Input{
+	in := check.Input{
 		Samples: samples,
+		Pending: pending,
+		Now:     max(now, runEnd),
 		Window:  w,
 		RunEnd:  runEnd,
-		Bounds:  b,
-	})
-	return check.WithFaultChecks(v, samples, w, b, verifs)
+		Bounds:  e.cfg.Bounds.Scaled(e.cfg.TimeScale),
+	}
+	var v event.Verdict
+	if ok {
+		if in.Window.End == 0 {
+			in.Window.End = runEnd
+		}
+		v = check.WithFaultChecks(check.Evaluate(in), in, verifs)
+	} else {
+		v = e.noWindowVerdict(runEnd, verifs)
+	}
+	if final {
+		v.Steady = check.Steady(in, windows, e.plan.Sources)
+	}
+	return v
+}
+
+// noWindowVerdict is the verdict of a run no fault window opened in.
+func (e *Experiment) noWindowVerdict(runEnd time.Duration, verifs []event.Verification) event.Verdict {
+	v := event.Verdict{Passed: true}
+	if len(e.timeline) > 0 {
+		// A scripted run that ended before its fault checked nothing:
+		// say so rather than pass.
+		detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
+			runEnd.Seconds(), e.timeline[0].At.Seconds())
+		if runEnd > e.timeline[0].At {
+			detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
+		}
+		v = event.Verdict{Checks: []event.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
+	}
+	if len(verifs) > 0 {
+		// Faults without a window (a kind of its own) were still fired.
+		r := check.FaultTookEffect(verifs, 0)
+		v.Checks = append(v.Checks, r)
+		v.Passed = v.Passed && r.Passed
+	}
+	return v
 }
 
 // rel is at as a time since t0 (0 before warm-up ends).
@@ -634,8 +648,9 @@ func (e *Experiment) SetProbing(on bool) {
 	}
 }
 
-// onChange sends the changed engine's state: one engine's, read once.
-func (e *Experiment) onChange(in runner.Info) {
+// onChange sends the changed engine's state: one engine's, read once,
+// and a source's condition when it changed with it.
+func (e *Experiment) onChange(in event.EngineInfo) {
 	e.mu.Lock()
 	cl := e.cluster
 	e.mu.Unlock()
@@ -644,14 +659,14 @@ func (e *Experiment) onChange(in runner.Info) {
 	}
 	for _, t := range targets(cl) {
 		if t.Name() == in.Name {
-			st := t.State()
-			e.emit(event.Event{Kind: event.KindEngine, Engine: &st})
+			e.sendState(t)
 			return
 		}
 	}
 }
 
-// emitEngines sends every engine's state as it is now.
+// emitEngines sends every engine's state as it is now, and every source's
+// condition that changed.
 func (e *Experiment) emitEngines() {
 	e.mu.Lock()
 	cl := e.cluster
@@ -659,12 +674,16 @@ func (e *Experiment) emitEngines() {
 	if cl == nil {
 		return
 	}
-	emitStates(cl, e.emit)
+	for _, t := range targets(cl) {
+		e.sendState(t)
+	}
 }
 
-func emitStates(cl Cluster, emit func(event.Event)) {
-	for _, t := range targets(cl) {
-		st := t.State()
-		emit(event.Event{Kind: event.KindEngine, Engine: &st})
+// sendState sends t's state, read once, and for a source its condition.
+func (e *Experiment) sendState(t Target) {
+	st := t.State()
+	e.emit(event.Event{Kind: event.KindEngine, Engine: &st})
+	if t.Role() == event.RoleSource {
+		e.observe(t.Index(), st)
 	}
 }

@@ -3,6 +3,7 @@ package experiment_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +16,11 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/ui"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
 )
 
 // TestMain lets the simulated engines this test starts be the test binary
@@ -51,6 +57,16 @@ func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok fu
 	}
 }
 
+// dashboard is the dashboard over exp's events on a w×h terminal, drawn
+// in ASCII, as `p2pfault run` shows it; the test quits it.
+func dashboard(t *testing.T, exp *experiment.Experiment, w, h int) *teatest.TestModel {
+	t.Helper()
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	return teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
+		teatest.WithInitialTermSize(w, h))
+}
+
 func faultOK(action string, src int) func(event.Event) bool {
 	return func(ev event.Event) bool {
 		return ev.Kind == event.KindFault && ev.Fault.Action == action && ev.Fault.Source == src && ev.Fault.Err == ""
@@ -66,13 +82,13 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0") // engines exit often; a -race binary sleeps 1 s at exit
 	exp, err := experiment.New(experiment.Config{
-		Case:      experiment.CaseNone,
+		Case:      fault.CaseNone,
 		TimeScale: 0.2,
 		FaultFor:  300 * time.Second, // a key's stall: a minute at this scale, so only the resume key ends it however late the test gets there
-		Cluster: runner.Config{
+		Cluster: experiment.Launch{Config: runner.Config{
 			FreePorts: true,
 			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
-		},
+		}},
 		OutDir: t.TempDir(),
 	})
 	if err != nil {
@@ -162,7 +178,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	// judges fault_took_effect and carries the latest fault's times.
 	verified := map[string]int{}
 	var starts, decoderMetrics int
-	var finalV *check.Verdict
+	var finalV *event.Verdict
 	for _, ev := range rec.seen {
 		switch ev.Kind {
 		case event.KindVerification:
@@ -192,7 +208,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 		t.Errorf("%d pull starts, %d decoder scrapes: want both", starts, decoderMetrics)
 	}
 	if finalV != nil {
-		var took *check.Result
+		var took *event.Result
 		for i, c := range finalV.Checks {
 			if c.Name == check.NameFaultTookEffect {
 				took = &finalV.Checks[i]

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,10 +28,11 @@ func (e *Experiment) play(t0 time.Time) {
 	}
 	err := e.timeline.Play(e.ctx, t0, func(_ context.Context, s fault.Step) error {
 		err := e.fire(s.Action, s.Source, fault.Options{For: s.For, Arg: s.Arg}, byScript)
-		if err != nil && e.cfg.Attach != nil && e.ctx.Err() == nil {
-			// On a cluster p2pfault did not start, a fault command that
-			// fails (kubectl, ssh) is the cluster's, not the run's: say so
-			// and go on; the checks judge what happened.
+		if errors.Is(err, fault.ErrNotTaken) && e.ctx.Err() == nil {
+			// An action the cluster's own means could not take (an attach
+			// file's kubectl or ssh that failed) is the cluster's failure,
+			// not the run's: say so and go on; the checks judge what
+			// happened.
 			e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
 				"fault action failed: %s: %v (the run goes on; a fault that never fired leaves its window empty and fails %s)",
 				s, err, NameFaultWindow)})
@@ -88,41 +90,44 @@ func (e *Experiment) Fire(kind string, i int, opts fault.Options) error {
 	return e.fire(kind, i, opts, byKey)
 }
 
-var _ event.Controller = (*Experiment)(nil)
-
 // fire looks kind up, refuses it when its target is not in the condition
 // it needs, and lets the kind act through a firing (the run's bookkeeping
 // for that source).
 func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) error {
 	k, ok := fault.Lookup(kind)
 	if !ok {
-		return e.refused(kind, src, by, fmt.Sprintf("unknown fault %q (want %s)", kind, fault.Names()))
+		return e.refused(kind, src, by, fmt.Errorf("unknown fault %q (want %s)", kind, fault.Names()))
 	}
 	if why := e.refuse(src, k); why != "" {
-		return e.refused(kind, src, by, why)
+		return e.refused(kind, src, by, errors.New(why))
 	}
 	// The last action on src is verified before the next acts, or a resume
 	// right after a stall would undo it before the stall was seen; what
 	// may act is asked again after the wait.
 	e.awaitVerify(src)
 	if why := e.refuse(src, k); why != "" {
-		return e.refused(kind, src, by, why)
+		return e.refused(kind, src, by, errors.New(why))
 	}
 	if k.Arg != nil {
 		if err := k.Arg.Check(opts.Arg); err != nil {
-			return e.refused(kind, src, by, fmt.Sprintf("%s %q: %v", kind, opts.Arg, err))
+			return e.refused(kind, src, by, fmt.Errorf("%s %q: %w", kind, opts.Arg, err))
 		}
 	}
 	if k.Setup != nil {
 		if err := k.Setup(); err != nil {
-			return e.refused(kind, src, by, err.Error())
+			return e.refused(kind, src, by, err)
 		}
 	}
 	t, err := e.source(src)
 	if err != nil {
-		return e.refused(kind, src, by, err.Error())
+		return e.refused(kind, src, by, err)
 	}
-	env := &firing{e: e, src: src}
+	if k.Can != nil {
+		if err := k.Can(t); err != nil {
+			return e.refused(kind, src, by, err)
+		}
+	}
+	env := &firing{e: e, src: src, kind: k, opts: opts}
 	f := &fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: env}
 	at := e.since()
 	if err := k.Act(f); err != nil {
@@ -166,7 +171,7 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 	if ef.Skipped {
 		return
 	}
-	v := check.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
+	v := event.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
 	e.mu.Lock()
 	e.verifs = append(e.verifs, v)
 	e.mu.Unlock()
@@ -210,28 +215,11 @@ func (e *Experiment) source(i int) (Target, error) {
 	return srcs[i], nil
 }
 
-// refuse says why kind k cannot be fired on source i now ("" if it can):
-// the experiment's rule is strict, a kind acts only on a source in the
-// condition it needs.
-func (e *Experiment) refuse(i int, k *fault.Kind) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.down[i]
-	switch {
-	case c == k.Needs:
-		return ""
-	case k.Needs == fault.CondUp:
-		return fmt.Sprintf("cannot %s source-%d: it is %s", k.Name, i, c)
-	default:
-		return fmt.Sprintf("cannot %s source-%d: it is not %s", k.Name, i, k.Needs)
-	}
-}
-
-// refused records an action that could not be taken and returns why.
-func (e *Experiment) refused(action string, src int, by, why string) error {
-	err := fmt.Errorf("%s", why)
-	e.faultEvent(action, src, 0, by, err)
-	return err
+// refused records an action that could not be taken and returns why,
+// its chain kept (a setup error is still a netfault.SetupError).
+func (e *Experiment) refused(action string, src int, by string, why error) error {
+	e.faultEvent(action, src, 0, by, why)
+	return why
 }
 
 func (e *Experiment) faultEvent(action string, src int, d time.Duration, by string, err error) {
@@ -246,7 +234,7 @@ func (e *Experiment) faultEvent(action string, src int, d time.Duration, by stri
 // close (stall, kill) or last to the end of the run (remove).
 func (e *Experiment) openWindow(src int, at time.Time, recovers bool) {
 	t := e.rel(at)
-	w := check.Window{Source: src, Start: t, Recovers: recovers}
+	w := event.Window{Source: src, Start: t, Recovers: recovers}
 	e.mu.Lock()
 	e.windows = append(e.windows, w)
 	e.mu.Unlock()
@@ -257,7 +245,7 @@ func (e *Experiment) openWindow(src int, at time.Time, recovers bool) {
 // closeWindow ends the open window on src, if any.
 func (e *Experiment) closeWindow(src int, at time.Time) {
 	t := e.rel(at)
-	var closed *check.Window
+	var closed *event.Window
 	e.mu.Lock()
 	for i := len(e.windows) - 1; i >= 0; i-- {
 		if w := &e.windows[i]; w.Source == src && w.End == 0 {
@@ -278,8 +266,10 @@ func (e *Experiment) closeWindow(src int, at time.Time) {
 // firing is the run's bookkeeping for one source, as a fault kind acts on
 // it (fault.Env).
 type firing struct {
-	e   *Experiment
-	src int
+	e    *Experiment
+	src  int
+	kind *fault.Kind
+	opts fault.Options
 }
 
 var _ fault.Env = (*firing)(nil)
@@ -293,14 +283,31 @@ func (f *firing) Record(action string, d time.Duration, by string, err error) {
 func (f *firing) OpenWindow(at time.Time, recovers bool) { f.e.openWindow(f.src, at, recovers) }
 func (f *firing) CloseWindow(at time.Time)               { f.e.closeWindow(f.src, at) }
 
-func (f *firing) SetCondition(c fault.Condition) {
-	f.e.mu.Lock()
-	defer f.e.mu.Unlock()
-	if c == fault.CondUp {
-		delete(f.e.down, f.src)
-	} else {
-		f.e.down[f.src] = c
+// SetCondition records the fault in force on the source (up: none) and
+// sends its condition, read with the engine's state now. A fault that
+// ends is forgotten before the state is read, so the next action on the
+// source is not refused by it meanwhile.
+func (f *firing) SetCondition(c event.Condition) {
+	t, err := f.e.source(f.src)
+	if err != nil {
+		return
 	}
+	if c == event.CondUp {
+		f.e.mu.Lock()
+		delete(f.e.faults, f.src)
+		f.e.mu.Unlock()
+		f.e.observe(f.src, t.State())
+		return
+	}
+	eng := t.State()
+	fi := inForce{cond: c, kind: f.kind, pid: eng.Pid}
+	if f.kind.TakesFor && f.opts.For > 0 {
+		fi.until = f.e.since() + f.opts.For
+	}
+	f.e.mu.Lock()
+	f.e.faults[f.src] = fi
+	f.e.mu.Unlock()
+	f.e.observe(f.src, eng)
 }
 
 func (f *firing) Hold(h any) {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
@@ -23,8 +22,6 @@ type Group struct {
 	arms []*Experiment
 	bus  *bus
 }
-
-var _ event.ArmController = (*Group)(nil)
 
 // NewGroup checks every arm's configuration and returns the group ready
 // to Run. Arm names must be distinct: events are told apart by them.
@@ -63,7 +60,7 @@ func (g *Group) Subscribe() <-chan event.Event { return g.bus.subscribe() }
 // Result is one arm's outcome.
 type Result struct {
 	Arm     string
-	Verdict check.Verdict
+	Verdict event.Verdict
 	Err     error
 }
 

@@ -22,12 +22,12 @@ func armConfigs(t *testing.T, mod func(*experiment.Config)) []experiment.Config 
 	for _, arm := range []struct{ name, mode string }{{"main", "wait"}, {"fixed", "prefill"}} {
 		c := experiment.Config{
 			Arm:       arm.name,
-			Case:      experiment.CaseNone,
+			Case:      fault.CaseNone,
 			TimeScale: 0.2,
-			Cluster: runner.Config{
+			Cluster: experiment.Launch{Config: runner.Config{
 				FreePorts: true, PortPool: pool,
 				ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=" + arm.mode},
-			},
+			}},
 			OutDir: t.TempDir(),
 		}
 		mod(&c)

@@ -3,22 +3,18 @@ package experiment_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
-	"p2pfault/ui"
 )
 
 // TestANewKindIsOneRegistration registers a fault kind of its own, noop
@@ -46,25 +42,22 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	exp, err := experiment.New(experiment.Config{
-		Case:      experiment.CaseNone,
+		Case:      fault.CaseNone,
 		TimeScale: 0.2,
 		// From the timeline: once early, once late so the run lasts
 		// until the key has fired too (4 s at this scale).
 		Timeline: "at 500ms noop source-1; at 20s noop source-1",
-		Cluster: runner.Config{
+		Cluster: experiment.Launch{Config: runner.Config{
 			FreePorts: true,
 			ExtraArgs: []string{"--sim-startup-delay=0s"},
-		},
+		}},
 		OutDir: t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorder{ch: exp.Subscribe()}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	tm := teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
-		teatest.WithInitialTermSize(140, 45))
+	tm := dashboard(t, exp, 140, 45)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = exp.Run(ctx) }()

@@ -3,15 +3,12 @@ package experiment_test
 import (
 	"context"
 	"errors"
-	"io"
 	"slices"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -19,7 +16,7 @@ import (
 	"p2pfault/fault"
 	"p2pfault/netfault"
 	"p2pfault/runner"
-	"p2pfault/ui"
+	"p2pfault/verify"
 )
 
 // TestPartitionKeysOnARealRun: on the dashboard of a real run, n
@@ -32,18 +29,15 @@ func TestPartitionKeysOnARealRun(t *testing.T) {
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	out := t.TempDir()
 	exp, err := experiment.New(experiment.Config{
-		Case: experiment.CaseNone, TimeScale: 0.5,
-		Cluster: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}},
+		Case: fault.CaseNone, TimeScale: 0.5,
+		Cluster: experiment.Launch{Config: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
 		OutDir:  out,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorder{ch: exp.Subscribe()}
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	tm := teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
-		teatest.WithInitialTermSize(140, 45))
+	tm := dashboard(t, exp, 140, 45)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := exp.Run(ctx); errc <- err }()
@@ -76,7 +70,7 @@ func TestPartitionKeysOnARealRun(t *testing.T) {
 	if names, _ := netfault.Tables(); !slices.Contains(names, table) {
 		t.Fatalf("table %q not in the kernel during the keyed partition: %v", table, names)
 	}
-	if err := netfault.VerifyPartition(context.Background(), addr, time.Second); err != nil {
+	if err := verify.Partitioned(context.Background(), addr, time.Second); err != nil {
 		t.Errorf("during the keyed partition: %v", err)
 	}
 

@@ -5,11 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 
 	"p2pfault/event"
@@ -181,26 +179,6 @@ func (f *firing) Network() (fault.Network, error) {
 }
 
 var _ fault.NetEnv = (*firing)(nil)
-
-// Ports are every port the engine listens on: the network kinds drop them.
-func (t launchedTarget) Ports() []int {
-	return []int{t.Engine.HTTPPort(), t.Engine.P2PPort()}
-}
-
-// P2PAddr is the engine's P2P listener, dialled to verify a partition.
-func (t launchedTarget) P2PAddr() string {
-	return net.JoinHostPort(t.Engine.P2PHost(), strconv.Itoa(t.Engine.P2PPort()))
-}
-
-var _ fault.NetTarget = launchedTarget{}
-
-// RecordFirewall and ForgetFirewall record the run's table in the
-// runner's sessions.json, beside its engines.
-func (l *launched) RecordFirewall(table string, faults []string) error {
-	return l.c.RecordFirewall(table, faults)
-}
-
-func (l *launched) ForgetFirewall(table string) error { return l.c.ForgetFirewall(table) }
 
 // closeNetwork is Run's deferred end for the firewall, before the cluster
 // stops: the table goes on every way out of Run (a panic included).

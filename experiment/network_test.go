@@ -19,7 +19,6 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/netfault"
-	"p2pfault/probe"
 	"p2pfault/runner"
 )
 
@@ -39,11 +38,11 @@ func netRun(t *testing.T, ctx context.Context, scale float64, recovery time.Dura
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	exp, err := experiment.New(experiment.Config{
-		Case:      experiment.CaseNone,
+		Case:      fault.CaseNone,
 		TimeScale: scale,
 		Timeline:  timeline,
 		Recovery:  recovery,
-		Cluster:   runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}},
+		Cluster:   experiment.Launch{Config: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
 		OutDir:    out,
 	})
 	if err != nil {
@@ -298,4 +297,4 @@ func TestLossRaisesFailedOrSlowPullsOfThatSourceOnly(t *testing.T) {
 	}
 }
 
-func badPull(s probe.Sample) bool { return !s.Hit() || s.Latency > 250*time.Millisecond }
+func badPull(s event.Sample) bool { return !s.Hit() || s.Latency > 250*time.Millisecond }

@@ -16,12 +16,7 @@ type Poller interface {
 
 // pollers are what a run watches besides its probe.
 func (e *Experiment) pollers(cl Cluster) []Poller {
-	// A cluster that watches its engines its own way (an attached one asks
-	// /health) brings its engine poller.
-	if c, ok := cl.(interface{ EnginePoller() Poller }); ok {
-		return []Poller{c.EnginePoller(), scrapePoller{cl: cl}}
-	}
-	return []Poller{enginePoller{cl: cl, every: time.Second}, scrapePoller{cl: cl}}
+	return []Poller{enginePoller{send: e.emitEngines, every: time.Second}, scrapePoller{cl: cl}}
 }
 
 // startPollers runs every poller until ctx ends; a panic in one fails the
@@ -32,22 +27,27 @@ func (e *Experiment) startPollers(ctx context.Context, cl Cluster) {
 	}
 }
 
-// enginePoller sends every engine's state once a period, so uptimes move
-// and a stop that /proc shows is seen between changes.
+// enginePoller sends every engine's state (and the sources' conditions)
+// once a period, so uptimes move and a stop that /proc shows is seen
+// between changes.
 type enginePoller struct {
-	cl    Cluster
+	send  func()
 	every time.Duration
 }
 
-func (p enginePoller) Run(ctx context.Context, emit func(event.Event)) {
-	tick := time.NewTicker(p.every)
+func (p enginePoller) Run(ctx context.Context, _ func(event.Event)) { Every(ctx, p.every, p.send) }
+
+// Every calls fn once a period until ctx ends: how a poller (and a cluster
+// that watches its own engines) paces itself.
+func Every(ctx context.Context, period time.Duration, fn func()) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			emitStates(p.cl, emit)
+			fn()
 		}
 	}
 }

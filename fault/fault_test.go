@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/fault"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
@@ -58,9 +59,9 @@ func refused(port int) bool {
 func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 	tests := []struct {
 		name  string
-		apply func(t *testing.T, e *runner.Engine, before runner.Info)
+		apply func(t *testing.T, e *runner.Engine, before event.EngineInfo)
 	}{
-		{"stall stops every member and SIGCONT resumes them", func(t *testing.T, e *runner.Engine, before runner.Info) {
+		{"stall stops every member and SIGCONT resumes them", func(t *testing.T, e *runner.Engine, before event.EngineInfo) {
 			st, err := fault.Stall(context.Background(), e.Target(), 0)
 			if err != nil {
 				t.Fatal(err)
@@ -80,10 +81,10 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 			if !slices.Equal(roles, []string{"core", "serve"}) {
 				t.Errorf("stopped processes run %q, want the front end (sim serve) and the core (sim core)", roles)
 			}
-			if in := e.Info(); in.State != runner.StateStopped {
+			if in := e.Info(); in.State != event.StateStopped {
 				t.Errorf("Info state %s, want stopped", in.State)
 			}
-			if err := st.Resume(); err != nil {
+			if err := st.ResumeBy("test"); err != nil {
 				t.Fatal(err)
 			}
 			for pid, state := range snap(t, before.Sid) {
@@ -91,14 +92,14 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 					t.Errorf("pid %d still stopped after resume", pid)
 				}
 			}
-			if !enginetest.Eventually(5*time.Second, func() bool { return healthy(e) }) || e.Info().State != runner.StateReady {
+			if !enginetest.Eventually(5*time.Second, func() bool { return healthy(e) }) || e.Info().State != event.StateReady {
 				t.Errorf("resumed engine not serving: %+v", e.Info())
 			}
 			if st.ResumedAt().Before(st.StoppedAt()) {
 				t.Errorf("resumed at %v before stopped at %v", st.ResumedAt(), st.StoppedAt())
 			}
 		}},
-		{"kill restarts on the same ports in a new session and gets ready", func(t *testing.T, e *runner.Engine, before runner.Info) {
+		{"kill restarts on the same ports in a new session and gets ready", func(t *testing.T, e *runner.Engine, before event.EngineInfo) {
 			var killedAt time.Time
 			readyAt, err := e.Target().Kill(context.Background(), func(at time.Time, err error) { killedAt = at })
 			if err != nil {
@@ -111,17 +112,17 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 			if after.HTTPPort != before.HTTPPort || after.P2PPort != before.P2PPort {
 				t.Errorf("ports moved: %d/%d → %d/%d", before.HTTPPort, before.P2PPort, after.HTTPPort, after.P2PPort)
 			}
-			if after.State != runner.StateReady || !healthy(e) || after.Restarts != 1 {
+			if after.State != event.StateReady || !healthy(e) || after.Restarts != 1 {
 				t.Errorf("after kill: %+v, want ready with 1 restart", after)
 			}
-			if !readyAt.After(killedAt) || !readyAt.Equal(after.ReadyAt) {
-				t.Errorf("ready at %v, killed at %v, info says ready at %v", readyAt, killedAt, after.ReadyAt)
+			if !readyAt.After(killedAt) || !readyAt.Equal(e.ReadyAt()) {
+				t.Errorf("ready at %v, killed at %v, engine says ready at %v", readyAt, killedAt, e.ReadyAt())
 			}
 			if s := snap(t, before.Sid); len(s) != 0 {
 				t.Errorf("old session %d still has %v", before.Sid, s)
 			}
 		}},
-		{"remove leaves it down", func(t *testing.T, e *runner.Engine, before runner.Info) {
+		{"remove leaves it down", func(t *testing.T, e *runner.Engine, before event.EngineInfo) {
 			if err := e.Target().Terminate(context.Background(), nil); err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +130,7 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 				t.Errorf("removed session %d still has %v", before.Sid, s)
 			}
 			time.Sleep(200 * time.Millisecond) // nothing brings it back by itself
-			if in := e.Info(); in.State != runner.StateRemoved || in.Pid != 0 {
+			if in := e.Info(); in.State != event.StateRemoved || in.Pid != 0 {
 				t.Errorf("after remove: %+v", in)
 			}
 			if !refused(before.HTTPPort) || !refused(before.P2PPort) {
@@ -148,12 +149,12 @@ func TestFaultsHitExactlyTheTargetSession(t *testing.T) {
 
 // testFault applies a fault to source-0 of a fresh cluster and checks that
 // no other session moved.
-func testFault(t *testing.T, cfg runner.Config, apply func(t *testing.T, e *runner.Engine, before runner.Info)) {
+func testFault(t *testing.T, cfg runner.Config, apply func(t *testing.T, e *runner.Engine, before event.EngineInfo)) {
 	c := startCluster(t, cfg)
 	bystander := enginetest.StartSession(t)
 	target := c.Sources()[0]
 	before := target.Info()
-	others := map[string]runner.Info{}
+	others := map[string]event.EngineInfo{}
 	snaps := map[int]snapshot{bystander: snap(t, bystander)}
 	for _, e := range c.Engines()[1:] {
 		in := e.Info()
@@ -169,7 +170,7 @@ func testFault(t *testing.T, cfg runner.Config, apply func(t *testing.T, e *runn
 		}
 	}
 	for _, e := range c.Engines()[1:] {
-		if in := e.Info(); in.Sid != others[e.Name()].Sid || in.State != runner.StateReady || in.Restarts != 0 {
+		if in := e.Info(); in.Sid != others[e.Name()].Sid || in.State != event.StateReady || in.Restarts != 0 {
 			t.Errorf("%s changed: %+v", e.Name(), in)
 		}
 	}
@@ -216,7 +217,7 @@ func TestStallEndsWithItsContext(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("stall outlived its context")
 	}
-	if in := e.Info(); in.State != runner.StateReady {
+	if in := e.Info(); in.State != event.StateReady {
 		t.Errorf("after the context ended: %s, want ready", in.State)
 	}
 }
@@ -262,7 +263,7 @@ type recEnv struct {
 	at      map[string]time.Time
 	windows []string
 	winAt   []time.Time
-	cond    fault.Condition
+	cond    event.Condition
 	held    any
 	failed  error
 	effects []string
@@ -301,7 +302,7 @@ func (e *recEnv) CloseWindow(at time.Time) {
 	e.windows = append(e.windows, "close")
 	e.winAt = append(e.winAt, at)
 }
-func (e *recEnv) SetCondition(c fault.Condition) { e.mu.Lock(); e.cond = c; e.mu.Unlock() }
+func (e *recEnv) SetCondition(c event.Condition) { e.mu.Lock(); e.cond = c; e.mu.Unlock() }
 func (e *recEnv) Hold(h any)                     { e.mu.Lock(); e.held = h; e.mu.Unlock() }
 func (e *recEnv) Verified(action string, ef fault.Effect) {
 	e.mu.Lock()
@@ -377,10 +378,10 @@ func TestKindsPlayATimelineOnARealCluster(t *testing.T) {
 		t.Errorf("stall window %v, want within [300ms, 1.3s]", d)
 	}
 	for i, e := range c.Sources() {
-		if in := e.Info(); in.State != runner.StateReady {
+		if in := e.Info(); in.State != event.StateReady {
 			t.Errorf("%s ended %s, want ready", e.Name(), in.State)
 		}
-		if envs[i].failed != nil || envs[i].cond != fault.CondUp {
+		if envs[i].failed != nil || envs[i].cond != event.CondUp {
 			t.Errorf("%s: failed %v, condition %q", e.Name(), envs[i].failed, envs[i].cond)
 		}
 	}
@@ -402,7 +403,7 @@ func BenchmarkStallResume(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := st.Resume(); err != nil {
+				if err := st.ResumeBy("test"); err != nil {
 					b.Fatal(err)
 				}
 			}

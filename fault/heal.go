@@ -2,6 +2,8 @@ package fault
 
 import (
 	"fmt"
+	"p2pfault/event"
+	"p2pfault/verify"
 	"time"
 )
 
@@ -12,10 +14,11 @@ const ActionHeal = "heal"
 func init() {
 	Register(&Kind{
 		Name: ActionHeal, Key: "h", Help: "heal", LongHelp: "heal network", Order: 70,
-		Needs: CondNetwork, Leaves: CondUp, Hint: "heal it", MoreHelp: true,
+		Needs: event.CondNetwork, Leaves: event.CondUp, Hint: "heal it", MoreHelp: true,
 		Closes: true, Ending: EndsWithRecovery,
 		Act:    actHeal,
 		Verify: verifyHeal,
+		Can:    canNet,
 	})
 }
 
@@ -39,7 +42,7 @@ func verifyHeal(f *Fire) Effect {
 		return Effect{Skipped: true}
 	}
 	start := time.Now()
-	if err := dialWithin(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
+	if err := verify.Reachable(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
 		return Effect{After: time.Since(start), Detail: fmt.Sprintf("a connect to %s did not complete within %v after the heal: %v", nt.P2PAddr(), verifyWait, err)}
 	}
 	return Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("a connect to %s completes", nt.P2PAddr())}

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+	"p2pfault/event"
 	"sync/atomic"
 	"time"
 )
@@ -16,8 +17,8 @@ const ActionReady = "ready"
 func init() {
 	Register(&Kind{
 		Name: ActionKill, Key: "k", Help: "kill", LongHelp: "kill, restart", Order: 30,
-		Needs: CondUp, Leaves: CondRestarting, Over: []Condition{CondStalled, CondExited}, Badge: "KILLED",
-		Opens: true, Ending: EndsWithRecovery,
+		Needs: event.CondUp, Leaves: event.CondRestarting, Badge: "KILLED",
+		Opens: true, Ending: EndsWithRecovery, Case: SeedCase,
 		Act: actKill, Verify: verifyKill,
 	})
 }
@@ -26,7 +27,7 @@ func init() {
 // when the restarted target is ready on the same ports.
 func actKill(f *Fire) error {
 	env := f.Env
-	env.SetCondition(CondRestarting)
+	env.SetCondition(event.CondRestarting)
 	// The old session, read before it goes, for verifyKill.
 	f.before, f.hasHost = host(f.Target)
 	f.restart = make(chan error, 1)
@@ -44,7 +45,7 @@ func actKill(f *Fire) error {
 		})
 		if !signalled.Load() {
 			// It failed before the kill was sent: nothing went down.
-			env.SetCondition(CondUp)
+			env.SetCondition(event.CondUp)
 			killed <- err
 			f.restart <- err
 			return
@@ -72,7 +73,7 @@ func restarted(f *Fire, what string, readyAt time.Time, err error) {
 		}
 		return
 	}
-	env.SetCondition(CondUp)
+	env.SetCondition(event.CondUp)
 	env.Record(ActionReady, 0, f.By, nil)
 	env.CloseWindow(readyAt)
 	env.Changed()

@@ -15,20 +15,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// Condition is what a target is in, as fault kinds see it: the state a
-// kind needs before it may act, and the one it leaves behind.
-type Condition string
-
-const (
-	CondUp         Condition = ""           // running, no fault in force
-	CondStalled    Condition = "stalled"    // stopped until resumed
-	CondRestarting Condition = "restarting" // on its way back (kill, restore)
-	CondRemoved    Condition = "removed"    // down until restored
-	CondExited     Condition = "exited"     // crashed (the dashboard's view only)
-	// CondNetwork: its packets are dropped (partition, loss) until healed.
-	CondNetwork Condition = "faulted on the network"
+	"p2pfault/event"
+	"p2pfault/verify"
 )
 
 // Ending says how a kind's step bears on when a scripted run ends.
@@ -39,6 +28,17 @@ const (
 	EndsAfterFor                   // its window closes after For (when given), then the recovery window
 	EndsWithRecovery               // its window closes soon (a restart); the recovery window follows
 	StaysDown                      // its window lasts to the end; the run ends FaultFor later
+)
+
+// Case says whether a kind is a fault case of its own: `run --case NAME`
+// and `slice --cases NAME` fire it once on source-0 at the run's fault
+// time, with the run's fault length when it takes "for" (Preset).
+type Case int
+
+const (
+	NoCase   Case = iota // fired only from a timeline or a key
+	OwnCase              // a case (partition)
+	SeedCase             // a case of the seed's slice, which slice runs by default (stall, kill, remove)
 )
 
 // Options tune one firing of a kind.
@@ -70,21 +70,23 @@ type Kind struct {
 	// MoreHelp keeps the key out of the one-line help under the dashboard
 	// (it fits 80 columns with the seed's kinds); `?` still lists it.
 	MoreHelp bool
-	Needs    Condition // the condition the target must be in (Up: no fault in force)
-	Leaves   Condition // the condition it puts the target in once taken
-	// Over lists conditions besides Needs the dashboard lets the key try
-	// (the experiment still refuses what it cannot do).
-	Over []Condition
+	// Needs is the condition the source must be in for the kind to act
+	// ("" is event.CondUp: running, no fault in force), Leaves the one it
+	// puts it in once taken. Refusal is the one rule over them.
+	Needs  event.Condition
+	Leaves event.Condition
 	// Hint completes "press KEY to ..." when a target is in Leaves, e.g.
 	// "resume it" for resume (which Needs Stalled).
 	Hint string
-	// Badge is the source panel's label while Leaves holds ("" = the
-	// condition's own), e.g. KILLED until the restarted engine is up.
+	// Badge is the source's label while Leaves holds ("" = the
+	// condition's own), e.g. KILLED until the restarted engine starts.
 	Badge string
 	// Opens and Closes say whether its event marks the start or the end
 	// of a fault window on the dashboard's chart.
 	Opens, Closes bool
 	Ending        Ending
+	// Case makes the kind a fault case of its own (its preset: Preset).
+	Case Case
 
 	// Act takes the fault on f.Target and reports what happened through
 	// f.Env: its events, the window it opens or closes, the condition it
@@ -96,6 +98,12 @@ type Kind struct {
 	// saw as a verification event, warns when it was not seen within
 	// check.DefaultVerifyWithin, and judges check fault_took_effect on it.
 	Verify func(f *Fire) Effect
+	// Can (optional) says whether the kind can act on target t at all,
+	// for what it needs of t beyond Target (the network kinds: a
+	// NetTarget): nil when it can. The experiment refuses a firing with
+	// its error, and a cluster that plans a timeline against its targets
+	// (an attached one) refuses the step before the run.
+	Can func(t Target) error
 	// Setup (optional) says whether the kind can work on this host at all
 	// (rights, kernel support): the experiment calls it before a run
 	// whose timeline uses the kind (an error is a setup error, exit 2) and
@@ -109,7 +117,7 @@ type Effect struct {
 	After  time.Duration // from the action (kill: the restarted source ready) until seen, or until given up
 	Detail string        // what was seen, e.g. "2 of 2 processes of session 4242 in state T"
 	// Skipped: the target cannot be inspected on the host (it is not an
-	// Inspectable), so there is nothing to judge.
+	// Inspectable, or not now), so there is nothing to judge.
 	Skipped bool
 }
 
@@ -120,6 +128,9 @@ type Fire struct {
 	Options
 	By  string // "script" or "key"
 	Env Env
+	// Verifier is what the kind's Verify reads the host with; the zero
+	// value reads /proc (tests give it a faked process table).
+	Verifier verify.Verifier
 
 	// What a kind's Act leaves for its Verify (kill: the old session and
 	// the restart's outcome).
@@ -135,7 +146,7 @@ type Env interface {
 	Record(action string, d time.Duration, by string, err error) // a fault event on the target
 	OpenWindow(at time.Time, recovers bool)                      // a fault window opens on the target
 	CloseWindow(at time.Time)                                    // ... and closes
-	SetCondition(c Condition)                                    // what the target is in now
+	SetCondition(c event.Condition)                              // what the target is in now
 	Hold(h any)                                                  // keep the open fault's handle (a stall to resume); nil drops it
 	Held() any
 	Go(fn func())   // run fn in the background; a panic fails the run
@@ -160,6 +171,9 @@ func Register(k *Kind) (unregister func()) {
 	defer regMu.Unlock()
 	if k.Name == "" || k.Act == nil {
 		panic("fault: a kind needs a name and an Act")
+	}
+	if k.Name == CaseNone {
+		panic("fault: no kind may be named " + CaseNone + ": it is the case without a fault")
 	}
 	if _, dup := kinds[k.Name]; dup {
 		panic("fault: kind " + k.Name + " registered twice")
@@ -211,33 +225,41 @@ func Names() string {
 	return strings.Join(names, ", ")
 }
 
+// needs is the condition k acts in: Needs, or up when it says none.
+func (k *Kind) needs() event.Condition {
+	if k.Needs == "" {
+		return event.CondUp
+	}
+	return k.Needs
+}
+
 // Undoer returns the kind that undoes condition c (its Needs is c), if any.
-func Undoer(c Condition) (*Kind, bool) {
-	if c == CondUp {
+func Undoer(c event.Condition) (*Kind, bool) {
+	if c == event.CondUp {
 		return nil, false
 	}
 	for _, k := range Kinds() {
-		if k.Needs == c {
+		if k.needs() == c {
 			return k, true
 		}
 	}
 	return nil, false
 }
 
-// Refusal says why k cannot act on a target in condition c named name,
-// as the dashboard words it, or "" when it may try. It reads only the
-// kind's declarations, so new kinds get the same wording.
-func (k *Kind) Refusal(name string, c Condition) string {
-	if k.Needs != CondUp {
-		if c != k.Needs {
-			return fmt.Sprintf("%s is not %s", name, k.Needs)
-		}
+// Refusal is the one answer to "may kind k act on the source named name,
+// in condition c, now?": "" when it may, else why not, in the words every
+// caller shows (a dashboard key, a scripted step, an attached source's
+// action). A kind acts only in the condition it needs; the words name
+// the kind that would undo the condition in force, if one has a key. It
+// reads only the kinds' declarations, so new kinds get the same rule.
+func (k *Kind) Refusal(name string, c event.Condition) string {
+	need := k.needs()
+	switch {
+	case c == need:
 		return ""
-	}
-	if c == CondUp || slices.Contains(k.Over, c) {
-		return ""
-	}
-	if c == CondExited {
+	case need != event.CondUp:
+		return fmt.Sprintf("%s is not %s", name, need)
+	case c == event.CondExited:
 		return name + " has exited"
 	}
 	why := fmt.Sprintf("%s is %s", name, c)

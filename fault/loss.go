@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"p2pfault/event"
 	"p2pfault/netfault"
 )
 
@@ -16,7 +17,7 @@ func init() {
 	Register(&Kind{
 		Name: ActionLoss, Help: "loss", LongHelp: "drop P% of packets", Order: 65,
 		TakesFor: true, Arg: &Arg{Name: "a share such as 30%", Check: func(s string) error { _, err := ParsePercent(s); return err }},
-		Needs: CondUp, Leaves: CondNetwork, Badge: "LOSSY",
+		Needs: event.CondUp, Leaves: event.CondNetwork, Badge: "LOSSY",
 		Opens: true, Ending: EndsAfterFor,
 		Act: func(f *Fire) error {
 			pct, err := ParsePercent(f.Arg)
@@ -28,6 +29,7 @@ func init() {
 			return actNet(f, ActionLoss, pct)
 		},
 		Setup: func() error { return netfault.Check(ActionLoss) },
+		Can:   canNet,
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"p2pfault/event"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
@@ -65,7 +66,7 @@ var engineKinds = []struct {
 func startCluster(t testing.TB, cfg runner.Config) *runner.Cluster {
 	t.Helper()
 	var sids []int
-	cfg.OnChange = func(c runner.Info) {
+	cfg.OnChange = func(c event.EngineInfo) {
 		if c.Sid > 0 {
 			sids = append(sids, c.Sid) // OnChange runs on one goroutine
 		}

@@ -3,7 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
-	"net"
+	"p2pfault/event"
 	"sync"
 	"time"
 )
@@ -48,13 +48,21 @@ type NetCut struct {
 	err      error
 }
 
+// canNet is the network kinds' Can: their target must be a NetTarget.
+func canNet(t Target) error {
+	if _, ok := t.(NetTarget); !ok {
+		return fmt.Errorf("p2pfault does not know the ports %s listens on", t.Name())
+	}
+	return nil
+}
+
 // netOf is what a network kind needs of a firing (its target with ports,
 // the run's firewall), or an error naming what is missing.
 func netOf(f *Fire) (NetTarget, Network, error) {
-	nt, ok := f.Target.(NetTarget)
-	if !ok {
-		return nil, nil, fmt.Errorf("p2pfault does not know the ports %s listens on", f.Target.Name())
+	if err := canNet(f.Target); err != nil {
+		return nil, nil, err
 	}
+	nt := f.Target.(NetTarget)
 	ne, ok := f.Env.(NetEnv)
 	if !ok {
 		return nil, nil, fmt.Errorf("this run cannot change the host's firewall")
@@ -87,14 +95,14 @@ func actNet(f *Fire, action string, pct int) error {
 	}
 	cut := &NetCut{net: nw, target: nt.Name(), at: time.Now(), done: make(chan struct{})}
 	env.Hold(cut)
-	env.SetCondition(CondNetwork)
+	env.SetCondition(event.CondNetwork)
 	env.Record(action, f.For, f.By, nil)
 	env.OpenWindow(cut.at, true)
 	env.Changed()
 	env.Go(func() {
 		cut.healLater(env.Context(), f.For)
 		env.Hold(nil)
-		env.SetCondition(CondUp)
+		env.SetCondition(event.CondUp)
 		by := f.By
 		if rb := cut.healedBy; rb != "" {
 			by = rb
@@ -149,15 +157,3 @@ func (c *NetCut) Done() <-chan struct{} { return c.done }
 // retransmitted only after 1 s, so a connect still pending after 1 s had
 // its SYN (or SYN-ACK) dropped.
 const verifyWait = time.Second
-
-// dialWithin reports whether a TCP connect to addr completes within d.
-func dialWithin(ctx context.Context, addr string, d time.Duration) error {
-	dctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var dl net.Dialer
-	c, err := dl.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return c.Close()
-}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 )
@@ -70,14 +71,14 @@ func TestPartitionPresetAndHealRefusal(t *testing.T) {
 	stall, _ := fault.Lookup(fault.ActionStall)
 	for _, tt := range []struct {
 		k    *fault.Kind
-		c    fault.Condition
+		c    event.Condition
 		want string
 	}{
-		{heal, fault.CondUp, "source-0 is not faulted on the network"},
-		{heal, fault.CondNetwork, ""},
-		{part, fault.CondNetwork, "source-0 is already faulted on the network; press h to heal it"},
-		{stall, fault.CondNetwork, "source-0 is faulted on the network; press h to heal it"},
-		{part, fault.CondStalled, "source-0 is stalled; press c to resume it"},
+		{heal, event.CondUp, "source-0 is not faulted on the network"},
+		{heal, event.CondNetwork, ""},
+		{part, event.CondNetwork, "source-0 is already faulted on the network; press h to heal it"},
+		{stall, event.CondNetwork, "source-0 is faulted on the network; press h to heal it"},
+		{part, event.CondStalled, "source-0 is stalled; press c to resume it"},
 	} {
 		if got := tt.k.Refusal("source-0", tt.c); got != tt.want {
 			t.Errorf("%s over %q: %q, want %q", tt.k.Name, tt.c, got, tt.want)

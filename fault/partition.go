@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/netfault"
+	"p2pfault/verify"
 )
 
 // ActionPartition drops every packet to or from every port a source
@@ -15,11 +17,12 @@ const ActionPartition = "partition"
 func init() {
 	Register(&Kind{
 		Name: ActionPartition, Key: "n", Help: "partition", LongHelp: "partition (drop)", Order: 60,
-		TakesFor: true, Needs: CondUp, Leaves: CondNetwork, Badge: "PARTITIONED", MoreHelp: true,
-		Opens: true, Ending: EndsAfterFor,
+		TakesFor: true, Needs: event.CondUp, Leaves: event.CondNetwork, Badge: "PARTITIONED", MoreHelp: true,
+		Opens: true, Ending: EndsAfterFor, Case: OwnCase,
 		Act:    func(f *Fire) error { return actNet(f, ActionPartition, 100) },
 		Verify: verifyPartition,
 		Setup:  func() error { return netfault.Check(ActionPartition) },
+		Can:    canNet,
 	})
 }
 
@@ -31,10 +34,10 @@ func verifyPartition(f *Fire) Effect {
 		return Effect{Skipped: true}
 	}
 	start := time.Now()
-	if err := netfault.VerifyPartition(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
+	if err := verify.Partitioned(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
 		return Effect{After: time.Since(start), Detail: err.Error()}
 	}
-	// VerifyPartition returns once the connect hung for the whole wait: the
+	// Partitioned returns once the connect hung for the whole wait: the
 	// drop was in force from the action on.
 	return Effect{OK: true, Detail: fmt.Sprintf("a connect to %s hangs (no answer within %v)", nt.P2PAddr(), verifyWait)}
 }

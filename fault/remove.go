@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"p2pfault/event"
 	"time"
 )
 
@@ -15,8 +16,8 @@ const removeTimeout = time.Minute
 func init() {
 	Register(&Kind{
 		Name: ActionRemove, Key: "r", Help: "remove", LongHelp: "remove (SIGTERM)", Order: 40,
-		Needs: CondUp, Leaves: CondRemoved, Over: []Condition{CondStalled, CondRestarting, CondExited}, Badge: "REMOVED",
-		Opens: true, Ending: StaysDown,
+		Needs: event.CondUp, Leaves: event.CondRemoved, Badge: "REMOVED",
+		Opens: true, Ending: StaysDown, Case: SeedCase,
 		Act: actRemove, Verify: verifyRemove,
 	})
 }
@@ -35,7 +36,7 @@ func actRemove(f *Fire) error {
 		env.Record(ActionRemove, 0, f.By, err)
 		return err
 	}
-	env.SetCondition(CondRemoved)
+	env.SetCondition(event.CondRemoved)
 	env.Record(ActionRemove, 0, f.By, nil)
 	env.OpenWindow(at, false)
 	env.Changed()

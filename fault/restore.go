@@ -1,6 +1,9 @@
 package fault
 
-import "time"
+import (
+	"p2pfault/event"
+	"time"
+)
 
 // ActionRestore brings a removed source back.
 const ActionRestore = "restore"
@@ -8,7 +11,7 @@ const ActionRestore = "restore"
 func init() {
 	Register(&Kind{
 		Name: ActionRestore, Key: "u", Help: "restore", LongHelp: "restore removed", Order: 50,
-		Needs: CondRemoved, Leaves: CondRestarting, Hint: "bring it back", Badge: "RESTARTING",
+		Needs: event.CondRemoved, Leaves: event.CondRestarting, Hint: "bring it back", Badge: "RESTARTING",
 		Closes: true, Ending: EndsWithRecovery,
 		Act: actRestore,
 	})
@@ -18,7 +21,7 @@ func init() {
 // returns; the restart goes on in the background.
 func actRestore(f *Fire) error {
 	env := f.Env
-	env.SetCondition(CondRestarting)
+	env.SetCondition(event.CondRestarting)
 	env.Record(ActionRestore, 0, f.By, nil)
 	env.OpenWindow(time.Now(), true)
 	env.Go(func() {

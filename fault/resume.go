@@ -1,6 +1,9 @@
 package fault
 
-import "fmt"
+import (
+	"fmt"
+	"p2pfault/event"
+)
 
 // ActionResume continues a stalled source now.
 const ActionResume = "resume"
@@ -8,7 +11,7 @@ const ActionResume = "resume"
 func init() {
 	Register(&Kind{
 		Name: ActionResume, Key: "c", Help: "resume", LongHelp: "resume early", Order: 20,
-		Needs: CondStalled, Leaves: CondUp, Hint: "resume it",
+		Needs: event.CondStalled, Leaves: event.CondUp, Hint: "resume it",
 		Closes: true, Ending: EndsWithRecovery,
 		Act: actResume, Verify: verifyResume,
 	})

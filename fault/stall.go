@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"p2pfault/event"
 	"sync"
 	"time"
 )
@@ -14,8 +15,8 @@ const ActionStall = "stall"
 func init() {
 	Register(&Kind{
 		Name: ActionStall, Key: "s", Help: "stall", LongHelp: "stall (SIGSTOP)", Order: 10,
-		TakesFor: true, Needs: CondUp, Leaves: CondStalled, Badge: "STALLED",
-		Opens: true, Ending: EndsAfterFor,
+		TakesFor: true, Needs: event.CondUp, Leaves: event.CondStalled, Badge: "STALLED",
+		Opens: true, Ending: EndsAfterFor, Case: SeedCase,
 		Act: actStall, Verify: verifyStall,
 	})
 }
@@ -31,7 +32,7 @@ func actStall(f *Fire) error {
 		return err
 	}
 	env.Hold(st)
-	env.SetCondition(CondStalled)
+	env.SetCondition(event.CondStalled)
 	env.Record(ActionStall, f.For, f.By, nil)
 	env.OpenWindow(st.StoppedAt(), true)
 	env.Changed()
@@ -40,7 +41,7 @@ func actStall(f *Fire) error {
 		// or by resume.
 		<-st.Done()
 		env.Hold(nil)
-		env.SetCondition(CondUp)
+		env.SetCondition(event.CondUp)
 		by := f.By
 		if rb := st.ResumedBy(); rb != "" {
 			by = rb
@@ -59,6 +60,7 @@ func actStall(f *Fire) error {
 // Stalled is a stalled target: every process stopped.
 type Stalled struct {
 	target    Target
+	ctx       context.Context // for the resume: never cancelled
 	stoppedAt time.Time
 
 	once      sync.Once
@@ -70,16 +72,18 @@ type Stalled struct {
 
 // Stall stops every process of t and returns once all show stopped. With
 // d > 0 it resumes them by itself after d; with d == 0 they stay stopped
-// until Resume. When ctx ends first the target is resumed at once.
+// until ResumeBy. When ctx ends first the target is resumed at once.
 func Stall(ctx context.Context, t Target, d time.Duration) (*Stalled, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("stall %s: negative duration %v", t.Name(), d)
 	}
-	at, err := t.Stop()
+	at, err := t.Stop(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("stall %s: %w", t.Name(), err)
 	}
-	s := &Stalled{target: t, stoppedAt: at, done: make(chan struct{})}
+	// The resume must happen however the run ends: its context is the
+	// run's values without its cancellation.
+	s := &Stalled{target: t, ctx: context.WithoutCancel(ctx), stoppedAt: at, done: make(chan struct{})}
 	go s.resumeLater(ctx, d)
 	return s, nil
 }
@@ -100,18 +104,15 @@ func (s *Stalled) resumeLater(ctx context.Context, d time.Duration) {
 	s.resume("")
 }
 
-// Resume continues the target now (if it was not resumed already) and
-// returns once it runs again.
-func (s *Stalled) Resume() error { return s.resume("") }
-
-// ResumeBy is Resume asked for by someone ("key", "script"): the resume
-// event names them rather than the stall's timer.
+// ResumeBy continues the target now (if it was not resumed already),
+// asked for by someone ("key", "script"; "" for the stall's own timer), and
+// returns once it runs again: the resume event names who asked.
 func (s *Stalled) ResumeBy(by string) error { return s.resume(by) }
 
 func (s *Stalled) resume(by string) error {
 	s.once.Do(func() {
 		at := time.Now()
-		err := s.target.Continue()
+		err := s.target.Continue(s.ctx)
 		if err != nil {
 			err = fmt.Errorf("resume %s: %w", s.target.Name(), err)
 		}

@@ -18,7 +18,7 @@ type Step struct {
 	Action string
 	Source int
 	Arg    string        // the kind's word before the target ("30%" for loss), "" for kinds without one
-	For    time.Duration // stall only: resume after this long; 0 = until a resume step
+	For    time.Duration // kinds that take "for" (stall, partition, loss): undone after this long; 0 = until undone (resume, heal)
 	Line   int           // position in the script, for errors; 0 for presets
 	Col    int
 }
@@ -239,28 +239,60 @@ func (t Timeline) Check(sources int) error {
 	return nil
 }
 
-// presetList names the seed's cases in messages.
-const presetList = "stall, kill, remove, partition, none"
+// CaseNone is the case with no scripted fault: the dashboard's default,
+// only the keys' faults (and a headless soak).
+const CaseNone = "none"
 
-// Preset returns a case as a timeline on source-0: the seed's "stall" (stop
-// it at at for d), "kill" (kill it at at, restart), "remove" (end it at at,
-// left down), "partition" (drop its packets at at for d, then heal) or
-// "none". The experiment gives the times (the seed's 10 s and 30 s
-// are its defaults).
+// Cases are the fault cases, from the registry (kinds with a Case), in
+// the kinds' order: what `run --case` and `slice --cases` accept besides
+// none.
+func Cases() []string { return caseNames(OwnCase) }
+
+// SeedCases are the seed's slice cases (stall, kill, remove): what
+// `slice` runs by default, in the seed's table's order.
+func SeedCases() []string { return caseNames(SeedCase) }
+
+func caseNames(least Case) []string {
+	var out []string
+	for _, k := range Kinds() {
+		if k.Case >= least {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
+
+// CaseList names the cases for messages and help: "stall, kill, remove,
+// partition or none".
+func CaseList() string { return strings.Join(Cases(), ", ") + " or " + CaseNone }
+
+// CaseKind returns the kind of case name (ok false for none and for a
+// name that is no case).
+func CaseKind(name string) (*Kind, bool) {
+	k, ok := Lookup(name)
+	if !ok || k.Case == NoCase {
+		return nil, false
+	}
+	return k, true
+}
+
+// Preset returns case name as a timeline on source-0: its kind fired at
+// at, for d when the kind takes "for" (the seed's stall is stopped at at
+// for d; its kill and remove fire at at), or none's empty timeline. The
+// experiment gives the times (the seed's 10 s and 30 s are its defaults).
 func Preset(name string, at, d time.Duration) (Timeline, error) {
-	switch name {
-	case "stall":
-		return Timeline{{At: at, Action: ActionStall, Source: 0, For: d}}, nil
-	case "kill":
-		return Timeline{{At: at, Action: ActionKill, Source: 0}}, nil
-	case "remove":
-		return Timeline{{At: at, Action: ActionRemove, Source: 0}}, nil
-	case "partition":
-		return Timeline{{At: at, Action: ActionPartition, Source: 0, For: d}}, nil
-	case "none":
+	if name == CaseNone {
 		return Timeline{}, nil
 	}
-	return nil, exitcode.Usagef("case %q: want one of %s", name, presetList)
+	k, ok := CaseKind(name)
+	if !ok {
+		return nil, exitcode.Usagef("case %q: want one of %s", name, strings.Join(append(Cases(), CaseNone), ", "))
+	}
+	s := Step{At: at, Action: k.Name, Source: 0}
+	if k.TakesFor {
+		s.For = d
+	}
+	return Timeline{s}, nil
 }
 
 // Play fires each step at start+At, in order: a step whose time has come

@@ -2,9 +2,6 @@ package fault
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"time"
 
 	"p2pfault/verify"
 )
@@ -16,44 +13,27 @@ type Host struct {
 	Sid   int
 	Pids  []int
 	Addrs []string // "host:port": its HTTP and P2P listeners
-	// HealthURL answers 200 when the engine is ready (GET /health).
-	HealthURL string
+	// Ready asks the engine once whether it is ready (GET /health
+	// answering 200): nil when it is. The target brings it, so fault
+	// itself makes no request.
+	Ready func(ctx context.Context) error
 }
 
-// Inspectable is a Target whose processes p2pfault can read on this host
-// (the engines it launched). A kind's Verify on another target is
-// skipped: there is nothing it could read.
+// Inspectable is a Target whose processes p2pfault can read on this host:
+// the engines it launched, and an attached engine faulted locally whose
+// process is found. Host says what the host shows now; ok is false when
+// it cannot be read (a kind's Verify is then skipped: there is nothing it
+// could read).
 type Inspectable interface {
-	Host() Host
-}
-
-// verifier is what the kinds' Verify use; tests fake its process table.
-var verifier = verify.Verifier{}
-
-// SetVerifier replaces the verifier the kinds use and returns a function
-// that restores the previous one (tests: a faked /proc).
-func SetVerifier(v verify.Verifier) (restore func()) {
-	old := verifier
-	verifier = v
-	return func() { verifier = old }
-}
-
-// MaybeInspectable is a Target that can be inspected only sometimes (an
-// attached engine: only one faulted locally, whose process is found):
-// HostOK says whether it can now.
-type MaybeInspectable interface {
-	HostOK() (Host, bool)
+	Host() (h Host, ok bool)
 }
 
 func host(t Target) (Host, bool) {
-	if m, ok := t.(MaybeInspectable); ok {
-		return m.HostOK()
-	}
 	in, ok := t.(Inspectable)
 	if !ok {
 		return Host{}, false
 	}
-	return in.Host(), true
+	return in.Host()
 }
 
 func effect(r verify.Result) Effect {
@@ -66,7 +46,7 @@ func verifyStall(f *Fire) Effect {
 	if !ok {
 		return Effect{Skipped: true}
 	}
-	return effect(verifier.Stall(f.Env.Context(), h.Sid))
+	return effect(f.Verifier.Stall(f.Env.Context(), h.Sid))
 }
 
 // verifyResume: no member of the session is in state T any more.
@@ -75,7 +55,7 @@ func verifyResume(f *Fire) Effect {
 	if !ok {
 		return Effect{Skipped: true}
 	}
-	return effect(verifier.Resume(f.Env.Context(), h.Sid))
+	return effect(f.Verifier.Resume(f.Env.Context(), h.Sid))
 }
 
 // verifyKill waits for the restart Act started, then verifies every pid
@@ -95,7 +75,7 @@ func verifyKill(f *Fire) Effect {
 		return Effect{Detail: "the run ended before the restarted source was ready"}
 	}
 	now, _ := host(f.Target)
-	return effect(verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, healthCheck(now.HealthURL)))
+	return effect(f.Verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, now.Ready))
 }
 
 // verifyRemove: the source's ports refuse connections.
@@ -103,28 +83,5 @@ func verifyRemove(f *Fire) Effect {
 	if !f.hasHost {
 		return Effect{Skipped: true}
 	}
-	return effect(verifier.Remove(f.Env.Context(), f.before.Addrs...))
-}
-
-// healthCheck is a readiness probe of verify.Verifier.Kill.
-func healthCheck(u string) func(ctx context.Context) error {
-	if u == "" {
-		return nil
-	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: time.Second}
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s answered %s", u, resp.Status)
-		}
-		return nil
-	}
+	return effect(f.Verifier.Remove(f.Env.Context(), f.before.Addrs...))
 }

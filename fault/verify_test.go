@@ -11,29 +11,31 @@ import (
 	"time"
 
 	"p2pfault/check"
+	"p2pfault/event"
 	"p2pfault/fault"
+	"p2pfault/runner/session"
 	"p2pfault/verify"
 )
 
 // procTable is a faked /proc: each session's processes, settable.
 type procTable struct {
 	mu    sync.Mutex
-	procs map[int]verify.Proc
+	procs map[int]session.Proc
 }
 
-func (p *procTable) set(ps ...verify.Proc) {
+func (p *procTable) set(ps ...session.Proc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.procs = map[int]verify.Proc{}
+	p.procs = map[int]session.Proc{}
 	for _, q := range ps {
 		p.procs[q.Pid] = q
 	}
 }
 
-func (p *procTable) Session(sid int) ([]verify.Proc, error) {
+func (p *procTable) Session(sid int) ([]session.Proc, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []verify.Proc
+	var out []session.Proc
 	for _, q := range p.procs {
 		if q.Sid == sid {
 			out = append(out, q)
@@ -42,7 +44,7 @@ func (p *procTable) Session(sid int) ([]verify.Proc, error) {
 	return out, nil
 }
 
-func (p *procTable) Proc(pid int) (verify.Proc, bool, error) {
+func (p *procTable) Proc(pid int) (session.Proc, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q, ok := p.procs[pid]
@@ -59,22 +61,22 @@ type hostTarget struct {
 	health string
 }
 
-func (h *hostTarget) members(state string) {
-	h.procs.set(verify.Proc{Pid: h.sid, Sid: h.sid, State: state}, verify.Proc{Pid: h.sid + 1, Sid: h.sid, State: state})
+func (h *hostTarget) members(state byte) {
+	h.procs.set(session.Proc{Pid: h.sid, Sid: h.sid, State: state}, session.Proc{Pid: h.sid + 1, Sid: h.sid, State: state})
 }
 
 func (h *hostTarget) Name() string { return "source-0" }
-func (h *hostTarget) Stop() (time.Time, error) {
+func (h *hostTarget) Stop(context.Context) (time.Time, error) {
 	if !h.deaf {
-		h.members("T")
+		h.members('T')
 	}
 	return time.Now(), nil
 }
-func (h *hostTarget) Continue() error { h.members("S"); return nil }
+func (h *hostTarget) Continue(context.Context) error { h.members('S'); return nil }
 func (h *hostTarget) Kill(_ context.Context, signalled func(time.Time, error)) (time.Time, error) {
 	signalled(time.Now(), nil)
 	h.sid += 100 // a new session; the old pids are gone
-	h.members("S")
+	h.members('S')
 	return time.Now(), nil
 }
 func (h *hostTarget) Terminate(_ context.Context, signalled func(time.Time, error)) error {
@@ -83,13 +85,35 @@ func (h *hostTarget) Terminate(_ context.Context, signalled func(time.Time, erro
 	return nil
 }
 func (h *hostTarget) Restore(context.Context) (time.Time, error) { return time.Now(), nil }
-func (h *hostTarget) Host() fault.Host {
+func (h *hostTarget) Host() (fault.Host, bool) {
 	var pids []int
 	ms, _ := h.procs.Session(h.sid)
 	for _, m := range ms {
 		pids = append(pids, m.Pid)
 	}
-	return fault.Host{Sid: h.sid, Pids: pids, Addrs: h.addrs, HealthURL: h.health}
+	return fault.Host{Sid: h.sid, Pids: pids, Addrs: h.addrs, Ready: h.ready}, true
+}
+
+// ready asks the test's health server, as an engine's /health is asked.
+func (h *hostTarget) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.health, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// fakeVerifier reads the faked /proc of target (a *hostTarget), quickly.
+func fakeVerifier(target fault.Target) verify.Verifier {
+	h, _ := target.(*hostTarget)
+	if h == nil {
+		return verify.Verifier{}
+	}
+	return verify.Verifier{Procs: h.procs, Deadline: 300 * time.Millisecond, Poll: 5 * time.Millisecond}
 }
 
 // closedAddr is a loopback address nothing listens on any more.
@@ -105,30 +129,29 @@ func closedAddr(t *testing.T) string {
 
 func newHostTarget(t *testing.T) *hostTarget {
 	procs := &procTable{}
-	t.Cleanup(fault.SetVerifier(verify.Verifier{Procs: procs, Deadline: 300 * time.Millisecond, Poll: 5 * time.Millisecond}))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(srv.Close)
 	h := &hostTarget{procs: procs, sid: 4242, addrs: []string{closedAddr(t), closedAddr(t)}, health: srv.URL + "/health"}
-	h.members("S")
+	h.members('S')
 	return h
 }
 
 // verified fires kind on target and gives its verification as the run
 // records it, and check fault_took_effect over it.
-func verified(t *testing.T, env *recEnv, kind string, target fault.Target) (fault.Effect, check.Result) {
+func verified(t *testing.T, env *recEnv, kind string, target fault.Target) (fault.Effect, event.Result) {
 	t.Helper()
 	k, ok := fault.Lookup(kind)
 	if !ok || k.Verify == nil {
 		t.Fatalf("kind %s has no Verify", kind)
 	}
-	f := &fault.Fire{Kind: k, Target: target, By: "script", Env: env}
+	f := &fault.Fire{Kind: k, Target: target, By: "script", Env: env, Verifier: fakeVerifier(target)}
 	at := time.Now()
 	if err := k.Act(f); err != nil {
 		t.Fatalf("%s: %v", kind, err)
 	}
 	ef := k.Verify(f)
-	v := check.Verification{Action: kind, Source: 0, At: time.Since(at), Verified: ef.OK, After: ef.After, Detail: ef.Detail}
-	return ef, check.FaultTookEffect([]check.Verification{v}, 0)
+	v := event.Verification{Action: kind, Source: 0, At: time.Since(at), Verified: ef.OK, After: ef.After, Detail: ef.Detail}
+	return ef, check.FaultTookEffect([]event.Verification{v}, 0)
 }
 
 func TestFaultTookEffectPassesForEachKind(t *testing.T) {
@@ -187,7 +210,7 @@ func TestFaultTookEffectFailsWhenARemovedPortStillAccepts(t *testing.T) {
 func TestVerifySkipsATargetNotOnThisHost(t *testing.T) {
 	h := newHostTarget(t)
 	k, _ := fault.Lookup(fault.ActionStall)
-	f := &fault.Fire{Kind: k, Target: plainTarget{h}, Env: newRecEnv(t)}
+	f := &fault.Fire{Kind: k, Target: plainTarget{h}, Env: newRecEnv(t), Verifier: fakeVerifier(h)}
 	if err := k.Act(f); err != nil {
 		t.Fatal(err)
 	}
@@ -199,9 +222,9 @@ func TestVerifySkipsATargetNotOnThisHost(t *testing.T) {
 // plainTarget hides hostTarget's Host method.
 type plainTarget struct{ h *hostTarget }
 
-func (p plainTarget) Name() string             { return p.h.Name() }
-func (p plainTarget) Stop() (time.Time, error) { return p.h.Stop() }
-func (p plainTarget) Continue() error          { return p.h.Continue() }
+func (p plainTarget) Name() string                                { return p.h.Name() }
+func (p plainTarget) Stop(ctx context.Context) (time.Time, error) { return p.h.Stop(ctx) }
+func (p plainTarget) Continue(ctx context.Context) error          { return p.h.Continue(ctx) }
 func (p plainTarget) Kill(ctx context.Context, s func(time.Time, error)) (time.Time, error) {
 	return p.h.Kill(ctx, s)
 }

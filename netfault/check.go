@@ -1,13 +1,9 @@
 package netfault
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"syscall"
-	"time"
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
@@ -86,35 +82,4 @@ func classifyAs(what string, err error) error {
 		}
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// ErrNotPartitioned is wrapped by VerifyPartition's error when a connect
-// completed or was refused instead of hanging.
-var ErrNotPartitioned = errors.New("partition not in effect")
-
-// VerifyPartition confirms from the test side that addr (a source's P2P
-// address) is cut off: a TCP connect to it must hang for wait instead of
-// completing (or being refused, which means a reset came back). It returns
-// nil when the connect timed out.
-func VerifyPartition(ctx context.Context, addr string, wait time.Duration) error {
-	dctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	start := time.Now()
-	var d net.Dialer
-	c, err := d.DialContext(dctx, "tcp", addr)
-	if err == nil {
-		c.Close()
-		return fmt.Errorf("%w: a connect to %s completed in %s", ErrNotPartitioned, addr, time.Since(start).Round(time.Millisecond))
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("verify partition of %s: %w", addr, ctx.Err())
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return nil
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
-		return fmt.Errorf("%w: a connect to %s was refused (a reset came back): %v", ErrNotPartitioned, addr, err)
-	}
-	return fmt.Errorf("%w: a connect to %s failed at once instead of hanging: %v", ErrNotPartitioned, addr, err)
 }

@@ -335,6 +335,16 @@ func ifname(n string) []byte {
 	return b
 }
 
+// Host is this host's nftables as a run's record of its tables uses it
+// (runner.Tables): list p2pfault's tables, delete one.
+type Host struct{}
+
+// List is Tables.
+func (Host) List() ([]string, error) { return Tables() }
+
+// Delete is DeleteTable.
+func (Host) Delete(name string) (bool, error) { return DeleteTable(name) }
+
 // Tables lists the names of p2pfault's tables in the kernel, every run's:
 // for tests, and to warn about tables a crashed run left behind.
 func Tables() ([]string, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"p2pfault/verify"
 	"regexp"
 	"slices"
 	"strings"
@@ -149,11 +150,11 @@ func TestPartitionDropsTheTargetsPortsOnly(t *testing.T) {
 	} else {
 		t.Log("no IPv6 loopback here: the IPv6 half of the partition is not exercised")
 	}
-	if err := VerifyPartition(context.Background(), target, time.Second); err != nil {
-		t.Errorf("VerifyPartition(target): %v", err)
+	if err := verify.Partitioned(context.Background(), target, time.Second); err != nil {
+		t.Errorf("verify.Partitioned(target): %v", err)
 	}
-	if err := VerifyPartition(context.Background(), bystander, time.Second); !errors.Is(err, ErrNotPartitioned) {
-		t.Errorf("VerifyPartition(bystander) = %v, want ErrNotPartitioned", err)
+	if err := verify.Partitioned(context.Background(), bystander, time.Second); !errors.Is(err, verify.ErrNotPartitioned) {
+		t.Errorf("verify.Partitioned(bystander) = %v, want ErrNotPartitioned", err)
 	}
 	if n, err := f.Dropped("source-0"); err != nil || n == 0 {
 		t.Errorf("Dropped = %d, %v; want the dropped SYNs counted", n, err)
@@ -172,7 +173,7 @@ func TestPartitionDropsTheTargetsPortsOnly(t *testing.T) {
 	if target6 != "" {
 		mustComplete(t, target6)
 	}
-	if err := VerifyPartition(context.Background(), target, time.Second); !errors.Is(err, ErrNotPartitioned) {
+	if err := verify.Partitioned(context.Background(), target, time.Second); !errors.Is(err, verify.ErrNotPartitioned) {
 		t.Errorf("VerifyPartition after heal = %v, want ErrNotPartitioned", err)
 	}
 	if err := f.Heal("source-0"); !errors.Is(err, ErrNoFault) {
@@ -415,21 +416,6 @@ func TestBadInputIsNamed(t *testing.T) {
 		if _, err := DeleteTable(name); err == nil || !strings.Contains(err.Error(), "is not p2pfault's") {
 			t.Errorf("DeleteTable(%q) = %v, want a refusal", name, err)
 		}
-	}
-}
-
-// VerifyPartition refuses to call a port that answers with a reset
-// partitioned: that is a dead process, not a cut link.
-func TestVerifyPartitionNamesARefusal(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	err = VerifyPartition(context.Background(), addr, time.Second)
-	if !errors.Is(err, ErrNotPartitioned) || !strings.Contains(err.Error(), "refused") {
-		t.Errorf("VerifyPartition(closed port) = %v, want ErrNotPartitioned naming the refusal", err)
 	}
 }
 

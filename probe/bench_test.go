@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -110,7 +111,7 @@ func overhead(b *testing.B, tg benchTarget, interval time.Duration) {
 	b.Cleanup(p.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := make(chan probe.Sample)
+	out := make(chan event.Sample)
 	done := make(chan struct{})
 	b.ResetTimer()
 	go func() { defer close(done); p.Run(ctx, time.Now(), out) }()
@@ -235,13 +236,13 @@ func sustains(b *testing.B, tg benchTarget, rate float64, d time.Duration) (bool
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	out := make(chan probe.Sample, 1024)
+	out := make(chan event.Sample, 1024)
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(ctx, time.Now(), out) }()
 	var late, took []time.Duration
 	failed := 0
 	var firstErr string
-	collect := func(s probe.Sample) {
+	collect := func(s event.Sample) {
 		if s.Status != 200 || s.Err != "" || s.SeedErr != "" {
 			failed++
 			if firstErr == "" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -283,7 +284,7 @@ func closedURL(t testing.TB) string {
 
 // received is a sample and when the test got it.
 type received struct {
-	probe.Sample
+	event.Sample
 	at time.Time
 }
 
@@ -306,7 +307,7 @@ func startRun(t testing.TB, p *probe.Prober) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{t: t, p: p, t0: time.Now(), cancel: cancel, done: make(chan struct{}), first: make(chan struct{})}
-	out := make(chan probe.Sample)
+	out := make(chan event.Sample)
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
@@ -380,7 +381,7 @@ func atLeast(n int) func([]received) bool {
 
 // oneTrial runs the first trial of cfg's schedule (Interval is set long, so
 // there is no second) and returns its sample.
-func oneTrial(t *testing.T, cfg probe.Config) probe.Sample {
+func oneTrial(t *testing.T, cfg probe.Config) event.Sample {
 	t.Helper()
 	cfg.Interval = time.Hour
 	p, err := probe.New(cfg)

@@ -1,7 +1,7 @@
 // Package probe drives open-loop pull traffic through the decoder: each trial
 // seeds a unique prompt on one source, then pulls it into the decoder with
 // kv_transfer_params.remote_kv_source naming that source, and records a
-// Sample. The schedule never waits for a response, so a pull that hangs for
+// event.Sample. The schedule never waits for a response, so a pull that hangs for
 // 30 s delays no other trial (no coordinated omission).
 package probe
 
@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"p2pfault/event"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,9 +27,9 @@ import (
 const (
 	DefaultInterval     = 500 * time.Millisecond
 	DefaultPromptTokens = 400 // 3 blocks of 128 + 16: cached_tokens of a full hit is 384
-	// A seed normally takes milliseconds; a stalled source must not hold the
-	// pull back much longer than that, so the seed gives up early.
-	DefaultSeedTimeout = 5 * time.Second
+	// A healthy seed takes ~10 ms; a stalled source must not hold the pull
+	// behind it back much longer than that, so the seed gives up early.
+	DefaultSeedTimeout = 1 * time.Second
 	// Longer than the slowest real outcome of a pull (30 s load timeout + 10 s
 	// abort-ack, reference §3), so a slow pull is measured, never cut short.
 	DefaultPullTimeout = 60 * time.Second
@@ -51,7 +52,7 @@ var ErrAborted = errors.New("probe aborted")
 
 // Source is one engine the decoder pulls from.
 type Source struct {
-	Index   int    // reported in Sample.Source
+	Index   int    // reported in event.Sample.Source
 	URL     string // the source's HTTP base URL, e.g. http://127.0.0.1:8100
 	P2PHost string // remote_host of the pull: byte-identical to the source's configured P2P host
 	P2PPort int    // remote_port of the pull
@@ -74,10 +75,10 @@ type Config struct {
 	// is rate-limited and never called concurrently; it must not block long.
 	Warn func(string)
 	// Started, if set, is told of each pull of Run when it is sent (after
-	// its seed), before its Sample. It is called concurrently from the
+	// its seed), before its event.Sample. It is called concurrently from the
 	// trials' goroutines and must not block long; the pull's clock starts
 	// after it returns, so a slow Started never inflates a latency.
-	Started func(PullStart)
+	Started func(event.PullStart)
 }
 
 // Prober runs trials. Its methods are safe for concurrent use.
@@ -280,11 +281,11 @@ func (p *Prober) Close() {
 // sources) is scheduled at t0 + n×Interval/len(Sources): source #i of the
 // list gets trials i, i+N, i+2N, ..., so sources are phased Interval/N apart
 // and never burst together. A trial late on its slot (a busy machine) starts
-// at once. Every scheduled trial yields exactly one Sample on out, also when
+// at once. Every scheduled trial yields exactly one event.Sample on out, also when
 // the in-flight cap was hit, except slots skipped while paused. Run does not
 // close out; the caller must keep receiving until Run returns. Call Run once
 // per measured run: trial numbers start at 0 each time.
-func (p *Prober) Run(ctx context.Context, t0 time.Time, out chan<- Sample) {
+func (p *Prober) Run(ctx context.Context, t0 time.Time, out chan<- event.Sample) {
 	// Trials in flight outlive ctx (they end on their own timeouts) but not
 	// Abort.
 	reqCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -301,7 +302,7 @@ func (p *Prober) Run(ctx context.Context, t0 time.Time, out chan<- Sample) {
 	p.flushWarnings()
 }
 
-func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slots chan struct{}, wg *sync.WaitGroup, out chan<- Sample) {
+func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slots chan struct{}, wg *sync.WaitGroup, out chan<- event.Sample) {
 	n := int64(len(p.cfg.Sources))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -340,7 +341,7 @@ func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slot
 
 // capHit records a trial that was not sent because MaxInFlight requests were
 // in flight: a failed sample, never a silent gap in the schedule.
-func (p *Prober) capHit(t0 time.Time, i int, trial int64) Sample {
+func (p *Prober) capHit(t0 time.Time, i int, trial int64) event.Sample {
 	msg := fmt.Sprintf("not sent: %d requests in flight (max-in-flight %d)", p.cfg.MaxInFlight, p.cfg.MaxInFlight)
 	p.warnMu.Lock()
 	defer p.warnMu.Unlock()
@@ -355,7 +356,7 @@ func (p *Prober) capHit(t0 time.Time, i int, trial int64) Sample {
 	} else {
 		p.suppressed++
 	}
-	return Sample{
+	return event.Sample{
 		Source:       p.cfg.Sources[i].Index,
 		Trial:        trial,
 		SeedErr:      msg,

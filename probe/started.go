@@ -1,42 +1,33 @@
 package probe
 
 import (
+	"p2pfault/event"
 	"sort"
 	"sync"
 	"time"
 )
 
-// PullStart says that a pull was sent and has not ended yet: what a face
-// needs to show a pull while it hangs (a stalled source's pulls end only
-// when it resumes or a timeout fires, and until then a face that sees only
-// Samples is blind). The Sample that ends it carries the same Trial.
-type PullStart struct {
-	Source int           `json:"source"` // index of the source the pull names
-	Trial  int64         `json:"trial"`  // the id of the trial: its Sample has the same
-	Start  time.Duration `json:"start_ns"`
-}
-
 // InFlight is the pulls in flight, by trial: a face feeds it every
-// PullStart and every Sample, in the order they happened, and asks it what
+// event.PullStart and every event.Sample, in the order they happened, and asks it what
 // is pending per source. Its methods are safe for concurrent use.
 type InFlight struct {
 	mu      sync.Mutex
-	pending map[int64]PullStart
+	pending map[int64]event.PullStart
 }
 
 // NewInFlight returns an empty tracker.
-func NewInFlight() *InFlight { return &InFlight{pending: map[int64]PullStart{}} }
+func NewInFlight() *InFlight { return &InFlight{pending: map[int64]event.PullStart{}} }
 
 // Started records a pull sent.
-func (f *InFlight) Started(p PullStart) {
+func (f *InFlight) Started(p event.PullStart) {
 	f.mu.Lock()
 	f.pending[p.Trial] = p
 	f.mu.Unlock()
 }
 
-// Ended records a trial's Sample. A sample with no PullStart (a trial not
+// Ended records a trial's event.Sample. A sample with no event.PullStart (a trial not
 // sent because the in-flight cap was hit) is ignored.
-func (f *InFlight) Ended(s Sample) {
+func (f *InFlight) Ended(s event.Sample) {
 	f.mu.Lock()
 	delete(f.pending, s.Trial)
 	f.mu.Unlock()
@@ -51,7 +42,7 @@ type Pending struct {
 }
 
 // Snapshot gives, per source with pulls in flight, how many and the oldest
-// one's age at now (since t0, as PullStart.Start), sorted by source. Starts
+// one's age at now (since t0, as event.PullStart.Start), sorted by source. Starts
 // lists their start times in order, for a chart that draws them live.
 func (f *InFlight) Snapshot(now time.Duration) []Pending {
 	f.mu.Lock()

@@ -2,22 +2,24 @@ package probe_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
 // startLog collects what Config.Started was told, with when.
 type startLog struct {
 	mu     sync.Mutex
-	starts []probe.PullStart
+	starts []event.PullStart
 	at     []time.Time
 	track  *probe.InFlight
 }
 
-func (l *startLog) add(p probe.PullStart) {
+func (l *startLog) add(p event.PullStart) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.starts = append(l.starts, p)
@@ -39,15 +41,15 @@ func (l *startLog) pending(now time.Duration, src int) (probe.Pending, time.Dura
 	return pendingOf(l.track.Snapshot(now), src), first
 }
 
-func (l *startLog) all() []probe.PullStart {
+func (l *startLog) all() []event.PullStart {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]probe.PullStart(nil), l.starts...)
+	return append([]event.PullStart(nil), l.starts...)
 }
 
 // TestStartedReportsHungPullsBeforeTheyEnd: pulls naming a hung source are
 // reported when they are sent, so a face can count them and age the oldest
-// while no Sample has come back; each later Sample matches its start.
+// while no event.Sample has come back; each later event.Sample matches its start.
 func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
 	c := newFakeCluster(t, 2)
 	c.setPullMode(0, modeHang)
@@ -101,17 +103,31 @@ func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
 	// holds up at a moment, they do not pile up as source 0's do.
 	waitFor(t, func() bool { _, sp := snapshot(1); return sp.N <= 2 })
 
+	abortAt := time.Since(r.t0)
 	p.Abort()
 	got := r.stop(10 * time.Second)
-	starts := map[int64]probe.PullStart{}
+	// No pull is sent once the run was aborted: a trial seeding then
+	// records its pull as not sent (50 ms: one that had just passed its
+	// check may still be sent).
+	for _, st := range log.all() {
+		if st.Start > abortAt+50*time.Millisecond {
+			t.Errorf("trial %d was sent at %s, after the abort at %s", st.Trial, st.Start, abortAt)
+		}
+	}
+	starts := map[int64]event.PullStart{}
 	for _, st := range log.all() {
 		if _, dup := starts[st.Trial]; dup {
 			t.Errorf("trial %d started twice", st.Trial)
 		}
 		starts[st.Trial] = st
 	}
+	sent := 0
 	for _, s := range got {
 		st, ok := starts[s.Trial]
+		if !ok && s.Aborted && strings.HasPrefix(s.Err, "not sent: ") {
+			continue // seeding when the abort came: its pull was never sent
+		}
+		sent++
 		if !ok {
 			t.Errorf("trial %d (source %d) ended with no start reported", s.Trial, s.Source)
 			continue
@@ -123,22 +139,22 @@ func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
 		}
 		log.track.Ended(s.Sample)
 	}
-	if len(got) != len(starts) {
-		t.Errorf("%d samples for %d starts", len(got), len(starts))
+	if sent != len(starts) {
+		t.Errorf("%d samples of pulls sent for %d starts", sent, len(starts))
 	}
 	if n := log.track.Len(); n != 0 {
 		t.Errorf("%d pulls still in flight after every sample ended: %+v", n, log.track.Snapshot(time.Since(r.t0)))
 	}
 }
 
-// TestWarmupReportsNoStarts: warm-up pulls have no Sample on Run's channel,
+// TestWarmupReportsNoStarts: warm-up pulls have no event.Sample on Run's channel,
 // so reporting them would leave them in flight forever.
 func TestWarmupReportsNoStarts(t *testing.T) {
 	c := newFakeCluster(t, 1)
 	cfg := c.config()
 	var n int
 	var mu sync.Mutex
-	cfg.Started = func(probe.PullStart) { mu.Lock(); n++; mu.Unlock() }
+	cfg.Started = func(event.PullStart) { mu.Lock(); n++; mu.Unlock() }
 	p, err := probe.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +171,12 @@ func TestWarmupReportsNoStarts(t *testing.T) {
 
 func TestInFlightSnapshot(t *testing.T) {
 	f := probe.NewInFlight()
-	f.Started(probe.PullStart{Source: 1, Trial: 1, Start: 3 * time.Second})
-	f.Started(probe.PullStart{Source: 0, Trial: 2, Start: 2 * time.Second})
-	f.Started(probe.PullStart{Source: 1, Trial: 3, Start: 1 * time.Second})
-	f.Started(probe.PullStart{Source: 1, Trial: 5, Start: 4 * time.Second})
-	f.Ended(probe.Sample{Source: 1, Trial: 5})
-	f.Ended(probe.Sample{Source: 1, Trial: 99}) // a cap hit: never started
+	f.Started(event.PullStart{Source: 1, Trial: 1, Start: 3 * time.Second})
+	f.Started(event.PullStart{Source: 0, Trial: 2, Start: 2 * time.Second})
+	f.Started(event.PullStart{Source: 1, Trial: 3, Start: 1 * time.Second})
+	f.Started(event.PullStart{Source: 1, Trial: 5, Start: 4 * time.Second})
+	f.Ended(event.Sample{Source: 1, Trial: 5})
+	f.Ended(event.Sample{Source: 1, Trial: 99}) // a cap hit: never started
 	got := f.Snapshot(5 * time.Second)
 	if len(got) != 2 || got[0].Source != 0 || got[1].Source != 1 {
 		t.Fatalf("snapshot %+v, want sources 0 and 1 in order", got)
@@ -171,7 +187,7 @@ func TestInFlightSnapshot(t *testing.T) {
 	if got[1].N != 2 || got[1].Oldest != 4*time.Second || got[1].Starts[0] != time.Second || got[1].Starts[1] != 3*time.Second {
 		t.Errorf("source 1: %+v, want 2 in flight, oldest 4s, starts [1s 3s]", got[1])
 	}
-	f.Ended(probe.Sample{Source: 0, Trial: 2})
+	f.Ended(event.Sample{Source: 0, Trial: 2})
 	if got := f.Snapshot(5 * time.Second); len(got) != 1 || got[0].Source != 1 {
 		t.Errorf("after source 0's pull ended: %+v, want only source 1", got)
 	}

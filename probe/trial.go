@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"p2pfault/event"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ const kvHead = `,"kv_transfer_params":{"remote_kv_source":{"kv_request_id":"`
 // request, so a benchmark can tell the probe's overhead from the engine's.
 const serviceTimeHeader = "X-Sim-Service-Time"
 
-// pullInfo is what a trial knows beyond its Sample; warm-up uses it to say
+// pullInfo is what a trial knows beyond its event.Sample; warm-up uses it to say
 // why a source is not handshaken yet.
 type pullInfo struct {
 	noDetails bool // 200 without usage.prompt_tokens_details.cached_tokens
@@ -37,9 +38,9 @@ type pullInfo struct {
 // trial seeds a fresh prompt on source #i of the list, then pulls it into the
 // decoder naming that source, whatever became of the seed. started, if not
 // nil, is told of the pull as it is sent.
-func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, started func(PullStart)) (Sample, pullInfo) {
+func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, started func(event.PullStart)) (event.Sample, pullInfo) {
 	src := p.cfg.Sources[i]
-	s := Sample{Source: src.Index, Trial: n, PromptTokens: p.cfg.PromptTokens}
+	s := event.Sample{Source: src.Index, Trial: n, PromptTokens: p.cfg.PromptTokens}
 
 	prefix := p.bodyPrefix()
 	// The seed gets its own copy: the pull appends to prefix in place.
@@ -54,8 +55,15 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 		pull = append(pull, streamFields...)
 	}
 	pull = append(pull, '}')
+	if errors.Is(context.Cause(ctx), ErrAborted) {
+		// The run ended (q, Ctrl-C) while this trial seeded: its pull is
+		// not sent, so none starts after the run's end.
+		s.Start = time.Since(t0)
+		s.Err, s.Aborted = "not sent: "+ErrAborted.Error(), true
+		return s, pullInfo{}
+	}
 	if started != nil {
-		started(PullStart{Source: src.Index, Trial: n, Start: time.Since(t0)})
+		started(event.PullStart{Source: src.Index, Trial: n, Start: time.Since(t0)})
 	}
 	start := time.Now()
 	r = p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", true, start)

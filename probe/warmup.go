@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"p2pfault/event"
 	"sync"
 	"time"
 )
@@ -71,7 +72,7 @@ func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout ti
 }
 
 // lastFailure says why a warm-up attempt did not count as a hit.
-func lastFailure(s Sample, info pullInfo) string {
+func lastFailure(s event.Sample, info pullInfo) string {
 	var msg string
 	switch {
 	case s.Err != "":

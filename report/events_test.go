@@ -150,7 +150,7 @@ func TestReadEvents(t *testing.T) {
 			if len(got) != tc.wantN || truncated != tc.wantTruncated {
 				t.Fatalf("got %d events truncated=%v, want %d truncated=%v", len(got), truncated, tc.wantN, tc.wantTruncated)
 			}
-			// Compare with the events as JSON carries them: check.Stats
+			// Compare with the events as JSON carries them: event.Stats
 			// leaves P50 and Max out of JSON.
 			if want := jsonRoundTrip(t, evs[:tc.wantN]); tc.wantN > 0 && !reflect.DeepEqual(got, want) {
 				t.Fatal("events read back differ from those written")

@@ -8,7 +8,6 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/probe"
 )
 
 // Synthetic runs shaped like the seed's rows, with the clock pinned so
@@ -26,16 +25,16 @@ func sec(f float64) time.Duration { return time.Duration(f * float64(time.Second
 
 type fixture struct {
 	arm, kase string
-	window    check.Window
-	samples   []probe.Sample
+	window    event.Window
+	samples   []event.Sample
 }
 
-func hit(src int, start, lat time.Duration) probe.Sample {
-	return probe.Sample{Source: src, Start: start, Latency: lat, Status: 200, SeedStatus: 200,
+func hit(src int, start, lat time.Duration) event.Sample {
+	return event.Sample{Source: src, Start: start, Latency: lat, Status: 200, SeedStatus: 200,
 		SeedLatency: 5 * ms, PromptTokens: 400, CachedTokens: 384}
 }
 
-func missed(src int, start, lat time.Duration) probe.Sample {
+func missed(src int, start, lat time.Duration) event.Sample {
 	s := hit(src, start, lat)
 	s.CachedTokens = 0
 	return s
@@ -44,8 +43,8 @@ func missed(src int, start, lat time.Duration) probe.Sample {
 // seedRun builds a two-source run: source 0 faulted in w, n faulted pulls
 // with latencies lat(i), source 1 hitting all along (its slowest healthyMax),
 // recN pulls on source 0 in the recovery window of which recHits hit.
-func seedRun(arm, kase string, w check.Window, n int, lat func(i int) time.Duration, healthyMax time.Duration, recN, recHits int) fixture {
-	var out []probe.Sample
+func seedRun(arm, kase string, w event.Window, n int, lat func(i int) time.Duration, healthyMax time.Duration, recN, recHits int) fixture {
+	var out []event.Sample
 	for t := time.Duration(0); t < w.Start; t += 500 * ms {
 		out = append(out, hit(0, t, 10*ms), hit(1, t, 10*ms))
 	}
@@ -75,15 +74,15 @@ func seedRun(arm, kase string, w check.Window, n int, lat func(i int) time.Durat
 			out = append(out, hit(1, t, 10*ms))
 		}
 	}
-	slices.SortStableFunc(out, func(a, b probe.Sample) int { return cmp.Compare(a.Start, b.Start) })
+	slices.SortStableFunc(out, func(a, b event.Sample) int { return cmp.Compare(a.Start, b.Start) })
 	for i := range out {
 		out[i].Trial = int64(i)
 	}
 	return fixture{arm: arm, kase: kase, window: w, samples: out}
 }
 
-func stallWindow() check.Window {
-	return check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true}
+func stallWindow() event.Window {
+	return event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true}
 }
 
 // mainStall is the seed's failing row:
@@ -114,7 +113,7 @@ func fixedStall() fixture {
 
 // mainRemove is the seed's remove row: no recovery window.
 func mainRemove() fixture {
-	w := check.Window{Source: 0, Start: 10 * time.Second, End: runDuration}
+	w := event.Window{Source: 0, Start: 10 * time.Second, End: runDuration}
 	return seedRun("main", "remove", w, 120, func(i int) time.Duration {
 		if i == 3 {
 			return 20 * ms
@@ -151,7 +150,7 @@ func (f fixture) events() []event.Event {
 		add(event.Event{T: f.window.End, Kind: event.KindWindow, Window: &closed})
 		add(event.Event{T: f.window.End, Kind: event.KindPhase, Phase: event.PhaseRecovery})
 	}
-	batches := map[time.Duration][]probe.Sample{}
+	batches := map[time.Duration][]event.Sample{}
 	last := runDuration
 	for _, s := range f.samples {
 		at := (s.End()/time.Second + 1) * time.Second

@@ -7,7 +7,6 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/scrape"
 )
 
 // withoutFinal drops the final verdict and the end event: a crashed run
@@ -24,7 +23,7 @@ func withoutFinal(evs []event.Event) []event.Event {
 }
 
 func verification(action string, at time.Duration, ok bool, detail string) event.Event {
-	v := check.Verification{Action: action, Source: 0, At: at, Verified: ok, After: 3 * ms, Detail: detail}
+	v := event.Verification{Action: action, Source: 0, At: at, Verified: ok, After: 3 * ms, Detail: detail}
 	return event.Event{T: at, Kind: event.KindVerification, Verification: &v}
 }
 
@@ -44,7 +43,7 @@ func TestRebuildJudgesVerificationsAndTimes(t *testing.T) {
 	if !r.Recomputed {
 		t.Fatal("no final verdict, yet not recomputed")
 	}
-	var took *check.Result
+	var took *event.Result
 	for i, c := range r.Verdict.Checks {
 		if c.Name == check.NameFaultTookEffect {
 			took = &r.Verdict.Checks[i]
@@ -60,8 +59,8 @@ func TestRebuildJudgesVerificationsAndTimes(t *testing.T) {
 	if row.Times == nil || row.Times.DetectS == nil || row.Times.RecoverS == nil {
 		t.Fatalf("row times %+v, want both", row.Times)
 	}
-	// The first pull after the fault that came back within 2 s: sent at
-	// 10.54 s (the 8 s-long first one does not count), 10 ms long.
+	// The first pull after the last slow one (the 7.08 s-long first):
+	// sent at 10.54 s, 10 ms long, and every later one as fast.
 	if d := *row.Times.DetectS; d < 0.5 || d > 0.6 {
 		t.Errorf("detect_s %.3f, want about 0.55", d)
 	}
@@ -83,7 +82,7 @@ func TestRebuildJudgesVerificationsAndTimes(t *testing.T) {
 	}
 }
 
-func scrapeAt(t time.Duration, engine string, r scrape.Reading) event.Event {
+func scrapeAt(t time.Duration, engine string, r event.Reading) event.Event {
 	return event.Event{T: t, Kind: event.KindMetrics, Metrics: &event.MetricsInfo{Engine: engine, Reading: r}}
 }
 
@@ -101,9 +100,9 @@ func TestDecoderDeltasOverTheWindows(t *testing.T) {
 		} else if s > 40 {
 			hits = 1000 + float64(50*(s-40))
 		}
-		evs = append(evs, scrapeAt(at, "decoder", scrape.Reading{
-			Running: scrape.Of(1), Waiting: scrape.Of(float64(s % 7)),
-			ExtHits: scrape.Of(hits), ExtQueries: scrape.Of(float64(100 * s)), P2PReadBytes: scrape.Of(hits * 1024),
+		evs = append(evs, scrapeAt(at, "decoder", event.Reading{
+			Running: event.MetricOf(1), Waiting: event.MetricOf(float64(s % 7)),
+			ExtHits: event.MetricOf(hits), ExtQueries: event.MetricOf(float64(100 * s)), P2PReadBytes: event.MetricOf(hits * 1024),
 		}))
 	}
 	r, err := FromEvents(evs)
@@ -127,7 +126,7 @@ func TestDecoderDeltasOverTheWindows(t *testing.T) {
 	// An engine that exports none of the series.
 	evs = f.events()
 	for s := 0; s <= 70; s++ {
-		evs = append(evs, scrapeAt(time.Duration(s)*time.Second, "decoder", scrape.Reading{}))
+		evs = append(evs, scrapeAt(time.Duration(s)*time.Second, "decoder", event.Reading{}))
 	}
 	r, err = FromEvents(evs)
 	if err != nil {

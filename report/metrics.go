@@ -38,6 +38,23 @@ func decoderMetrics(r Run) *DecoderMetrics {
 
 // writeDecoder appends report.md's table of the decoder's /metrics deltas.
 func writeDecoder(b *strings.Builder, rows []Row) {
+	cells := decoderCells(rows)
+	if len(cells) == 0 {
+		return
+	}
+	b.WriteString("\n" + decoderCaption + ":\n\n")
+	b.WriteString(markdownTable(decoderHeader(), cells))
+}
+
+const decoderCaption = "The decoder's own /metrics over each window (– where it does not export the series)"
+
+func decoderHeader() []string {
+	return []string{"arm", "case", "window", "external hit rate", "external hits / queries", "P2P read", "max running", "max waiting"}
+}
+
+// decoderCells is the decoder table's lines: a row's fault window and, for
+// a fault that recovers, its recovery window; none for rows not scraped.
+func decoderCells(rows []Row) [][]string {
 	var cells [][]string
 	for _, r := range rows {
 		if r.Decoder == nil {
@@ -48,11 +65,7 @@ func writeDecoder(b *strings.Builder, rows []Row) {
 			cells = append(cells, deltaCells(r, "recovery", *r.Decoder.Recovery))
 		}
 	}
-	if len(cells) == 0 {
-		return
-	}
-	b.WriteString("\nThe decoder's own /metrics over each window (– where it does not export the series):\n\n")
-	b.WriteString(markdownTable([]string{"arm", "case", "window", "external hit rate", "external hits / queries", "P2P read", "max running", "max waiting"}, cells))
+	return cells
 }
 
 func deltaCells(r Row, window string, d scrape.Deltas) []string {

@@ -130,9 +130,9 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 	for i, r := range rows {
 		row := r.(map[string]any)
 		if i == 2 {
-			want("remove row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "times")
+			want("remove row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "times", "steady")
 		} else {
-			want("stall row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "recovery", "times")
+			want("stall row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "recovery", "times", "steady")
 			want("recovery", row["recovery"].(map[string]any), "n", "pulled")
 		}
 		want("faulted", row["faulted"].(map[string]any), "n", "pulled", "p50_s", "max_s")
@@ -140,6 +140,9 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 		want("times", row["times"].(map[string]any), "detect_s", "recover_s")
 		for _, c := range row["checks"].([]any) {
 			want("check", c.(map[string]any), "name", "passed", "detail")
+		}
+		for _, s := range row["steady"].([]any) {
+			want("steady", s.(map[string]any), "source", "n", "status_200", "errors", "pulled", "hit_rate", "in_flight", "p50_s", "p90_s", "p99_s", "max_s")
 		}
 	}
 	first := rows[0].(map[string]any)
@@ -360,7 +363,7 @@ func TestWriteAllWritesEveryReport(t *testing.T) {
 			if err := WriteAll(dir, tc.runs); err != nil {
 				t.Fatal(err)
 			}
-			want := append([]string{FileJUnit, FileJSON, FileMarkdown}, tc.wantSVGs...)
+			want := append([]string{FileJUnit, FileJSON, FileMarkdown, FileHTML}, tc.wantSVGs...)
 			slices.Sort(want)
 			entries, err := os.ReadDir(dir)
 			if err != nil {
@@ -410,7 +413,7 @@ func TestFromEvents(t *testing.T) {
 		if r.RunEnd != runDuration || len(r.Samples) != len(stall.samples) {
 			t.Fatalf("run end %v with %d samples, want %v and %d", r.RunEnd, len(r.Samples), runDuration, len(stall.samples))
 		}
-		// P50 and Max do not survive JSON in check.Stats: they come back
+		// P50 and Max do not survive JSON in event.Stats: they come back
 		// from the samples.
 		if got := r.Verdict.Summary.Faulted.SeedLine("faulted"); got != "fault faulted: n=54 pulled=0 p50=16.85s max=30.04s" {
 			t.Fatalf("summary = %q", got)
@@ -424,7 +427,7 @@ func TestFromEvents(t *testing.T) {
 		doctored := slices.Clone(evs)
 		for i, ev := range doctored {
 			if ev.Kind == event.KindVerdict {
-				v := check.Verdict{Passed: true, Checks: []check.Result{{Name: check.NameAll200, Passed: true, Detail: "logged"}}}
+				v := event.Verdict{Passed: true, Checks: []event.Result{{Name: check.NameAll200, Passed: true, Detail: "logged"}}}
 				doctored[i].Verdict = &v
 			}
 		}
@@ -488,7 +491,7 @@ func TestFromEvents(t *testing.T) {
 
 	// Two faults: the scripted run checks the first window, a dashboard
 	// run (no timeline) the latest, as the experiment does.
-	second := check.Window{Source: 1, Start: 50 * time.Second, End: 55 * time.Second, Recovers: true}
+	second := event.Window{Source: 1, Start: 50 * time.Second, End: 55 * time.Second, Recovers: true}
 	twoFaults := slices.Clone(evs)
 	for i, ev := range twoFaults {
 		if ev.Kind == event.KindVerdict {
@@ -500,7 +503,7 @@ func TestFromEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		timeline string
-		want     check.Window
+		want     event.Window
 	}{
 		{"a scripted run checks its first fault window", "10s stall source-0", stall.window},
 		{"a dashboard run checks its latest fault window", "", second},

@@ -8,7 +8,6 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/probe"
 	"p2pfault/scrape"
 )
 
@@ -19,22 +18,22 @@ type Run struct {
 	// Window is the fault window the checks look at: the scripted
 	// fault's, or the latest one of a run without a timeline (faults from
 	// keys). HasWindow is false for a run without a fault (case none).
-	Window    check.Window
+	Window    event.Window
 	HasWindow bool
 	// Windows is every fault window of the run, closed; the timeline
 	// shades them all.
-	Windows []check.Window
+	Windows []event.Window
 
-	Samples []probe.Sample
+	Samples []event.Sample
 	RunEnd  time.Duration // when the probe stopped sending, since t0
 
 	// Verifications are the fault actions checked on the host, in order.
-	Verifications []check.Verification
+	Verifications []event.Verification
 	// Metrics are each engine's scrapes of /metrics, by engine name, in
 	// time order (T since t0).
 	Metrics map[string][]scrape.Point
 
-	Verdict check.Verdict
+	Verdict event.Verdict
 	// Recomputed says the events held no final verdict (the run crashed
 	// before its checks) and Verdict was computed here from the samples.
 	Recomputed bool
@@ -45,6 +44,9 @@ type Run struct {
 	First, Last time.Time // wall clock of the first and the last event
 	EndMessage  string    // why the run ended, from its end event
 	ExitCode    int
+
+	// html holds what only report.html shows (html_facts.go).
+	html htmlFacts
 }
 
 // Wall is the real time the run took, first event to last.
@@ -70,11 +72,12 @@ func FromEvents(events []event.Event) (Run, error) {
 		haveRun  bool
 		doneAt   time.Duration
 		haveDone bool
-		final    *check.Verdict
+		final    *event.Verdict
 		open     []int // indexes into r.Windows of windows not closed yet
 		sawEnd   bool
 	)
 	for i, ev := range events {
+		r.html.add(ev)
 		if i == 0 {
 			r.First = ev.Wall
 		}
@@ -142,16 +145,17 @@ func FromEvents(events []event.Event) (Run, error) {
 	// The checks look at the window the experiment judged (check.Judged).
 	r.Window, r.HasWindow = check.Judged(r.Windows, r.Info.Timeline != "")
 
-	computed := check.Evaluate(check.Input{Samples: r.Samples, Window: r.Window, RunEnd: r.RunEnd, Bounds: r.Info.Bounds})
+	in := r.checkInput()
+	computed := check.Evaluate(in)
 	if r.HasWindow {
-		computed = check.WithFaultChecks(computed, r.Samples, r.Window, r.Info.Bounds, r.Verifications)
+		computed = check.WithFaultChecks(computed, in, r.Verifications)
 	}
 	if !r.HasWindow {
 		// Without a fault only all_200 means anything: the other checks
 		// would fail on windows that were never meant to exist.
 		for _, c := range computed.Checks {
 			if c.Name == check.NameAll200 {
-				computed = check.Verdict{Passed: c.Passed, Checks: []check.Result{c}}
+				computed = event.Verdict{Passed: c.Passed, Checks: []event.Result{c}}
 				break
 			}
 		}
@@ -161,14 +165,15 @@ func FromEvents(events []event.Event) (Run, error) {
 			computed.Passed = computed.Passed && fe.Passed
 		}
 	}
+	computed.Steady = check.Steady(in, r.Windows, r.Info.Sources)
 	if final == nil {
 		r.Verdict, r.Recomputed = computed, true
 		return r, nil
 	}
 	r.Verdict = *final
-	// check.Stats does not carry P50 and Max in JSON, so a verdict read
+	// event.Stats does not carry P50 and Max in JSON, so a verdict read
 	// back from events has them zero: take them from the samples.
-	fill := func(dst *check.Stats, src check.Stats) {
+	fill := func(dst *event.Stats, src event.Stats) {
 		if dst.P50 == 0 && dst.Max == 0 {
 			dst.P50, dst.Max = src.P50, src.Max
 		}
@@ -179,13 +184,30 @@ func FromEvents(events []event.Event) (Run, error) {
 	if r.Verdict.Times == nil {
 		r.Verdict.Times = computed.Times // a stream written before verdicts carried them
 	}
+	if r.Verdict.Steady == nil {
+		r.Verdict.Steady = computed.Steady // ... or their steady-state summary
+	}
 	return r, nil
+}
+
+// checkInput is what the checks judge the run on: its samples and the
+// pulls its events say were sent and never ended, in flight until the
+// stream's last timestamp, as the experiment counts the ones in flight.
+func (r Run) checkInput() check.Input {
+	return check.Input{
+		Samples: r.Samples,
+		Pending: r.pending(),
+		Now:     max(r.html.lastT, r.RunEnd),
+		Window:  r.Window,
+		RunEnd:  r.RunEnd,
+		Bounds:  r.Info.Bounds,
+	}
 }
 
 // addWindow records a window event: End == 0 opens a window, anything else
 // closes the open one on the same source and start (or records a window
 // whose opening was not logged).
-func addWindow(all *[]check.Window, open []int, w check.Window) []int {
+func addWindow(all *[]event.Window, open []int, w event.Window) []int {
 	if w.End == 0 {
 		*all = append(*all, w)
 		return append(open, len(*all)-1)

@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"p2pfault/event"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -13,8 +14,6 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
-
-	"p2pfault/probe"
 )
 
 // Timeline size: wide enough for a 90-s run at 2 pulls a second a source.
@@ -78,11 +77,11 @@ func timelinePlot(run Run) (*plot.Plot, error) {
 		kinds := []struct {
 			label string
 			glyph draw.GlyphDrawer
-			keep  func(probe.Sample) bool
+			keep  func(event.Sample) bool
 		}{
-			{"hit", draw.CircleGlyph{}, func(s probe.Sample) bool { return s.Hit() }},
-			{"miss", draw.CrossGlyph{}, func(s probe.Sample) bool { return s.Status == 200 && !s.Hit() }},
-			{"error", draw.TriangleGlyph{}, func(s probe.Sample) bool { return s.Status != 200 }},
+			{"hit", draw.CircleGlyph{}, func(s event.Sample) bool { return s.Hit() }},
+			{"miss", draw.CrossGlyph{}, func(s event.Sample) bool { return s.Status == 200 && !s.Hit() }},
+			{"error", draw.TriangleGlyph{}, func(s event.Sample) bool { return s.Status != 200 }},
 		}
 		for _, k := range kinds {
 			var xys plotter.XYs

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"p2pfault/check"
+	"p2pfault/event"
 )
 
 // timesHeader is the second table's header: the judged fault's detect and
@@ -77,13 +78,18 @@ func writeVerifications(b *strings.Builder, rows []Row) {
 	for _, r := range rows {
 		for _, v := range r.Verifications {
 			seen := "took effect"
-			if !v.Verified || v.After > check.DefaultVerifyWithin {
+			if !tookEffect(v) {
 				seen = "**did not take effect**"
 			}
 			fmt.Fprintf(b, "- %s / %s: %s source-%d at %.1fs %s after %.2fs: %s\n",
 				r.Arm, r.Case, v.Action, v.Source, v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
 		}
 	}
+}
+
+// tookEffect is whether the host showed the action within the check's time.
+func tookEffect(v event.Verification) bool {
+	return v.Verified && v.After <= check.DefaultVerifyWithin
 }
 
 func junitSeconds3(s *float64) string {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/probe"
+	"p2pfault/event"
 )
 
 // TTFTRow is the time to first token of a streamed run's pulls naming one
@@ -52,7 +52,7 @@ func ttftRows(r Run) []TTFTRow {
 }
 
 // SourceTTFT summarises the TTFT of samples per source, for the dashboard.
-func SourceTTFT(samples []probe.Sample) []TTFTRow {
+func SourceTTFT(samples []event.Sample) []TTFTRow {
 	return ttftRows(Run{Samples: samples})
 }
 
@@ -62,13 +62,24 @@ func writeTTFT(b *strings.Builder, rows []Row) {
 		if len(r.TTFT) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "\nTime to first token (streamed pulls), %s / %s:\n\n| source | n | p50 | max | in fault window: n | p50 | max |\n|---|---|---|---|---|---|---|\n", r.Arm, r.Case)
-		for _, t := range r.TTFT {
-			win := "– | – | –"
-			if t.WindowN > 0 {
-				win = fmt.Sprintf("%d | %.2f s | %.2f s", t.WindowN, t.WindowP50, t.WindowMax)
-			}
-			fmt.Fprintf(b, "| %d | %d | %.2f s | %.2f s | %s |\n", t.Source, t.N, t.P50, t.Max, win)
-		}
+		fmt.Fprintf(b, "\nTime to first token (streamed pulls), %s / %s:\n\n", r.Arm, r.Case)
+		b.WriteString(markdownTable(ttftHeader(), ttftCells(r)))
 	}
+}
+
+func ttftHeader() []string {
+	return []string{"source", "n", "p50", "max", "in fault window: n", "p50", "max"}
+}
+
+// ttftCells is the row's TTFT table, a line per source.
+func ttftCells(r Row) [][]string {
+	out := make([][]string, 0, len(r.TTFT))
+	for _, t := range r.TTFT {
+		win := []string{notApplicable, notApplicable, notApplicable}
+		if t.WindowN > 0 {
+			win = []string{fmt.Sprint(t.WindowN), fmt.Sprintf("%.2f s", t.WindowP50), fmt.Sprintf("%.2f s", t.WindowMax)}
+		}
+		out = append(out, append([]string{fmt.Sprint(t.Source), fmt.Sprint(t.N), fmt.Sprintf("%.2f s", t.P50), fmt.Sprintf("%.2f s", t.Max)}, win...))
+	}
+	return out
 }

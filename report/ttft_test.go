@@ -3,22 +3,20 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"p2pfault/event"
 	"strings"
 	"testing"
 	"time"
-
-	"p2pfault/check"
-	"p2pfault/probe"
 )
 
 func TestTTFTRowsOfAStreamedRun(t *testing.T) {
-	s := func(src int, start, ttft time.Duration) probe.Sample {
-		return probe.Sample{Source: src, Start: start, TTFT: ttft, Latency: ttft + time.Millisecond, Status: 200}
+	s := func(src int, start, ttft time.Duration) event.Sample {
+		return event.Sample{Source: src, Start: start, TTFT: ttft, Latency: ttft + time.Millisecond, Status: 200}
 	}
 	r := Run{
 		HasWindow: true,
-		Window:    check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second},
-		Samples: []probe.Sample{
+		Window:    event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second},
+		Samples: []event.Sample{
 			s(0, time.Second, 20*time.Millisecond), s(0, 12*time.Second, 18*time.Second), s(0, 20*time.Second, 10*time.Second),
 			s(0, 30*time.Second, 2*time.Second), s(1, 12*time.Second, 30*time.Millisecond),
 			{Source: 1, Start: 13 * time.Second, Status: 0}, // no token: not counted
@@ -47,7 +45,7 @@ func TestTTFTRowsOfAStreamedRun(t *testing.T) {
 	}
 
 	t.Run("a run not streamed has no TTFT", func(t *testing.T) {
-		r.Samples = []probe.Sample{{Source: 0, Latency: time.Second, Status: 200}}
+		r.Samples = []event.Sample{{Source: 0, Latency: time.Second, Status: 200}}
 		if rows := ttftRows(r); rows != nil {
 			t.Errorf("rows %+v", rows)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/netfault"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
@@ -97,7 +98,7 @@ func TestCleanupEndsWhatTheRecordNamesAndOnlyThat(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	n, err := runner.Cleanup(context.Background(), dir, &out)
+	n, err := runner.Cleanup(context.Background(), dir, netfault.Host{}, &out)
 	if err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out.String())
 	}
@@ -126,7 +127,7 @@ func TestCleanupLeavesSessionsOfRunningP2pfaultAlone(t *testing.T) {
 	dir := t.TempDir()
 	writeRecord(t, dir, runner.ProcID{Pid: owner.Pid, StartTicks: owner.StartTicks}, engine)
 	var out bytes.Buffer
-	n, err := runner.Cleanup(context.Background(), dir, &out)
+	n, err := runner.Cleanup(context.Background(), dir, netfault.Host{}, &out)
 	if err != nil || n != 0 {
 		t.Fatalf("cleanup: %d, %v", n, err)
 	}
@@ -144,7 +145,7 @@ func TestCleanupLeavesSessionsOfRunningP2pfaultAlone(t *testing.T) {
 
 func TestCleanupWithoutRecordSaysSo(t *testing.T) {
 	var out bytes.Buffer
-	n, err := runner.Cleanup(context.Background(), t.TempDir(), &out)
+	n, err := runner.Cleanup(context.Background(), t.TempDir(), netfault.Host{}, &out)
 	if err != nil || n != 0 || !strings.Contains(out.String(), "no sessions.json") {
 		t.Errorf("cleanup of an empty folder: %d, %v, %q", n, err, out.String())
 	}
@@ -173,7 +174,7 @@ func TestNewRunKeepsLeftoversOfPreviousRunInRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if n, err := runner.Cleanup(context.Background(), cfg.OutDir, &out); err != nil || n != 1 {
+	if n, err := runner.Cleanup(context.Background(), cfg.OutDir, netfault.Host{}, &out); err != nil || n != 1 {
 		t.Errorf("cleanup of the carried leftover: %d, %v\n%s", n, err, out.String())
 	}
 	if live := liveMembers(t, left.Sid); len(live) > 0 {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 )
 
@@ -138,7 +139,7 @@ func newCluster(cfg Config, specs []Spec) (*Cluster, error) {
 		c.leftoverFirewall(f)
 	}
 	for _, s := range specs {
-		c.engines = append(c.engines, &Engine{c: c, spec: s, tail: newRing(cfg.LogTail), state: StateStarting})
+		c.engines = append(c.engines, &Engine{c: c, spec: s, tail: newRing(cfg.LogTail), state: event.StateStarting})
 	}
 	return c, nil
 }
@@ -294,7 +295,7 @@ func (s *spawner) close() { s.once.Do(func() { close(s.quit) }) }
 // callers never hold an engine's lock while user code runs.
 type dispatcher struct {
 	onLog    func(string, string)
-	onChange func(Info)
+	onChange func(event.EngineInfo)
 
 	mu      sync.Mutex
 	queue   []func()
@@ -308,7 +309,7 @@ type dispatcher struct {
 // are never dropped.
 const maxQueued = 10000
 
-func newDispatcher(onLog func(string, string), onChange func(Info)) *dispatcher {
+func newDispatcher(onLog func(string, string), onChange func(event.EngineInfo)) *dispatcher {
 	d := &dispatcher{onLog: onLog, onChange: onChange, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go d.run()
 	return d
@@ -337,7 +338,7 @@ func (d *dispatcher) log(engine, line string) {
 	}
 }
 
-func (d *dispatcher) change(ch Info) {
+func (d *dispatcher) change(ch event.EngineInfo) {
 	if d.onChange != nil {
 		d.push(func() { d.onChange(ch) }, false)
 	}

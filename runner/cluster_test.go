@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
@@ -53,7 +54,7 @@ func TestStartRunsEachEngineInItsOwnSession(t *testing.T) {
 	own, _ := unix.Getsid(0)
 	for _, e := range c.Engines() {
 		in := e.Info()
-		if in.State != runner.StateReady {
+		if in.State != event.StateReady {
 			t.Errorf("%s: state %s, want ready", e.Name(), in.State)
 		}
 		if in.Sid != in.Pid || in.Sid == own {
@@ -72,7 +73,7 @@ func TestStartRunsEachEngineInItsOwnSession(t *testing.T) {
 		if b, err := os.ReadFile(e.LogPath()); err != nil || !strings.Contains(string(b), "engine ready") {
 			t.Errorf("%s: log file %s lacks 'engine ready' (%v)", e.Name(), e.LogPath(), err)
 		}
-		want := []runner.State{runner.StateStarting, runner.StateReady}
+		want := []event.State{event.StateStarting, event.StateReady}
 		if !enginetest.Eventually(2*time.Second, func() bool { return slices.Equal(rec.states(e.Name()), want) }) {
 			t.Errorf("%s: changes %v, want %v", e.Name(), rec.states(e.Name()), want)
 		}
@@ -125,7 +126,7 @@ func TestStopEndsEverySessionAndIsIdempotent(t *testing.T) {
 				if _, err := session.Signal(sids[0], unix.SIGSTOP); err != nil {
 					t.Fatal(err)
 				}
-				if !enginetest.Eventually(2*time.Second, func() bool { return c.Sources()[0].Info().State == runner.StateStopped }) {
+				if !enginetest.Eventually(2*time.Second, func() bool { return c.Sources()[0].Info().State == event.StateStopped }) {
 					t.Fatalf("source-0 never showed stopped: %+v", c.Sources()[0].Info())
 				}
 			}
@@ -142,11 +143,11 @@ func TestStopEndsEverySessionAndIsIdempotent(t *testing.T) {
 					t.Errorf("session %d still has live processes %v after Stop", sid, live)
 				}
 				in := c.Engines()[i].Info()
-				if in.State != runner.StateExited || in.Exit != tt.wantExit {
+				if in.State != event.StateExited || in.Exit != tt.wantExit {
 					t.Errorf("%s: state %s exit %q, want exited %q", in.Name, in.State, in.Exit, tt.wantExit)
 				}
 			}
-			if got := rec.states("decoder"); got[len(got)-1] != runner.StateExited {
+			if got := rec.states("decoder"); got[len(got)-1] != event.StateExited {
 				t.Errorf("decoder changes %v: last is not exited", got)
 			}
 			if n := len(readSessions(t, cfg.OutDir).Engines); n != 0 {
@@ -232,7 +233,7 @@ func TestRestartUsesSamePortsInNewSession(t *testing.T) {
 		t.Fatalf("restart: %v", err)
 	}
 	after := src.Info()
-	if after.Sid == before.Sid || after.State != runner.StateReady || after.Restarts != 1 {
+	if after.Sid == before.Sid || after.State != event.StateReady || after.Restarts != 1 {
 		t.Errorf("after restart: %+v (before sid %d), want a new session, ready, 1 restart", after, before.Sid)
 	}
 	if after.HTTPPort != before.HTTPPort || after.P2PPort != before.P2PPort {
@@ -241,7 +242,7 @@ func TestRestartUsesSamePortsInNewSession(t *testing.T) {
 	if live := liveMembers(t, before.Sid); len(live) > 0 {
 		t.Errorf("old session %d still has %v", before.Sid, live)
 	}
-	want := []runner.State{runner.StateStarting, runner.StateReady, runner.StateRestarting, runner.StateStarting, runner.StateReady}
+	want := []event.State{event.StateStarting, event.StateReady, event.StateRestarting, event.StateStarting, event.StateReady}
 	if !enginetest.Eventually(2*time.Second, func() bool { return slices.Equal(rec.states("source-0"), want) }) {
 		t.Errorf("changes %v, want %v", rec.states("source-0"), want)
 	}
@@ -261,7 +262,7 @@ func TestRemoveLeavesDownAndRestoreBringsBack(t *testing.T) {
 		t.Fatalf("remove: %v", err)
 	}
 	in := src.Info()
-	if in.State != runner.StateRemoved || in.Pid != 0 {
+	if in.State != event.StateRemoved || in.Pid != 0 {
 		t.Errorf("after remove: %+v, want removed with no pid", in)
 	}
 	if live := liveMembers(t, before.Sid); len(live) > 0 {
@@ -273,7 +274,7 @@ func TestRemoveLeavesDownAndRestoreBringsBack(t *testing.T) {
 	if err := src.Restore(context.Background()); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	if in := src.Info(); in.State != runner.StateReady || in.Sid == before.Sid || in.HTTPPort != before.HTTPPort {
+	if in := src.Info(); in.State != event.StateReady || in.Sid == before.Sid || in.HTTPPort != before.HTTPPort {
 		t.Errorf("after restore: %+v", in)
 	}
 	if err := src.Restore(context.Background()); err == nil || !strings.Contains(err.Error(), "not removed") {
@@ -294,14 +295,14 @@ func TestCrashedFrontEndIsExitedAndItsCoreKilled(t *testing.T) {
 		t.Fatalf("core of crashed %s still alive: %v", src.Name(), liveMembers(t, in.Sid))
 	}
 	// The leader is a zombie (not live) a moment before it is reaped.
-	if !enginetest.Eventually(2*time.Second, func() bool { return src.Info().State == runner.StateExited }) {
+	if !enginetest.Eventually(2*time.Second, func() bool { return src.Info().State == event.StateExited }) {
 		t.Fatalf("after crash: %+v, want exited", src.Info())
 	}
 	if got := src.Info(); got.Exit != "signal killed" {
 		t.Errorf("after crash: exit %q, want 'signal killed'", got.Exit)
 	}
 	// OnChange runs on the dispatcher's goroutine, a moment later.
-	if !enginetest.Eventually(2*time.Second, func() bool { got := rec.states("source-0"); return got[len(got)-1] == runner.StateExited }) {
+	if !enginetest.Eventually(2*time.Second, func() bool { got := rec.states("source-0"); return got[len(got)-1] == event.StateExited }) {
 		t.Errorf("changes %v: last is not exited", rec.states("source-0"))
 	}
 }

@@ -17,39 +17,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"p2pfault/event"
 	"p2pfault/runner/session"
 )
-
-// State of an engine; the strings are those of event.State*.
-type State string
-
-const (
-	StateStarting   State = "starting"
-	StateReady      State = "ready"
-	StateStopped    State = "stopped" // SIGSTOPped (a stall), read from /proc
-	StateExited     State = "exited"
-	StateRestarting State = "restarting"
-	StateRemoved    State = "removed"
-)
-
-// Info is an engine's state now; pid, session members and "stopped" are
-// read from /proc.
-type Info struct {
-	Name     string
-	Role     Role
-	Index    int
-	State    State
-	Pid      int
-	Sid      int
-	Members  []int // every live pid of the session
-	HTTPPort int
-	P2PPort  int
-	Started  time.Time // when the current process started
-	Uptime   time.Duration
-	ReadyAt  time.Time // when the current process answered /health (zero before)
-	Restarts int
-	Exit     string
-}
 
 // intent says what the next exit of an engine's process means.
 type intent int
@@ -71,7 +41,7 @@ type Engine struct {
 	op sync.Mutex // one Restart, Remove, Restore or stop at a time
 
 	mu       sync.Mutex
-	state    State
+	state    event.State
 	intent   intent
 	proc     *process
 	restarts int
@@ -112,7 +82,7 @@ func (p *process) reaped() bool {
 func (e *Engine) Name() string { return e.spec.Name }
 
 // Role is source or decoder.
-func (e *Engine) Role() Role { return e.spec.Role }
+func (e *Engine) Role() event.Role { return e.spec.Role }
 
 // Index is the source index (0 for the decoder).
 func (e *Engine) Index() int { return e.spec.Index }
@@ -153,8 +123,9 @@ func (e *Engine) Session() (pid, sid int, ok bool) {
 }
 
 // Info returns the engine's state, reading /proc for its session's members
-// and whether they are stopped.
-func (e *Engine) Info() Info {
+// and whether they are stopped: the event stream's own type, so the
+// experiment sends it as it is.
+func (e *Engine) Info() event.EngineInfo {
 	e.mu.Lock()
 	in := e.infoLocked()
 	p := e.proc
@@ -173,22 +144,21 @@ func (e *Engine) Info() Info {
 			stopped = stopped || m.Stopped()
 		}
 	}
-	if stopped && (in.State == StateReady || in.State == StateStarting) {
-		in.State = StateStopped
+	if stopped && (in.State == event.StateReady || in.State == event.StateStarting) {
+		in.State = event.StateStopped
 	}
 	return in
 }
 
 // infoLocked is the engine's state without what /proc says (members,
 // stopped); the caller holds e.mu.
-func (e *Engine) infoLocked() Info {
-	in := Info{
+func (e *Engine) infoLocked() event.EngineInfo {
+	in := event.EngineInfo{
 		Name: e.spec.Name, Role: e.spec.Role, Index: e.spec.Index,
 		State: e.state, HTTPPort: e.spec.HTTPPort, P2PPort: e.spec.P2PPort,
 		Restarts: e.restarts, Exit: e.exit,
 	}
 	if p := e.proc; p != nil {
-		in.Started, in.ReadyAt = p.started, p.readyAt
 		if !p.reaped() {
 			in.Pid, in.Sid = p.pid, p.sid
 			in.Uptime = time.Since(p.started)
@@ -197,9 +167,20 @@ func (e *Engine) infoLocked() Info {
 	return in
 }
 
+// ReadyAt is when the engine's current process answered /health (zero
+// before it did).
+func (e *Engine) ReadyAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.proc == nil {
+		return time.Time{}
+	}
+	return e.proc.readyAt
+}
+
 // changeLocked records a new state and tells OnChange, with the engine's
 // state as it is at the change (not read from /proc); the caller holds e.mu.
-func (e *Engine) changeLocked(s State) {
+func (e *Engine) changeLocked(s event.State) {
 	e.state = s
 	e.c.events.change(e.infoLocked())
 }
@@ -258,7 +239,7 @@ func (e *Engine) launch(extra []string) (*process, error) {
 		e.restarts++
 	}
 	e.proc, e.intent, e.exit = p, intentNone, ""
-	e.changeLocked(StateStarting)
+	e.changeLocked(event.StateStarting)
 	e.mu.Unlock()
 	e.c.workers.Go(func() { e.readLogs(p, pr, logf) })
 	e.c.workers.Go(func() { e.reap(p) })
@@ -288,7 +269,7 @@ func (e *Engine) reap(p *process) {
 	crashed := e.proc == p && e.intent == intentNone
 	if crashed {
 		e.exit = p.exit
-		e.changeLocked(StateExited)
+		e.changeLocked(event.StateExited)
 	}
 	e.mu.Unlock()
 	if crashed {
@@ -319,6 +300,35 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 	return e.waitReady(ctx, p)
 }
 
+// healthClient asks /health: a short timeout, and no connection kept, so
+// a restarted engine is asked on a connection of its own.
+func healthClient() *http.Client {
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+}
+
+// health asks the engine's GET /health once: nil when it answers 200.
+func (e *Engine) health(ctx context.Context, client *http.Client) error {
+	url := e.HTTPURL() + "/health"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("%s: health request: %w", e.spec.Name, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// Healthy asks the engine once whether it is ready (GET /health answers
+// 200), for whoever verifies a restart on the host.
+func (e *Engine) Healthy(ctx context.Context) error { return e.health(ctx, healthClient()) }
+
 // healthPoll is how often /health is asked while an engine starts.
 const healthPoll = 50 * time.Millisecond
 
@@ -326,25 +336,13 @@ func (e *Engine) waitReady(ctx context.Context, p *process) error {
 	timeout := e.c.cfg.ReadyTimeout
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	url := e.HTTPURL() + "/health"
+	client := healthClient()
 	var last error
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("%s: health request: %w", e.spec.Name, err)
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && !p.reaped() {
-				e.markReady(p)
-				return nil
-			}
-			last = fmt.Errorf("GET %s: %s", url, resp.Status)
-		} else {
-			last = err
+		last = e.health(ctx, client)
+		if last == nil && !p.reaped() {
+			e.markReady(p)
+			return nil
 		}
 		select {
 		case <-p.done:
@@ -370,8 +368,8 @@ func (e *Engine) markReady(p *process) {
 	}
 	e.mu.Lock()
 	p.readyAt, p.members = time.Now(), members
-	if e.proc == p && e.state == StateStarting {
-		e.changeLocked(StateReady)
+	if e.proc == p && e.state == event.StateStarting {
+		e.changeLocked(event.StateReady)
 	}
 	e.mu.Unlock()
 	_ = e.c.writeSessions()
@@ -467,7 +465,7 @@ func (e *Engine) Restart(ctx context.Context, endFn EndFunc) error {
 	e.mu.Lock()
 	p := e.proc
 	e.intent = intentRestart
-	e.changeLocked(StateRestarting)
+	e.changeLocked(event.StateRestarting)
 	e.mu.Unlock()
 	if p != nil {
 		if err := e.end(ctx, p, endFn); err != nil {
@@ -489,7 +487,7 @@ func (e *Engine) Remove(ctx context.Context, endFn EndFunc) error {
 	}
 	e.mu.Lock()
 	p := e.proc
-	if e.state == StateRemoved {
+	if e.state == event.StateRemoved {
 		e.mu.Unlock()
 		return fmt.Errorf("remove %s: it is already removed", e.spec.Name)
 	}
@@ -503,7 +501,7 @@ func (e *Engine) Remove(ctx context.Context, endFn EndFunc) error {
 	if p != nil {
 		e.exit = p.exitStatus()
 	}
-	e.changeLocked(StateRemoved)
+	e.changeLocked(event.StateRemoved)
 	e.mu.Unlock()
 	_ = e.c.writeSessions()
 	if err != nil {
@@ -525,7 +523,7 @@ func (e *Engine) Restore(ctx context.Context) error {
 	e.mu.Lock()
 	state, p := e.state, e.proc
 	e.mu.Unlock()
-	if state != StateRemoved && state != StateExited {
+	if state != event.StateRemoved && state != event.StateExited {
 		return fmt.Errorf("restore %s: it is %s, not removed", e.spec.Name, state)
 	}
 	if p != nil && !p.reaped() {
@@ -553,9 +551,9 @@ func (e *Engine) relaunch(ctx context.Context, what string) error {
 // failRestart marks an engine that could not be brought back as exited.
 func (e *Engine) failRestart(err error) error {
 	e.mu.Lock()
-	if e.state == StateRestarting || e.state == StateRemoved {
+	if e.state == event.StateRestarting || e.state == event.StateRemoved {
 		e.exit = "restart failed"
-		e.changeLocked(StateExited)
+		e.changeLocked(event.StateExited)
 	}
 	e.mu.Unlock()
 	return err
@@ -578,9 +576,9 @@ func (e *Engine) stopForGood(ctx context.Context) error {
 	case <-time.After(2 * time.Second):
 	}
 	e.mu.Lock()
-	if e.state != StateRemoved && e.state != StateExited {
+	if e.state != event.StateRemoved && e.state != event.StateExited {
 		e.exit = p.exitStatus()
-		e.changeLocked(StateExited)
+		e.changeLocked(event.StateExited)
 	}
 	e.mu.Unlock()
 	if err != nil {

@@ -4,20 +4,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"slices"
 	"strings"
 	"sync"
-
-	"p2pfault/netfault"
 )
+
+// Tables is the host's firewall as the record's readers use it: runner
+// knows only the table names it recorded, never how a table is made or
+// deleted (netfault.Host is the implementation).
+type Tables interface {
+	// List names p2pfault's tables in the kernel now.
+	List() ([]string, error)
+	// Delete deletes a table p2pfault made and reports whether it was
+	// there.
+	Delete(name string) (deleted bool, err error)
+}
 
 // FirewallEntry is a firewall table of a run as sessions.json records it:
 // written before the table is created, updated before each network fault
 // in it changes, dropped once the table is deleted, so that after a
 // SIGKILL of p2pfault `p2pfault cleanup` finds and deletes it.
 type FirewallEntry struct {
-	Table  string   `json:"table"`            // netfault.TableName(run id)
+	Table  string   `json:"table"`            // the table's name (netfault.TableName of the run id)
 	Faults []string `json:"faults,omitempty"` // in force, e.g. "partition source-0"
 	Owner  ProcID   `json:"owner"`            // the p2pfault that made it
 	BootID string   `json:"boot_id"`          // tables do not outlive a boot
@@ -100,16 +108,13 @@ type LeftoverTable struct {
 }
 
 // LeftoverTables returns the tables the sessions.json in dir names that a
-// run left behind, so a new run can warn about them.
-func LeftoverTables(dir string) ([]LeftoverTable, error) {
-	f, err := readSessionsFile(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+// run left behind and that host still has, so a new run can warn about
+// them.
+func LeftoverTables(dir string, host Tables) ([]LeftoverTable, error) {
+	f, boot, err := readRecord(dir)
+	if err != nil || f == nil {
 		return nil, err
 	}
-	boot := bootID()
 	var have []string
 	var listErr error
 	listed := false
@@ -119,7 +124,7 @@ func LeftoverTables(dir string) ([]LeftoverTable, error) {
 			continue
 		}
 		if !listed {
-			have, listErr = netfault.Tables()
+			have, listErr = host.List()
 			listed = true
 		}
 		if listErr == nil && !slices.Contains(have, e.Table) {
@@ -130,9 +135,9 @@ func LeftoverTables(dir string) ([]LeftoverTable, error) {
 	return out, nil
 }
 
-// cleanupFirewall deletes each recorded table whose p2pfault is gone (or is
-// this one) and says so on w; it returns the entries to keep.
-func cleanupFirewall(entries []FirewallEntry, self ProcID, boot string, w io.Writer) ([]FirewallEntry, error) {
+// cleanupFirewall deletes from host each recorded table whose p2pfault is
+// gone (or is this one) and says so on w; it returns the entries to keep.
+func cleanupFirewall(entries []FirewallEntry, host Tables, self ProcID, boot string, w io.Writer) ([]FirewallEntry, error) {
 	var keep []FirewallEntry
 	var errs []error
 	for _, e := range entries {
@@ -145,7 +150,7 @@ func cleanupFirewall(entries []FirewallEntry, self ProcID, boot string, w io.Wri
 			keep = append(keep, e)
 			continue
 		}
-		deleted, err := netfault.DeleteTable(e.Table)
+		deleted, err := host.Delete(e.Table)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("clean up firewall table inet %s: %w", e.Table, err))

@@ -60,7 +60,7 @@ func TestFirewallTablesAreRecordedCarriedAndCleanedUp(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.OutDir, runner.SessionsFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	left, err := runner.LeftoverTables(cfg.OutDir)
+	left, err := runner.LeftoverTables(cfg.OutDir, netfault.Host{})
 	if err != nil || len(left) != 1 || left[0].Table != fw.Table() || left[0].Unknown {
 		t.Fatalf("LeftoverTables = %+v, %v; want the crashed run's table, known to be in the kernel", left, err)
 	}
@@ -91,7 +91,7 @@ func TestFirewallTablesAreRecordedCarriedAndCleanedUp(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if _, err := runner.Cleanup(context.Background(), cfg.OutDir, &out); err != nil {
+	if _, err := runner.Cleanup(context.Background(), cfg.OutDir, netfault.Host{}, &out); err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out.String())
 	}
 	want := "firewall table inet " + fw.Table() + ": deleted; partition source-0 healed by cleanup\n"

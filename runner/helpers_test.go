@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"p2pfault/event"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
@@ -20,7 +21,7 @@ import (
 type recorder struct {
 	mu      sync.Mutex
 	lines   map[string][]string
-	changes []runner.Info
+	changes []event.EngineInfo
 	sids    map[int]bool
 }
 
@@ -34,7 +35,7 @@ func (r *recorder) onLog(engine, line string) {
 	r.lines[engine] = append(r.lines[engine], line)
 }
 
-func (r *recorder) onChange(c runner.Info) {
+func (r *recorder) onChange(c event.EngineInfo) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, c)
@@ -44,10 +45,10 @@ func (r *recorder) onChange(c runner.Info) {
 }
 
 // states returns the states engine went through, in order.
-func (r *recorder) states(engine string) []runner.State {
+func (r *recorder) states(engine string) []event.State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []runner.State
+	var out []event.State
 	for _, c := range r.changes {
 		if c.Name == engine {
 			out = append(out, c.State)

@@ -8,15 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
-)
-
-// Role of an engine in the cluster.
-type Role string
-
-const (
-	RoleSource  Role = "source"
-	RoleDecoder Role = "decoder"
 )
 
 // DecoderName is the name of the cluster's single decoder.
@@ -28,7 +21,7 @@ func SourceName(i int) string { return "source-" + strconv.Itoa(i) }
 // Spec is how one engine is started: never through a shell.
 type Spec struct {
 	Name     string // "source-0", ..., "decoder"
-	Role     Role
+	Role     event.Role
 	Index    int // source index; 0 for the decoder
 	HTTPPort int
 	P2PHost  string
@@ -199,7 +192,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 	for i, p := range ports {
 		s := Spec{
 			Name:      engineName(cfg.Sources, i),
-			Role:      RoleSource,
+			Role:      event.RoleSource,
 			Index:     i,
 			HTTPPort:  p.http,
 			P2PHost:   Host,
@@ -209,7 +202,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			FixedP2P:  p.fixedP2P,
 		}
 		if i >= cfg.Sources {
-			s.Role, s.Index = RoleDecoder, 0
+			s.Role, s.Index = event.RoleDecoder, 0
 		}
 		s.Args = append(append([]string{}, prefix...),
 			"serve", cfg.Model,
@@ -227,7 +220,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			s.Args = append(s.Args, "--sim-time-scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
 		}
 		s.Args = append(s.Args, cfg.ExtraArgs...)
-		if s.Role == RoleSource {
+		if s.Role == event.RoleSource {
 			s.Args = append(s.Args, cfg.SourceArgs...)
 		} else {
 			s.Args = append(s.Args, cfg.DecoderArgs...)

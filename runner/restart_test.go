@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"p2pfault/runner"
 )
 
 // A restarted simulated engine loads for the restart length (scaled by the
@@ -40,13 +38,5 @@ func TestRestartedSimTakesTheRestartLength(t *testing.T) {
 		if slices.Contains(procArgv(t, e.Info().Pid), "--sim-startup-delay") {
 			t.Errorf("%s: a first start carries the restart length", e.Name())
 		}
-	}
-}
-
-func TestNegativeRestartLengthIsAUsageError(t *testing.T) {
-	cfg := simConfig(t)
-	cfg.RestartDelay = -time.Second
-	if _, err := runner.Plan(cfg); err == nil {
-		t.Error("a negative restart length was accepted")
 	}
 }

@@ -156,6 +156,20 @@ func readSessionsFile(dir string) (sessionsFile, error) {
 	return f, nil
 }
 
+// readRecord reads dir's sessions.json for the leftover warnings, with this
+// boot's id (a record of another boot names nothing alive); f is nil when
+// the folder has no record.
+func readRecord(dir string) (f *sessionsFile, boot string, err error) {
+	rec, err := readSessionsFile(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return &rec, bootID(), nil
+}
+
 // Leftover is a session named in a run's sessions.json that still has a
 // live process of that run.
 type Leftover struct {
@@ -183,14 +197,10 @@ func (e SessionEntry) verify(boot string) bool {
 // that are still alive, so a new run can warn about a run left behind. A
 // folder without the file has none.
 func Leftovers(dir string) ([]Leftover, error) {
-	f, err := readSessionsFile(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	f, boot, err := readRecord(dir)
+	if err != nil || f == nil {
 		return nil, err
 	}
-	boot := bootID()
 	var out []Leftover
 	for _, e := range append(f.Engines, f.Leftovers...) {
 		if !e.verify(boot) {
@@ -210,9 +220,9 @@ const cleanupGrace = 5 * time.Second
 // from /proc): SIGTERM and SIGCONT, SIGKILL after a grace (at most 5 s,
 // less if ctx ends). Sessions of a p2pfault that is still running are left
 // alone. It also deletes the firewall tables the file names (network
-// faults: their partitions are healed). It reports each session and table
-// on w and returns how many sessions it ended.
-func Cleanup(ctx context.Context, dir string, w io.Writer) (int, error) {
+// faults: their partitions are healed) from host. It reports each session
+// and table on w and returns how many sessions it ended.
+func Cleanup(ctx context.Context, dir string, host Tables, w io.Writer) (int, error) {
 	f, err := readSessionsFile(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(w, "%s: no %s, nothing to clean up\n", dir, SessionsFile)
@@ -257,7 +267,7 @@ func Cleanup(ctx context.Context, dir string, w io.Writer) (int, error) {
 			keepLeft = append(keepLeft, e)
 		}
 	}
-	keepTables, err := cleanupFirewall(f.Firewall, self, boot, w)
+	keepTables, err := cleanupFirewall(f.Firewall, host, self, boot, w)
 	if err != nil {
 		errs = append(errs, err)
 	}

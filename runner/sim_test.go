@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
@@ -45,7 +46,7 @@ func TestSimClusterRunsBothProcessesOfEachEngine(t *testing.T) {
 	c, rec := startCluster(t, simConfig(t))
 	for _, e := range c.Engines() {
 		in := e.Info()
-		if in.State != runner.StateReady || len(in.Members) != 2 {
+		if in.State != event.StateReady || len(in.Members) != 2 {
 			t.Errorf("%s: %s with members %v, want ready with front end + core", e.Name(), in.State, in.Members)
 		}
 		var roles []string
@@ -85,7 +86,7 @@ func TestVLLMPathEndToEndThroughScript(t *testing.T) {
 
 	for i, e := range c.Engines() {
 		in := e.Info()
-		if in.State != runner.StateReady || len(in.Members) != 2 {
+		if in.State != event.StateReady || len(in.Members) != 2 {
 			t.Errorf("%s: %s with members %v", e.Name(), in.State, in.Members)
 			continue
 		}

@@ -11,13 +11,6 @@ import (
 	"p2pfault/runner/session"
 )
 
-// confirmTimeout bounds the wait for /proc to show that a signal took
-// effect (every thread of a process must stop before it shows T).
-const confirmTimeout = 5 * time.Second
-
-// confirmPoll is how often /proc is read while confirming.
-const confirmPoll = 500 * time.Microsecond
-
 // Target is an engine as fault kinds act on it (it implements
 // fault.Target): signals reach exactly its session, every process whose
 // session id is the engine's, found in /proc, never by name, never session
@@ -32,8 +25,9 @@ func (t Target) notRunning() error {
 }
 
 // Stop SIGSTOPs every process of the session and returns once /proc shows
-// all of them stopped (state T); if they do not all stop, it SIGCONTs them.
-func (t Target) Stop() (time.Time, error) {
+// all of them stopped (state T); if they do not all stop, it SIGCONTs them
+// (session.Stop).
+func (t Target) Stop(ctx context.Context) (time.Time, error) {
 	_, sid, ok := t.Session()
 	if !ok {
 		return time.Time{}, t.notRunning()
@@ -45,28 +39,16 @@ func (t Target) Stop() (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	for _, m := range ms {
-		if m.Live() && m.Stopped() {
-			return time.Time{}, fmt.Errorf("pid %d of session %d is already stopped", m.Pid, sid)
-		}
-	}
-	at := time.Now()
-	pids, err := session.SignalMembers(sid, ms, unix.SIGSTOP)
+	at, _, err := session.Stop(ctx, sid, ms)
 	if err != nil {
 		return time.Time{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
-	defer cancel()
-	if err := session.WaitStates(ctx, pids, session.Proc.Stopped, confirmPoll); err != nil {
-		_, _ = session.Signal(sid, unix.SIGCONT)
-		return time.Time{}, fmt.Errorf("session %d: %w", sid, err)
 	}
 	return at, nil
 }
 
 // Continue SIGCONTs the session and returns once /proc shows none of its
 // processes stopped.
-func (t Target) Continue() error {
+func (t Target) Continue(ctx context.Context) error {
 	_, sid, ok := t.Session()
 	if !ok {
 		return t.notRunning()
@@ -75,9 +57,7 @@ func (t Target) Continue() error {
 	if err != nil {
 		return fmt.Errorf("session %d: %w", sid, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
-	defer cancel()
-	if err := session.WaitStates(ctx, pids, func(p session.Proc) bool { return !p.Stopped() }, confirmPoll); err != nil {
+	if err := session.WaitContinued(ctx, pids); err != nil {
 		return fmt.Errorf("session %d: %w", sid, err)
 	}
 	return nil
@@ -101,7 +81,7 @@ func (t Target) Kill(ctx context.Context, signalled func(time.Time, error)) (tim
 	if err != nil {
 		return time.Time{}, err
 	}
-	return t.Info().ReadyAt, nil
+	return t.ReadyAt(), nil
 }
 
 // Terminate sends SIGTERM to every process of the session (and SIGCONT,
@@ -131,5 +111,5 @@ func (t Target) Restore(ctx context.Context) (time.Time, error) {
 	if err := t.Engine.Restore(ctx); err != nil {
 		return time.Time{}, err
 	}
-	return t.Info().ReadyAt, nil
+	return t.ReadyAt(), nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"p2pfault/event"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +47,7 @@ type Config struct {
 type Kind string
 
 const (
-	KindScraped   Kind = "scraped"   // a scrape answered: Reading and Live are set
+	KindScraped   Kind = "scraped"   // a scrape answered: event.Reading and event.Live are set
 	KindFailed    Kind = "failed"    // the first failed scrape of a streak: Err and Message
 	KindRecovered Kind = "recovered" // the engine answers again: Failures and Message, then its KindScraped
 )
@@ -55,12 +56,12 @@ const (
 type Update struct {
 	Kind     Kind
 	Engine   string
-	At       time.Time // when the scrape was sent
-	Reading  Reading   // KindScraped
-	Live     Live      // KindScraped
-	Err      string    // KindFailed: why
-	Failures int       // KindRecovered: scrapes that failed in a row
-	Message  string    // KindFailed, KindRecovered: a line for the user (a warning)
+	At       time.Time     // when the scrape was sent
+	Reading  event.Reading // KindScraped
+	Live     event.Live    // KindScraped
+	Err      string        // KindFailed: why
+	Failures int           // KindRecovered: scrapes that failed in a row
+	Message  string        // KindFailed, KindRecovered: a line for the user (a warning)
 }
 
 // Scraper scrapes a list of engines' /metrics.
@@ -176,29 +177,29 @@ func (s *Scraper) loop(ctx context.Context, name, u string, emit func(Update)) {
 }
 
 // Fetch scrapes one /metrics URL within the configured timeout.
-func (s *Scraper) Fetch(ctx context.Context, metricsURL string) (Reading, error) {
+func (s *Scraper) Fetch(ctx context.Context, metricsURL string) (event.Reading, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
 	if err != nil {
-		return Reading{}, fmt.Errorf("GET %s: %w", metricsURL, err)
+		return event.Reading{}, fmt.Errorf("GET %s: %w", metricsURL, err)
 	}
 	req.Header.Set("Accept", accept)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return Reading{}, fmt.Errorf("GET %s: no answer within %s", metricsURL, s.cfg.Timeout)
+			return event.Reading{}, fmt.Errorf("GET %s: no answer within %s", metricsURL, s.cfg.Timeout)
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return Reading{}, fmt.Errorf("GET %s: %w", metricsURL, err)
+		return event.Reading{}, fmt.Errorf("GET %s: %w", metricsURL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-		return Reading{}, fmt.Errorf("GET %s: answered %s", metricsURL, resp.Status)
+		return event.Reading{}, fmt.Errorf("GET %s: answered %s", metricsURL, resp.Status)
 	}
 	format := expfmt.ResponseFormat(resp.Header)
 	if format.FormatType() == expfmt.TypeUnknown {
@@ -207,9 +208,9 @@ func (s *Scraper) Fetch(ctx context.Context, metricsURL string) (Reading, error)
 	r, err := Parse(io.LimitReader(resp.Body, maxBody), format)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return Reading{}, fmt.Errorf("GET %s: body not read within %s", metricsURL, s.cfg.Timeout)
+			return event.Reading{}, fmt.Errorf("GET %s: body not read within %s", metricsURL, s.cfg.Timeout)
 		}
-		return Reading{}, fmt.Errorf("GET %s: %w", metricsURL, err)
+		return event.Reading{}, fmt.Errorf("GET %s: %w", metricsURL, err)
 	}
 	return r, nil
 }

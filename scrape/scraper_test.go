@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"p2pfault/event"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,7 +127,7 @@ func TestRunScrapesEachEngineAndToldFailuresOnce(t *testing.T) {
 	if hung := rec.of("hung", KindFailed); len(dec) < 10 || len(hung) == 0 || !dec[9].At.Before(hung[0].At.Add(cfg.Timeout)) {
 		t.Errorf("decoder scraped %d times, want ten before the hung engine's scrape gave up", len(dec))
 	}
-	if last := dec[len(dec)-1]; last.Reading.Waiting != Of(7) || last.Live.Running != Of(4) || last.Live.HitRate.OK {
+	if last := dec[len(dec)-1]; last.Reading.Waiting != event.MetricOf(7) || last.Live.Running != event.MetricOf(4) || last.Live.HitRate.OK {
 		// Counters do not move between scrapes: no queries in the window, no rate.
 		t.Errorf("decoder's last update: %+v", last)
 	}
@@ -135,7 +136,7 @@ func TestRunScrapesEachEngineAndToldFailuresOnce(t *testing.T) {
 		t.Errorf("engine exporting nothing: %d scrapes, %d failures; want it scraped, not failed", len(bare), len(rec.of("bare", KindFailed)))
 	}
 	for _, u := range bare {
-		if u.Reading != (Reading{}) || u.Live.Running.OK || u.Live.Waiting.OK || u.Live.HitRate.OK || u.Live.P2PReadBps.OK {
+		if u.Reading != (event.Reading{}) || u.Live.Running.OK || u.Live.Waiting.OK || u.Live.HitRate.OK || u.Live.P2PReadBps.OK {
 			t.Fatalf("engine exporting nothing reads %+v / %+v, want all absent", u.Reading, u.Live)
 		}
 	}

@@ -7,12 +7,10 @@ package scrape
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
+	"p2pfault/event"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -31,62 +29,11 @@ const (
 	TierP2P   = "1:p2p"
 )
 
-// Value is a series' value, or absent (OK false) when the engine does not
-// export it. In JSON an absent value is null.
-type Value struct {
-	V  float64
-	OK bool
-}
-
-// Of is a present value.
-func Of(v float64) Value { return Value{V: v, OK: true} }
-
-// String shows the value, "–" when absent; whole numbers without decimals.
-func (v Value) String() string {
-	if !v.OK {
-		return "–"
-	}
-	return strconv.FormatFloat(v.V, 'f', -1, 64)
-}
-
-// MarshalJSON writes null for an absent value.
-func (v Value) MarshalJSON() ([]byte, error) {
-	if !v.OK || math.IsNaN(v.V) || math.IsInf(v.V, 0) {
-		return []byte("null"), nil
-	}
-	return json.Marshal(v.V)
-}
-
-// UnmarshalJSON reads null as absent.
-func (v *Value) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
-		*v = Value{}
-		return nil
-	}
-	var f float64
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("metric value %s: %w", b, err)
-	}
-	*v = Of(f)
-	return nil
-}
-
-// Reading is the series of one scrape of one engine. Each is the sum over
-// the label sets that match (vLLM labels by model and, with data
-// parallelism, by engine index).
-type Reading struct {
-	Running      Value `json:"running"`        // gauge
-	Waiting      Value `json:"waiting"`        // gauge
-	ExtHits      Value `json:"ext_hits"`       // counter, tokens
-	ExtQueries   Value `json:"ext_queries"`    // counter, tokens
-	P2PReadBytes Value `json:"p2p_read_bytes"` // counter, bytes read from the P2P tier
-}
-
 // Parse reads one exposition in format (expfmt.ResponseFormat of the
 // response; the text format when unknown) and extracts the series.
-func Parse(r io.Reader, format expfmt.Format) (Reading, error) { return parse(r, format, true) }
+func Parse(r io.Reader, format expfmt.Format) (event.Reading, error) { return parse(r, format, true) }
 
-func parse(r io.Reader, format expfmt.Format, filter bool) (Reading, error) {
+func parse(r io.Reader, format expfmt.Format, filter bool) (event.Reading, error) {
 	fams := map[string]*dto.MetricFamily{}
 	if t := format.FormatType(); filter && (t == expfmt.TypeTextPlain || t == expfmt.TypeOpenMetrics || t == expfmt.TypeUnknown) {
 		// vLLM exports ~40 families, mostly histograms, and five are read:
@@ -103,7 +50,7 @@ func parse(r io.Reader, format expfmt.Format, filter bool) (Reading, error) {
 			break
 		}
 		if err != nil {
-			return Reading{}, fmt.Errorf("parse metrics: %w", err)
+			return event.Reading{}, fmt.Errorf("parse metrics: %w", err)
 		}
 		fams[f.GetName()] = &f
 	}
@@ -118,7 +65,7 @@ func parse(r io.Reader, format expfmt.Format, filter bool) (Reading, error) {
 		return nil
 	}
 	isP2P := func(m *dto.Metric) bool { return label(m, TierLabel) == TierP2P }
-	return Reading{
+	return event.Reading{
 		Running:      sum(family(SeriesRunning), nil),
 		Waiting:      sum(family(SeriesWaiting), nil),
 		ExtHits:      sum(family(SeriesExtHits), nil),
@@ -136,11 +83,11 @@ func cutSuffix(s, suffix string) (string, bool) {
 
 // sum adds the values of f's metrics that keep accepts (all when nil);
 // absent when f is nil or none matched.
-func sum(f *dto.MetricFamily, keep func(*dto.Metric) bool) Value {
+func sum(f *dto.MetricFamily, keep func(*dto.Metric) bool) event.MetricValue {
 	if f == nil {
-		return Value{}
+		return event.MetricValue{}
 	}
-	var v Value
+	var v event.MetricValue
 	for _, m := range f.GetMetric() {
 		if keep != nil && !keep(m) {
 			continue
@@ -149,7 +96,7 @@ func sum(f *dto.MetricFamily, keep func(*dto.Metric) bool) Value {
 		if !ok {
 			continue
 		}
-		v = Of(v.V + x)
+		v = event.MetricOf(v.V + x)
 	}
 	return v
 }

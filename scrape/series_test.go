@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"encoding/json"
+	"p2pfault/event"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestParseSumsMatchingLabelSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Reading{Running: Of(4), Waiting: Of(7), ExtHits: Of(3456), ExtQueries: Of(4800), P2PReadBytes: Of(25165824)}
+	want := event.Reading{Running: event.MetricOf(4), Waiting: event.MetricOf(7), ExtHits: event.MetricOf(3456), ExtQueries: event.MetricOf(4800), P2PReadBytes: event.MetricOf(25165824)}
 	if r != want {
 		t.Errorf("got %+v\nwant %+v", r, want)
 	}
@@ -72,15 +73,15 @@ func TestParseSeriesNotExportedAreAbsentNotZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The primary tier's bytes are exported, the P2P tier's are not.
-	if r != (Reading{}) {
+	if r != (event.Reading{}) {
 		t.Errorf("got %+v, want every series absent", r)
 	}
-	for _, v := range []Value{r.Running, r.Waiting, r.ExtHits, r.ExtQueries, r.P2PReadBytes} {
+	for _, v := range []event.MetricValue{r.Running, r.Waiting, r.ExtHits, r.ExtQueries, r.P2PReadBytes} {
 		if v.String() != "–" {
 			t.Errorf("absent value shows %q, want –", v.String())
 		}
 	}
-	if r, err := Parse(strings.NewReader(""), textFormat); err != nil || r != (Reading{}) {
+	if r, err := Parse(strings.NewReader(""), textFormat); err != nil || r != (event.Reading{}) {
 		t.Errorf("empty exposition: %+v, %v; want all absent, no error", r, err)
 	}
 }
@@ -96,7 +97,7 @@ vllm:num_requests_waiting{model_name="m"} 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ExtHits != Of(384) || r.Waiting != Of(2) || r.Running.OK {
+	if r.ExtHits != event.MetricOf(384) || r.Waiting != event.MetricOf(2) || r.Running.OK {
 		t.Errorf("got %+v, want hits 384, waiting 2, running absent", r)
 	}
 }
@@ -109,7 +110,7 @@ func TestParseRejectsGarbage(t *testing.T) {
 }
 
 func TestValueJSONAndString(t *testing.T) {
-	b, err := json.Marshal(Reading{Running: Of(2), Waiting: Of(0)})
+	b, err := json.Marshal(event.Reading{Running: event.MetricOf(2), Waiting: event.MetricOf(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,14 +118,14 @@ func TestValueJSONAndString(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("JSON %s, want %s", b, want)
 	}
-	var back Reading
-	if err := json.Unmarshal(b, &back); err != nil || back != (Reading{Running: Of(2), Waiting: Of(0)}) {
+	var back event.Reading
+	if err := json.Unmarshal(b, &back); err != nil || back != (event.Reading{Running: event.MetricOf(2), Waiting: event.MetricOf(0)}) {
 		t.Errorf("round trip: %+v, %v", back, err)
 	}
-	if s := Of(0).String() + " " + Of(1.5).String() + " " + (Value{}).String(); s != "0 1.5 –" {
+	if s := event.MetricOf(0).String() + " " + event.MetricOf(1.5).String() + " " + (event.MetricValue{}).String(); s != "0 1.5 –" {
 		t.Errorf("String: %q", s)
 	}
-	if err := json.Unmarshal([]byte(`"x"`), new(Value)); err == nil {
+	if err := json.Unmarshal([]byte(`"x"`), new(event.MetricValue)); err == nil {
 		t.Error(`"x" read as a value`)
 	}
 }
@@ -138,7 +139,7 @@ func omFormat(t *testing.T) expfmt.Format {
 }
 
 // TestFilterKeepsWhatIsRead: the line filter in front of the parser must
-// not change a Reading, whatever else the exposition holds.
+// not change a event.Reading, whatever else the exposition holds.
 func TestFilterKeepsWhatIsRead(t *testing.T) {
 	body := vllmSized()
 	filtered, err := Parse(strings.NewReader(body), textFormat)
@@ -154,7 +155,7 @@ func TestFilterKeepsWhatIsRead(t *testing.T) {
 	if len(fams) < 40 {
 		t.Fatalf("the sized exposition has %d families, want about 45", len(fams))
 	}
-	full := Reading{
+	full := event.Reading{
 		Running: sum(fams[SeriesRunning], nil), Waiting: sum(fams[SeriesWaiting], nil),
 		ExtHits: sum(fams[SeriesExtHits], nil), ExtQueries: sum(fams[SeriesExtQueries], nil),
 		P2PReadBytes: sum(fams[SeriesTierRead], func(m *dto.Metric) bool { return label(m, TierLabel) == TierP2P }),

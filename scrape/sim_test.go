@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"p2pfault/event"
 	"p2pfault/probe"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
@@ -104,7 +105,7 @@ func TestSimMetricsDuringAStall(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { sc.Run(ctx, got.add) })
-	out := make(chan probe.Sample, 1024)
+	out := make(chan event.Sample, 1024)
 	wg.Go(func() { p.Run(ctx, time.Now(), out) })
 	drained := make(chan struct{})
 	go func() {
@@ -141,7 +142,7 @@ func TestSimMetricsDuringAStall(t *testing.T) {
 		}
 	}
 	last := dec[len(dec)-1]
-	for name, v := range map[string]scrape.Value{
+	for name, v := range map[string]event.MetricValue{
 		scrape.SeriesRunning: last.Reading.Running, scrape.SeriesWaiting: last.Reading.Waiting,
 		scrape.SeriesExtHits: last.Reading.ExtHits, scrape.SeriesExtQueries: last.Reading.ExtQueries,
 		scrape.SeriesTierRead + `{tier="1:p2p"}`: last.Reading.P2PReadBytes,
@@ -201,7 +202,7 @@ func TestSimMetricsDuringAStall(t *testing.T) {
 	if !base.P2PReadBytes.OK || base.P2PReadBytes.V <= 0 || !base.ExtHits.OK || base.ExtHits.V <= 0 {
 		t.Errorf("baseline deltas %+v: want P2P bytes and external hits", base)
 	}
-	if fault.MaxWaiting != scrape.Of(maxWaiting) {
+	if fault.MaxWaiting != event.MetricOf(maxWaiting) {
 		t.Errorf("stall window's max waiting %v, want %v as scraped", fault.MaxWaiting, maxWaiting)
 	}
 	failed := got.since("source-0", scrape.KindFailed, baseline)

@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"math"
+	"p2pfault/event"
 	"time"
 )
 
@@ -9,15 +10,15 @@ import (
 // windows, or any monotonic origin for the live rates.
 type Point struct {
 	T       time.Duration `json:"t_ns"`
-	Reading Reading       `json:"reading"`
+	Reading event.Reading `json:"reading"`
 }
 
 // increase is how much a counter rose over points, in order. A drop is a
 // reset (the engine restarted after a kill): the value after it is what was
 // counted since, as Prometheus's increase() reads it. Absent when no two
 // consecutive points both have the series.
-func increase(points []Point, get func(Reading) Value) Value {
-	var inc Value
+func increase(points []Point, get func(event.Reading) event.MetricValue) event.MetricValue {
+	var inc event.MetricValue
 	for i := 1; i < len(points); i++ {
 		prev, cur := get(points[i-1].Reading), get(points[i].Reading)
 		if !prev.OK || !cur.OK {
@@ -27,14 +28,14 @@ func increase(points []Point, get func(Reading) Value) Value {
 		if d < 0 {
 			d = cur.V
 		}
-		inc = Of(inc.V + d)
+		inc = event.MetricOf(inc.V + d)
 	}
 	return inc
 }
 
 // peak is a gauge's highest value over points; absent when no point has it.
-func peak(points []Point, get func(Reading) Value) Value {
-	var p Value
+func peak(points []Point, get func(event.Reading) event.MetricValue) event.MetricValue {
+	var p event.MetricValue
 	for _, pt := range points {
 		if v := get(pt.Reading); v.OK && (!p.OK || v.V > p.V) {
 			p = v
@@ -43,28 +44,28 @@ func peak(points []Point, get func(Reading) Value) Value {
 	return p
 }
 
-func extHits(r Reading) Value    { return r.ExtHits }
-func extQueries(r Reading) Value { return r.ExtQueries }
-func p2pBytes(r Reading) Value   { return r.P2PReadBytes }
-func running(r Reading) Value    { return r.Running }
-func waiting(r Reading) Value    { return r.Waiting }
+func extHits(r event.Reading) event.MetricValue    { return r.ExtHits }
+func extQueries(r event.Reading) event.MetricValue { return r.ExtQueries }
+func p2pBytes(r event.Reading) event.MetricValue   { return r.P2PReadBytes }
+func running(r event.Reading) event.MetricValue    { return r.Running }
+func waiting(r event.Reading) event.MetricValue    { return r.Waiting }
 
 // ratio is a/b, absent when either is or b is 0 (no queries: no rate).
-func ratio(a, b Value) Value {
+func ratio(a, b event.MetricValue) event.MetricValue {
 	if !a.OK || !b.OK || b.V == 0 {
-		return Value{}
+		return event.MetricValue{}
 	}
-	return Of(a.V / b.V)
+	return event.MetricOf(a.V / b.V)
 }
 
 // Deltas are one engine's figures over a window of the run, for the report.
 type Deltas struct {
-	ExtHits      Value `json:"ext_hits"`       // tokens hit in the external cache (own CPU tier and P2P)
-	ExtQueries   Value `json:"ext_queries"`    // tokens asked of it
-	HitRate      Value `json:"hit_rate"`       // ExtHits / ExtQueries
-	P2PReadBytes Value `json:"p2p_read_bytes"` // bytes read over P2P
-	MaxRunning   Value `json:"max_running"`
-	MaxWaiting   Value `json:"max_waiting"`
+	ExtHits      event.MetricValue `json:"ext_hits"`       // tokens hit in the external cache (own CPU tier and P2P)
+	ExtQueries   event.MetricValue `json:"ext_queries"`    // tokens asked of it
+	HitRate      event.MetricValue `json:"hit_rate"`       // ExtHits / ExtQueries
+	P2PReadBytes event.MetricValue `json:"p2p_read_bytes"` // bytes read over P2P
+	MaxRunning   event.MetricValue `json:"max_running"`
+	MaxWaiting   event.MetricValue `json:"max_waiting"`
 	// The scrapes the counter deltas span: the last one at or before the
 	// window's start (the first one in it when there is none before) to the
 	// last one at or before its end.
@@ -115,16 +116,6 @@ func Window(points []Point, from, to time.Duration) Deltas {
 	return d
 }
 
-// Live is one engine's figures at its latest scrape: the gauges as read and
-// the counters as rates over the last rate window.
-type Live struct {
-	Running    Value         `json:"running"`
-	Waiting    Value         `json:"waiting"`
-	HitRate    Value         `json:"hit_rate"`     // external prefix cache, fraction in [0, 1]; absent with no queries in the window
-	P2PReadBps Value         `json:"p2p_read_bps"` // P2P bytes read per second
-	Window     time.Duration `json:"window_ns"`    // what the rates span: up to the rate window, less early in a run
-}
-
 // history keeps an engine's points of the last rate window, plus the one
 // just before it as the baseline of the rates.
 type history struct {
@@ -132,7 +123,7 @@ type history struct {
 	points []Point
 }
 
-func (h *history) add(p Point) Live {
+func (h *history) add(p Point) event.Live {
 	h.points = append(h.points, p)
 	// Keep the newest point at or before p.T - window as the baseline.
 	cut := 0
@@ -144,17 +135,17 @@ func (h *history) add(p Point) Live {
 	if cut > 0 {
 		h.points = append(h.points[:0], h.points[cut:]...)
 	}
-	l := Live{Running: p.Reading.Running, Waiting: p.Reading.Waiting}
+	l := event.Live{Running: p.Reading.Running, Waiting: p.Reading.Waiting}
 	if len(h.points) < 2 {
 		return l
 	}
 	l.Window = p.T - h.points[0].T
 	l.HitRate = ratio(increase(h.points, extHits), increase(h.points, extQueries))
 	if b := increase(h.points, p2pBytes); b.OK && l.Window > 0 {
-		l.P2PReadBps = Of(b.V / l.Window.Seconds())
+		l.P2PReadBps = event.MetricOf(b.V / l.Window.Seconds())
 	}
 	if l.HitRate.OK && (math.IsNaN(l.HitRate.V) || l.HitRate.V < 0) {
-		l.HitRate = Value{}
+		l.HitRate = event.MetricValue{}
 	}
 	return l
 }

@@ -98,7 +98,7 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 			case link.TypeSubmit:
 				id := m.ID
 				e.Submit(id, engine.Request{Tokens: m.Tokens, CacheSalt: m.CacheSalt, MaxTokens: m.MaxTokens, Source: m.Source,
-					Hooks: linkHooks(l, id, m.Stream)},
+					RemoteDecoder: m.Decoder, Hooks: linkHooks(l, id, m.Stream)},
 					func(res engine.Result) { _ = l.Send(resultMsg(id, res)) })
 			case link.TypeCancel:
 				e.Cancel(m.ID)
@@ -134,6 +134,7 @@ func linkHooks(l *link.Conn, id uint64, stream bool) *engine.Hooks {
 		_ = l.Send(link.Msg{Type: link.TypeAborted, ID: id, Stats: st, N: tokens})
 	}}
 	if stream {
+		h.Decoding = func(kv uint64) { _ = l.Send(link.Msg{Type: link.TypeDecoding, ID: id, KV: kv}) }
 		h.Token = func(n int) { _ = l.Send(link.Msg{Type: link.TypeToken, ID: id, N: n}) }
 	}
 	return h

@@ -75,12 +75,12 @@ func (f *frontEnd) readLoop() {
 			if c != nil {
 				c.finish(m)
 			}
-		case link.TypeToken:
+		case link.TypeToken, link.TypeDecoding:
 			f.mu.Lock()
 			c := f.pending[m.ID]
 			f.mu.Unlock()
 			if c != nil {
-				c.token(m.N)
+				c.token(m)
 			}
 		case link.TypeAborted:
 			f.metrics.abort(m.Stats, m.N)
@@ -115,7 +115,7 @@ func (f *frontEnd) complete(ctx context.Context, req completionRequest) (link.Ms
 	for {
 		select {
 		case <-c.wake:
-			if res, _, done := c.state(); done {
+			if res, _, _, done := c.state(); done {
 				return res, nil
 			}
 		case <-ctx.Done():
@@ -137,7 +137,7 @@ func (f *frontEnd) submit(req completionRequest, stream bool) (*call, error) {
 	f.pending[c.id] = c
 	f.mu.Unlock()
 	err := f.link.Send(link.Msg{Type: link.TypeSubmit, ID: c.id, Tokens: req.Tokens, CacheSalt: req.CacheSalt,
-		MaxTokens: req.MaxTokens, Source: req.Source, Stream: stream})
+		MaxTokens: req.MaxTokens, Source: req.Source, Decoder: req.RemoteDecoder, Stream: stream})
 	if err != nil {
 		f.forget(c)
 		return nil, fmt.Errorf("%w: %v", errCoreGone, err)
@@ -164,7 +164,8 @@ type call struct {
 	wake chan struct{}
 
 	mu     sync.Mutex
-	tokens int // sampled so far (streamed requests)
+	tokens int    // sampled so far (streamed requests)
+	kv     uint64 // streamed: the digest of the KV decoded from, known from its first token on
 	res    link.Msg
 	done   bool
 }
@@ -176,10 +177,14 @@ func (c *call) notify() {
 	}
 }
 
-func (c *call) token(n int) {
+// token records a streamed request's progress: its decode's start (the KV
+// digest) or its token N.
+func (c *call) token(m link.Msg) {
 	c.mu.Lock()
-	if n > c.tokens {
-		c.tokens = n
+	if m.Type == link.TypeDecoding {
+		c.kv = m.KV
+	} else if m.N > c.tokens {
+		c.tokens = m.N
 	}
 	c.mu.Unlock()
 	c.notify()
@@ -192,15 +197,15 @@ func (c *call) finish(m link.Msg) {
 	c.notify()
 }
 
-func (c *call) state() (res link.Msg, tokens int, done bool) {
+func (c *call) state() (res link.Msg, tokens int, kv uint64, done bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.res, c.tokens, c.done
+	return c.res, c.tokens, c.kv, c.done
 }
 
 // resultMsg turns an engine result into the link message for request id.
 func resultMsg(id uint64, res engine.Result) link.Msg {
-	m := link.Msg{Type: link.TypeResult, ID: id, CachedTokens: res.CachedTokens, Stats: res.Stats}
+	m := link.Msg{Type: link.TypeResult, ID: id, CachedTokens: res.CachedTokens, KV: res.KV, Stats: res.Stats}
 	if res.Err != nil {
 		m.Message = res.Err.Error()
 		m.ErrKind = link.ErrKindShutdown

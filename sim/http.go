@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -172,7 +173,7 @@ func (f *frontEnd) serveGenerate(w http.ResponseWriter, r *http.Request, decode 
 	}
 	f.metrics.record(res.Stats, req.MaxTokens, true, req.Source != nil)
 	u := f.usage(req, res, req.MaxTokens)
-	text := generate(req.Tokens, req.MaxTokens)
+	text := generate(sampleSeed(req, res.KV), req.MaxTokens)
 	var resp any
 	if req.Chat {
 		resp = chatResponse{
@@ -278,20 +279,36 @@ func (f *frontEnd) handlePing(w http.ResponseWriter, r *http.Request) {
 }
 
 // generationWords is the sim's whole "model": completions are words picked
-// deterministically from the prompt, so equal requests answer equally.
+// deterministically from what the decode read (the KV digest), so equal KV
+// answers equally and other KV answers otherwise.
 const generationWords = "the of and to in is that for it as with was on be by at this from or an are not have but had they his her which you were all we one their there been has"
 
 var vocabWords = strings.Fields(generationWords)
 
-// generatedWords are the n words a request generates, one per token.
-func generatedWords(prompt []int32, n int) []string {
-	h := fnv.New64a()
-	var buf [4]byte
-	for _, t := range prompt {
-		binary.LittleEndian.PutUint32(buf[:], uint32(t))
-		_, _ = h.Write(buf[:])
+// sampleSeed is what picks a request's words: greedy decoding (temperature
+// 0, or none given: the sim serves no generation config) reads the KV
+// digest alone, so the same KV gives the same text on any engine; sampling
+// (temperature > 0) mixes in the request's seed, or a random draw without
+// one, as a sampler's random numbers would.
+func sampleSeed(req completionRequest, kv uint64) uint64 {
+	if req.Temperature == 0 {
+		return kv
 	}
-	seed := h.Sum64()
+	s := rand.Uint64()
+	if req.Seed != nil {
+		s = uint64(*req.Seed)
+	}
+	h := fnv.New64a()
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[:8], kv)
+	binary.LittleEndian.PutUint64(buf[8:], s)
+	_, _ = h.Write(buf[:])
+	return h.Sum64()
+}
+
+// generatedWords are the n words a request generates, one per token, from
+// its sampleSeed.
+func generatedWords(seed uint64, n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		seed = seed*6364136223846793005 + 1442695040888963407
@@ -301,9 +318,9 @@ func generatedWords(prompt []int32, n int) []string {
 }
 
 // generate is the whole completion text: each token a word after a space.
-func generate(prompt []int32, n int) string {
+func generate(seed uint64, n int) string {
 	var b strings.Builder
-	for _, w := range generatedWords(prompt, n) {
+	for _, w := range generatedWords(seed, n) {
 		b.WriteByte(' ')
 		b.WriteString(w)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"p2pfault/sim/engine"
 )
@@ -17,6 +18,9 @@ type kvTransfer struct {
 	P2PHost     string
 	P2PPort     int
 	LoadFailure engine.LoadFailurePolicy
+	// UnboundStoreTimeout is the p2p tier's unbound_store_timeout_s (#53453):
+	// how long a PD prefill's parked blocks wait for their fetch.
+	UnboundStoreTimeout time.Duration
 }
 
 // vLLM's defaults for a p2p tier entry without host or port.
@@ -28,7 +32,7 @@ const (
 // parseKVTransferConfig reads the OffloadingConnector + TieringOffloadingSpec
 // config of reference §1. Errors name the key at fault.
 func parseKVTransferConfig(s string) (kvTransfer, error) {
-	var out kvTransfer
+	out := kvTransfer{UnboundStoreTimeout: engine.DefaultUnboundStoreTimeout}
 	top, err := decodeObject(s)
 	if err != nil {
 		return out, fmt.Errorf("--kv-transfer-config: invalid JSON: %w", err)
@@ -138,6 +142,14 @@ func parseTiers(extra map[string]any, out *kvTransfer) error {
 				return fmt.Errorf("--kv-transfer-config: %s.port must be an integer in 0..65535, got %s", key, show(p))
 			}
 			out.P2PPort = int(port)
+		}
+		if v, ok := tier["unbound_store_timeout_s"]; ok {
+			n, isNum := v.(json.Number)
+			f, err := n.Float64()
+			if !isNum || err != nil || !(f > 0) || math.IsInf(f, 0) {
+				return fmt.Errorf("--kv-transfer-config: %s.unbound_store_timeout_s must be a positive number of seconds, got %s", key, show(v))
+			}
+			out.UnboundStoreTimeout = time.Duration(f * float64(time.Second))
 		}
 	}
 	return nil

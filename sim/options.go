@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,13 @@ type serveFlags struct {
 	freezeGap         time.Duration
 	loadTimeout       time.Duration
 	abortAckTimeout   time.Duration
+	storeTimeout      time.Duration
+	defects           []string
 }
+
+// defectNames are the --sim-defect values, each a modelled vLLM bug
+// (engine.Defects).
+var defectNames = []string{"reuse-freed-blocks", "recompute-keeps-partial"}
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
 	// vLLM's flags (reference §1).
@@ -80,6 +87,8 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.freezeGap, "sim-freeze-gap", 500*time.Millisecond, "a gap between steps over this means the process was frozen")
 	fs.DurationVar(&f.loadTimeout, "sim-load-timeout", 30*time.Second, "fetch without transfer_done before the abort")
 	fs.DurationVar(&f.abortAckTimeout, "sim-abort-ack-timeout", 10*time.Second, "abort without abort_ack before the load fails")
+	fs.StringArrayVar(&f.defects, "sim-defect", nil, "turn on a modelled engine bug (repeatable): reuse-freed-blocks (vllm#21570), recompute-keeps-partial (vllm#49250); each changes nothing until its trigger happens")
+	fs.DurationVar(&f.storeTimeout, "sim-store-timeout", 30*time.Second, "a source's store job (a lookup hit's pin, a PD store bound to a fetch) not sent within this fails and frees its blocks")
 }
 
 // serveConfig is a validated `sim serve` configuration.
@@ -168,6 +177,11 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 	if err := f.checkDurations(); err != nil {
 		return 0, err
 	}
+	for _, d := range f.defects {
+		if !slices.Contains(defectNames, d) {
+			return fail("--sim-defect %q: want one of %s", d, strings.Join(defectNames, ", "))
+		}
+	}
 	return mode, nil
 }
 
@@ -182,6 +196,7 @@ func (f *serveFlags) checkDurations() error {
 		{"--sim-heartbeat-timeout", f.heartbeatTimeout}, {"--sim-lookup-hold", f.lookupHold},
 		{"--sim-tick", f.tick}, {"--sim-freeze-gap", f.freezeGap},
 		{"--sim-load-timeout", f.loadTimeout}, {"--sim-abort-ack-timeout", f.abortAckTimeout},
+		{"--sim-store-timeout", f.storeTimeout},
 	} {
 		if d.val <= 0 {
 			return exitcode.Usagef("%s %s: must be a positive duration", d.name, d.val)
@@ -223,7 +238,7 @@ func resolveEnv(getenv func(string) string, disableLogStats bool) (serveEnv, err
 
 // kvTransfer parses --kv-transfer-config (empty: no P2P tier).
 func (f *serveFlags) kvTransfer() (kvTransfer, error) {
-	var kvt kvTransfer
+	kvt := kvTransfer{UnboundStoreTimeout: engine.DefaultUnboundStoreTimeout}
 	if f.kvTransferConfig == "" {
 		return kvt, nil
 	}
@@ -270,13 +285,21 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			LookupHold:        scale(f.lookupHold),
 			LoadTimeout:       scale(f.loadTimeout),
 			AbortAckTimeout:   scale(f.abortAckTimeout),
-			PrefillPerToken:   f.prefillPerToken,
-			DecodePerToken:    f.decodePerToken,
-			TransferBandwidth: f.transferBandwidth,
-			Tick:              f.tick,
-			FreezeGap:         f.freezeGap,
-			StaleRoute:        f.staleRoute,
-			StatsInterval:     scale(env.statsInterval),
+			StoreTimeout:      scale(f.storeTimeout),
+			// unbound_store_timeout_s is vLLM's own key: scaled like the
+			// --sim-* timeouts, so a compressed run keeps its proportions.
+			UnboundStoreTimeout: scale(kvt.UnboundStoreTimeout),
+			PrefillPerToken:     f.prefillPerToken,
+			DecodePerToken:      f.decodePerToken,
+			TransferBandwidth:   f.transferBandwidth,
+			Tick:                f.tick,
+			FreezeGap:           f.freezeGap,
+			StaleRoute:          f.staleRoute,
+			StatsInterval:       scale(env.statsInterval),
+			Defects: engine.Defects{
+				ReuseFreedBlocks:      slices.Contains(f.defects, "reuse-freed-blocks"),
+				RecomputeKeepsPartial: slices.Contains(f.defects, "recompute-keeps-partial"),
+			},
 		},
 	}
 }

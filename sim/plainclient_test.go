@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/probe"
+	"p2pfault/event"
 	"p2pfault/report"
 )
 
@@ -72,7 +72,7 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 	end := contAt + sc(plainRecovery)
 	var (
 		mu      sync.Mutex
-		samples []probe.Sample
+		samples []event.Sample
 		wg      sync.WaitGroup
 		// When the signals went, which a loaded machine makes later than
 		// the timers: the fault window is judged from these.
@@ -119,7 +119,7 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 				if r.err == nil && r.serviceTime > 0 {
 					lat = r.serviceTime
 				}
-				s := probe.Sample{Source: i, Trial: int64(2*k + i), Start: start, Latency: lat, Status: r.status, CachedTokens: r.cached}
+				s := event.Sample{Source: i, Trial: int64(2*k + i), Start: start, Latency: lat, Status: r.status, CachedTokens: r.cached}
 				if r.err != nil {
 					s.Err = r.err.Error()
 				}
@@ -158,7 +158,7 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 	}
 	v := check.Evaluate(check.Input{
 		Samples: samples,
-		Window:  check.Window{Source: 0, Start: stoppedAt, End: contedAt, Recovers: true},
+		Window:  event.Window{Source: 0, Start: stoppedAt, End: contedAt, Recovers: true},
 		RunEnd:  end,
 		Bounds:  check.DefaultBounds().Scaled(scale),
 	})

@@ -18,8 +18,12 @@ type completionRequest struct {
 	Tokens      []int32
 	MaxTokens   int
 	Temperature float64
+	Seed        *int64 // per-request sampling seed (used only when temperature > 0)
 	CacheSalt   string
-	Source      *engine.RemoteSource
+	Source      *engine.RemoteSource // remote_kv_source or remote_prefiller
+	// RemoteDecoder is remote_decoder.kv_request_id: a PD prefill leg,
+	// whose blocks the engine parks for the decoder that fetches that id.
+	RemoteDecoder string
 
 	Chat            bool // /v1/chat/completions: answer as chat.completion
 	Stream          bool // answer as server-sent events (stream.go)
@@ -139,6 +143,13 @@ func decodeSampling(top map[string]json.RawMessage, out *completionRequest, defM
 		}
 		out.Temperature = t
 	}
+	if raw, ok := top["seed"]; ok && !isNull(raw) {
+		n, err := jsonInteger(raw)
+		if err != nil {
+			return badRequest("seed", "seed must be an integer, got %s", clip(raw))
+		}
+		out.Seed = &n
+	}
 	if raw, ok := top["stream"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &out.Stream); err != nil {
 			return badRequest("stream", "stream must be a boolean, got %s", clip(raw))
@@ -174,11 +185,11 @@ func decodeSampling(top map[string]json.RawMessage, out *completionRequest, defM
 		out.CacheSalt = s
 	}
 	if raw, ok := top["kv_transfer_params"]; ok && !isNull(raw) {
-		src, apiErr := decodeKVTransferParams(raw)
+		src, decoder, apiErr := decodeKVTransferParams(raw)
 		if apiErr != nil {
 			return apiErr
 		}
-		out.Source = src
+		out.Source, out.RemoteDecoder = src, decoder
 	}
 	return nil
 }
@@ -228,45 +239,62 @@ func decodePrompt(raw json.RawMessage) ([]int32, *apiError) {
 	return nil, badRequest("prompt", "prompt must be a string or an array of token ids, got %s", clip(raw))
 }
 
-func decodeKVTransferParams(raw json.RawMessage) (*engine.RemoteSource, *apiError) {
+// decodeKVTransferParams reads the P2P tier's role keys (vLLM docs,
+// "Orchestration-Layer Protocol"): remote_kv_source (a pull), remote_prefiller
+// (a PD decode leg) and remote_decoder (a PD prefill leg). Each names the
+// remote counterpart; remote_decoder with remote_kv_source is the only legal
+// pair.
+func decodeKVTransferParams(raw json.RawMessage) (src *engine.RemoteSource, decoder string, apiErr *apiError) {
 	var params map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &params); err != nil {
-		return nil, badRequest("kv_transfer_params", "kv_transfer_params must be an object, got %s", clip(raw))
+	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
+		return nil, "", badRequest("kv_transfer_params", "kv_transfer_params must be an object, got %s", clip(raw))
 	}
-	var src *engine.RemoteSource
+	_, pf := params["remote_prefiller"]
+	_, ks := params["remote_kv_source"]
+	_, rd := params["remote_decoder"]
+	switch {
+	case pf && ks:
+		return nil, "", badRequest("kv_transfer_params", "kv_transfer_params: remote_prefiller and remote_kv_source name two competing fetch sources: give one")
+	case pf && rd:
+		return nil, "", badRequest("kv_transfer_params", "kv_transfer_params: remote_prefiller and remote_decoder are contradictory roles (a decode leg and a prefill leg): give one")
+	}
 	for _, key := range sortedKeys(params) {
 		v := params[key]
 		switch key {
-		case "remote_kv_source":
-			s, apiErr := decodeRemoteKVSource(v)
+		case "remote_kv_source", "remote_prefiller":
+			s, apiErr := decodeRemotePeer(v, key)
 			if apiErr != nil {
-				return nil, apiErr
+				return nil, "", apiErr
 			}
+			s.Prefiller = key == "remote_prefiller"
 			src = s
 		case "remote_decoder":
-			// The PD producer leg: its blocks are offloaded as any
-			// request's are, so the id is only checked.
-			var rd map[string]json.RawMessage
-			if err := json.Unmarshal(v, &rd); err != nil || rd == nil {
-				return nil, badRequest("kv_transfer_params", "kv_transfer_params.remote_decoder must be an object")
+			const where = "kv_transfer_params.remote_decoder"
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(v, &m); err != nil || m == nil {
+				return nil, "", badRequest("kv_transfer_params", "%s must be an object, got %s", where, clip(v))
 			}
-			for k := range rd {
+			for _, k := range sortedKeys(m) {
 				if k != "kv_request_id" {
-					return nil, badRequest("kv_transfer_params", "kv_transfer_params.remote_decoder: unknown key %q", k)
+					return nil, "", badRequest("kv_transfer_params", "%s: unknown key %q", where, k)
 				}
 			}
-			if _, apiErr := nonEmptyString(rd, "kv_request_id", "kv_transfer_params.remote_decoder"); apiErr != nil {
-				return nil, apiErr
+			id, apiErr := nonEmptyString(m, "kv_request_id", where)
+			if apiErr != nil {
+				return nil, "", apiErr
 			}
+			decoder = id
 		default:
-			return nil, badRequest("kv_transfer_params", "kv_transfer_params: unknown key %q (want remote_kv_source)", key)
+			return nil, "", badRequest("kv_transfer_params", "kv_transfer_params: unknown key %q (want remote_kv_source, remote_prefiller or remote_decoder)", key)
 		}
 	}
-	return src, nil
+	return src, decoder, nil
 }
 
-func decodeRemoteKVSource(raw json.RawMessage) (*engine.RemoteSource, *apiError) {
-	const where = "kv_transfer_params.remote_kv_source"
+// decodeRemotePeer reads remote_kv_source or remote_prefiller: the peer's
+// P2P address, matched literally, and the transaction's kv_request_id.
+func decodeRemotePeer(raw json.RawMessage, key string) (*engine.RemoteSource, *apiError) {
+	where := "kv_transfer_params." + key
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return nil, badRequest("kv_transfer_params", "%s must be an object, got %s", where, clip(raw))

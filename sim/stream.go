@@ -29,7 +29,7 @@ func (f *frontEnd) stream(w http.ResponseWriter, r *http.Request, req completion
 		return
 	}
 	enc := newChunkEncoder(req, f.cfg.Model, received)
-	words := generatedWords(req.Tokens, req.MaxTokens)
+	var words []string // known once decoding starts: they depend on the KV it reads
 	buf := make([]byte, 0, 512)
 	sent := 0
 	for {
@@ -45,9 +45,13 @@ func (f *frontEnd) stream(w http.ResponseWriter, r *http.Request, req completion
 			_ = rc.Flush()
 			return
 		}
-		res, tokens, done := c.state()
+		res, tokens, kv, done := c.state()
 		if done {
 			tokens = req.MaxTokens // a result comes after every token of its request
+			kv = res.KV
+		}
+		if tokens > 0 && words == nil {
+			words = generatedWords(sampleSeed(req, kv), req.MaxTokens)
 		}
 		buf = buf[:0]
 		for sent < tokens {

@@ -7,7 +7,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"p2pfault/event"
-	"p2pfault/probe"
 )
 
 // simulateArm feeds m one arm of a run (as simulate does for a one-arm
@@ -33,13 +32,13 @@ func simulateArm(tb testing.TB, m Model, arm string, sources int, interval, run 
 	next := time.Duration(0)
 	verdict := liveVerdict(true)
 	for t := time.Duration(0); t < run; t += frame {
-		var samples []probe.Sample
-		var started []probe.PullStart
+		var samples []event.Sample
+		var started []event.PullStart
 		for ; next < t+frame; next += interval {
 			for i := 0; i < sources; i++ {
 				trial++
-				started = append(started, probe.PullStart{Source: i, Trial: trial, Start: next})
-				samples = append(samples, probe.Sample{
+				started = append(started, event.PullStart{Source: i, Trial: trial, Start: next})
+				samples = append(samples, event.Sample{
 					Source: i, Trial: trial, Start: next, Latency: time.Duration(10+trial%25) * time.Millisecond,
 					Status: 200, PromptTokens: 300, CachedTokens: 256,
 				})

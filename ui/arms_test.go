@@ -11,18 +11,16 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/probe"
 )
 
-// FireArm lets the fake stand for a several-arm run (event.ArmController).
+// FireArm lets the fake stand for a several-arm run (ArmController).
 func (f *fakeCtrl) FireArm(arm, kind string, i int, _ fault.Options) error {
 	return f.record(fmt.Sprintf("%s: %s %d", arm, kind, i))
 }
 
-var _ event.ArmController = (*fakeCtrl)(nil)
+var _ ArmController = (*fakeCtrl)(nil)
 
 // armScript is one arm of a stall run up to `to`: source-0 stalled at
 // 10 s; on main its pulls hang (sent, never ended), on fixed they prefill
@@ -45,7 +43,7 @@ func armScript(arm string, to time.Duration, end bool) *script {
 		base := s.trial
 		k := int64(0)
 		for t := 10 * time.Second; t < hangTo; t += 500 * time.Millisecond {
-			s.add(t, event.Event{Kind: event.KindPullStart, Pulls: []probe.PullStart{{Source: 0, Trial: base + 2*k + 1, Start: t}}})
+			s.add(t, event.Event{Kind: event.KindPullStart, Pulls: []event.PullStart{{Source: 0, Trial: base + 2*k + 1, Start: t}}})
 			k++
 		}
 		s.samples(2, 10*time.Second, hangTo, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
@@ -72,7 +70,8 @@ func armScript(arm string, to time.Duration, end bool) *script {
 		return s
 	}
 	s.fault(40*time.Second, fault.ActionResume, 0, 0)
-	s.window(40*time.Second, check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
+	s.cond(40*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondUp, Label: "READY"})
+	s.window(40*time.Second, event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
 	s.engine(40*time.Second, engineInfo("source-0", 0, event.StateReady, 4200, 59*time.Second))
 	s.samples(2, 40*time.Second, 65*time.Second, 500*time.Millisecond, healthy)
 	s.add(65*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})

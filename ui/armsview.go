@@ -10,7 +10,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
 )
@@ -127,7 +126,7 @@ func (m Model) fireArms(keyName string, k *fault.Kind) (Model, tea.Cmd) {
 	if len(targets) == len(m.arms.order) {
 		return m, controllerAction(m.ctrl, k.Name, m.selected)
 	}
-	ac, ok := m.ctrl.(event.ArmController)
+	ac, ok := m.ctrl.(ArmController)
 	if !ok {
 		m.st.addLog(m.nowT(), levelWarn, "%s: this run cannot fire on one arm", keyName)
 		return m, nil
@@ -148,15 +147,7 @@ func (m Model) nextArmEngine(cur string) string {
 			names = append(names, a+"/"+e.info.Name)
 		}
 	}
-	if len(names) == 0 {
-		return cur
-	}
-	for i, n := range names {
-		if n == cur {
-			return names[(i+1)%len(names)]
-		}
-	}
-	return names[0]
+	return cycleNext(names, cur)
 }
 
 // armsKeys is the footer of a several-arm run: the one-arm keys and `a`,
@@ -207,9 +198,9 @@ func (m Model) armsView(w, h int) string {
 	head := headerPanel{
 		run: run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), styles: s,
+		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
 	}.Render(w)
-	hv := m.help.View(armsKeys{k: m.keys, mode: m.armMode()})
+	hv := m.help.View(m.footer(armsKeys{k: m.keys, mode: m.armMode()}))
 	banner := ""
 	if ended {
 		banner = m.armsBanner()
@@ -398,7 +389,7 @@ func (m Model) faultedFigures() string {
 }
 
 // verdictLine is the final verdict in one line, when space is short.
-func verdictLine(v *check.Verdict, s *Styles, w int) string {
+func verdictLine(v *event.Verdict, s *Styles, w int) string {
 	var b strings.Builder
 	b.WriteString(s.Section.Render("verdict"))
 	for _, r := range v.Checks {

@@ -8,10 +8,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/probe"
 )
 
 // simulate feeds m a run of length run with one pull every interval per
@@ -28,7 +26,7 @@ func simulate(tb testing.TB, m Model, sources int, interval, run time.Duration) 
 	const frame = 100 * time.Millisecond
 	var trial int64
 	batch := make([]event.Event, 0, 16)
-	samples := make([]probe.Sample, 0, 1024)
+	samples := make([]event.Sample, 0, 1024)
 	next := time.Duration(0)
 	verdict := liveVerdict(true)
 	for t := time.Duration(0); t < run; t += frame {
@@ -36,7 +34,7 @@ func simulate(tb testing.TB, m Model, sources int, interval, run time.Duration) 
 		for ; next < t+frame; next += interval {
 			for i := 0; i < sources; i++ {
 				trial++
-				samples = append(samples, probe.Sample{
+				samples = append(samples, event.Sample{
 					Source: i, Trial: trial, Start: next, Latency: time.Duration(10+trial%25) * time.Millisecond,
 					Status: 200, PromptTokens: 300, CachedTokens: 256,
 				})
@@ -53,13 +51,15 @@ func simulate(tb testing.TB, m Model, sources int, interval, run time.Duration) 
 		if t%(10*time.Minute) == time.Minute {
 			batch = append(batch,
 				event.Event{Kind: event.KindFault, T: t, Wall: wallAt(t), Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Duration: 30 * time.Second, By: "key"}},
+				event.Event{Kind: event.KindCondition, T: t, Wall: wallAt(t), Condition: &event.ConditionInfo{Source: 0, Condition: event.CondStalled, Fault: fault.ActionStall, Label: "STALLED", Until: t + 30*time.Second}},
 				event.Event{Kind: event.KindLog, T: t, Wall: wallAt(t), Log: &event.LogLine{Engine: "decoder", Line: fmt.Sprintf("P2P %d: peer 127.0.0.1:7777 down", t)}},
 			)
 		}
 		if t%(10*time.Minute) == time.Minute+30*time.Second {
 			batch = append(batch,
 				event.Event{Kind: event.KindFault, T: t, Wall: wallAt(t), Fault: &event.FaultInfo{Action: fault.ActionResume, Source: 0, By: "key"}},
-				event.Event{Kind: event.KindWindow, T: t, Wall: wallAt(t), Window: &check.Window{Source: 0, Start: t - 30*time.Second, End: t, Recovers: true}},
+				event.Event{Kind: event.KindCondition, T: t, Wall: wallAt(t), Condition: &event.ConditionInfo{Source: 0, Condition: event.CondUp, Label: "READY"}},
+				event.Event{Kind: event.KindWindow, T: t, Wall: wallAt(t), Window: &event.Window{Source: 0, Start: t - 30*time.Second, End: t, Recovers: true}},
 			)
 		}
 		m = update(tb, m, eventsMsg{events: batch})
@@ -139,7 +139,7 @@ func BenchmarkViewInFlight(b *testing.B) {
 		for i := range sources {
 			trial++
 			evs = append(evs, event.Event{Kind: event.KindPullStart, T: start, Wall: wallAt(start),
-				Pulls: []probe.PullStart{{Source: i, Trial: trial, Start: start}}})
+				Pulls: []event.PullStart{{Source: i, Trial: trial, Start: start}}})
 		}
 	}
 	for i := range sources + 1 {

@@ -85,7 +85,7 @@ func clockTick(d time.Duration) tea.Cmd {
 }
 
 // controllerAction fires one fault kind a key asked for.
-func controllerAction(ctrl event.Controller, kind string, source int) tea.Cmd {
+func controllerAction(ctrl Controller, kind string, source int) tea.Cmd {
 	return func() tea.Msg {
 		err := ctrl.Fire(kind, source, fault.Options{})
 		return actionDoneMsg{action: kind, source: source, err: err}
@@ -93,7 +93,7 @@ func controllerAction(ctrl event.Controller, kind string, source int) tea.Cmd {
 }
 
 // setProbing pauses or resumes the probe.
-func setProbing(ctrl event.Controller, on bool) tea.Cmd {
+func setProbing(ctrl Controller, on bool) tea.Cmd {
 	return func() tea.Msg {
 		ctrl.SetProbing(on)
 		return nil
@@ -101,14 +101,14 @@ func setProbing(ctrl event.Controller, on bool) tea.Cmd {
 }
 
 // fetchLogTail reads an engine's last n log lines.
-func fetchLogTail(ctrl event.Controller, engine string, n int) tea.Cmd {
+func fetchLogTail(ctrl Controller, engine string, n int) tea.Cmd {
 	return func() tea.Msg {
 		return logTailMsg{engine: engine, lines: cleanLines(ctrl.LogTail(engine, n))}
 	}
 }
 
 // fetchFailTails reads the last log lines of each engine that did not come up.
-func fetchFailTails(ctrl event.Controller, engines []string, n int) tea.Cmd {
+func fetchFailTails(ctrl Controller, engines []string, n int) tea.Cmd {
 	return func() tea.Msg {
 		tails := make([]engineTail, 0, len(engines))
 		for _, e := range engines {

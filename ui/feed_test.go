@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/probe"
 )
 
 func TestRingKeepsTheNewestItemsUpToItsLimit(t *testing.T) {
@@ -63,9 +62,9 @@ func TestSamplesOlderThanTheWindowsShownAreDropped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newState(tt.limit, 100)
-			batch := make([]probe.Sample, 0, 64)
+			batch := make([]event.Sample, 0, 64)
 			for at := time.Duration(0); at < tt.run; at += tt.rate {
-				batch = append(batch, probe.Sample{Source: 0, Start: at, Latency: 10 * time.Millisecond, Status: 200, CachedTokens: 128})
+				batch = append(batch, event.Sample{Source: 0, Start: at, Latency: 10 * time.Millisecond, Status: 200, CachedTokens: 128})
 				if len(batch) == cap(batch) {
 					st.apply(event.Event{Kind: event.KindSamples, T: at, Samples: batch}, tt.keep)
 					batch = batch[:0]

@@ -12,7 +12,6 @@ import (
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/probe"
 )
 
 // fakeCtrl records what the dashboard asks of the experiment.
@@ -136,6 +135,9 @@ func (s *script) upCluster(sources int) {
 		s.engine(-16*time.Second, engineInfo(sourceEngine(i), i, event.StateReady, 4200+10*i, 3*time.Second))
 	}
 	s.engine(-15*time.Second, engineInfo("decoder", 0, event.StateReady, 4300, 4*time.Second))
+	for i := 0; i < sources; i++ {
+		s.cond(-15*time.Second, event.ConditionInfo{Source: i, Condition: event.CondUp, Label: "READY"})
+	}
 	s.add(-14*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseWarmup})
 	s.add(0, event.Event{Kind: event.KindPhase, Phase: event.PhaseBaseline})
 }
@@ -150,7 +152,7 @@ func healthy(_ int, _ time.Duration, trial int64) (time.Duration, bool) {
 // samples adds pulls every interval on each source from `from` to `to`,
 // sent in one KindSamples event per second of run time as they end.
 func (s *script) samples(sources int, from, to, interval time.Duration, lat latencyFn) {
-	var pending []probe.Sample
+	var pending []event.Sample
 	flushAt := from + time.Second
 	for t := from; t < to; t += interval {
 		for i := 0; i < sources; i++ {
@@ -160,7 +162,7 @@ func (s *script) samples(sources int, from, to, interval time.Duration, lat late
 			if hit {
 				cached = 256
 			}
-			pending = append(pending, probe.Sample{
+			pending = append(pending, event.Sample{
 				Source: i, Trial: s.trial, SeedStatus: 200, SeedLatency: 5 * time.Millisecond,
 				Start: t, Latency: l, Status: 200, PromptTokens: 300, CachedTokens: cached,
 			})
@@ -174,8 +176,8 @@ func (s *script) samples(sources int, from, to, interval time.Duration, lat late
 }
 
 // flush sends the pending samples that ended by t.
-func (s *script) flush(pending *[]probe.Sample, t time.Duration) {
-	var done, rest []probe.Sample
+func (s *script) flush(pending *[]event.Sample, t time.Duration) {
+	var done, rest []event.Sample
 	for _, p := range *pending {
 		if p.End() <= t {
 			done = append(done, p)
@@ -193,7 +195,12 @@ func (s *script) fault(t time.Duration, action string, source int, d time.Durati
 	s.add(t, event.Event{Kind: event.KindFault, Fault: &event.FaultInfo{Action: action, Source: source, Duration: d, By: "script"}})
 }
 
-func (s *script) window(t time.Duration, w check.Window) {
+// cond is a source's condition as the experiment sends it.
+func (s *script) cond(t time.Duration, c event.ConditionInfo) {
+	s.add(t, event.Event{Kind: event.KindCondition, Condition: &c})
+}
+
+func (s *script) window(t time.Duration, w event.Window) {
 	s.add(t, event.Event{Kind: event.KindWindow, Window: &w})
 }
 
@@ -201,15 +208,15 @@ func (s *script) log(t time.Duration, engine, line string) {
 	s.add(t, event.Event{Kind: event.KindLog, Log: &event.LogLine{Engine: engine, Line: line}})
 }
 
-func (s *script) verdict(t time.Duration, v check.Verdict, final bool) {
+func (s *script) verdict(t time.Duration, v event.Verdict, final bool) {
 	s.add(t, event.Event{Kind: event.KindVerdict, Verdict: &v, Final: final})
 }
 
-func liveVerdict(faultedMax bool) check.Verdict {
-	res := func(name string, ok bool, detail string) check.Result {
-		return check.Result{Name: name, Passed: ok, Detail: detail}
+func liveVerdict(faultedMax bool) event.Verdict {
+	res := func(name string, ok bool, detail string) event.Result {
+		return event.Result{Name: name, Passed: ok, Detail: detail}
 	}
-	v := check.Verdict{Passed: faultedMax, Checks: []check.Result{
+	v := event.Verdict{Passed: faultedMax, Checks: []event.Result{
 		res(check.NameAll200, true, "every decoder request returned 200"),
 		res(check.NameFaultedBound, faultedMax, "a request naming the faulted source took 30.0s (bound 15.0s)"),
 		res(check.NameFaultedMedian, false, "median 16.85s from fault + 2.0s on (bound 2.0s)"),
@@ -220,10 +227,10 @@ func liveVerdict(faultedMax bool) check.Verdict {
 		v.Checks[1].Detail = "max 0.05s (bound 15.0s)"
 		v.Checks[2].Passed, v.Checks[2].Detail = true, "median 0.01s (bound 2.0s)"
 	}
-	v.Summary = check.Summary{
-		Faulted:  check.Stats{N: 54, Pulled: 0, P50: 16850 * time.Millisecond, Max: 30040 * time.Millisecond},
-		Healthy:  check.Stats{N: 60, Pulled: 60, Max: 70 * time.Millisecond},
-		Recovery: check.Stats{N: 51, Pulled: 43},
+	v.Summary = event.Summary{
+		Faulted:  event.Stats{N: 54, Pulled: 0, P50: 16850 * time.Millisecond, Max: 30040 * time.Millisecond},
+		Healthy:  event.Stats{N: 60, Pulled: 60, Max: 70 * time.Millisecond},
+		Recovery: event.Stats{N: 51, Pulled: 43},
 	}
 	return v
 }
@@ -294,7 +301,8 @@ func stalledAt10s() *script {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionStall, 0, 30*time.Second)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.cond(10*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondStalled, Fault: fault.ActionStall, Label: "STALLED", Until: 40 * time.Second})
+	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	return &s
 }
 
@@ -321,7 +329,8 @@ func sceneKilled(restarting bool) scene {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionKill, 0, 0)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.cond(10*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondRestarting, Fault: fault.ActionKill, Label: "KILLED", Down: true})
+	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	exited := engineInfo("source-0", 0, event.StateExited, 4200, 29*time.Second)
 	exited.Exit = "signal killed"
@@ -332,6 +341,7 @@ func sceneKilled(restarting bool) scene {
 		re := engineInfo("source-0", 0, event.StateRestarting, 4400, 0)
 		re.Restarts = 1
 		s.engine(10200*time.Millisecond, re)
+		s.cond(10200*time.Millisecond, event.ConditionInfo{Source: 0, Condition: event.CondRestarting, Fault: fault.ActionKill, Label: "RESTARTING"})
 		now = 12 * time.Second
 	}
 	s.samples(2, 10*time.Second, now, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
@@ -349,7 +359,8 @@ func sceneRemoved() scene {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionRemove, 0, 0)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second})
+	s.cond(10*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondRemoved, Fault: fault.ActionRemove, Label: "REMOVED"})
+	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	s.engine(10300*time.Millisecond, engineInfo("source-0", 0, event.StateRemoved, 4200, 29*time.Second))
 	s.samples(2, 10*time.Second, 20*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
@@ -370,7 +381,8 @@ func sceneFailedChecks() scene {
 		return healthy(i, start, trial)
 	})
 	s.fault(40*time.Second, fault.ActionResume, 0, 0)
-	s.window(40*time.Second, check.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
+	s.cond(40*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondUp, Label: "READY"})
+	s.window(40*time.Second, event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true})
 	s.samples(2, 40*time.Second, 60*time.Second, 500*time.Millisecond, healthy)
 	s.add(60*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})
 	s.verdict(60*time.Second, liveVerdict(false), true)

@@ -11,8 +11,6 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/probe"
-	"p2pfault/scrape"
 )
 
 // starts tells every pull of the scene as it was sent: one pull_start
@@ -22,7 +20,7 @@ func (s *script) starts(sources int, from, to, interval time.Duration, firstTria
 	for t := from; t < to; t += interval {
 		for i := 0; i < sources; i++ {
 			trial++
-			s.add(t, event.Event{Kind: event.KindPullStart, Pulls: []probe.PullStart{{Source: i, Trial: trial, Start: t}}})
+			s.add(t, event.Event{Kind: event.KindPullStart, Pulls: []event.PullStart{{Source: i, Trial: trial, Start: t}}})
 		}
 	}
 }
@@ -36,23 +34,26 @@ func sceneInFlight() scene {
 	first := s.trial
 	s.starts(2, 10*time.Second, 22*time.Second, 500*time.Millisecond, first)
 	s.trial = first
-	var healthyOnly []probe.Sample
+	var healthyOnly []event.Sample
 	for t := 10 * time.Second; t < 22*time.Second; t += 500 * time.Millisecond {
 		for i := 0; i < 2; i++ {
 			s.trial++
 			if i == 1 {
 				l, _ := healthy(i, t, s.trial)
-				healthyOnly = append(healthyOnly, probe.Sample{Source: 1, Trial: s.trial, SeedStatus: 200, Start: t, Latency: l, Status: 200, PromptTokens: 300, CachedTokens: 256})
+				healthyOnly = append(healthyOnly, event.Sample{Source: 1, Trial: s.trial, SeedStatus: 200, Start: t, Latency: l, Status: 200, PromptTokens: 300, CachedTokens: 256})
 			}
 		}
 	}
 	s.add(22*time.Second, event.Event{Kind: event.KindSamples, Samples: healthyOnly})
-	s.verdict(22*time.Second, liveVerdict(true), false)
+	// The live verdict counts the 24 pulls in flight by their age: the 20
+	// sent from 12 s on have waited 0.5–10 s, 5.25 s at the median, past
+	// its 2 s bound, before any returned.
+	s.verdict(22*time.Second, s.judged(22*time.Second), false)
 	return scene{events: s.events, now: 22 * time.Second, ctrl: newFakeCtrl()}
 }
 
 // metrics is one scrape of an engine as the poller sends it.
-func (s *script) metrics(t time.Duration, engine string, live scrape.Live) {
+func (s *script) metrics(t time.Duration, engine string, live event.Live) {
 	s.add(t, event.Event{Kind: event.KindMetrics, Metrics: &event.MetricsInfo{Engine: engine, Live: live}})
 }
 
@@ -61,9 +62,9 @@ func (s *script) metrics(t time.Duration, engine string, live scrape.Live) {
 func sceneEngineMetrics() scene {
 	sc := sceneSteady()
 	s := &script{events: sc.events}
-	s.metrics(sc.now, "decoder", scrape.Live{Running: scrape.Of(1), Waiting: scrape.Of(3), HitRate: scrape.Of(0.95), P2PReadBps: scrape.Of(1.25e6), Window: 10 * time.Second})
-	s.metrics(sc.now, "source-0", scrape.Live{Running: scrape.Of(0), Waiting: scrape.Of(0), HitRate: scrape.Of(1), P2PReadBps: scrape.Of(0), Window: 10 * time.Second})
-	s.metrics(sc.now, "source-1", scrape.Live{})
+	s.metrics(sc.now, "decoder", event.Live{Running: event.MetricOf(1), Waiting: event.MetricOf(3), HitRate: event.MetricOf(0.95), P2PReadBps: event.MetricOf(1.25e6), Window: 10 * time.Second})
+	s.metrics(sc.now, "source-0", event.Live{Running: event.MetricOf(0), Waiting: event.MetricOf(0), HitRate: event.MetricOf(1), P2PReadBps: event.MetricOf(0), Window: 10 * time.Second})
+	s.metrics(sc.now, "source-1", event.Live{})
 	return scene{events: s.events, now: sc.now, ctrl: sc.ctrl}
 }
 
@@ -75,8 +76,8 @@ func sceneTimes() scene {
 		if ev := &sc.events[i]; ev.Kind == event.KindVerdict && ev.Final {
 			v := *ev.Verdict
 			d, r := 30.01, 0.52
-			v.Times = &check.Times{DetectS: &d, RecoverS: &r}
-			v.Checks = append(append([]check.Result(nil), v.Checks...), check.Result{Name: check.NameFaultTookEffect, Passed: true, Detail: "all 2 fault actions took effect within 2.0s"})
+			v.Times = &event.Times{DetectS: &d, RecoverS: &r}
+			v.Checks = append(append([]event.Result(nil), v.Checks...), event.Result{Name: check.NameFaultTookEffect, Passed: true, Detail: "all 2 fault actions took effect within 2.0s"})
 			ev.Verdict = &v
 		}
 	}
@@ -203,4 +204,45 @@ func TestEngineWithoutSeriesShowsDashes(t *testing.T) {
 	if strings.Contains(out, "warning") {
 		t.Errorf("an engine without the series made a warning:\n%s", out)
 	}
+}
+
+// judged is the live verdict the experiment would send at t for the
+// script's events so far: check's, over its samples and the pulls its
+// pull_start events name without a sample yet, on its first fault window
+// (open until t).
+func (s *script) judged(t time.Duration) event.Verdict {
+	var (
+		samples []event.Sample
+		starts  []event.PullStart
+		windows []event.Window
+		bounds  event.Bounds
+	)
+	for _, ev := range s.events {
+		switch ev.Kind {
+		case event.KindRun:
+			bounds = ev.Run.Bounds
+		case event.KindSamples:
+			samples = append(samples, ev.Samples...)
+		case event.KindPullStart:
+			starts = append(starts, ev.Pulls...)
+		case event.KindWindow:
+			windows = append(windows, *ev.Window)
+		}
+	}
+	ended := map[int64]bool{}
+	for _, x := range samples {
+		ended[x.Trial] = true
+	}
+	var pending []event.PullStart
+	for _, p := range starts {
+		if !ended[p.Trial] {
+			pending = append(pending, p)
+		}
+	}
+	w, _ := check.Judged(windows, true)
+	if w.End == 0 {
+		w.End = t
+	}
+	in := check.Input{Samples: samples, Pending: pending, Now: t, Window: w, RunEnd: t, Bounds: bounds}
+	return check.WithFaultChecks(check.Evaluate(in), in, nil)
 }

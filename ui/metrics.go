@@ -5,7 +5,6 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
-	"p2pfault/scrape"
 )
 
 // metricsHead are the process table's columns of each engine's own
@@ -31,7 +30,7 @@ func metricsCells(m event.MetricsInfo, ok bool) []string {
 	return []string{gauge(l.Running), gauge(l.Waiting), hit, read}
 }
 
-func gauge(v scrape.Value) string {
+func gauge(v event.MetricValue) string {
 	if !v.OK {
 		return "–"
 	}
@@ -54,7 +53,7 @@ func fmtRate(bps float64) string {
 
 // timesLine is the verdict's detect and recover times (check.FaultTimes),
 // "" for a verdict without them.
-func timesLine(t *check.Times) string {
+func timesLine(t *event.Times) string {
 	if t == nil {
 		return ""
 	}

@@ -29,9 +29,6 @@ import (
 type Options struct {
 	// Now is the clock (time.Now); tests pin it.
 	Now func() time.Time
-	// StallFor is how long a stall lasts when its fault event does not
-	// say, for the STALLED countdown (default 30 s × the run's time scale).
-	StallFor time.Duration
 	// Window is the time span of the latency charts (default 60 s × scale).
 	Window time.Duration
 	// Recent is the rolling window of p50/p95/max and the hit rate
@@ -86,10 +83,11 @@ const logTailLines = 500
 // Model is the dashboard, a tea.Model. It owns all state and routes every
 // message; panels only render what it hands them.
 type Model struct {
-	ctrl   event.Controller
-	events <-chan event.Event
+	ctrl   Controller
+	events <-chan event.Event // the live bus; nil when a replay feeds the Model (replay.go)
 	done   <-chan struct{}
 	opts   Options
+	replay *Replay // the replay feeding the Model, nil live: the header's mark and the keys' help
 
 	arms    *arms
 	st      *state // the arm shown: arms.first()
@@ -128,7 +126,7 @@ func (r *renderScratch) source(i int) *chartScratch {
 }
 
 // New returns the dashboard over events; its keys call ctrl.
-func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
+func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 	opts = opts.withDefaults()
 	styles := NewStyles(opts.Renderer)
 	h := help.New()
@@ -142,7 +140,7 @@ func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
 		st:      a.first(),
 		keys:    DefaultKeyMap(),
 		help:    h,
-		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting)),
+		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting.Style)),
 		styles:  &styles,
 		width:   80,
 		height:  24,
@@ -153,7 +151,7 @@ func New(ctrl event.Controller, events <-chan event.Event, opts Options) Model {
 // Run shows the dashboard on the terminal's alternate screen until the
 // user quits (q or ctrl+c, also after the run ended) or ctx is done. The
 // caller then stops the experiment and cleans up.
-func Run(ctx context.Context, ctrl event.Controller, events <-chan event.Event, opts Options) error {
+func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts Options) error {
 	if ctrl == nil {
 		return errors.New("dashboard: no experiment controller")
 	}
@@ -179,7 +177,11 @@ func Run(ctx context.Context, ctrl event.Controller, events <-chan event.Event, 
 
 // Init starts the event feed, the clock and the start-up spinner.
 func (m Model) Init() tea.Cmd {
-	return tea.Batch(waitEvents(m.events, m.done, 0), clockTick(m.opts.Clock), m.spinner.Tick)
+	cmds := []tea.Cmd{clockTick(m.opts.Clock), m.spinner.Tick}
+	if m.events != nil {
+		cmds = append(cmds, waitEvents(m.events, m.done, 0))
+	}
+	return tea.Batch(cmds...)
 }
 
 // Update routes every message; it is the only place state changes.
@@ -261,16 +263,6 @@ func (m Model) bridge() time.Duration {
 	return m.scaled(1500 * time.Millisecond)
 }
 
-func (m Model) stallFor() time.Duration {
-	if m.opts.StallFor > 0 {
-		return m.opts.StallFor
-	}
-	if m.st.run != nil && m.st.run.Case == fault.ActionStall && m.st.run.FaultFor > 0 {
-		return m.st.run.FaultFor
-	}
-	return m.scaled(30 * time.Second)
-}
-
 func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 	keep := m.keep()
 	for _, ev := range msg.events {
@@ -285,7 +277,7 @@ func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 		for _, arm := range m.arms.order {
 			m.arms.by[arm].closeStream(m.opts.Now())
 		}
-	} else {
+	} else if m.events != nil {
 		cmds = append(cmds, waitEvents(m.events, m.done, m.opts.Frame))
 	}
 	// Fetch the failed engines' last lines on the first warning, and
@@ -423,8 +415,9 @@ func (m Model) cannotProbe() string {
 }
 
 // refusal says why kind k cannot act on source i now, or "" when it can:
-// the kind's own rule (fault.Kind.Refusal) over the condition the badge
-// shows.
+// fault's one rule (fault.Kind.Refusal) over the condition the experiment
+// sent, the one it refuses by itself. A source whose condition has not
+// come yet is left to the experiment to judge.
 func (m Model) refusal(k *fault.Kind, i int) string {
 	switch {
 	case m.ctrl == nil:
@@ -436,8 +429,11 @@ func (m Model) refusal(k *fault.Kind, i int) string {
 	case i < 0 || i >= len(m.st.sources):
 		return fmt.Sprintf("no source %d", i)
 	}
-	b, _ := m.st.badge(i, m.nowT(), m.stallFor())
-	return k.Refusal(sourceEngine(i), b.condition())
+	c := m.st.sources[i].cond
+	if c == nil {
+		return ""
+	}
+	return k.Refusal(sourceEngine(i), c.Condition)
 }
 
 // nextEngine cycles the full-screen log through every known engine.
@@ -446,6 +442,12 @@ func (m Model) nextEngine(cur string) string {
 	for _, e := range m.st.engineOrder() {
 		names = append(names, e.info.Name)
 	}
+	return cycleNext(names, cur)
+}
+
+// cycleNext is the name after cur in names, the first after the last (or
+// when cur is not among them), cur when there is none.
+func cycleNext(names []string, cur string) string {
 	if len(names) == 0 {
 		return cur
 	}
@@ -511,7 +513,7 @@ func (m Model) View() string {
 }
 
 func (m Model) startupView(w, h int) string {
-	hv := m.help.View(startupKeys{m.keys})
+	hv := m.help.View(m.footer(startupKeys{m.keys}))
 	hh := lipgloss.Height(hv)
 	tails := m.failTails
 	if len(tails) == 0 && m.st.startFailed {
@@ -530,6 +532,7 @@ func (m Model) startupView(w, h int) string {
 		failures: m.st.failures,
 		ended:    m.st.ended,
 		exitCode: m.st.exitCode,
+		replay:   m.replayTag(),
 		tails:    tails,
 		recent:   m.st.log.Last(8),
 		styles:   m.styles,
@@ -547,9 +550,9 @@ func (m Model) dashboard(w, h int) string {
 	head := headerPanel{
 		run: m.st.run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: m.st.ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), styles: s,
+		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
 	}.Render(w)
-	hv := m.help.View(m.keys)
+	hv := m.help.View(m.footer(m.keys))
 	var banner string
 	if m.st.ended {
 		res := fmt.Sprintf("run ended: %s (exit %d) · press q to quit", orDash(m.st.endMsg), m.st.exitCode)
@@ -642,13 +645,39 @@ func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
 			used += pw
 			cells = append(cells, m.sourcePanelWith(i, nowT, pend[i]).Render(pw, rowH))
 		}
-		rowStrs = append(rowStrs, lipgloss.JoinHorizontal(lipgloss.Top, cells...))
+		rowStrs = append(rowStrs, joinBlocks(cells, rowH, w-used))
 	}
-	out := lipgloss.JoinVertical(lipgloss.Left, rowStrs...)
+	// Every row is w wide now: joined, not measured and padded again.
+	out := strings.Join(rowStrs, "\n")
 	if extra := h - rowH*rows; extra > 0 {
 		out += "\n" + blankBlock(w, extra)
 	}
 	return out
+}
+
+// joinBlocks puts blocks of h lines each (every line already as wide as
+// its block: block() made them) side by side, and pads each line with pad
+// spaces: what lipgloss.JoinHorizontal and JoinVertical give such blocks,
+// without measuring every line's width again.
+func joinBlocks(blocks []string, h, pad int) string {
+	lines := make([][]string, len(blocks))
+	for i, b := range blocks {
+		lines[i] = strings.SplitN(b, "\n", h)
+	}
+	tail := strings.Repeat(" ", max(pad, 0))
+	var out strings.Builder
+	for y := range h {
+		if y > 0 {
+			out.WriteByte('\n')
+		}
+		for _, l := range lines {
+			if y < len(l) {
+				out.WriteString(l[y])
+			}
+		}
+		out.WriteString(tail)
+	}
+	return out.String()
 }
 
 // sparkBuckets is how many columns the hit-rate sparkline has.
@@ -698,7 +727,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 			spark[b] = float64(hitB[b]) / float64(nB[b])
 		}
 	}
-	kind, text := m.st.badge(i, nowT, m.stallFor())
+	kind, text := m.st.badge(i, nowT)
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
 		inflight: inflightLine{shown: m.st.sawStarts, n: pend.N, oldest: pend.Oldest},
@@ -752,8 +781,8 @@ func firstFault(run *event.RunInfo) (string, bool) {
 	if tl, err := fault.Parse(run.Timeline); err == nil && len(tl) > 0 {
 		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
 	}
-	if run.Case != "" && run.Case != "none" {
-		return run.Case + " source-0", true
+	if tl, err := fault.Preset(run.Case, run.FaultAt, run.FaultFor); err == nil && len(tl) > 0 {
+		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
 	}
 	return "", false
 }
@@ -765,7 +794,7 @@ func clip(s string, w, h int) string {
 		lines = lines[:h]
 	}
 	for i, l := range lines {
-		if lipgloss.Width(l) > w {
+		if textWidth(l) > w {
 			lines[i] = fit(l, w)
 		}
 	}

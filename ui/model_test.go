@@ -12,10 +12,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/probe"
 )
 
 func keyMsg(k string) tea.KeyMsg {
@@ -83,6 +81,10 @@ func faultEv(action string, source int) event.Event {
 	return event.Event{Kind: event.KindFault, Fault: &event.FaultInfo{Action: action, Source: source, By: "key"}}
 }
 
+func condEv(c event.ConditionInfo) event.Event {
+	return event.Event{Kind: event.KindCondition, Condition: &c}
+}
+
 func engineEv(source int, state event.State) event.Event {
 	return engineEvPid(source, state, 4200+10*source)
 }
@@ -106,7 +108,6 @@ func TestKeysCallTheControllerForTheSelectedSource(t *testing.T) {
 		{name: "r removes", scene: sceneSteady, keys: []string{"r"}, want: []string{"remove 0"}},
 		{name: "c resumes a stalled source", scene: sceneStalled, keys: []string{"c"}, want: []string{"resume 0"}},
 		{name: "u restores a removed source", scene: sceneRemoved, keys: []string{"u"}, want: []string{"restore 0"}},
-		{name: "k kills a stalled source", scene: sceneStalled, keys: []string{"k"}, want: []string{"kill 0"}},
 		{name: "p pauses then resumes probing", scene: sceneSteady, keys: []string{"p", "p"}, want: []string{"probing false", "probing true"}},
 	}
 	for _, tt := range tests {
@@ -131,6 +132,7 @@ func TestKeysThatCannotActSayWhyAndCallNothing(t *testing.T) {
 		{name: "kill a removed source", scene: sceneRemoved, keys: []string{"k"}, why: "k: source-0 is removed"},
 		{name: "remove a removed source", scene: sceneRemoved, keys: []string{"r"}, why: "r: source-0 is already removed"},
 		{name: "stall a stalled source", scene: sceneStalled, keys: []string{"s"}, why: "s: source-0 is already stalled; press c to resume it"},
+		{name: "kill a stalled source", scene: sceneStalled, keys: []string{"k"}, why: "k: source-0 is stalled; press c to resume it"},
 		{name: "resume a source that is not stalled", scene: sceneSteady, keys: []string{"c"}, why: "c: source-0 is not stalled"},
 		{name: "restore a source that is not removed", scene: sceneSteady, keys: []string{"u"}, why: "u: source-0 is not removed"},
 		{name: "stall a restarting source", scene: func() scene { return sceneKilled(true) }, keys: []string{"s"}, why: "s: source-0 is restarting"},
@@ -262,9 +264,14 @@ func TestQuitKeysEndTheProgram(t *testing.T) {
 	}
 }
 
-func TestBadgeFollowsFaultsAndEngineStates(t *testing.T) {
+// The badge is what the condition events say (the experiment computes
+// them: experiment/condition_test.go), a stall's counting down to its end.
+func TestBadgeShowsTheConditionTheExperimentSent(t *testing.T) {
 	base := sceneSteady
 	at := 9 * time.Second
+	cond := func(c event.Condition, fault, label string, until time.Duration) event.Event {
+		return event.Event{Kind: event.KindCondition, Condition: &event.ConditionInfo{Source: 0, Condition: c, Fault: fault, Label: label, Until: until}}
+	}
 	tests := []struct {
 		name string
 		evs  []event.Event
@@ -272,25 +279,15 @@ func TestBadgeFollowsFaultsAndEngineStates(t *testing.T) {
 		want string
 	}{
 		{name: "ready", want: "READY"},
-		{name: "stall counts down from the fault's duration", evs: []event.Event{
-			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Duration: 30 * time.Second}},
-		}, now: at + 12*time.Second, want: "STALLED 18s"},
-		{name: "stall below ten seconds shows tenths", evs: []event.Event{
-			{Kind: event.KindFault, Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Duration: 30 * time.Second}},
-		}, now: at + 25500*time.Millisecond, want: "STALLED 4.5s"},
-		{name: "stalled process seen in /proc", evs: []event.Event{engineEv(0, event.StateStopped)}, want: "STALLED"},
-		{name: "resume makes it ready", evs: []event.Event{faultEv(fault.ActionStall, 0), faultEv(fault.ActionResume, 0), engineEv(0, event.StateReady)}, want: "READY"},
-		{name: "kill before the exit is seen", evs: []event.Event{faultEv(fault.ActionKill, 0)}, want: "KILLED"},
-		{name: "killed process exited", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateExited)}, want: "KILLED"},
-		{name: "killed then restarting", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateExited), engineEv(0, event.StateRestarting)}, want: "RESTARTING"},
-		{name: "killed then starting again", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
-		{name: "ready again after kill", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEv(0, event.StateReady), faultEv(fault.ActionReady, 0)}, want: "READY"},
-		{name: "removed", evs: []event.Event{faultEv(fault.ActionRemove, 0)}, want: "REMOVED"},
-		{name: "restore brings it back through restarting", evs: []event.Event{faultEv(fault.ActionRemove, 0), engineEv(0, event.StateRemoved), faultEv(fault.ActionRestore, 0), engineEv(0, event.StateStarting)}, want: "RESTARTING"},
-		{name: "restored and ready", evs: []event.Event{faultEv(fault.ActionRemove, 0), faultEv(fault.ActionRestore, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
-		{name: "ready from a new process after kill", evs: []event.Event{faultEv(fault.ActionKill, 0), engineEvPid(0, event.StateReady, 5000)}, want: "READY"},
-		{name: "a crash is not a kill", evs: []event.Event{engineEv(0, event.StateExited)}, want: "EXITED"},
-		{name: "a failed fault changes nothing", evs: []event.Event{{Kind: event.KindFault, Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Err: "no such session"}}}, want: "READY"},
+		{name: "stall counts down to its end", evs: []event.Event{cond(event.CondStalled, fault.ActionStall, "STALLED", at+30*time.Second)},
+			now: at + 12*time.Second, want: "STALLED 18s"},
+		{name: "stall below ten seconds shows tenths", evs: []event.Event{cond(event.CondStalled, fault.ActionStall, "STALLED", at+30*time.Second)},
+			now: at + 25500*time.Millisecond, want: "STALLED 4.5s"},
+		{name: "a stall until resumed has no countdown", evs: []event.Event{cond(event.CondStalled, fault.ActionStall, "STALLED", 0)}, want: "STALLED"},
+		{name: "the kind's own word", evs: []event.Event{cond(event.CondRestarting, fault.ActionKill, "KILLED", 0)}, want: "KILLED"},
+		{name: "the latest condition wins", evs: []event.Event{cond(event.CondRestarting, fault.ActionKill, "KILLED", 0), cond(event.CondRestarting, fault.ActionKill, "RESTARTING", 0)}, want: "RESTARTING"},
+		{name: "a crash", evs: []event.Event{cond(event.CondExited, "", "EXITED code 1", 0)}, want: "EXITED code 1"},
+		{name: "a fault event alone changes nothing", evs: []event.Event{{Kind: event.KindFault, Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Duration: 30 * time.Second}}}, want: "READY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,7 +296,7 @@ func TestBadgeFollowsFaultsAndEngineStates(t *testing.T) {
 				sc.now = tt.now
 			}
 			m := feed(t, sc, 80, 24)
-			_, got := m.st.badge(0, m.nowT(), m.stallFor())
+			_, got := m.st.badge(0, m.nowT())
 			if got != tt.want {
 				t.Errorf("badge = %q, want %q", got, tt.want)
 			}
@@ -307,6 +304,13 @@ func TestBadgeFollowsFaultsAndEngineStates(t *testing.T) {
 				t.Errorf("view does not show %q", tt.want)
 			}
 		})
+	}
+	// A source no condition event named yet is waiting.
+	var s script
+	s.run(runInfo("none", 2, 1))
+	m := feed(t, scene{events: s.events, ctrl: newFakeCtrl()}, 80, 24)
+	if _, got := m.st.badge(0, m.nowT()); got != "WAITING" {
+		t.Errorf("badge before any condition = %q, want WAITING", got)
 	}
 }
 
@@ -415,8 +419,8 @@ func TestMalformedEventsNeverPanic(t *testing.T) {
 		{Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: -3}},
 		{Kind: event.KindFault, Fault: &event.FaultInfo{Action: "stall", Source: 1 << 30}},
 		{Kind: event.KindWindow},
-		{Kind: event.KindWindow, Window: &check.Window{Source: -1}},
-		{Kind: event.KindSamples, Samples: []probe.Sample{{Source: -1}, {Source: 1 << 20}, {Source: 0, Latency: -time.Second}}},
+		{Kind: event.KindWindow, Window: &event.Window{Source: -1}},
+		{Kind: event.KindSamples, Samples: []event.Sample{{Source: -1}, {Source: 1 << 20}, {Source: 0, Latency: -time.Second}}},
 		{Kind: event.KindVerdict},
 		{Kind: "no-such-kind"},
 		{Kind: event.KindLog, Log: &event.LogLine{Engine: "decoder", Line: "\x1b[2J\x1b[Hcleared\tscreen\r"}},
@@ -466,15 +470,15 @@ func TestWarningBeforeReadyShowsTroubleUntilTheClusterIsUp(t *testing.T) {
 
 func TestWindowsFollowTheRunsTimeScale(t *testing.T) {
 	tests := []struct {
-		name                        string
-		opts                        Options
-		scale                       float64
-		window, recent, stall, join time.Duration
+		name                 string
+		opts                 Options
+		scale                float64
+		window, recent, join time.Duration
 	}{
-		{name: "real time", scale: 1, window: time.Minute, recent: 10 * time.Second, stall: 30 * time.Second, join: 1500 * time.Millisecond},
-		{name: "compressed 20x", scale: 0.05, window: 3 * time.Second, recent: 500 * time.Millisecond, stall: 1500 * time.Millisecond, join: 75 * time.Millisecond},
-		{name: "options win", scale: 0.05, opts: Options{Window: 10 * time.Second, Recent: 2 * time.Second, StallFor: 4 * time.Second},
-			window: 10 * time.Second, recent: 2 * time.Second, stall: 4 * time.Second, join: 75 * time.Millisecond},
+		{name: "real time", scale: 1, window: time.Minute, recent: 10 * time.Second, join: 1500 * time.Millisecond},
+		{name: "compressed 20x", scale: 0.05, window: 3 * time.Second, recent: 500 * time.Millisecond, join: 75 * time.Millisecond},
+		{name: "options win", scale: 0.05, opts: Options{Window: 10 * time.Second, Recent: 2 * time.Second},
+			window: 10 * time.Second, recent: 2 * time.Second, join: 75 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -483,10 +487,10 @@ func TestWindowsFollowTheRunsTimeScale(t *testing.T) {
 			opts := tt.opts
 			opts.Renderer = asciiRenderer()
 			m := update(t, New(newFakeCtrl(), nil, opts), eventsMsg{events: s.events})
-			got := []time.Duration{m.window(), m.recent(), m.stallFor(), m.bridge()}
-			want := []time.Duration{tt.window, tt.recent, tt.stall, tt.join}
+			got := []time.Duration{m.window(), m.recent(), m.bridge()}
+			want := []time.Duration{tt.window, tt.recent, tt.join}
 			if !slices.Equal(got, want) {
-				t.Errorf("window, recent, stall, bridge = %v, want %v", got, want)
+				t.Errorf("window, recent, bridge = %v, want %v", got, want)
 			}
 		})
 	}
@@ -496,7 +500,7 @@ func TestRunRefusesMissingInputs(t *testing.T) {
 	ch := make(chan event.Event)
 	tests := []struct {
 		name   string
-		ctrl   event.Controller
+		ctrl   Controller
 		events <-chan event.Event
 		want   string
 	}{

@@ -10,7 +10,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/golden"
 
-	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
 )
@@ -25,7 +24,8 @@ func scenePartitioned() scene {
 	s.upCluster(2)
 	s.samples(2, 0, 10*time.Second, 500*time.Millisecond, healthy)
 	s.fault(10*time.Second, fault.ActionPartition, 0, 30*time.Second)
-	s.window(10*time.Second, check.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
+	s.cond(10*time.Second, event.ConditionInfo{Source: 0, Condition: event.CondNetwork, Fault: fault.ActionPartition, Label: "PARTITIONED", Until: 40 * time.Second})
+	s.window(10*time.Second, event.Window{Source: 0, Start: 10 * time.Second, Recovers: true})
 	s.add(10*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseFault})
 	s.samples(2, 10*time.Second, 22*time.Second, 500*time.Millisecond, func(i int, start time.Duration, trial int64) (time.Duration, bool) {
 		if i == 0 {

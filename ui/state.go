@@ -44,11 +44,9 @@ type sourceState struct {
 	// Counts over the whole run: O(1) memory however long it lasts.
 	n, ok200, errs, pulled int64
 
-	// The last fault action taken on the source (not a failed one).
-	action    string
-	actionAt  time.Duration
-	actionPid int // the engine's pid when the action was taken
-	stallFor  time.Duration
+	// cond is the source's condition as the experiment last sent it (nil
+	// before the first): the badge shows it, the keys are refused by it.
+	cond *event.ConditionInfo
 }
 
 func (s *sourceState) openSpan() *span {
@@ -102,7 +100,7 @@ type state struct {
 	sources  []*sourceState
 	engines  map[string]*engineState
 	log      ring[logEntry]
-	verdict  *check.Verdict
+	verdict  *event.Verdict
 	final    bool
 	probing  bool
 	outRange int64 // samples naming a source index out of range, dropped
@@ -320,6 +318,13 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		if m := ev.Metrics; m != nil && m.Engine != "" && (len(st.metrics) < maxEngines || hasKey(st.metrics, m.Engine)) {
 			st.metrics[m.Engine] = *m
 		}
+	case event.KindCondition:
+		if c := ev.Condition; c != nil {
+			if s := st.source(c.Source); s != nil {
+				cc := *c
+				s.cond = &cc
+			}
+		}
 	case event.KindVerification:
 		if v := ev.Verification; v != nil {
 			level, what := levelInfo, "took effect"
@@ -416,19 +421,12 @@ func (st *state) applyFault(ev event.Event) {
 		st.addLog(ev.T, levelWarn, "%s on source %d, which is out of range", f.Action, f.Source)
 		return
 	}
-	s.action, s.actionAt, s.stallFor, s.actionPid = f.Action, ev.T, 0, 0
-	if e := st.engineOf(f.Source); e != nil {
-		s.actionPid = e.info.Pid
-	}
 	what := fmt.Sprintf("%s %s (%s)", f.Action, sourceEngine(f.Source), by)
 	k, _ := fault.Lookup(f.Action)
 	switch {
 	case k != nil && k.Opens:
-		if k.TakesFor {
-			s.stallFor = f.Duration
-			if f.Duration > 0 {
-				what += " for " + fmtSpan(f.Duration)
-			}
+		if k.TakesFor && f.Duration > 0 {
+			what += " for " + fmtSpan(f.Duration)
 		}
 		st.openSpan(s, ev.T)
 	case k != nil && k.Closes, f.Action == fault.ActionReady:
@@ -475,7 +473,7 @@ func (st *state) applyWindow(ev event.Event) {
 	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", sourceEngine(w.Source), fmtLatency(w.End-w.Start))
 }
 
-func (st *state) applySamples(samples []probe.Sample, keep time.Duration) {
+func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 	for i := range samples {
 		sm := &samples[i]
 		st.inflight.Ended(*sm)
@@ -518,7 +516,7 @@ func (st *state) applyVerdict(ev event.Event) {
 		return
 	}
 	v := *ev.Verdict
-	v.Checks = append([]check.Result(nil), v.Checks...)
+	v.Checks = append([]event.Result(nil), v.Checks...)
 	st.verdict = &v
 	st.final = ev.Final
 	if !ev.Final {
@@ -609,96 +607,40 @@ const (
 	badgeNetwork // partitioned or lossy until healed
 )
 
-// condition is what a badge says of a source, as fault kinds see it.
-func (b badgeKind) condition() fault.Condition {
-	switch b {
-	case badgeStalled:
-		return fault.CondStalled
-	case badgeKilled, badgeRestarting:
-		return fault.CondRestarting
-	case badgeRemoved:
-		return fault.CondRemoved
-	case badgeExited:
-		return fault.CondExited
-	case badgeNetwork:
-		return fault.CondNetwork
-	}
-	return fault.CondUp
-}
-
-// badge derives a source's state from the last fault action on it and its
-// engine's latest process state: the action's kind says why (a kill, not
-// a crash) and what it leaves the source in, the process state says where
-// it is now (restarting, ready again).
-func (st *state) badge(i int, nowT, defaultStall time.Duration) (badgeKind, string) {
-	if i < 0 || i >= len(st.sources) {
-		return badgeUnknown, "?"
-	}
-	s := st.sources[i]
-	var engState event.State
-	var exit string
-	var restarts, pid int
-	if e := st.engineOf(i); e != nil {
-		engState, restarts, exit, pid = e.info.State, e.info.Restarts, e.info.Exit, e.info.Pid
-	}
-	var leaves fault.Condition
-	label := func(def string) string { return def }
-	k, _ := fault.Lookup(s.action)
-	if k != nil {
-		leaves = k.Leaves
-		label = func(def string) string {
-			if k.Badge != "" {
-				return k.Badge
-			}
-			return def
-		}
-	}
-	// After a kill or a restore, "ready" only counts from a new process:
-	// an engine event from before the signal may still say ready.
-	respawned := engState == event.StateReady && pid != s.actionPid
-	switch {
-	case leaves == fault.CondRemoved:
-		return badgeRemoved, label("REMOVED")
-	case engState == event.StateRemoved:
-		return badgeRemoved, "REMOVED"
-	case leaves == fault.CondStalled && engState != event.StateExited && engState != event.StateRestarting,
-		engState == event.StateStopped:
-		text := "STALLED"
-		if leaves == fault.CondStalled {
-			text = label(text)
-		}
-		dur := s.stallFor
-		if dur == 0 {
-			dur = defaultStall
-		}
-		if leaves == fault.CondStalled && dur > 0 {
-			text += " " + fmtCountdown(s.actionAt+dur-nowT)
-		}
-		return badgeStalled, text
-	case leaves == fault.CondNetwork && engState != event.StateExited && engState != event.StateRestarting:
-		return badgeNetwork, label("CUT OFF")
-	case engState == event.StateRestarting:
-		return badgeRestarting, "RESTARTING"
-	case leaves == fault.CondRestarting && k.Opens && engState == event.StateStarting:
-		return badgeRestarting, "RESTARTING"
-	case leaves == fault.CondRestarting && k.Opens && !respawned:
-		return badgeKilled, label("KILLED")
-	case leaves == fault.CondRestarting && !respawned:
-		return badgeRestarting, label("RESTARTING")
-	case engState == event.StateExited:
-		if exit != "" {
-			return badgeExited, "EXITED " + exit
-		}
-		return badgeExited, "EXITED"
-	case engState == event.StateStarting && restarts > 0:
-		return badgeRestarting, "RESTARTING"
-	case engState == event.StateStarting:
-		return badgeStarting, "STARTING"
-	case engState == event.StateReady:
-		return badgeReady, "READY"
-	case engState == event.StateUnreachable: // an attached engine whose /health fails
-		return badgeExited, "UNREACHABLE"
-	default:
+// badge is source i's badge: the label of the condition the experiment
+// sent (a stall's counting down to its end), in its condition's colours.
+func (st *state) badge(i int, nowT time.Duration) (badgeKind, string) {
+	if i < 0 || i >= len(st.sources) || st.sources[i].cond == nil {
 		return badgeUnknown, "WAITING"
 	}
+	c := st.sources[i].cond
+	text := c.Label
+	if c.Condition == event.CondStalled && c.Until > 0 {
+		text += " " + fmtCountdown(c.Until-nowT)
+	}
+	return conditionBadge(*c), text
+}
+
+// conditionBadge is the colours of a condition.
+func conditionBadge(c event.ConditionInfo) badgeKind {
+	switch c.Condition {
+	case event.CondUp:
+		return badgeReady
+	case event.CondStalled:
+		return badgeStalled
+	case event.CondNetwork:
+		return badgeNetwork
+	case event.CondRestarting:
+		if c.Down {
+			return badgeKilled
+		}
+		return badgeRestarting
+	case event.CondRemoved:
+		return badgeRemoved
+	case event.CondExited, event.CondUnreachable:
+		return badgeExited
+	case event.CondStarting:
+		return badgeStarting
+	}
+	return badgeUnknown
 }

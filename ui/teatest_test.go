@@ -102,7 +102,8 @@ func TestProgramStallOnARemovedSourceSaysWhyAndCallsNothing(t *testing.T) {
 	waitOutput(t, tm, "READY")
 
 	// The source is removed while the dashboard runs.
-	for _, ev := range []event.Event{faultEv(fault.ActionRemove, 0), engineEv(0, event.StateRemoved)} {
+	for _, ev := range []event.Event{faultEv(fault.ActionRemove, 0), engineEv(0, event.StateRemoved),
+		condEv(event.ConditionInfo{Source: 0, Condition: event.CondRemoved, Fault: fault.ActionRemove, Label: "REMOVED"})} {
 		ev.T, ev.Wall = sc.now, wallAt(sc.now)
 		events <- ev
 	}
@@ -125,8 +126,11 @@ func TestProgramFollowsLiveEvents(t *testing.T) {
 	waitOutput(t, tm, "READY")
 	ev := faultEv(fault.ActionStall, 1)
 	ev.Fault.Duration = 30 * time.Second
-	ev.T, ev.Wall = sc.now, wallAt(sc.now)
-	events <- ev
+	cond := condEv(event.ConditionInfo{Source: 1, Condition: event.CondStalled, Fault: fault.ActionStall, Label: "STALLED", Until: sc.now + 30*time.Second})
+	for _, e := range []event.Event{ev, cond} {
+		e.T, e.Wall = sc.now, wallAt(sc.now)
+		events <- e
+	}
 	waitOutput(t, tm, "STALLED 30s")
 	tm.Send(tea.WindowSizeMsg{Width: 160, Height: 48})
 	waitOutput(t, tm, "stall source-1 (key) for 30s")

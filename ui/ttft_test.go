@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/probe"
 )
 
 func TestSourcePanelShowsTTFTOnlyWhenStreaming(t *testing.T) {
@@ -15,9 +14,9 @@ func TestSourcePanelShowsTTFTOnlyWhenStreaming(t *testing.T) {
 	if strings.Contains(plain.View(), "ttft") {
 		t.Errorf("a run without streamed pulls shows TTFT:\n%s", plain.View())
 	}
-	var samples []probe.Sample
+	var samples []event.Sample
 	for k, ttft := range []time.Duration{1250 * time.Millisecond, 400 * time.Millisecond, 2500 * time.Millisecond} {
-		samples = append(samples, probe.Sample{Source: 0, Trial: int64(1000 + k), Start: at - 4*time.Second, Latency: ttft + 10*time.Millisecond,
+		samples = append(samples, event.Sample{Source: 0, Trial: int64(1000 + k), Start: at - 4*time.Second, Latency: ttft + 10*time.Millisecond,
 			TTFT: ttft, Status: 200, PromptTokens: 400, CachedTokens: 384})
 	}
 	m := feed(t, withEvents(sceneSteady(), at, event.Event{Kind: event.KindSamples, Samples: samples}), 120, 40)

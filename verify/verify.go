@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -36,28 +35,18 @@ type Result struct {
 // Verifier polls for a fault's effect. The zero value reads /proc, polls
 // every 20 ms and gives up after 2 s.
 type Verifier struct {
-	Procs    Reader        // nil: /proc through prometheus/procfs
+	Procs    Reader        // nil: /proc (Procs)
 	Deadline time.Duration // from the call; 0: DefaultDeadline
 	Poll     time.Duration // 0: DefaultPoll
 	// Dial connects for Remove; nil: a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-var (
-	procOnce sync.Once
-	procFS   Reader
-	procErr  error
-)
-
 func (v Verifier) reader() (Reader, error) {
 	if v.Procs != nil {
 		return v.Procs, nil
 	}
-	procOnce.Do(func() {
-		fs, err := NewProcFS("")
-		procFS, procErr = fs, err
-	})
-	return procFS, procErr
+	return Procs{}, nil
 }
 
 // poll calls probe until it reports done, ctx ends or the deadline passes.
@@ -130,10 +119,10 @@ func (v Verifier) sessionState(sid int, wantStopped bool) (bool, string) {
 			continue
 		}
 		live++
-		if p.State == "T" {
+		if p.Stopped() {
 			stopped++
 		} else {
-			other = append(other, fmt.Sprintf("pid %d in state %s", p.Pid, p.State))
+			other = append(other, fmt.Sprintf("pid %d in state %c", p.Pid, p.State))
 		}
 	}
 	if live == 0 {
@@ -171,7 +160,7 @@ func (v Verifier) Kill(ctx context.Context, oldSid int, oldPids []int, ready fun
 				return false, err.Error()
 			}
 			if ok && p.Live() && p.Sid == oldSid {
-				alive = append(alive, fmt.Sprintf("pid %d (state %s)", pid, p.State))
+				alive = append(alive, fmt.Sprintf("pid %d (state %c)", pid, p.State))
 			}
 		}
 		if len(alive) > 0 {

@@ -19,24 +19,24 @@ import (
 // fakeProcs is a process table a test writes.
 type fakeProcs struct {
 	mu    sync.Mutex
-	procs map[int]Proc
+	procs map[int]session.Proc
 	reads int
 }
 
-func (f *fakeProcs) set(ps ...Proc) {
+func (f *fakeProcs) set(ps ...session.Proc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.procs = map[int]Proc{}
+	f.procs = map[int]session.Proc{}
 	for _, p := range ps {
 		f.procs[p.Pid] = p
 	}
 }
 
-func (f *fakeProcs) Session(sid int) ([]Proc, error) {
+func (f *fakeProcs) Session(sid int) ([]session.Proc, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
-	var out []Proc
+	var out []session.Proc
 	for _, p := range f.procs {
 		if p.Sid == sid {
 			out = append(out, p)
@@ -45,7 +45,7 @@ func (f *fakeProcs) Session(sid int) ([]Proc, error) {
 	return out, nil
 }
 
-func (f *fakeProcs) Proc(pid int) (Proc, bool, error) {
+func (f *fakeProcs) Proc(pid int) (session.Proc, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.procs[pid]
@@ -59,20 +59,20 @@ func fast(r Reader) Verifier {
 func TestStallAndResumeOnAFakedStateRead(t *testing.T) {
 	tests := []struct {
 		name          string
-		procs         []Proc
+		procs         []session.Proc
 		stall, resume bool
 		stallDetail   string
 	}{
-		{name: "every member stopped", procs: []Proc{{Pid: 10, Sid: 10, State: "T"}, {Pid: 11, Sid: 10, State: "T"}},
+		{name: "every member stopped", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'T'}, {Pid: 11, Sid: 10, State: 'T'}},
 			stall: true, stallDetail: "2 of 2 processes of session 10 in state T"},
-		{name: "one member never stopped", procs: []Proc{{Pid: 10, Sid: 10, State: "T"}, {Pid: 11, Sid: 10, State: "S"}},
+		{name: "one member never stopped", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'T'}, {Pid: 11, Sid: 10, State: 'S'}},
 			stallDetail: "not seen within 200ms: 1 of 2 processes of session 10 in state T (pid 11 in state S)"},
-		{name: "a zombie member does not count", procs: []Proc{{Pid: 10, Sid: 10, State: "T"}, {Pid: 11, Sid: 10, State: "Z"}},
+		{name: "a zombie member does not count", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'T'}, {Pid: 11, Sid: 10, State: 'Z'}},
 			stall: true, stallDetail: "1 of 1 processes"},
-		{name: "traced stop is not a SIGSTOP", procs: []Proc{{Pid: 10, Sid: 10, State: "t"}}, resume: true, stallDetail: "pid 10 in state t"},
-		{name: "running", procs: []Proc{{Pid: 10, Sid: 10, State: "R"}, {Pid: 11, Sid: 10, State: "S"}, {Pid: 12, Sid: 99, State: "T"}},
+		{name: "traced stop is not a SIGSTOP", procs: []session.Proc{{Pid: 10, Sid: 10, State: 't'}}, resume: true, stallDetail: "pid 10 in state t"},
+		{name: "running", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'R'}, {Pid: 11, Sid: 10, State: 'S'}, {Pid: 12, Sid: 99, State: 'T'}},
 			resume: true, stallDetail: "0 of 2"},
-		{name: "no live member", procs: []Proc{{Pid: 11, Sid: 10, State: "Z"}}, stallDetail: "session 10 has no live process"},
+		{name: "no live member", procs: []session.Proc{{Pid: 11, Sid: 10, State: 'Z'}}, stallDetail: "session 10 has no live process"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,8 +96,8 @@ func TestStallAndResumeOnAFakedStateRead(t *testing.T) {
 // every thread, and says how long that took.
 func TestStallSeenOnceTheStateChanges(t *testing.T) {
 	f := &fakeProcs{}
-	f.set(Proc{Pid: 10, Sid: 10, State: "S"})
-	time.AfterFunc(50*time.Millisecond, func() { f.set(Proc{Pid: 10, Sid: 10, State: "T"}) })
+	f.set(session.Proc{Pid: 10, Sid: 10, State: 'S'})
+	time.AfterFunc(50*time.Millisecond, func() { f.set(session.Proc{Pid: 10, Sid: 10, State: 'T'}) })
 	r := Verifier{Procs: f, Poll: 5 * time.Millisecond}.Stall(context.Background(), 10)
 	if !r.OK || r.After < 50*time.Millisecond {
 		t.Errorf("got %+v, want seen after at least 50ms", r)
@@ -109,15 +109,15 @@ func TestKillOnAFakedStateRead(t *testing.T) {
 	notReady := func(context.Context) error { return errors.New("GET /health: connection refused") }
 	tests := []struct {
 		name   string
-		procs  []Proc
+		procs  []session.Proc
 		ready  func(context.Context) error
 		ok     bool
 		detail string
 	}{
-		{name: "old pids gone, new session ready", procs: []Proc{{Pid: 30, Sid: 30, State: "S"}}, ready: ready, ok: true,
+		{name: "old pids gone, new session ready", procs: []session.Proc{{Pid: 30, Sid: 30, State: 'S'}}, ready: ready, ok: true,
 			detail: "all 2 processes of old session 20 gone; new session ready"},
-		{name: "a zombie and a reused pid are gone", procs: []Proc{{Pid: 20, Sid: 20, State: "Z"}, {Pid: 21, Sid: 77, State: "S"}}, ready: ready, ok: true},
-		{name: "a member survived", procs: []Proc{{Pid: 21, Sid: 20, State: "S"}}, ready: ready,
+		{name: "a zombie and a reused pid are gone", procs: []session.Proc{{Pid: 20, Sid: 20, State: 'Z'}, {Pid: 21, Sid: 77, State: 'S'}}, ready: ready, ok: true},
+		{name: "a member survived", procs: []session.Proc{{Pid: 21, Sid: 20, State: 'S'}}, ready: ready,
 			detail: "1 of 2 processes of old session 20 still alive: pid 21 (state S)"},
 		{name: "the new session is not ready", ready: notReady,
 			detail: "new session not ready: GET /health: connection refused"},
@@ -169,7 +169,7 @@ func startSession(t *testing.T) (sid int, cmd *exec.Cmd) {
 	}
 }
 
-// TestStallResumeOnRealProcesses reads the real /proc through procfs.
+// TestStallResumeOnRealProcesses reads the real /proc (Procs).
 func TestStallResumeOnRealProcesses(t *testing.T) {
 	sid, _ := startSession(t)
 	v := Verifier{Deadline: 300 * time.Millisecond}
@@ -255,11 +255,48 @@ func TestRemove(t *testing.T) {
 
 func TestCancelledVerificationSaysSo(t *testing.T) {
 	f := &fakeProcs{}
-	f.set(Proc{Pid: 10, Sid: 10, State: "S"})
+	f.set(session.Proc{Pid: 10, Sid: 10, State: 'S'})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
 	r := Verifier{Procs: f}.Stall(ctx, 10)
 	if r.OK || !strings.HasPrefix(r.Detail, "verification cut short") || r.After > time.Second {
 		t.Errorf("got %+v", r)
+	}
+}
+
+// Partitioned refuses to call a port that answers with a reset
+// partitioned: that is a dead process, not a cut link.
+func TestPartitionedNamesARefusal(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	err = Partitioned(context.Background(), addr, time.Second)
+	if !errors.Is(err, ErrNotPartitioned) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Partitioned(closed port) = %v, want ErrNotPartitioned naming the refusal", err)
+	}
+}
+
+// Reachable completes against a listener and fails against a closed port.
+func TestReachable(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := ln.Addr().String()
+	t.Cleanup(func() { ln.Close() })
+	gone, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := gone.Addr().String()
+	gone.Close()
+	if err := Reachable(context.Background(), open, time.Second); err != nil {
+		t.Errorf("Reachable(listener) = %v, want nil", err)
+	}
+	if err := Reachable(context.Background(), closed, time.Second); err == nil {
+		t.Errorf("Reachable(closed port) = nil, want the refusal")
 	}
 }

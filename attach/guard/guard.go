@@ -349,14 +349,24 @@ func RunCommand(ctx context.Context, argv []string, timeout time.Duration) (stri
 	}
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
-		return out.String(), code, fmt.Errorf("timed out after %v", timeout)
+		return out.String(), code, &commandError{msg: fmt.Sprintf("timed out after %v", timeout), err: ctx.Err()}
 	case err != nil && code > 0:
-		return out.String(), code, fmt.Errorf("exited with status %d", code)
+		return out.String(), code, &commandError{msg: fmt.Sprintf("exited with status %d", code), err: err}
 	case err != nil:
 		return out.String(), code, err
 	}
 	return out.String(), code, nil
 }
+
+// commandError says how a command failed in a few words and keeps the
+// cause in its chain (context.DeadlineExceeded, *exec.ExitError).
+type commandError struct {
+	msg string
+	err error
+}
+
+func (e *commandError) Error() string { return e.msg }
+func (e *commandError) Unwrap() error { return e.err }
 
 // capped is a buffer that keeps the first 64 KiB written to it.
 type capped struct {

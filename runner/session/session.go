@@ -310,6 +310,55 @@ func WaitStates(ctx context.Context, pids []int, want func(Proc) bool, poll time
 	}
 }
 
+// StopWait bounds the wait for /proc to show that a stop or a continue
+// took effect: a SIGSTOPped process shows T only once the kernel has
+// stopped every one of its threads.
+const StopWait = 5 * time.Second
+
+// stopPoll is how often /proc is read while a stop or continue is
+// confirmed: a stall is timed from the signal, so the wait is short.
+const stopPoll = 500 * time.Microsecond
+
+// Stop stalls session sid: it SIGSTOPs every live member of ms (the
+// session as Members(sid) read it, so a caller may record the members
+// first) and returns once /proc shows all of them stopped, with when the
+// signal was sent and the pids it reached. A live member already stopped
+// is an error: a stall p2pfault did not make, whose end it could not
+// tell. When not every member stops within StopWait (or ctx ends first),
+// the session is continued again and the error says which did not: a
+// stall is whole or not at all. The runner and attach both stall through
+// it.
+func Stop(ctx context.Context, sid int, ms []Proc) (time.Time, []int, error) {
+	for _, m := range ms {
+		if m.Live() && m.Sid == sid && m.Stopped() {
+			return time.Time{}, nil, fmt.Errorf("pid %d of session %d is already stopped", m.Pid, sid)
+		}
+	}
+	at := time.Now()
+	pids, err := SignalMembers(sid, ms, unix.SIGSTOP)
+	if err != nil {
+		if len(pids) > 0 {
+			_, _ = Signal(sid, unix.SIGCONT)
+		}
+		return at, pids, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, StopWait)
+	defer cancel()
+	if err := WaitStates(wctx, pids, Proc.Stopped, stopPoll); err != nil {
+		_, _ = Signal(sid, unix.SIGCONT)
+		return at, pids, fmt.Errorf("session %d: %w", sid, err)
+	}
+	return at, pids, nil
+}
+
+// WaitContinued waits until none of pids is stopped any more (a SIGCONT
+// sent to them took effect), within StopWait or until ctx ends.
+func WaitContinued(ctx context.Context, pids []int) error {
+	wctx, cancel := context.WithTimeout(ctx, StopWait)
+	defer cancel()
+	return WaitStates(wctx, pids, func(p Proc) bool { return !p.Stopped() }, stopPoll)
+}
+
 // States returns the state letters of the live members of session sid, as
 // ps shows them ("SS" running, "TT" stopped), in /proc's order.
 func States(sid int) (string, error) {

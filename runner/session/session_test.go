@@ -177,3 +177,42 @@ func TestSignalStopsAndResumesEveryMemberOfExactlyThatSession(t *testing.T) {
 		t.Errorf("signal to an empty session: %v, want ErrNoMembers", err)
 	}
 }
+
+// Stop stalls a whole session and only it, refuses a session already
+// stopped (a stall it did not make), and WaitContinued sees the SIGCONT.
+func TestStopStallsTheWholeSessionOnce(t *testing.T) {
+	target := enginetest.StartSession(t)
+	bystander := enginetest.StartSession(t)
+	ms, err := Members(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	at, pids, err := Stop(context.Background(), target, ms)
+	if err != nil || len(pids) != 2 || at.Before(before) {
+		t.Fatalf("Stop = %v, %v, %v; want both members stopped, sent after %v", at, pids, err, before)
+	}
+	if got := states(t, target); got != "TT" {
+		t.Errorf("target states %q after Stop, want TT", got)
+	}
+	if got := states(t, bystander); strings.ContainsRune(got, 'T') {
+		t.Errorf("bystander states %q: touched", got)
+	}
+	again, err := Members(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Stop(context.Background(), target, again); err == nil || !strings.Contains(err.Error(), "already stopped") {
+		t.Errorf("Stop of a stopped session = %v, want it refused as already stopped", err)
+	}
+	sent, err := Signal(target, unix.SIGCONT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitContinued(context.Background(), sent); err != nil {
+		t.Fatal(err)
+	}
+	if got := states(t, target); strings.ContainsRune(got, 'T') {
+		t.Errorf("target states %q after SIGCONT, want none stopped", got)
+	}
+}

@@ -74,6 +74,14 @@ type Config struct {
 	LookupHold        time.Duration // producer hold on a block still being computed
 	LoadTimeout       time.Duration // fetch → transfer_done, then abort
 	AbortAckTimeout   time.Duration // abort_fetch → abort_ack, then the load fails
+	// StoreTimeout is vLLM's _STORE_TIMEOUT_S (session/server.py): a store
+	// job (a lookup hit's pin, a PD store bound to a fetch) not transferred
+	// within it fails and its blocks are released. 0 means 30 s.
+	StoreTimeout time.Duration
+	// UnboundStoreTimeout is the p2p tier's unbound_store_timeout_s
+	// (manager.py, #53453): a PD store no fetch has bound within it is
+	// reaped and its kv_request_id failed. 0 means 60 s.
+	UnboundStoreTimeout time.Duration
 
 	PrefillPerToken   time.Duration // not scaled: compute cost
 	DecodePerToken    time.Duration
@@ -84,6 +92,42 @@ type Config struct {
 	StaleRoute bool          // model the ZMQ router's stale-connection gap
 
 	StatsInterval time.Duration // period of the stats log line; 0 turns it off
+
+	Defects Defects // modelled engine bugs, all off by default
+}
+
+// Defects are engine bugs the sim can model, each after a cited vLLM bug, so
+// that a content check can be shown to catch them. Each changes nothing
+// until its trigger happens (MODEL.md, "Defects").
+type Defects struct {
+	// ReuseFreedBlocks: a source that frees a pinned or parked block on a
+	// timeout returns its slot to the allocator at once but keeps serving
+	// the block from that slot to a later fetch, so the fetch gets whatever
+	// was written there since (vllm#21570: a prefiller's timeout freed
+	// blocks the decoder then read).
+	ReuseFreedBlocks bool `json:"reuse_freed_blocks,omitempty"`
+	// RecomputeKeepsPartial: a load that fails and falls back to recompute
+	// keeps the blocks it had placed for the load as if they had landed,
+	// whatever their slots hold — another request's KV — and the recompute
+	// skips them (vllm#49250).
+	RecomputeKeepsPartial bool `json:"recompute_keeps_partial,omitempty"`
+}
+
+// vLLM's defaults of the timeouts a zero Config field stands for.
+const (
+	DefaultStoreTimeout        = 30 * time.Second
+	DefaultUnboundStoreTimeout = 60 * time.Second
+)
+
+// withDefaults fills the zero fields that have a vLLM default.
+func (c Config) withDefaults() Config {
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
+	if c.UnboundStoreTimeout == 0 {
+		c.UnboundStoreTimeout = DefaultUnboundStoreTimeout
+	}
+	return c
 }
 
 // BlockBytes is the size of one KV block: vLLM's block_len.
@@ -134,6 +178,8 @@ func (c Config) Validate() error {
 	positiveDur("lookup hold", c.LookupHold)
 	positiveDur("load timeout", c.LoadTimeout)
 	positiveDur("abort-ack timeout", c.AbortAckTimeout)
+	nonNegDur("store timeout", c.StoreTimeout)
+	nonNegDur("unbound store timeout", c.UnboundStoreTimeout)
 	positiveDur("tick", c.Tick)
 	positiveDur("freeze gap", c.FreezeGap)
 	nonNegDur("stats interval", c.StatsInterval)

@@ -39,6 +39,17 @@ type session struct {
 	waiters []*request          // wait mode: requests polling the pending handshake
 	lookups map[string]*request // by wire kv_request_id
 	loads   map[string]*request
+	queued  []wire.Message // sent once the peer acks our connect (vLLM's _send_ready gate)
+}
+
+// sessionSend sends m on s, or queues it until s is ready, as vLLM's
+// session does with everything it sends before connect_ack.
+func (e *Engine) sessionSend(s *session, m wire.Message) {
+	if s.state == sessReady {
+		e.send(s.c, m)
+		return
+	}
+	s.queued = append(s.queued, m)
 }
 
 // openSession starts a session with the request's source: dial on its own
@@ -130,6 +141,10 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			e.log.Info(compP2P, "peer %s connected", s.peer)
 		}
 		delete(e.refused, s.peer)
+		for _, q := range s.queued {
+			e.send(s.c, q)
+		}
+		s.queued = nil
 	case wire.TypeConnectReject:
 		e.killSession(s, "connect rejected: "+m.Reason)
 	case wire.TypeLookupResp:
@@ -148,6 +163,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			return
 		}
 		keys := r.hashes[r.localHit() : r.localHit()+n]
+		e.reserveLoad(r, keys)
 		r.state = rsLoad
 		r.fetched = n
 		r.deadline = e.now.Add(e.cfg.LoadTimeout)
@@ -163,7 +179,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			e.loadFailed(r, "transfer failed at the source")
 			return
 		}
-		e.loaded(r, r.fetched, m.Bytes)
+		e.loaded(r, r.fetched, m.Bytes, m.Data)
 	case wire.TypeAbortAck:
 		r := s.loads[m.KVRequestID]
 		if r == nil || r.state != rsAbort {
@@ -193,7 +209,12 @@ func (e *Engine) superviseSessions() {
 			if !e.now.Before(s.handshakeDeadline) {
 				e.log.Warning(compP2P, "handshake with %s timed out after %s", s.peer, secs(e.cfg.HandshakeTimeout))
 				e.killSession(s, "handshake timed out")
+				continue
 			}
+			// A PD load is submitted before the session is ready and its
+			// timeout runs from then (client.py's submitted_at); only PD
+			// loads can wait on a pending session.
+			e.superviseLoads(s)
 		case sessReady:
 			e.superviseReady(s)
 		}
@@ -221,20 +242,7 @@ func (e *Engine) superviseReady(s *session) {
 			return
 		}
 	}
-	for id, r := range s.loads {
-		if e.now.Before(r.deadline) {
-			continue
-		}
-		if r.state == rsLoad {
-			e.log.Warning(compP2P, "KV load for %s from %s timed out after %s, sending abort", r.in.Source.KVRequestID, s.peer, secs(e.cfg.LoadTimeout))
-			r.state = rsAbort
-			r.deadline = e.now.Add(e.cfg.AbortAckTimeout)
-			e.send(s.c, wire.Message{Type: wire.TypeAbortFetch, KVRequestID: id})
-			continue
-		}
-		delete(s.loads, id)
-		e.loadFailed(r, "abort not acknowledged within "+secs(e.cfg.AbortAckTimeout))
-	}
+	e.superviseLoads(s)
 	if !s.hbDeadline.IsZero() && !e.now.Before(s.hbDeadline) {
 		e.killSession(s, "heartbeat timed out after "+secs(e.cfg.HeartbeatTimeout))
 		return
@@ -245,6 +253,33 @@ func (e *Engine) superviseReady(s *session) {
 			s.hbDeadline = e.now.Add(e.cfg.HeartbeatTimeout)
 		}
 		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
+	}
+}
+
+// superviseLoads runs the client's load deadlines (client.py
+// collect_results): a load not done in the load timeout sends abort_fetch;
+// an abort not acknowledged in the abort-ack timeout fails the load.
+func (e *Engine) superviseLoads(s *session) {
+	var due []*request
+	for _, r := range s.loads {
+		if !e.now.Before(r.deadline) {
+			due = append(due, r)
+		}
+	}
+	// In request order, so equal deadlines log the same way every run.
+	if len(due) > 1 {
+		sort.Slice(due, func(i, j int) bool { return due[i].id < due[j].id })
+	}
+	for _, r := range due {
+		if r.state == rsLoad {
+			e.log.Warning(compP2P, "KV load for %s from %s timed out after %s, sending abort", r.in.Source.KVRequestID, s.peer, secs(e.cfg.LoadTimeout))
+			r.state = rsAbort
+			r.deadline = e.now.Add(e.cfg.AbortAckTimeout)
+			e.sessionSend(s, wire.Message{Type: wire.TypeAbortFetch, KVRequestID: r.wireID})
+			continue
+		}
+		delete(s.loads, r.wireID)
+		e.loadFailed(r, "abort not acknowledged within "+secs(e.cfg.AbortAckTimeout))
 	}
 }
 
@@ -315,6 +350,7 @@ func (e *Engine) endSession(s *session, reason string) {
 		e.loadFailed(r, "peer "+s.peer+" down: "+reason)
 	}
 	s.loads = nil
+	s.queued = nil
 }
 
 func sortedByID(m map[string]*request) []*request {

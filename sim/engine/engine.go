@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +63,8 @@ type Engine struct {
 	computing  map[uint64]int // blocks being prefilled: a lookup on them is held
 	stats      statsLog
 	refused    map[string]*refusals // peers refusing connects, by identity
+	parked     map[string]*pdStore  // producer: PD stores by kv_request_id (pd.go)
+	reaped     map[string]time.Time // producer: ids whose parked store was reaped, until forgotten
 
 	onQueues   func(Queues) // see OnQueues
 	lastQueues Queues
@@ -74,6 +77,7 @@ func New(cfg Config, log *simlog.Logger) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	ctx, stop := context.WithCancel(context.Background())
 	return &Engine{
 		cfg:         cfg,
@@ -94,6 +98,8 @@ func New(cfg Config, log *simlog.Logger) (*Engine, error) {
 		pins:        make(map[pinKey]*pinSet),
 		computing:   make(map[uint64]int),
 		refused:     make(map[string]*refusals),
+		parked:      make(map[string]*pdStore),
+		reaped:      make(map[string]time.Time),
 	}, nil
 }
 
@@ -143,6 +149,16 @@ func (e *Engine) Start() {
 	}
 	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s)",
 		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake)
+	if d := e.cfg.Defects; d.ReuseFreedBlocks || d.RecomputeKeepsPartial {
+		var on []string
+		if d.ReuseFreedBlocks {
+			on = append(on, "reuse-freed-blocks (vllm#21570)")
+		}
+		if d.RecomputeKeepsPartial {
+			on = append(on, "recompute-keeps-partial (vllm#49250)")
+		}
+		e.log.Warning(compEngine, "modelled defects on: %s", strings.Join(on, ", "))
+	}
 	e.wg.Add(1)
 	go e.acceptLoop()
 }
@@ -215,6 +231,7 @@ func (e *Engine) Step(now time.Time) {
 	e.serveHeldLookups(false)
 	e.finishTransfers()
 	e.expirePins()
+	e.expireStores()
 	e.superviseSessions()
 	e.advanceRequests()
 	e.logStats()
@@ -281,8 +298,15 @@ func (e *Engine) handle(ev event) {
 		if c := e.conns[ev.connID]; c != nil && !c.closed {
 			e.connLost(c, ev.err)
 		}
+	case evDo:
+		ev.fn()
 	}
 }
+
+// do runs fn on the stepping goroutine at the next step, so a test of this
+// package can read the engine's state without racing it. It reports false
+// when the engine has shut down.
+func (e *Engine) do(fn func()) bool { return e.post(evDo{fn: fn}) }
 
 // Shutdown disconnects every peer, drops in-flight requests and stops the
 // engine's goroutines. Call it from the stepping goroutine (Run does).
@@ -371,3 +395,6 @@ func (evAccepted) isEvent() {}
 func (evDialed) isEvent()   {}
 func (evFrame) isEvent()    {}
 func (evConnLost) isEvent() {}
+func (evDo) isEvent()       {}
+
+type evDo struct{ fn func() }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"p2pfault/sim/kv"
 	"p2pfault/sim/wire"
 )
 
@@ -28,10 +29,12 @@ type heldLookup struct {
 type transfer struct {
 	c       *conn
 	id      string
-	keys    []uint64
+	keys    []uint64      // pinned by the transfer itself (a pull's fetch)
+	refs    []kv.BlockRef // where the blocks are read from when the write ends
 	at      time.Time
 	success bool
 	bytes   int64
+	pd      *pdStore // a PD store's transfer: its blocks are the store's pins
 }
 
 type pinKey struct {
@@ -40,9 +43,14 @@ type pinKey struct {
 }
 
 // pinSet are the blocks a lookup hit pinned until its fetch or expiry.
+// An expired set is kept, unpinned, for as long again (lapsed): a late
+// fetch on its connection is still a pull's, served by key if the blocks
+// are held, and not taken for a PD decode leg's.
 type pinSet struct {
 	keys    []uint64
+	refs    []kv.BlockRef // where the hits were held when pinned
 	expires time.Time
+	lapsed  bool
 }
 
 func (e *Engine) producerFrame(c *conn, m wire.Message) {
@@ -134,11 +142,15 @@ func (e *Engine) answerLookup(h *heldLookup, force bool) bool {
 		break
 	}
 	if n > 0 {
-		for _, k := range h.keys[:n] {
+		refs := make([]kv.BlockRef, n)
+		for i, k := range h.keys[:n] {
 			e.cpu.Pin(k)
+			refs[i], _ = e.cpu.Ref(k)
 		}
 		e.unpin(pinKey{h.c.id, h.id})
-		e.pins[pinKey{h.c.id, h.id}] = &pinSet{keys: h.keys[:n], expires: e.now.Add(e.cfg.LoadTimeout + e.cfg.AbortAckTimeout)}
+		// The pin is vLLM's store job of the hit (create_store_job), which
+		// fails and releases its blocks after _STORE_TIMEOUT_S.
+		e.pins[pinKey{h.c.id, h.id}] = &pinSet{keys: h.keys[:n], refs: refs, expires: e.now.Add(e.cfg.StoreTimeout)}
 	}
 	e.send(h.c, wire.Message{Type: wire.TypeLookupResp, KVRequestID: h.id, Hits: hits})
 	return true
@@ -163,6 +175,20 @@ func (e *Engine) serveHeldLookups(force bool) {
 
 func (e *Engine) onFetch(c *conn, m wire.Message) {
 	key := pinKey{c.id, m.KVRequestID}
+	p := e.pins[key]
+	if p == nil && e.pdFetch(c, m) {
+		return
+	}
+	if p != nil && p.lapsed && e.cfg.Defects.ReuseFreedBlocks && sameKeys(p.keys, m.Keys) {
+		// The defect: the hit's record outlived the timeout that freed
+		// its slots, and the fetch is served from them.
+		e.log.Warning(compP2P, "defect reuse-freed-blocks: fetch %s served from the %d slots its lookup's pin freed", m.KVRequestID, len(p.refs))
+		t := &transfer{c: c, id: m.KVRequestID, success: true, refs: p.refs, bytes: int64(len(p.refs)) * e.blockBytes}
+		e.unpin(key)
+		t.at = e.now.Add(e.cfg.transferTime(t.bytes))
+		e.transfers = append(e.transfers, t)
+		return
+	}
 	ok := true
 	for _, k := range m.Keys {
 		if !e.cpu.Contains(k) {
@@ -173,8 +199,10 @@ func (e *Engine) onFetch(c *conn, m wire.Message) {
 	t := &transfer{c: c, id: m.KVRequestID, success: ok}
 	if ok {
 		// The transfer holds its own pins; the lookup's are released.
-		for _, k := range m.Keys {
+		t.refs = make([]kv.BlockRef, len(m.Keys))
+		for i, k := range m.Keys {
 			e.cpu.Pin(k)
+			t.refs[i], _ = e.cpu.Ref(k)
 		}
 		t.keys = m.Keys
 		t.bytes = int64(len(m.Keys)) * e.blockBytes
@@ -194,6 +222,7 @@ func (e *Engine) onAbortFetch(c *conn, m wire.Message) {
 		kept = append(kept, t)
 	}
 	e.transfers = kept
+	e.abortParked(c, m.KVRequestID)
 	e.send(c, wire.Message{Type: wire.TypeAbortAck, KVRequestID: m.KVRequestID})
 }
 
@@ -207,8 +236,15 @@ func (e *Engine) finishTransfers() {
 			kept = append(kept, t)
 			continue
 		}
+		data, ok := e.readBlocks(t.refs)
 		e.unpinKeys(t.keys)
-		e.send(t.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: t.id, Success: t.success, Bytes: t.bytes})
+		if !t.success || !ok {
+			data, t.bytes, t.success = nil, 0, false
+		}
+		e.send(t.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: t.id, Success: t.success, Bytes: t.bytes, Data: data})
+		if t.pd != nil {
+			e.releaseParked(t.pd)
+		}
 	}
 	for i := len(kept); i < len(e.transfers); i++ {
 		e.transfers[i] = nil
@@ -218,15 +254,69 @@ func (e *Engine) finishTransfers() {
 
 func (e *Engine) expirePins() {
 	for k, p := range e.pins {
-		if !e.now.Before(p.expires) {
-			e.unpin(k)
+		if e.now.Before(p.expires) {
+			continue
+		}
+		if p.lapsed {
+			delete(e.pins, k)
+			continue
+		}
+		e.unpinKeys(p.keys)
+		if e.cfg.Defects.ReuseFreedBlocks {
+			e.freeSlots(p.keys)
+		}
+		p.lapsed = true
+		p.expires = e.now.Add(e.cfg.StoreTimeout)
+	}
+}
+
+// freeSlots is the reuse-freed-blocks defect's release on a timeout: the
+// blocks nobody else pins leave the tier at once, their slots free for the
+// next store, while the record that names those slots is kept.
+func (e *Engine) freeSlots(keys []uint64) {
+	for _, k := range keys {
+		if !e.cpu.Pinned(k) {
+			e.cpu.Remove(k)
 		}
 	}
 }
 
+// readBlocks reads what a transfer writes: the content of each block's
+// slot. It reports false if a block is no longer in its slot — a correct
+// source never serves such a block; the reuse-freed-blocks defect reads the
+// slot anyway.
+func (e *Engine) readBlocks(refs []kv.BlockRef) ([]uint64, bool) {
+	if len(refs) == 0 {
+		return nil, true
+	}
+	data := make([]uint64, len(refs))
+	for i, r := range refs {
+		d, intact := e.cpu.ReadSlot(r)
+		if !intact && !e.cfg.Defects.ReuseFreedBlocks {
+			return nil, false
+		}
+		data[i] = d
+	}
+	return data, true
+}
+
+func sameKeys(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func (e *Engine) unpin(k pinKey) {
 	if p := e.pins[k]; p != nil {
-		e.unpinKeys(p.keys)
+		if !p.lapsed {
+			e.unpinKeys(p.keys)
+		}
 		delete(e.pins, k)
 	}
 }
@@ -257,4 +347,5 @@ func (e *Engine) dropProducerState(c *conn) {
 		kept = append(kept, t)
 	}
 	e.transfers = kept
+	e.dropParked(c)
 }

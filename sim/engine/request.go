@@ -15,8 +15,12 @@ type Request struct {
 	Tokens    []int32
 	CacheSalt string
 	MaxTokens int
-	Source    *RemoteSource // kv_transfer_params.remote_kv_source, if any
-	Hooks     *Hooks        // streaming and abort callbacks, if any (stream.go)
+	Source    *RemoteSource // kv_transfer_params.remote_kv_source or remote_prefiller, if any
+	// RemoteDecoder is kv_transfer_params.remote_decoder.kv_request_id: the
+	// PD producer leg, whose blocks are parked for the decoder that will
+	// fetch them under this id (pd.go).
+	RemoteDecoder string
+	Hooks         *Hooks // streaming and abort callbacks, if any (stream.go)
 }
 
 // RemoteSource names the peer to pull KV blocks from.
@@ -24,6 +28,10 @@ type RemoteSource struct {
 	KVRequestID string
 	Host        string
 	Port        int
+	// Prefiller marks kv_transfer_params.remote_prefiller (PD mode): the
+	// lookup hits at once with no probe, and the fetch names the prefill's
+	// own kv_request_id (vLLM's P2PSourceInfo.do_probe false).
+	Prefiller bool
 }
 
 // ID is the peer's identity: the literal "host:port", as vLLM matches it.
@@ -32,8 +40,13 @@ func (s RemoteSource) ID() string { return s.Host + ":" + strconv.Itoa(s.Port) }
 // Result is what a finished request reports to the front end.
 type Result struct {
 	CachedTokens int
-	Stats        Stats
-	Err          error // a failed load under kv_load_failure_policy "fail", or shutdown
+	// KV is the digest of the KV the decode read (kv.DecodeDigest): the
+	// blocks the request held — computed here or loaded from a peer — and
+	// the tokens after them. The generated tokens are a function of it, so
+	// a correct load gives the same as a local prefill.
+	KV    uint64
+	Stats Stats
+	Err   error // a failed load under kv_load_failure_policy "fail", or shutdown
 }
 
 // Stats are the request's contribution to the engine's counters.
@@ -79,12 +92,17 @@ type request struct {
 
 	state   reqState
 	hashes  []uint64 // full prompt blocks
-	maxHit  int      // blocks that may come from a cache
-	gpuHit  int
-	cpuHit  int
-	peerHit int
-	fetched int // blocks asked for in the fetch
-	stats   Stats
+	digests []uint64 // their content, as computing them here gives
+	held    []uint64 // the content the request holds for each block: hit, loaded or computed
+	// reserved counts the CPU-tier destinations of the load in flight: the
+	// blocks hashes[resFrom:resFrom+reserved] (kv.LRU.Reserve).
+	reserved, resFrom int
+	maxHit            int // blocks that may come from a cache
+	gpuHit            int
+	cpuHit            int
+	peerHit           int
+	fetched           int // blocks asked for in the fetch
+	stats             Stats
 
 	sess     *session
 	wireID   string    // kv_request_id on the wire
@@ -92,6 +110,7 @@ type request struct {
 	wakeAt   time.Time // end of prefill or decode
 	storing  []uint64  // its blocks counted in e.computing until stored
 	stream   *streamState
+	kv       uint64 // kv.DecodeDigest of what the decode reads, set when it starts
 }
 
 func (r *request) localHit() int { return r.gpuHit + r.cpuHit }
@@ -151,6 +170,10 @@ func (e *Engine) advance(r *request) {
 			e.storeBlocks(r)
 			r.state = rsDecode
 			r.wakeAt = e.now.Add(time.Duration(r.in.MaxTokens) * e.cfg.DecodePerToken)
+			r.kv = kv.DecodeDigest(r.held, r.in.Tokens[len(r.held)*e.cfg.BlockSize:])
+			if h := r.in.Hooks; h != nil && h.Decoding != nil {
+				h.Decoding(r.kv)
+			}
 		case rsDecode:
 			if r.cancelled {
 				e.drop(r)
@@ -160,7 +183,7 @@ func (e *Engine) advance(r *request) {
 			if e.now.Before(r.wakeAt) {
 				return
 			}
-			e.finish(r, Result{CachedTokens: (r.localHit() + r.peerHit) * e.cfg.BlockSize, Stats: r.stats})
+			e.finish(r, Result{CachedTokens: (r.localHit() + r.peerHit) * e.cfg.BlockSize, KV: r.kv, Stats: r.stats})
 		}
 		// rsLookup, rsLoad and rsAbort move on frames and deadlines.
 		if r.state == before || r.state == rsDone {
@@ -176,12 +199,19 @@ func (e *Engine) lookupLocal(r *request) {
 	bs := e.cfg.BlockSize
 	n := len(r.in.Tokens)
 	r.hashes = kv.BlockHashes(e.cfg.HashSeed, r.in.CacheSalt, r.in.Tokens, bs)
+	r.digests = kv.BlockDigests(r.in.Tokens, bs)
+	r.held = make([]uint64, len(r.digests))
 	r.maxHit = kv.MaxHitBlocks(n, bs)
 	cand := r.hashes[:r.maxHit]
 	r.gpuHit = e.gpu.PrefixHits(cand)
 	r.cpuHit = e.cpu.PrefixHits(cand[r.gpuHit:])
-	for _, h := range cand[r.gpuHit:r.localHit()] {
-		e.gpu.Insert(h) // a CPU hit is promoted to the GPU
+	for i, h := range cand[:r.gpuHit] {
+		r.held[i], _ = e.gpu.Digest(h)
+	}
+	for i, h := range cand[r.gpuHit:r.localHit()] {
+		d, _ := e.cpu.Digest(h)
+		r.held[r.gpuHit+i] = d
+		e.gpu.Insert(h, d) // a CPU hit is promoted to the GPU
 	}
 	r.stats = Stats{
 		PromptTokens:        n,
@@ -193,6 +223,10 @@ func (e *Engine) lookupLocal(r *request) {
 	}
 	if r.in.Source == nil || !e.cfg.P2P || r.localHit() == r.maxHit {
 		e.startCompute(r)
+		return
+	}
+	if r.in.Source.Prefiller {
+		e.startPDLoad(r)
 		return
 	}
 	r.wireID = r.in.Source.KVRequestID + "#" + strconv.FormatUint(r.id, 10)
@@ -239,14 +273,23 @@ func (e *Engine) miss(r *request) {
 	e.startCompute(r)
 }
 
-// loaded lands n pulled blocks in the CPU tier and GPU cache.
-func (e *Engine) loaded(r *request, n int, bytes int64) {
+// loaded lands n pulled blocks, holding data (one digest per block, what
+// the transfer wrote), in the CPU tier and GPU cache.
+func (e *Engine) loaded(r *request, n int, bytes int64, data []uint64) {
 	r.sess = nil
 	from := r.localHit()
-	for _, h := range r.hashes[from : from+n] {
-		e.cpu.Insert(h)
-		e.gpu.Insert(h)
+	if len(data) != n {
+		e.log.Error(compP2P, "KV load for %s: %d blocks fetched, %d written: failing it", r.in.Source.KVRequestID, n, len(data))
+		e.loadFailed(r, "transfer wrote "+strconv.Itoa(len(data))+" of "+strconv.Itoa(n)+" blocks")
+		return
 	}
+	for i, h := range r.hashes[from : from+n] {
+		e.cpu.Fill(h, data[i]) // the reserved destination, if there is one
+		e.cpu.Insert(h, data[i])
+		e.gpu.Insert(h, data[i])
+		r.held[from+i] = data[i]
+	}
+	r.reserved = 0
 	r.peerHit = n
 	r.stats.ExternalHitTokens += n * e.cfg.BlockSize
 	r.stats.P2PReadBytes += bytes
@@ -267,6 +310,10 @@ func (e *Engine) loadFailed(r *request, reason string) {
 	}
 	if e.cfg.LoadFailure == PolicyRecompute {
 		e.log.Warning(compP2P, "KV load for %s from %s failed (%s): recomputing locally", r.in.Source.KVRequestID, peer, reason)
+		if e.cfg.Defects.RecomputeKeepsPartial {
+			e.keepReserved(r)
+		}
+		e.releaseReserved(r)
 		e.startCompute(r)
 		return
 	}
@@ -278,6 +325,10 @@ func (e *Engine) loadFailed(r *request, reason string) {
 // blocks are "being computed" until it ends, so a peer's lookup on them is
 // held rather than missed.
 func (e *Engine) startCompute(r *request) {
+	e.releaseReserved(r)
+	for i := r.localHit() + r.peerHit; i < len(r.held); i++ {
+		r.held[i] = r.digests[i]
+	}
 	cached := (r.localHit() + r.peerHit) * e.cfg.BlockSize
 	r.state = rsPrefill
 	r.wakeAt = e.now.Add(time.Duration(len(r.in.Tokens)-cached) * e.cfg.PrefillPerToken)
@@ -293,9 +344,12 @@ func (e *Engine) startCompute(r *request) {
 // offload_prompt_only) to the CPU tier and keeps them in the GPU cache.
 func (e *Engine) storeBlocks(r *request) {
 	e.releaseComputing(r)
-	for _, h := range r.hashes {
-		e.gpu.Insert(h)
-		e.cpu.Insert(h)
+	for i, h := range r.hashes {
+		e.gpu.Insert(h, r.held[i])
+		e.cpu.Insert(h, r.held[i])
+	}
+	if r.in.RemoteDecoder != "" && e.cfg.P2P {
+		e.park(r.in.RemoteDecoder, r.hashes)
 	}
 }
 
@@ -312,6 +366,8 @@ func (e *Engine) releaseComputing(r *request) {
 
 func (e *Engine) finish(r *request, res Result) {
 	e.releaseComputing(r)
+	e.releaseReserved(r)
+	e.producerLegEnded(r)
 	if res.Err == nil {
 		e.stats.record(r.stats, true, r.in.MaxTokens)
 	} else {
@@ -325,6 +381,48 @@ func (e *Engine) finish(r *request, res Result) {
 
 func (e *Engine) drop(r *request) {
 	e.releaseComputing(r)
+	e.releaseReserved(r)
+	e.producerLegEnded(r)
 	r.state = rsDone
 	e.aborted(r)
+}
+
+// reserveLoad places the load's destinations (the blocks from localHit on)
+// in the CPU tier, as vLLM allocates them with submit_load: pinned, not
+// hits, their slots written when the transfer lands.
+func (e *Engine) reserveLoad(r *request, keys []uint64) {
+	r.resFrom, r.reserved = r.localHit(), 0
+	for _, k := range keys {
+		if !e.cpu.Reserve(k) {
+			break // held meanwhile, or no slot: the load still lands (Insert)
+		}
+		r.reserved++
+	}
+}
+
+// releaseReserved frees the destinations of a load that did not land.
+func (e *Engine) releaseReserved(r *request) {
+	for _, k := range r.hashes[r.resFrom : r.resFrom+r.reserved] {
+		e.cpu.Cancel(k)
+	}
+	r.reserved = 0
+}
+
+// keepReserved is the recompute-keeps-partial defect: the failed load's
+// destinations become hits with whatever their slots hold, and the
+// recompute starts after them.
+func (e *Engine) keepReserved(r *request) {
+	n := r.reserved
+	for i, k := range r.hashes[r.resFrom : r.resFrom+n] {
+		e.cpu.Keep(k)
+		d, _ := e.cpu.Digest(k)
+		r.held[r.resFrom+i] = d
+		e.gpu.Insert(k, d)
+	}
+	if n > 0 {
+		e.log.Warning(compP2P, "defect recompute-keeps-partial: KV load for %s kept %d blocks it never received", r.in.Source.KVRequestID, n)
+		r.cpuHit += n
+		r.stats.ExternalHitTokens += n * e.cfg.BlockSize
+	}
+	r.reserved = 0
 }

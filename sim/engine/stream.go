@@ -12,6 +12,10 @@ type Hooks struct {
 	// (the non-streamed answer comes at p + MaxTokens×DecodePerToken, so a
 	// stream's last token and a plain answer arrive together).
 	Token func(n int)
+	// Decoding is called once, when the prefill ends and decoding starts,
+	// with the digest of what the decode reads (Result.KV): the generated
+	// tokens are a function of it.
+	Decoding func(kv uint64)
 	// Aborted is called instead of the result when the request is dropped
 	// after Cancel (its client went away), with what it had cost so far
 	// and how many tokens it had generated: vLLM counts such a request as

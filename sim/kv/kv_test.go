@@ -108,22 +108,22 @@ func TestLRU(t *testing.T) {
 		run  func(l *LRU) error
 	}{
 		{"evicts the least recently used", func(l *LRU) error {
-			l.Insert(1)
-			l.Insert(2)
-			l.Insert(3)
+			l.Insert(1, 1)
+			l.Insert(2, 2)
+			l.Insert(3, 3)
 			l.PrefixHits([]uint64{1}) // 1 is now most recent; 2 is oldest
-			l.Insert(4)
+			l.Insert(4, 4)
 			if l.Contains(2) || !l.Contains(1) || !l.Contains(3) || !l.Contains(4) {
 				return fmt.Errorf("after evicting, holds 1:%v 2:%v 3:%v 4:%v", l.Contains(1), l.Contains(2), l.Contains(3), l.Contains(4))
 			}
 			return nil
 		}},
 		{"pinned blocks are not evicted", func(l *LRU) error {
-			l.Insert(1)
-			l.Insert(2)
-			l.Insert(3)
+			l.Insert(1, 1)
+			l.Insert(2, 2)
+			l.Insert(3, 3)
 			l.Pin(1)
-			l.Insert(4)
+			l.Insert(4, 4)
 			if !l.Contains(1) || l.Contains(2) {
 				return fmt.Errorf("pinned 1 held:%v, unpinned oldest 2 held:%v", l.Contains(1), l.Contains(2))
 			}
@@ -131,21 +131,21 @@ func TestLRU(t *testing.T) {
 		}},
 		{"all pinned: the store is skipped", func(l *LRU) error {
 			for k := uint64(1); k <= 3; k++ {
-				l.Insert(k)
+				l.Insert(k, k)
 				l.Pin(k)
 			}
-			if l.Insert(9) || l.Contains(9) || l.Len() != 3 {
+			if l.Insert(9, 9) || l.Contains(9) || l.Len() != 3 {
 				return fmt.Errorf("insert into a fully pinned LRU was kept (len %d)", l.Len())
 			}
 			l.Unpin(2)
-			if !l.Insert(9) || l.Contains(2) {
+			if !l.Insert(9, 9) || l.Contains(2) {
 				return fmt.Errorf("after unpinning 2, insert 9 failed or kept 2")
 			}
 			return nil
 		}},
 		{"prefix hits stop at the first miss", func(l *LRU) error {
-			l.Insert(1)
-			l.Insert(3)
+			l.Insert(1, 1)
+			l.Insert(3, 3)
 			if got := l.PrefixHits([]uint64{1, 2, 3}); got != 1 {
 				return fmt.Errorf("PrefixHits = %d, want 1", got)
 			}
@@ -165,7 +165,7 @@ func TestLRU(t *testing.T) {
 			}
 		})
 	}
-	if l := NewLRU(0); l.Insert(1) || l.Len() != 0 {
+	if l := NewLRU(0); l.Insert(1, 1) || l.Len() != 0 {
 		t.Errorf("a zero-capacity LRU held a block")
 	}
 }

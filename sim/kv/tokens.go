@@ -72,3 +72,70 @@ func MaxHitBlocks(n, blockSize int) int {
 	}
 	return (n - 1) / blockSize
 }
+
+// BlockDigests returns the content digest of each full block of tokens:
+// what its KV data would be, a function of the block's tokens, its position
+// and every block before it (attention reads the whole prefix). Unlike the
+// block hashes it does not depend on the hash seed or the cache salt: equal
+// tokens give equal KV whichever engine computes them, so a block loaded
+// from a peer and the same block computed here hold the same digest, and a
+// block that is not the prompt's holds another.
+func BlockDigests(tokens []int32, blockSize int) []uint64 {
+	if blockSize <= 0 {
+		return nil
+	}
+	n := len(tokens) / blockSize
+	out := make([]uint64, n)
+	var prev uint64
+	for b := 0; b < n; b++ {
+		h := uint64(fnvOffset)
+		h = mix64(h, prev)
+		h = mix64(h, uint64(b))
+		for _, t := range tokens[b*blockSize : (b+1)*blockSize] {
+			h = mix32(h, uint32(t))
+		}
+		prev = h
+		out[b] = h
+	}
+	return out
+}
+
+// FNV-1a over little-endian words, inlined: BlockDigests runs on every
+// request and must not allocate a hasher per block.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func mix64(h, v uint64) uint64 {
+	for i := 0; i < 8; i++ {
+		h ^= v & 0xff
+		h *= fnvPrime
+		v >>= 8
+	}
+	return h
+}
+
+func mix32(h uint64, v uint32) uint64 {
+	for i := 0; i < 4; i++ {
+		h ^= uint64(v & 0xff)
+		h *= fnvPrime
+		v >>= 8
+	}
+	return h
+}
+
+// DecodeDigest is what a decode step reads: the digests of the blocks the
+// request holds, in order, and the tokens after them (computed with the
+// step itself). Generated tokens are a function of it alone.
+func DecodeDigest(held []uint64, tail []int32) uint64 {
+	h := uint64(fnvOffset)
+	for _, d := range held {
+		h = mix64(h, d)
+	}
+	h = mix64(h, uint64(len(held)))
+	for _, t := range tail {
+		h = mix32(h, uint32(t))
+	}
+	return h
+}

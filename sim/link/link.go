@@ -29,6 +29,7 @@ const (
 	TypeToken    = "token"    // core → front end: token N of a streamed request was sampled
 	TypeAborted  = "aborted"  // core → front end: a cancelled request was dropped (Stats, N tokens)
 	TypeQueues   = "queues"   // core → front end: the scheduler's queue lengths changed (Queues)
+	TypeDecoding = "decoding" // core → front end: a streamed request started decoding from KV (before its tokens)
 )
 
 // Result error kinds.
@@ -45,6 +46,7 @@ type Msg struct {
 	CacheSalt    string               `msgpack:"cache_salt,omitempty"`
 	MaxTokens    int                  `msgpack:"max_tokens,omitempty"`
 	Source       *engine.RemoteSource `msgpack:"source,omitempty"`
+	Decoder      string               `msgpack:"remote_decoder,omitempty"` // submit: park the blocks for this kv_request_id
 	P2PID        string               `msgpack:"p2p_id,omitempty"`
 	Message      string               `msgpack:"message,omitempty"`
 	CachedTokens int                  `msgpack:"cached_tokens,omitempty"`
@@ -53,6 +55,7 @@ type Msg struct {
 	Stream       bool                 `msgpack:"stream,omitempty"` // submit: send a token message per token
 	N            int                  `msgpack:"n,omitempty"`      // token: its number from 1; aborted: tokens generated
 	Queues       *engine.Queues       `msgpack:"queues,omitempty"`
+	KV           uint64               `msgpack:"kv,omitempty"` // result, decoding: the digest of the KV decoded from (engine.Result.KV)
 }
 
 // Conn reads messages from and queues messages to one end of the link.

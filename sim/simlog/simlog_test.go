@@ -33,7 +33,22 @@ func TestLineShape(t *testing.T) {
 	}
 }
 
+// A nil Logger (a component given none) discards every line: each level
+// returns without touching a writer, where a Logger with no writer panics.
 func TestNilLoggerDiscards(t *testing.T) {
 	var l *Logger
-	l.Info("x", "no panic")
+	for name, log := range map[string]func(){
+		"Info":    func() { l.Info("x", "dropped") },
+		"Warning": func() { l.Warning("x", "dropped") },
+		"Error":   func() { l.Error("x", "dropped") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("a nil Logger's %s panicked: %v", name, r)
+				}
+			}()
+			log()
+		})
+	}
 }

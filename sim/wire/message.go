@@ -42,6 +42,10 @@ type Message struct {
 	Hits        []bool   // lookup_resp: one per looked-up key
 	Success     bool     // transfer_done
 	Bytes       int64    // transfer_done: bytes written to the consumer
+	// Data is transfer_done's simulated payload: the content digest of each
+	// block written, in fetch order (the NIXL write of real vLLM, carried on
+	// the control channel). Empty when the transfer failed.
+	Data []uint64
 }
 
 // field is one bit per wire field, so a type's field set is a mask.
@@ -59,6 +63,7 @@ const (
 	fHits
 	fSuccess
 	fBytes
+	fData
 )
 
 func (f field) name() string {
@@ -85,12 +90,14 @@ func (f field) name() string {
 		return "success"
 	case fBytes:
 		return "bytes"
+	case fData:
+		return "data"
 	}
 	return fmt.Sprintf("field(%#x)", uint16(f))
 }
 
 func fieldByName(s string) (field, bool) {
-	for f := fType; f <= fBytes; f <<= 1 {
+	for f := fType; f <= fData; f <<= 1 {
 		if f.name() == s {
 			return f, true
 		}
@@ -112,7 +119,7 @@ func fieldsOf(typ string) (field, bool) {
 	case TypeLookupResp:
 		return fType | fKVRequestID | fHits, true
 	case TypeTransferDone:
-		return fType | fKVRequestID | fSuccess | fBytes, true
+		return fType | fKVRequestID | fSuccess | fBytes | fData, true
 	case TypeAbortFetch, TypeAbortAck:
 		return fType | fKVRequestID, true
 	case TypePing, TypePong, TypeDisconnect:
@@ -133,7 +140,7 @@ func Encode(m Message) ([]byte, error) {
 	if err := enc.EncodeMapLen(bits.OnesCount16(uint16(set))); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", m.Type, err)
 	}
-	for f := fType; f <= fBytes; f <<= 1 {
+	for f := fType; f <= fData; f <<= 1 {
 		if set&f == 0 {
 			continue
 		}
@@ -170,15 +177,9 @@ func encodeField(enc *msgpack.Encoder, f field, m Message) error {
 	case fKVRequestID:
 		return enc.EncodeString(m.KVRequestID)
 	case fKeys:
-		if err := enc.EncodeArrayLen(len(m.Keys)); err != nil {
-			return err
-		}
-		for _, k := range m.Keys {
-			if err := enc.EncodeUint(k); err != nil {
-				return err
-			}
-		}
-		return nil
+		return encodeUints(enc, m.Keys)
+	case fData:
+		return encodeUints(enc, m.Data)
 	case fHits:
 		if err := enc.EncodeArrayLen(len(m.Hits)); err != nil {
 			return err
@@ -195,6 +196,18 @@ func encodeField(enc *msgpack.Encoder, f field, m Message) error {
 		return enc.EncodeInt(m.Bytes)
 	}
 	return fmt.Errorf("no encoder for field %s", f.name())
+}
+
+func encodeUints(enc *msgpack.Encoder, vs []uint64) error {
+	if err := enc.EncodeArrayLen(len(vs)); err != nil {
+		return err
+	}
+	for _, v := range vs {
+		if err := enc.EncodeUint(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DecodeFrame decodes the frame at the start of b and returns its message
@@ -305,6 +318,8 @@ func decodeField(d *msgpack.Decoder, f field, m *Message, limit int) error {
 		m.Success, err = decodeBool(d)
 	case fKeys:
 		m.Keys, err = decodeKeys(d, limit)
+	case fData:
+		m.Data, err = decodeKeys(d, limit)
 	case fHits:
 		m.Hits, err = decodeHits(d, limit)
 	default:
@@ -397,8 +412,8 @@ func decodeArrayLen(d *msgpack.Decoder, limit int) (int, error) {
 
 func decodeKeys(d *msgpack.Decoder, limit int) ([]uint64, error) {
 	n, err := decodeArrayLen(d, limit)
-	if err != nil {
-		return nil, err
+	if err != nil || n == 0 {
+		return nil, err // an empty array is nil, as the field is when unset
 	}
 	keys := make([]uint64, n)
 	for i := range keys {

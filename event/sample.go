@@ -1,8 +1,8 @@
-package probe
+package event
 
 import "time"
 
-// Sample is one trial: a unique prompt seeded on a source, then pulled into
+// Sample is one trial of the probe (package probe): a unique prompt seeded on a source, then pulled into
 // the decoder with remote_kv_source naming that source. Times are relative
 // to the run's t0 (the end of warm-up); they are wall-clock durations, never
 // scaled.
@@ -27,8 +27,11 @@ type Sample struct {
 	TTFT time.Duration `json:"ttft_ns,omitempty"`
 	Err  string        `json:"error,omitempty"`
 	// Aborted: the pull was still in flight when the run ended early (q,
-	// Ctrl-C) and was cut short, so Latency is only a lower bound and the
-	// decoder never answered; the checks do not count it as a failure.
+	// Ctrl-C, SIGTERM) and was cut short, so the decoder never answered and
+	// Latency is how long it had waited: the checks judge it as a pull in
+	// flight of that age (past a bound it has failed it; under every bound
+	// it fails none). A trial seeding when the run ended has its pull not
+	// sent: Aborted, Err "not sent: ...", and no pull_start.
 	Aborted bool `json:"aborted,omitempty"`
 }
 
@@ -38,3 +41,13 @@ func (s Sample) Hit() bool { return s.Status == 200 && s.CachedTokens > 0 }
 
 // End is when the pull finished, since t0.
 func (s Sample) End() time.Duration { return s.Start + s.Latency }
+
+// PullStart says that a pull was sent and has not ended yet: what a face
+// needs to show a pull while it hangs (a stalled source's pulls end only
+// when it resumes or a timeout fires, and until then a face that sees only
+// Samples is blind). The Sample that ends it carries the same Trial.
+type PullStart struct {
+	Source int           `json:"source"` // index of the source the pull names
+	Trial  int64         `json:"trial"`  // the id of the trial: its Sample has the same
+	Start  time.Duration `json:"start_ns"`
+}

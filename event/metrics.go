@@ -1,0 +1,73 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The engines' own figures as package scrape reads them from /metrics.
+
+// MetricValue is a series' value, or absent (OK false) when the engine does not
+// export it. In JSON an absent value is null.
+type MetricValue struct {
+	V  float64
+	OK bool
+}
+
+// MetricOf is a present value.
+func MetricOf(v float64) MetricValue { return MetricValue{V: v, OK: true} }
+
+// String shows the value, "–" when absent; whole numbers without decimals.
+func (v MetricValue) String() string {
+	if !v.OK {
+		return "–"
+	}
+	return strconv.FormatFloat(v.V, 'f', -1, 64)
+}
+
+// MarshalJSON writes null for an absent value.
+func (v MetricValue) MarshalJSON() ([]byte, error) {
+	if !v.OK || math.IsNaN(v.V) || math.IsInf(v.V, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(v.V)
+}
+
+// UnmarshalJSON reads null as absent.
+func (v *MetricValue) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		*v = MetricValue{}
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("metric value %s: %w", b, err)
+	}
+	*v = MetricOf(f)
+	return nil
+}
+
+// Reading is the series of one scrape of one engine. Each is the sum over
+// the label sets that match (vLLM labels by model and, with data
+// parallelism, by engine index).
+type Reading struct {
+	Running      MetricValue `json:"running"`        // gauge
+	Waiting      MetricValue `json:"waiting"`        // gauge
+	ExtHits      MetricValue `json:"ext_hits"`       // counter, tokens
+	ExtQueries   MetricValue `json:"ext_queries"`    // counter, tokens
+	P2PReadBytes MetricValue `json:"p2p_read_bytes"` // counter, bytes read from the P2P tier
+}
+
+// Live is one engine's figures at its latest scrape: the gauges as read and
+// the counters as rates over the last rate window.
+type Live struct {
+	Running    MetricValue   `json:"running"`
+	Waiting    MetricValue   `json:"waiting"`
+	HitRate    MetricValue   `json:"hit_rate"`     // external prefix cache, fraction in [0, 1]; absent with no queries in the window
+	P2PReadBps MetricValue   `json:"p2p_read_bps"` // P2P bytes read per second
+	Window     time.Duration `json:"window_ns"`    // what the rates span: up to the rate window, less early in a run
+}

@@ -1,0 +1,264 @@
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+	"time"
+)
+
+// FileHTML is report.html: the tables, the checks and interactive charts of
+// every row in one self-contained page.
+const FileHTML = "report.html"
+
+// The page's parts, inlined so report.html opens with no network and no
+// other file: Apache ECharts (vendored, see assets/echarts/VERSION), the
+// script that turns the page's data into chart options, and the styles.
+var (
+	//go:embed assets/echarts/echarts.common.min.js
+	echartsJS string
+	//go:embed assets/page.js
+	pageJS string
+	//go:embed assets/page.css
+	pageCSS string
+	//go:embed assets/page.html
+	pageHTML string
+)
+
+// EChartsVersion is the version of the vendored charting library.
+const EChartsVersion = "6.1.0"
+
+var pageTemplate = template.Must(template.New(FileHTML).Funcs(template.FuncMap{
+	"seconds": func(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) },
+}).Parse(pageHTML))
+
+// htmlPage is what the template renders. Every string in it is text,
+// escaped by html/template wherever it lands: engine log lines and error
+// strings cannot break the page. The charts' data goes in as JSON
+// (Data), which html/template escapes for its script element.
+type htmlPage struct {
+	Title   string
+	Summary []string
+	Tables  []htmlTable
+	Notes   []string
+	Rows    []htmlRow
+	Data    pageData
+
+	CSS            template.CSS
+	Library        template.JS
+	Script         template.JS
+	LibraryVersion string
+}
+
+// htmlTable is a table as report.md has it: a header and text cells, from
+// the same functions that write report.md.
+type htmlTable struct {
+	ID      string
+	Title   string
+	Caption string
+	Head    []string
+	Rows    []htmlTableRow
+}
+
+type htmlTableRow struct {
+	Cells  []string
+	Failed bool
+	Href   string // the row's section, linked from its first cell
+}
+
+// htmlRow is one arm × case: its checks, its charts, its own tables and
+// its event log.
+type htmlRow struct {
+	ID         string
+	Title      string
+	Passed     bool
+	SeedLine   string
+	Notes      []string
+	Checks     []CheckRow
+	Tables     []htmlTable
+	Charts     []htmlChart
+	Log        []logEntry
+	LogDropped int
+	// JSON is the row as report.json has it, indented: every field a row
+	// gets shows here without the page knowing of it.
+	JSON string
+}
+
+// htmlChart is a chart's place in the page; page.js draws it from the
+// row's data by its Kind.
+type htmlChart struct {
+	ID     string
+	Kind   string // latency, hit_rate, ttft, decoder
+	Title  string
+	Source int // latency: the source whose pulls it plots
+}
+
+// WriteHTML writes report.html for runs: the seed's table and the times
+// table (the cells report.md prints), then per row its checks, its charts
+// and its tables (the decoder's /metrics, TTFT, faults verified).
+func WriteHTML(w io.Writer, runs []Run) error {
+	p := buildPage(runs)
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, p); err != nil {
+		return fmt.Errorf("write %s: %w", FileHTML, err)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("write %s: %w", FileHTML, err)
+	}
+	return nil
+}
+
+func buildPage(runs []Run) htmlPage {
+	rows := Rows(runs)
+	p := htmlPage{
+		CSS:            template.CSS(pageCSS),
+		Library:        template.JS(echartsJS),
+		Script:         template.JS(pageJS),
+		LibraryVersion: EChartsVersion,
+	}
+	p.Title = "p2pfault report"
+	if len(rows) == 1 {
+		p.Title += ": " + rows[0].Arm + " / " + rows[0].Case
+	}
+	p.Summary = summary(rows)
+
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = htmlRowID(i)
+	}
+	seed := htmlTable{ID: "seed", Title: "The seed's table", Head: header()}
+	for i, r := range rows {
+		seed.Rows = append(seed.Rows, htmlTableRow{Cells: r.cells(), Failed: !r.Passed, Href: "#" + ids[i]})
+	}
+	times := htmlTable{ID: "times", Title: "Detect and recover times", Head: timesHeader()}
+	for i, c := range timesCells(rows) {
+		times.Rows = append(times.Rows, htmlTableRow{Cells: c, Failed: !rows[i].Passed, Href: "#" + ids[i]})
+	}
+	p.Tables = []htmlTable{seed, times}
+	if cells := steadyCells(rows); len(cells) > 0 {
+		steady := htmlTable{ID: "steady", Title: "Steady state per source", Caption: steadyCaption + ".", Head: steadyHeader(rows)}
+		k := 0
+		for i, r := range rows {
+			for range r.Steady {
+				steady.Rows = append(steady.Rows, htmlTableRow{Cells: cells[k], Href: "#" + ids[i]})
+				k++
+			}
+		}
+		p.Tables = append(p.Tables, steady)
+	}
+
+	for _, r := range rows {
+		if r.Truncated {
+			p.Notes = append(p.Notes, fmt.Sprintf("The events of %s / %s end without an end event or with a partial line: the run crashed or was still running.", r.Arm, r.Case))
+		}
+	}
+
+	for i, run := range runs {
+		p.Rows = append(p.Rows, htmlRowOf(ids[i], run, rows[i]))
+		p.Data.Rows = append(p.Data.Rows, chartData(ids[i], run))
+	}
+	return p
+}
+
+func summary(rows []Row) []string {
+	passed := 0
+	for _, r := range rows {
+		if r.Passed {
+			passed++
+		}
+	}
+	first, last := span(rows)
+	scale := 0.0
+	if len(rows) > 0 {
+		scale = rows[0].TimeScale
+	}
+	out := []string{
+		fmt.Sprintf("%d row(s): %d passed, %d failed", len(rows), passed, len(rows)-passed),
+		fmt.Sprintf("time scale %g (durations and bounds were multiplied by it; times are real seconds)", scale),
+		fmt.Sprintf("wall time %.1f s", last.Sub(first).Seconds()),
+	}
+	if !last.IsZero() {
+		out = append(out, "last event "+last.UTC().Format(time.RFC3339))
+	}
+	return out
+}
+
+func plainHTMLTable(id, title, caption string, head []string, cells [][]string) htmlTable {
+	t := htmlTable{ID: id, Title: title, Caption: caption, Head: head}
+	for _, c := range cells {
+		t.Rows = append(t.Rows, htmlTableRow{Cells: c})
+	}
+	return t
+}
+
+func htmlRowOf(id string, run Run, row Row) htmlRow {
+	h := htmlRow{
+		ID:         id,
+		Title:      row.Arm + " / " + row.Case,
+		Passed:     row.Passed,
+		Checks:     row.Checks,
+		Log:        run.html.log,
+		LogDropped: run.html.logDropped,
+	}
+	if !row.Passed {
+		h.SeedLine = row.SeedLine()
+	}
+	if row.Truncated {
+		n := "The events end without an end event or with a partial line: the run crashed or was still running."
+		if row.Recomputed {
+			n += " Its checks were evaluated from the samples logged before that."
+		}
+		h.Notes = append(h.Notes, n)
+	}
+	if p := run.pending(); len(p) > 0 {
+		h.Notes = append(h.Notes, fmt.Sprintf("%d pull(s) started and never ended in the events (in flight when they stop); the charts mark them at their age then.", len(p)))
+	}
+	if cells := decoderCells([]Row{row}); len(cells) > 0 {
+		h.Tables = append(h.Tables, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(), cells))
+	}
+	if len(row.TTFT) > 0 {
+		h.Tables = append(h.Tables, plainHTMLTable(id+"-ttft", "Time to first token (streamed pulls)", "", ttftHeader(), ttftCells(row)))
+	}
+	if len(row.Verifications) > 0 {
+		var cells [][]string
+		for _, v := range row.Verifications {
+			seen := "took effect"
+			if !tookEffect(v) {
+				seen = "did not take effect"
+			}
+			cells = append(cells, []string{v.Action, fmt.Sprintf("source-%d", v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
+		}
+		h.Tables = append(h.Tables, plainHTMLTable(id+"-verified", "Faults verified on the host", "", []string{"action", "source", "at", "result", "after", "detail"}, cells))
+	}
+
+	for _, s := range chartSources(run) {
+		h.Charts = append(h.Charts, htmlChart{ID: fmt.Sprintf("%s-latency-%d", id, s), Kind: "latency", Source: s,
+			Title: fmt.Sprintf("source-%d: pull latency at start time", s)})
+	}
+	if len(run.Samples) > 0 {
+		h.Charts = append(h.Charts, htmlChart{ID: id + "-hit-rate", Kind: "hit_rate", Title: "Hit rate over time, per source"})
+	}
+	if len(row.TTFT) > 0 {
+		h.Charts = append(h.Charts, htmlChart{ID: id + "-ttft", Kind: "ttft", Title: "Time to first token at start time"})
+	}
+	if len(run.html.decoder) > 0 {
+		h.Charts = append(h.Charts, htmlChart{ID: id + "-decoder", Kind: "decoder", Title: "The decoder's /metrics"})
+	}
+
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // html/template escapes it where it lands
+	if err := enc.Encode(row); err == nil {
+		h.JSON = b.String()
+	}
+	return h
+}
+
+// htmlRowID is the id of the i-th row's section, its tables' and charts'
+// prefix.
+func htmlRowID(i int) string { return fmt.Sprintf("row-%d", i) }
