@@ -49,8 +49,12 @@ func (p *Printer) Print(ev event.Event) {
 		p.sources = r.Sources
 		p.line(ev.T, "run: arm %s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
 			r.Arm, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
-		if r.Timeline != "" {
+		if r.Timeline != "" && r.Nemesis == "" { // a nemesis' schedule is printed from its event
 			p.line(ev.T, "timeline: %s", r.Timeline)
+		}
+	case event.KindSchedule:
+		if ev.Schedule != nil {
+			p.schedule(ev.T, ev.Schedule)
 		}
 	case event.KindPhase:
 		p.flush()
@@ -122,6 +126,32 @@ func (p *Printer) Print(ev event.Event) {
 		if ev.Message != "" {
 			p.line(ev.T, "end: %s", ev.Message)
 		}
+	}
+}
+
+// schedule prints a nemesis' schedule: its seed and settings, then one
+// line per fault. A scripted one is the run event's timeline line.
+func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
+	if s.Nemesis == "" {
+		return
+	}
+	srcs := make([]string, len(s.Sources))
+	for i, src := range s.Sources {
+		srcs[i] = fmt.Sprintf("source-%d", src)
+	}
+	p.line(t, "schedule: nemesis %s, seed %d: %d faults from %s on %s, gap %s ± %s, length %s ± %s, a kill %s, at most %d at a time",
+		s.Nemesis, s.Seed, len(s.Steps), strings.Join(s.Kinds, ", "), strings.Join(srcs, ", "),
+		secs(s.Gap), secs(s.GapSpread), secs(s.Length), secs(s.LengthSpread), secs(s.Settle), s.AtOnce)
+	for _, f := range s.Steps {
+		what := f.Action
+		if f.Arg != "" {
+			what += " " + f.Arg
+		}
+		line := fmt.Sprintf("schedule:   at %s %s source-%d", secs(f.At), what, f.Source)
+		if f.For > 0 {
+			line += " for " + secs(f.For)
+		}
+		p.line(t, "%s", line)
 	}
 }
 

@@ -71,11 +71,21 @@ func New(cfg Config) (*Experiment, error) {
 	if err != nil {
 		return nil, exitcode.AsUsage(err)
 	}
-	text := tl.String()
 	plan, err := cfg.Cluster.Plan(tl)
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Nemesis != nil {
+		if tl, err = cfg.nemesisSchedule(plan.Sources); err != nil {
+			return nil, err
+		}
+		// The cluster checks the drawn schedule as it would a script
+		// (an attached one refuses a kind its sources cannot take).
+		if plan, err = cfg.Cluster.Plan(tl); err != nil {
+			return nil, err
+		}
+	}
+	text := tl.String()
 	if err := tl.Check(plan.Sources); err != nil {
 		return nil, err
 	}
@@ -117,13 +127,17 @@ func (e *Experiment) Info() event.RunInfo {
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
 		FaultFor: c.scale(c.FaultFor),
 	}
+	if c.Nemesis != nil {
+		info.Nemesis = fault.NemesisRandom
+	}
 	if len(e.timeline) > 0 {
 		info.FaultAt = e.timeline[0].At
 		if e.timeline[0].For > 0 {
 			info.FaultFor = e.timeline[0].For
 		}
 		info.Duration = e.plannedEnd()
-	} else if c.Duration > 0 {
+	}
+	if c.Duration > 0 && (len(e.timeline) == 0 || c.Nemesis != nil) {
 		info.Duration = c.scale(c.Duration)
 	}
 	return info
@@ -169,6 +183,11 @@ func (e *Experiment) Run(ctx context.Context) (verdict event.Verdict, err error)
 
 	info := e.Info()
 	e.emit(event.Event{Kind: event.KindRun, Run: &info})
+	if len(e.timeline) > 0 {
+		// The schedule is in the events before any of it plays.
+		si := e.scheduleInfo()
+		e.emit(event.Event{Kind: event.KindSchedule, Schedule: &si})
+	}
 	select {
 	case <-e.begun:
 	default:
@@ -271,7 +290,9 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdi
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
 	drained := e.startProbe(probeCtx, pr, t0)
-	go e.safely(func() { e.play(t0) })
+	playCtx, stopPlay := context.WithCancel(ctx)
+	defer stopPlay()
+	go e.safely(func() { e.play(playCtx, t0) })
 
 	var runErr error
 	select {
@@ -282,6 +303,7 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdi
 		pr.Abort() // do not wait out hung pulls when the user quits
 	}
 	runEnd := time.Since(t0)
+	stopPlay() // no fault fires once the run is over (a nemesis' end is its duration)
 	stopProbe()
 	<-drained
 
@@ -368,10 +390,11 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	}
 }
 
-// durationElapsed fires when a case-none run has run its Duration; never
-// for scripted runs (they end when the timeline settles) or the dashboard.
+// durationElapsed fires when a case-none or nemesis run has run its
+// Duration; never for scripted runs (they end when the timeline settles)
+// or the dashboard.
 func (e *Experiment) durationElapsed(t0 time.Time) <-chan time.Time {
-	if len(e.timeline) > 0 || e.cfg.Duration == 0 {
+	if len(e.timeline) > 0 && e.cfg.Nemesis == nil || e.cfg.Duration == 0 {
 		return nil
 	}
 	return time.After(time.Until(t0.Add(e.cfg.scale(e.cfg.Duration))))

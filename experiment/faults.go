@@ -21,12 +21,18 @@ const (
 // play fires the scripted timeline's steps at their times (fault's one
 // player), then waits for the run's end: recovery after each closed
 // window, FaultFor after a removal. It closes e.settled when the run
-// should end; a step that fails fails the run.
-func (e *Experiment) play(t0 time.Time) {
+// should end; a step that fails fails the run. A nemesis' schedule is
+// played the same way, each step once there is room for it (awaitRoom);
+// its run ends at its duration. ctx ends when the run does.
+func (e *Experiment) play(ctx context.Context, t0 time.Time) {
 	if len(e.timeline) == 0 {
 		return
 	}
-	err := e.timeline.Play(e.ctx, t0, func(_ context.Context, s fault.Step) error {
+	err := e.timeline.Play(ctx, t0, func(ctx context.Context, s fault.Step) error {
+		e.awaitRoom(ctx, s)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		err := e.fire(s.Action, s.Source, fault.Options{For: s.For, Arg: s.Arg}, byScript)
 		if errors.Is(err, fault.ErrNotTaken) && e.ctx.Err() == nil {
 			// An action the cluster's own means could not take (an attach
@@ -41,9 +47,12 @@ func (e *Experiment) play(t0 time.Time) {
 		return err
 	})
 	if err != nil {
-		if e.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			e.fail(fmt.Errorf("scripted %w", err))
 		}
+		return
+	}
+	if e.cfg.Nemesis != nil {
 		return
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -54,7 +63,7 @@ func (e *Experiment) play(t0 time.Time) {
 			return
 		}
 		select {
-		case <-e.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}

@@ -713,14 +713,27 @@ func nearestRank(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// nextFault is the header's countdown to the first scripted fault, or
-// when the run ends.
+// nextFault is the header's countdown to the next scheduled fault (the
+// first scripted one for a stream without a schedule event), or when the
+// run ends.
 func (m Model) nextFault(nowT time.Duration) string {
 	run := m.st.run
 	if run == nil || m.st.ended {
 		return ""
 	}
 	what, scripted := firstFault(run)
+	at := run.FaultAt
+	if len(m.st.schedule) > 0 {
+		// The schedule's next fault, as its event gave it (a nemesis'
+		// steps, or a timeline's); none left once the last has fired.
+		what, at = "", 0
+		for _, f := range m.st.schedule {
+			if f.At > nowT {
+				what, at = fmt.Sprintf("%s %s", f.Action, sourceEngine(f.Source)), f.At
+				break
+			}
+		}
+	}
 	beforeT0 := m.st.phase == "" || m.st.phase == event.PhaseStarting || m.st.phase == event.PhaseWarmup
 	switch {
 	case !scripted:
@@ -729,9 +742,9 @@ func (m Model) nextFault(nowT time.Duration) string {
 		}
 		return "no scripted fault"
 	case beforeT0:
-		return fmt.Sprintf("%s at %s", what, fmtRunTime(run.FaultAt))
-	case nowT < run.FaultAt:
-		return fmt.Sprintf("%s in %s", what, fmtCountdown(run.FaultAt-nowT))
+		return fmt.Sprintf("%s at %s", what, fmtRunTime(at))
+	case nowT < at:
+		return fmt.Sprintf("%s in %s", what, fmtCountdown(at-nowT))
 	case run.Duration > 0:
 		return "ends in " + fmtCountdown(run.Duration-nowT)
 	default:

@@ -130,6 +130,9 @@ type state struct {
 	sawStarts bool
 	// metrics is each engine's latest /metrics reading (metrics events).
 	metrics map[string]event.MetricsInfo
+	// schedule is the run's fault schedule (its schedule event), in time
+	// order: the header counts down to its next step.
+	schedule []event.ScheduledFault
 }
 
 func newState(maxPoints, logLines int) *state {
@@ -317,6 +320,10 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 	case event.KindMetrics:
 		if m := ev.Metrics; m != nil && m.Engine != "" && (len(st.metrics) < maxEngines || hasKey(st.metrics, m.Engine)) {
 			st.metrics[m.Engine] = *m
+		}
+	case event.KindSchedule:
+		if ev.Schedule != nil {
+			st.schedule = ev.Schedule.Steps
 		}
 	case event.KindCondition:
 		if c := ev.Condition; c != nil {

@@ -1,0 +1,132 @@
+package experiment_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/experiment"
+	"p2pfault/fault"
+	"p2pfault/runner"
+)
+
+// nemesisConfig is a short nemesis run on the simulated engines at a
+// fifth of the seed's time: stalls and kills on two sources for 150 s of
+// the seed's time (30 s), a kill's restart 5 s (1 s).
+func nemesisConfig(t *testing.T, seed int64) experiment.Config {
+	return experiment.Config{
+		Case:      fault.CaseNemesis,
+		TimeScale: 0.2,
+		Duration:  150 * time.Second,
+		Recovery:  10 * time.Second,
+		Nemesis: &fault.Nemesis{
+			Seed: seed, Kinds: []fault.Draw{{Kind: fault.ActionStall}, {Kind: fault.ActionKill}},
+			Gap: 20 * time.Second, GapSpread: 5 * time.Second,
+			Length: 10 * time.Second, LengthSpread: 5 * time.Second, Settle: 5 * time.Second,
+		},
+		Cluster: experiment.Launch{Config: runner.Config{
+			FreePorts:    true,
+			RestartDelay: 5 * time.Second,
+			ExtraArgs:    []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
+		}},
+		OutDir: t.TempDir(),
+	}
+}
+
+// TestNemesisRunPlaysItsScheduleOneFaultAtATime runs a nemesis: its
+// schedule is in the events (drawn again from the same seed it is the
+// same) before any fault fires, the faults fire as scheduled, never two
+// windows open at once, and the run ends at its duration.
+func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
+	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	cfg := nemesisConfig(t, 11)
+	exp, err := experiment.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := nemesisConfig(t, 11).ScriptedTimeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 3 {
+		t.Fatalf("the schedule has %d faults: %s", len(want), want)
+	}
+	ch := exp.Subscribe()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := exp.Run(ctx); done <- err }()
+	var evs []event.Event
+	for ev := range ch {
+		evs = append(evs, ev)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+
+	var sched *event.ScheduleInfo
+	var fired []event.Event
+	open := map[int]bool{}
+	var doneAt time.Duration
+	for i, ev := range evs {
+		switch ev.Kind {
+		case event.KindRun:
+			if ev.Run.Nemesis != fault.NemesisRandom || ev.Run.Timeline != want.String() || ev.Run.Duration != 30*time.Second {
+				t.Errorf("run event: nemesis %q, duration %v, timeline %q", ev.Run.Nemesis, ev.Run.Duration, ev.Run.Timeline)
+			}
+			if evs[i+1].Kind != event.KindSchedule {
+				t.Errorf("the event after the run event is %s, want the schedule", evs[i+1].Kind)
+			}
+		case event.KindSchedule:
+			sched = ev.Schedule
+		case event.KindFault:
+			if sched == nil {
+				t.Fatalf("fault %+v before the schedule event", *ev.Fault)
+			}
+			if ev.Fault.By == "script" && ev.Fault.Action != fault.ActionReady && ev.Fault.Action != fault.ActionResume {
+				fired = append(fired, ev)
+			}
+			if ev.Fault.Err != "" {
+				t.Errorf("fault %+v failed", *ev.Fault)
+			}
+		case event.KindWindow:
+			if ev.Window.End == 0 {
+				for s := range open {
+					t.Errorf("at %v a window opens on source-%d while source-%d's is open", ev.T, ev.Window.Source, s)
+				}
+				open[ev.Window.Source] = true
+			} else {
+				delete(open, ev.Window.Source)
+			}
+		case event.KindPhase:
+			if ev.Phase == event.PhaseDone {
+				doneAt = ev.T
+			}
+		}
+	}
+	if sched == nil {
+		t.Fatal("no schedule event")
+	}
+	if sched.Nemesis != fault.NemesisRandom || sched.Seed != 11 || sched.Timeline != want.String() || len(sched.Steps) != len(want) || sched.AtOnce != 1 {
+		t.Fatalf("schedule event %+v, want seed 11's %s", *sched, want)
+	}
+	if len(fired) != len(want) {
+		t.Fatalf("%d faults fired, %d scheduled (%s)", len(fired), len(want), want)
+	}
+	for i, ev := range fired {
+		st := sched.Steps[i]
+		if ev.Fault.Action != st.Action || ev.Fault.Source != st.Source {
+			t.Errorf("fault %d: %s source-%d, scheduled %s source-%d", i, ev.Fault.Action, ev.Fault.Source, st.Action, st.Source)
+		}
+		// A fault fires on time, or later when the one before it still
+		// held its source (a restart running long): never early.
+		if ev.T < st.At || ev.T > st.At+3*time.Second {
+			t.Errorf("fault %d (%s source-%d) fired at %v, scheduled at %v (scaled)", i, st.Action, st.Source, ev.T, st.At)
+		}
+	}
+	if doneAt < 30*time.Second || doneAt > 40*time.Second {
+		t.Errorf("the run was done at %v, want its duration, 30 s (150 s at scale 0.2)", doneAt)
+	}
+}
