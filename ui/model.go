@@ -139,7 +139,7 @@ func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 		st:      a.first(),
 		keys:    DefaultKeyMap(),
 		help:    h,
-		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting)),
+		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting.Style)),
 		styles:  &styles,
 		width:   80,
 		height:  24,
@@ -639,13 +639,39 @@ func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
 			used += pw
 			cells = append(cells, m.sourcePanelWith(i, nowT, pend[i]).Render(pw, rowH))
 		}
-		rowStrs = append(rowStrs, lipgloss.JoinHorizontal(lipgloss.Top, cells...))
+		rowStrs = append(rowStrs, joinBlocks(cells, rowH, w-used))
 	}
-	out := lipgloss.JoinVertical(lipgloss.Left, rowStrs...)
+	// Every row is w wide now: joined, not measured and padded again.
+	out := strings.Join(rowStrs, "\n")
 	if extra := h - rowH*rows; extra > 0 {
 		out += "\n" + blankBlock(w, extra)
 	}
 	return out
+}
+
+// joinBlocks puts blocks of h lines each (every line already as wide as
+// its block: block() made them) side by side, and pads each line with pad
+// spaces: what lipgloss.JoinHorizontal and JoinVertical give such blocks,
+// without measuring every line's width again.
+func joinBlocks(blocks []string, h, pad int) string {
+	lines := make([][]string, len(blocks))
+	for i, b := range blocks {
+		lines[i] = strings.SplitN(b, "\n", h)
+	}
+	tail := strings.Repeat(" ", max(pad, 0))
+	var out strings.Builder
+	for y := range h {
+		if y > 0 {
+			out.WriteByte('\n')
+		}
+		for _, l := range lines {
+			if y < len(l) {
+				out.WriteString(l[y])
+			}
+		}
+		out.WriteString(tail)
+	}
+	return out.String()
 }
 
 // sparkBuckets is how many columns the hit-rate sparkline has.
@@ -775,7 +801,7 @@ func clip(s string, w, h int) string {
 		lines = lines[:h]
 	}
 	for i, l := range lines {
-		if lipgloss.Width(l) > w {
+		if textWidth(l) > w {
 			lines[i] = fit(l, w)
 		}
 	}
