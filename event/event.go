@@ -72,6 +72,8 @@ type Event struct {
 	Verification *Verification  `json:"verification,omitempty"`
 	Condition    *ConditionInfo `json:"condition,omitempty"`
 	Schedule     *ScheduleInfo  `json:"schedule,omitempty"`
+	// WindowVerdict is a settled window's verdict (KindWindowVerdict).
+	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
