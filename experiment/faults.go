@@ -183,6 +183,7 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 	v := event.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
 	e.mu.Lock()
 	e.verifs = append(e.verifs, v)
+	e.judge.Verified(v)
 	e.mu.Unlock()
 	e.emit(event.Event{Kind: event.KindVerification, Verification: &v})
 	if !ef.OK || ef.After > check.DefaultVerifyWithin {
@@ -239,13 +240,14 @@ func (e *Experiment) faultEvent(action string, src int, d time.Duration, by stri
 	e.emit(event.Event{Kind: event.KindFault, Fault: f})
 }
 
-// openWindow starts a fault window on src; recovers says whether it will
-// close (stall, kill) or last to the end of the run (remove).
-func (e *Experiment) openWindow(src int, at time.Time, recovers bool) {
+// openWindow starts a fault window of kind on src; recovers says whether
+// it will close (stall, kill) or last to the end of the run (remove).
+func (e *Experiment) openWindow(src int, kind string, at time.Time, recovers bool) {
 	t := e.rel(at)
-	w := event.Window{Source: src, Start: t, Recovers: recovers}
+	w := event.Window{Source: src, Start: t, Recovers: recovers, Kind: kind}
 	e.mu.Lock()
 	e.windows = append(e.windows, w)
+	e.judge.Open(w)
 	e.mu.Unlock()
 	e.emit(event.Event{Kind: event.KindWindow, Window: &w})
 	e.setPhase(event.PhaseFault)
@@ -262,6 +264,7 @@ func (e *Experiment) closeWindow(src int, at time.Time) {
 			w.Recovers = true
 			c := *w
 			closed = &c
+			e.judge.Close(c)
 			break
 		}
 	}
@@ -289,8 +292,10 @@ func (f *firing) Record(action string, d time.Duration, by string, err error) {
 	f.e.faultEvent(action, f.src, d, by, err)
 }
 
-func (f *firing) OpenWindow(at time.Time, recovers bool) { f.e.openWindow(f.src, at, recovers) }
-func (f *firing) CloseWindow(at time.Time)               { f.e.closeWindow(f.src, at) }
+func (f *firing) OpenWindow(at time.Time, recovers bool) {
+	f.e.openWindow(f.src, f.kind.Name, at, recovers)
+}
+func (f *firing) CloseWindow(at time.Time) { f.e.closeWindow(f.src, at) }
 
 // SetCondition records the fault in force on the source (up: none) and
 // sends its condition, read with the engine's state now. A fault that

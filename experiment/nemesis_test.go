@@ -2,9 +2,12 @@ package experiment_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
@@ -26,9 +29,10 @@ func nemesisConfig(t *testing.T, seed int64) experiment.Config {
 			Length: 10 * time.Second, LengthSpread: 5 * time.Second, Settle: 5 * time.Second,
 		},
 		Cluster: experiment.Launch{Config: runner.Config{
-			FreePorts:    true,
-			RestartDelay: 5 * time.Second,
-			ExtraArgs:    []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
+			FreePorts:         true,
+			RestartDelay:      5 * time.Second,
+			LoadFailurePolicy: "recompute", // the CLI's default
+			ExtraArgs:         []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
 		}},
 		OutDir: t.TempDir(),
 	}
@@ -129,4 +133,127 @@ func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
 	if doneAt < 30*time.Second || doneAt > 40*time.Second {
 		t.Errorf("the run was done at %v, want its duration, 30 s (150 s at scale 0.2)", doneAt)
 	}
+}
+
+// TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed runs a nemesis
+// of a kind registered here, flaky, that kills its source (and restarts
+// it) on every other firing and on the others only opens and closes its
+// window, touching nothing (a fault that did not take effect, as a broken
+// executor's). The fault_took_effect check fails in exactly the windows of
+// the fakes and holds in the others; every other check holds everywhere
+// (a kill passes on either arm; the bounds are wide so a loaded machine
+// does not fail them); the run fails and names those windows; each
+// window's verdict settled during the run is the final verdict's.
+func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
+	kill, _ := fault.Lookup(fault.ActionKill)
+	var mu sync.Mutex
+	fired := 0
+	fake := map[int]bool{} // window index (1, 2, ...) -> faked
+	t.Cleanup(fault.Register(&fault.Kind{
+		Name: "flaky", Help: "flaky", Order: 98, Needs: event.CondUp, Leaves: event.CondRestarting,
+		Opens: true, Ending: fault.EndsWithRecovery,
+		Act: func(f *fault.Fire) error {
+			mu.Lock()
+			fired++
+			faked := fired%2 == 0
+			fake[fired] = faked
+			mu.Unlock()
+			if !faked {
+				return kill.Act(f)
+			}
+			env := f.Env
+			env.Record("flaky", 0, f.By, nil)
+			env.OpenWindow(time.Now(), true)
+			env.Go(func() {
+				select {
+				case <-time.After(time.Second): // a restart's length at this scale
+				case <-env.Context().Done():
+				}
+				env.CloseWindow(time.Now())
+			})
+			return nil
+		},
+		Verify: func(f *fault.Fire) fault.Effect {
+			mu.Lock()
+			faked := fake[fired]
+			mu.Unlock()
+			if faked {
+				return fault.Effect{Detail: "the old session is still alive"}
+			}
+			return kill.Verify(f)
+		},
+	}))
+	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	cfg := nemesisConfig(t, 3)
+	cfg.Nemesis.Kinds = []fault.Draw{{Kind: "flaky"}}
+	cfg.Nemesis.Gap, cfg.Nemesis.GapSpread = 30*time.Second, 5*time.Second // past the recovery window
+	cfg.Duration = 240 * time.Second
+	b := check.DefaultBounds()
+	b.HealthyMax, b.FaultedMax, b.FaultedMedian = 30*time.Second, 40*time.Second, 30*time.Second
+	b.HealthyHitRate, b.RecoveryHitRate = 0.2, 0.1
+	cfg.Bounds = b
+	exp, err := experiment.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := exp.Subscribe()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := exp.Run(ctx); done <- err }()
+	var settled []event.WindowVerdict
+	var final *event.Verdict
+	for ev := range ch {
+		switch {
+		case ev.Kind == event.KindWindowVerdict:
+			settled = append(settled, *ev.WindowVerdict)
+		case ev.Kind == event.KindVerdict && ev.Final:
+			final = ev.Verdict
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if final == nil || len(final.Windows) < 4 {
+		t.Fatalf("final verdict %+v: want 4 windows or more", final)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var failedIn []string
+	for _, w := range final.Windows {
+		if w.Kind != "flaky" {
+			t.Errorf("window %d is a %s", w.Index, w.Kind)
+		}
+		for _, c := range w.Checks {
+			want := !(c.Name == check.NameFaultTookEffect && fake[w.Index])
+			if c.Passed != want {
+				t.Errorf("window %d (faked %v): %s passed %v, want %v: %s", w.Index, fake[w.Index], c.Name, c.Passed, want, c.Detail)
+			}
+		}
+		if w.Passed == fake[w.Index] {
+			t.Errorf("window %d (faked %v) passed %v", w.Index, fake[w.Index], w.Passed)
+		}
+		if fake[w.Index] {
+			failedIn = append(failedIn, fmt.Sprintf("window %d (flaky", w.Index))
+		}
+	}
+	if final.Passed {
+		t.Error("the run passed with faults that did not take effect")
+	}
+	for _, c := range final.Checks {
+		if c.Name == check.NameFaultTookEffect && c.Passed {
+			t.Errorf("the run's %s passed: %s", c.Name, c.Detail)
+		}
+	}
+	if len(settled) < len(final.Windows)-1 {
+		t.Errorf("%d windows settled during the run of %d", len(settled), len(final.Windows))
+	}
+	for _, s := range settled {
+		f := final.Windows[s.Index-1]
+		if !s.Settled || fmt.Sprint(s.Checks) != fmt.Sprint(f.Checks) {
+			t.Errorf("window %d settled as %+v, the final verdict has %+v", s.Index, s.Checks, f.Checks)
+		}
+	}
+	t.Logf("windows faked: %v; kinds %+v", failedIn, final.Kinds)
 }
