@@ -9,6 +9,7 @@ import (
 
 	"p2pfault/exitcode"
 	"p2pfault/fault"
+	"p2pfault/report"
 )
 
 // Defaults of a nemesis, at the seed's time (--time-scale multiplies
@@ -128,4 +129,14 @@ func drawList(ds []fault.Draw) string {
 		out = append(out, d.String())
 	}
 	return strings.Join(out, ", ")
+}
+
+// windowsText is the per-window table and the per-kind summary
+// (report.WindowsTable) under the other tables, after a blank line; ""
+// when no row has them (one scripted fault: the seed's table alone).
+func windowsText(rows []report.Row) string {
+	if t := report.WindowsTable(rows); t != "" {
+		return "\n" + t
+	}
+	return ""
 }

@@ -47,7 +47,7 @@ func newReportCommand() *cobra.Command {
 			if runs[0].Truncated {
 				fmt.Fprintf(w, "note: %s was truncated (the run did not end cleanly); the report covers what it holds\n", path)
 			}
-			fmt.Fprint(w, report.Table(report.Rows(runs))+"\n"+report.TimesTable(report.Rows(runs))+steadyText(report.Rows(runs)))
+			fmt.Fprint(w, report.Table(report.Rows(runs))+"\n"+report.TimesTable(report.Rows(runs))+steadyText(report.Rows(runs))+windowsText(report.Rows(runs)))
 			printFailures(w, runs)
 			fmt.Fprintf(w, "reports: %s\n", dir)
 			return nil

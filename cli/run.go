@@ -362,7 +362,7 @@ func writeReports(stdout io.Writer, out, events string, armDirs []string, printT
 	if printTable {
 		fmt.Fprintln(stdout)
 		rows := report.Rows(runs)
-		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows)+steadyText(rows))
+		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows)+steadyText(rows)+windowsText(rows))
 		printFailures(stdout, runs)
 	}
 	fmt.Fprintf(stdout, "reports: %s\n", out)
@@ -380,6 +380,9 @@ func printFailures(w io.Writer, runs []report.Run) {
 			if !c.Passed {
 				fmt.Fprintf(w, "%s/%s: %s: %s\n", row.Arm, row.Case, c.Name, c.Detail)
 			}
+		}
+		for _, l := range row.WindowFailures() {
+			fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, l)
 		}
 		fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, r.Verdict.Summary.Faulted.SeedLine("faulted"))
 	}
