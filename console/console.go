@@ -113,6 +113,10 @@ func (p *Printer) Print(ev event.Event) {
 		if ev.Verdict != nil && !ev.Final {
 			p.liveChecks(ev.T, ev.Verdict)
 		}
+	case event.KindWindowVerdict:
+		if ev.WindowVerdict != nil {
+			p.windowVerdict(ev.T, ev.WindowVerdict)
+		}
 	case event.KindSamples:
 		if !p.Summaries {
 			return
@@ -171,6 +175,31 @@ func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
 		}
 		p.line(t, "%s", line)
 	}
+}
+
+// windowVerdict prints a fault window's verdict once it is settled: a
+// soak's log says fault by fault how each went.
+func (p *Printer) windowVerdict(t time.Duration, w *event.WindowVerdict) {
+	head := fmt.Sprintf("window %d: %s source-%d at %s for %s", w.Index, w.Kind, w.Source, secs(w.Start), secs(w.End-w.Start))
+	times := fmt.Sprintf("detect %s, recover %s", fmtTime(w.Times.DetectS), fmtTime(w.Times.RecoverS))
+	if w.Passed {
+		p.line(t, "%s: pass (%s)", head, times)
+		return
+	}
+	var failed []string
+	for _, c := range w.Checks {
+		if !c.Passed {
+			failed = append(failed, c.Name+": "+c.Detail)
+		}
+	}
+	p.line(t, "%s: FAIL (%s): %s", head, times, strings.Join(failed, "; "))
+}
+
+func fmtTime(s *float64) string {
+	if s == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fs", *s)
 }
 
 // liveChecks prints a live check the moment it fails (pulls still in

@@ -583,7 +583,17 @@ func (m Model) dashboard(w, h int) string {
 	n := max(1, len(m.st.sources))
 	cols := min(n, max(1, w/38))
 	rows := (n + cols - 1) / cols
-	rest := avail - checksH - procH
+	// A run of many fault windows: the latest windows and the per-kind
+	// summary (one line, the counts, on a small terminal).
+	wp := windowsPanel{windows: m.st.windows, kinds: m.st.kinds, styles: s}
+	winH := 0
+	if wp.shown() {
+		winH = 1
+		if h >= 40 {
+			winH = wp.Height(6)
+		}
+	}
+	rest := avail - checksH - procH - winH
 	const panelMin, panelMax, logMin = 9, 22, 3
 	panelsH := min(rest-logMin, rows*panelMax)
 	if panelsH < rows*panelMin {
@@ -603,6 +613,9 @@ func (m Model) dashboard(w, h int) string {
 		parts = append(parts, verdictTable{verdict: m.st.verdict, run: m.st.run, styles: s}.Render(w, checksH))
 	} else {
 		parts = append(parts, checksPanel{verdict: m.st.verdict, styles: s}.Render(w, checksH))
+	}
+	if winH > 0 {
+		parts = append(parts, wp.Render(w, winH))
 	}
 	if logH > 0 {
 		parts = append(parts, eventLog{entries: m.st.log.Last(logH), styles: s}.Render(w, logH))
