@@ -84,9 +84,10 @@ const logTailLines = 500
 // message; panels only render what it hands them.
 type Model struct {
 	ctrl   Controller
-	events <-chan event.Event
+	events <-chan event.Event // the live bus; nil when a replay feeds the Model (replay.go)
 	done   <-chan struct{}
 	opts   Options
+	replay *Replay // the replay feeding the Model, nil live: the header's mark and the keys' help
 
 	arms    *arms
 	st      *state // the arm shown: arms.first()
@@ -176,7 +177,11 @@ func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts O
 
 // Init starts the event feed, the clock and the start-up spinner.
 func (m Model) Init() tea.Cmd {
-	return tea.Batch(waitEvents(m.events, m.done, 0), clockTick(m.opts.Clock), m.spinner.Tick)
+	cmds := []tea.Cmd{clockTick(m.opts.Clock), m.spinner.Tick}
+	if m.events != nil {
+		cmds = append(cmds, waitEvents(m.events, m.done, 0))
+	}
+	return tea.Batch(cmds...)
 }
 
 // Update routes every message; it is the only place state changes.
@@ -272,7 +277,7 @@ func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 		for _, arm := range m.arms.order {
 			m.arms.by[arm].closeStream(m.opts.Now())
 		}
-	} else {
+	} else if m.events != nil {
 		cmds = append(cmds, waitEvents(m.events, m.done, m.opts.Frame))
 	}
 	// Fetch the failed engines' last lines on the first warning, and
@@ -508,7 +513,7 @@ func (m Model) View() string {
 }
 
 func (m Model) startupView(w, h int) string {
-	hv := m.help.View(startupKeys{m.keys})
+	hv := m.help.View(m.footer(startupKeys{m.keys}))
 	hh := lipgloss.Height(hv)
 	tails := m.failTails
 	if len(tails) == 0 && m.st.startFailed {
@@ -527,6 +532,7 @@ func (m Model) startupView(w, h int) string {
 		failures: m.st.failures,
 		ended:    m.st.ended,
 		exitCode: m.st.exitCode,
+		replay:   m.replayTag(),
 		tails:    tails,
 		recent:   m.st.log.Last(8),
 		styles:   m.styles,
@@ -544,9 +550,9 @@ func (m Model) dashboard(w, h int) string {
 	head := headerPanel{
 		run: m.st.run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: m.st.ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), styles: s,
+		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
 	}.Render(w)
-	hv := m.help.View(m.keys)
+	hv := m.help.View(m.footer(m.keys))
 	var banner string
 	if m.st.ended {
 		res := fmt.Sprintf("run ended: %s (exit %d) · press q to quit", orDash(m.st.endMsg), m.st.exitCode)

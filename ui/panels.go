@@ -67,6 +67,7 @@ type headerPanel struct {
 	ended     bool
 	selected  int
 	nextFault string
+	replay    string // a replay's mark and position, in place of the elapsed time (replay.go)
 	styles    *Styles
 }
 
@@ -91,6 +92,9 @@ func (h headerPanel) Render(width int) string {
 	parts := []string{
 		"elapsed " + fmtClock(h.elapsed),
 		fmtRunTime(h.nowT),
+	}
+	if h.replay != "" {
+		parts[0] = h.replay
 	}
 	if h.nextFault != "" {
 		parts = append(parts, s.Countdown.Render(h.nextFault))
@@ -461,6 +465,7 @@ type startupView struct {
 	exitCode int
 	tails    []engineTail
 	recent   []logEntry
+	replay   string // a replay's mark and position (replay.go)
 	styles   *Styles
 }
 
@@ -478,6 +483,9 @@ type engineTail struct {
 func (v startupView) Render(w, h int) string {
 	s := v.styles
 	title := s.Title.Render("p2pfault")
+	if v.replay != "" {
+		title += "  " + v.replay
+	}
 	if v.run != nil {
 		title += fmt.Sprintf("  case %s · arm %s · %d sources on %s", orDash(v.run.Case), orDash(v.run.Arm), v.run.Sources, orDash(v.run.Engine))
 	}
