@@ -140,10 +140,14 @@ func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
 // it) on every other firing and on the others only opens and closes its
 // window, touching nothing (a fault that did not take effect, as a broken
 // executor's). The fault_took_effect check fails in exactly the windows of
-// the fakes and holds in the others; every other check holds everywhere
-// (a kill passes on either arm; the bounds are wide so a loaded machine
-// does not fail them); the run fails and names those windows; each
-// window's verdict settled during the run is the final verdict's.
+// the fakes and holds in the others; every other check holds everywhere:
+// a kill passes on either arm, and the time and hit-rate bounds and the
+// pull timeout are so wide that a loaded machine (pulls of many seconds)
+// cannot fail them, so what fails is the fault alone. The last window's
+// recovery may be cut empty by the run's end when a restart ran long; it
+// is the one check allowed to be empty. The run fails and names those
+// windows; each window's verdict settled during the run is the final
+// verdict's.
 func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 	kill, _ := fault.Lookup(fault.ActionKill)
 	var mu sync.Mutex
@@ -190,9 +194,10 @@ func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 	cfg.Nemesis.Gap, cfg.Nemesis.GapSpread = 30*time.Second, 5*time.Second // past the recovery window
 	cfg.Duration = 240 * time.Second
 	b := check.DefaultBounds()
-	b.HealthyMax, b.FaultedMax, b.FaultedMedian = 30*time.Second, 40*time.Second, 30*time.Second
-	b.HealthyHitRate, b.RecoveryHitRate = 0.2, 0.1
+	b.HealthyMax, b.FaultedMax, b.FaultedMedian = 10*time.Minute, 10*time.Minute, 10*time.Minute
+	b.HealthyHitRate, b.RecoveryHitRate = 0, 0
 	cfg.Bounds = b
+	cfg.PullTimeout = 10 * time.Minute // no pull times out, however slow the machine
 	exp, err := experiment.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -227,9 +232,15 @@ func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 		}
 		for _, c := range w.Checks {
 			want := !(c.Name == check.NameFaultTookEffect && fake[w.Index])
+			if c.Name == check.NameRecovery && c.Empty && w.Index == len(final.Windows) {
+				continue // the run's end came before a pull of its recovery
+			}
 			if c.Passed != want {
 				t.Errorf("window %d (faked %v): %s passed %v, want %v: %s", w.Index, fake[w.Index], c.Name, c.Passed, want, c.Detail)
 			}
+		}
+		if !fake[w.Index] && !w.Passed && w.Index == len(final.Windows) {
+			continue // see above
 		}
 		if w.Passed == fake[w.Index] {
 			t.Errorf("window %d (faked %v) passed %v", w.Index, fake[w.Index], w.Passed)
@@ -255,5 +266,15 @@ func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 			t.Errorf("window %d settled as %+v, the final verdict has %+v", s.Index, s.Checks, f.Checks)
 		}
 	}
-	t.Logf("windows faked: %v; kinds %+v", failedIn, final.Kinds)
+	for _, w := range final.Windows {
+		var failed []string
+		for _, c := range w.Checks {
+			if !c.Passed {
+				failed = append(failed, c.Name)
+			}
+		}
+		t.Logf("window %d at %s: faked %v, passed %v, failed checks %v", w.Index, w.Start.Round(time.Millisecond), fake[w.Index], w.Passed, failed)
+	}
+	k := final.Kinds[0]
+	t.Logf("faked: %v; kind %s: %d windows, %d passed, %d failed", failedIn, k.Kind, k.Count, k.Passed, k.Failed)
 }
