@@ -54,6 +54,10 @@ type Judge struct {
 	wins       []*winJudge // in start order
 	verifs     []event.Verification
 	newSettled []event.WindowVerdict
+	// stop is when the run stopped sending (Stop; 0: not yet): a pull
+	// sent at or after it is not judged, as Evaluate judges none sent
+	// after the run's end.
+	stop time.Duration
 }
 
 // Lag is how long after its start a pull waits before it is judged: a
@@ -113,12 +117,33 @@ func (j *Judge) Close(w event.Window) {
 	j.Open(w)
 }
 
+// Stop tells the judge the run's judged time ended at runEnd: pulls sent
+// from then on (while the probe stops) are not judged.
+func (j *Judge) Stop(runEnd time.Duration) {
+	j.stop = runEnd
+	for t, p := range j.inflight {
+		if p.Start >= runEnd {
+			delete(j.inflight, t)
+		}
+	}
+	j.buf = slices.DeleteFunc(j.buf, func(s event.Sample) bool { return s.Start >= runEnd })
+}
+
+func (j *Judge) stopped(start time.Duration) bool { return j.stop > 0 && start >= j.stop }
+
 // Started tells the judge a pull was sent.
-func (j *Judge) Started(p event.PullStart) { j.inflight[p.Trial] = p }
+func (j *Judge) Started(p event.PullStart) {
+	if !j.stopped(p.Start) {
+		j.inflight[p.Trial] = p
+	}
+}
 
 // Ended tells the judge a pull ended (or was cut short: Aborted).
 func (j *Judge) Ended(s event.Sample) {
 	delete(j.inflight, s.Trial)
+	if j.stopped(s.Start) {
+		return
+	}
 	i, _ := slices.BinarySearchFunc(j.buf, s, cmpStart)
 	j.buf = slices.Insert(j.buf, i, s)
 }

@@ -32,6 +32,9 @@ type stream struct {
 func randomStream(r *rand.Rand, windows []event.Window, runEnd time.Duration) stream {
 	st := stream{windows: windows, runEnd: runEnd, now: runEnd + time.Duration(r.IntN(3000))*time.Millisecond}
 	trial := int64(0)
+	// In half the streams some pulls of the last 20 s never end: they hold
+	// back the judging of every pull after them until the verdict.
+	hang := r.IntN(2) == 0
 	faulted := func(src int, at time.Duration) bool {
 		for _, w := range windows {
 			if w.Source == src && at >= w.Start && (w.End == 0 || at < w.End) {
@@ -54,7 +57,7 @@ func randomStream(r *rand.Rand, windows []event.Window, runEnd time.Duration) st
 				s.Status, s.Err = 500, "boom"
 			case k == 1:
 				s.CachedTokens = 0
-			case k == 2 && at > runEnd-20*time.Second:
+			case k == 2 && hang && at > runEnd-20*time.Second:
 				st.inflight = append(st.inflight, event.PullStart{Source: src, Trial: trial, Start: at})
 				continue
 			}
@@ -62,6 +65,16 @@ func randomStream(r *rand.Rand, windows []event.Window, runEnd time.Duration) st
 				s.Aborted, s.Latency, s.Status, s.CachedTokens = true, runEnd-at, 0, 0
 			}
 			st.samples = append(st.samples, s)
+		}
+		// A pull or two sent as the probe stops, at or after the run's
+		// end: never judged, whether it ends or not.
+		trial++
+		late := runEnd + time.Duration(r.IntN(50))*time.Millisecond
+		st.samples = append(st.samples, event.Sample{Source: src, Trial: trial, Start: late, Status: 500, Err: "late",
+			Latency: 50 * time.Millisecond})
+		if r.IntN(2) == 0 {
+			trial++
+			st.inflight = append(st.inflight, event.PullStart{Source: src, Trial: trial, Start: late + 60*time.Millisecond})
 		}
 	}
 	for _, w := range windows {
@@ -101,6 +114,7 @@ func feedLive(t *testing.T, st stream, b event.Bounds, scripted bool) (event.Ver
 	for at := time.Duration(0); at < st.now; at += 100 * time.Millisecond {
 		facts = append(facts, fact{at, func(j *Judge) { j.Advance(at) }})
 	}
+	facts = append(facts, fact{st.runEnd, func(j *Judge) { j.Stop(st.runEnd) }})
 	slices.SortStableFunc(facts, func(a, b fact) int { return cmp.Compare(a.at, b.at) })
 	j := NewJudge(b, 2, scripted)
 	var settled []event.WindowVerdict
@@ -160,11 +174,9 @@ func TestJudgeOfOneWindowIsEvaluate(t *testing.T) {
 			if got, exp := js(t, live), js(t, want); got != exp {
 				t.Errorf("live judge:\n%s\nEvaluate:\n%s", got, exp)
 			}
-			closed := w
-			if closed.End == 0 {
-				closed.End = 0 // JudgeRun takes it open, as the events leave it
-			}
-			all, _ := JudgeRun(b, 2, true, []event.Window{closed}, st.samples, st.inflight, st.verifs, st.now, st.runEnd)
+			// JudgeRun takes a window open at the end as open (End 0), as
+			// the events leave it.
+			all, _ := JudgeRun(b, 2, true, []event.Window{w}, st.samples, st.inflight, st.verifs, st.now, st.runEnd)
 			all.Windows, all.Kinds = nil, nil
 			if got, exp := js(t, all), js(t, want); got != exp {
 				t.Errorf("JudgeRun:\n%s\nEvaluate:\n%s", got, exp)

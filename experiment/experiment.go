@@ -308,6 +308,9 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdi
 		pr.Abort() // do not wait out hung pulls when the user quits
 	}
 	runEnd := time.Since(t0)
+	e.mu.Lock()
+	e.judge.Stop(runEnd) // a pull sent while the probe stops is not judged
+	e.mu.Unlock()
 	stopPlay() // no fault fires once the run is over (a nemesis' end is its duration)
 	// Done is when the probe stopped sending, the end of the judged time,
 	// before the pulls in flight drain: `p2pfault report` reads the run's

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # rss.sh: sample a process's resident memory (VmRSS in /proc/PID/status)
-# every INTERVAL seconds until it exits, one line a sample:
-#   t_s=30 rss_kb=27648
+# every INTERVAL seconds until it exits, one line a sample, with its two
+# parts: anonymous memory (the heap, stacks: what a leak grows) and the
+# binary's and libraries' pages read in so far (they grow as new code runs):
+#   t_s=30 rss_kb=27648 anon_kb=15360 file_kb=12288
 # Usage:
 #   tools/rss.sh [-i SECONDS] -p PID            sample a running process
 #   tools/rss.sh [-i SECONDS] -- COMMAND ARGS   start COMMAND and sample it
@@ -30,9 +32,10 @@ fi
 start=$(date +%s)
 sample() {
 	local kb
-	kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || return 1
+	kb=$(awk '/^VmRSS:/ {r=$2} /^RssAnon:/ {a=$2} /^RssFile:/ {f=$2} END {if (r != "") print r, a, f}' "/proc/$pid/status" 2>/dev/null) || return 1
 	[ -n "$kb" ] || return 1
-	echo "t_s=$(( $(date +%s) - start )) rss_kb=$kb"
+	set -- $kb
+	echo "t_s=$(( $(date +%s) - start )) rss_kb=$1 anon_kb=$2 file_kb=$3"
 }
 while sample; do
 	# Sleep in short steps so the last sample is near the exit.
