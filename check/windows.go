@@ -149,14 +149,32 @@ func (j *Judge) Ended(s event.Sample) {
 }
 
 // Verified tells the judge what a fault action's verification saw: it
-// belongs to the latest window on its source opened by then.
+// belongs to the window on its source nearest to the action (one that
+// spans it; else the nearest by start or end): an action's window opens
+// when the action has taken hold, which under load can be seconds after
+// the action began (v.At), and an undo (heal, resume) acts at its
+// window's end.
 func (j *Judge) Verified(v event.Verification) {
 	j.verifs = append(j.verifs, v)
-	for i := len(j.wins) - 1; i >= 0; i-- {
-		if o := j.wins[i]; o.w.Source == v.Source && o.w.Start <= v.At+time.Second {
-			o.verifs = append(o.verifs, v)
-			return
+	var best *winJudge
+	var bestD time.Duration
+	for _, o := range j.wins {
+		if o.w.Source != v.Source {
+			continue
 		}
+		var d time.Duration
+		switch {
+		case v.At < o.w.Start:
+			d = o.w.Start - v.At
+		case o.w.End != 0 && v.At > o.w.End:
+			d = v.At - o.w.End
+		}
+		if best == nil || d <= bestD {
+			best, bestD = o, d
+		}
+	}
+	if best != nil {
+		best.verifs = append(best.verifs, v)
 	}
 }
 

@@ -423,3 +423,47 @@ func BenchmarkJudgeRetainsNothingPerTrial(b *testing.B) {
 	// A settled window keeps its verdict: O(1) per window, counted here too.
 	b.ReportMetric(float64(int64(after)-int64(before))/float64(2*b.N), "B/trial")
 }
+
+// TestJudgeGivesAVerificationToItsWindow: a fault action's verification
+// belongs to the window it opened even when the window opened seconds
+// after the action began (a partition's rules applied slowly on a loaded
+// host: the verification's At is before the window's start), and an
+// undo's to the window it closed; not to the source's previous window.
+func TestJudgeGivesAVerificationToItsWindow(t *testing.T) {
+	b := DefaultBounds()
+	j := NewJudge(b, 2, false)
+	s := func(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
+	w1 := event.Window{Source: 1, Start: s(50.2), Recovers: true, Kind: "partition"}
+	j.Open(w1)
+	j.Verified(event.Verification{Action: "partition", Source: 1, At: s(50.0), Verified: true, Detail: "hangs"})
+	w1.End = s(55.4)
+	j.Close(w1)
+	j.Verified(event.Verification{Action: "heal", Source: 1, At: s(55.3), Verified: true, Detail: "answers"})
+	w2 := event.Window{Source: 1, Start: s(120.8), Recovers: true, Kind: "partition"}
+	j.Open(w2)
+	j.Verified(event.Verification{Action: "partition", Source: 1, At: s(119.6), Verified: false, Detail: "a connect still answers"})
+	w2.End = s(131.4)
+	j.Close(w2)
+	j.Verified(event.Verification{Action: "heal", Source: 1, At: s(131.4), Verified: true, Detail: "answers"})
+	v, ok := j.Verdict(s(170), s(170), true)
+	if !ok || len(v.Windows) != 2 {
+		t.Fatalf("verdict %+v", v)
+	}
+	for i, want := range []struct {
+		passed bool
+		detail string
+	}{
+		{true, "all 2 fault actions took effect"},
+		{false, "1 of 2 fault actions did not take effect: partition source-1 at 119.6s"},
+	} {
+		var got *event.Result
+		for k, c := range v.Windows[i].Checks {
+			if c.Name == NameFaultTookEffect {
+				got = &v.Windows[i].Checks[k]
+			}
+		}
+		if got == nil || got.Passed != want.passed || !strings.HasPrefix(got.Detail, want.detail) {
+			t.Errorf("window %d: %s = %+v, want passed %v, %q", i+1, NameFaultTookEffect, got, want.passed, want.detail)
+		}
+	}
+}
