@@ -37,6 +37,11 @@ type Row struct {
 	// Steady is each source's pulls outside every fault window
 	// (steady.go); absent only in a report of a stream with no samples.
 	Steady []SteadyRow `json:"steady,omitempty"`
+	// Windows are every fault window judged on its own and Kinds what
+	// they came to per kind (windows.go): a run of more than one window
+	// (a nemesis); absent for one scripted fault.
+	Windows []WindowRow         `json:"windows,omitempty"`
+	Kinds   []event.KindSummary `json:"kinds,omitempty"`
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -111,6 +116,7 @@ func (r Run) Row() Row {
 	row.Verifications = r.Verifications
 	row.Decoder = decoderMetrics(r)
 	row.Steady = steadyRows(v)
+	row.Windows, row.Kinds = windowRows(r), kindRows(r)
 	return row
 }
 
@@ -208,6 +214,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	// The judged fault's detect and recover times, a table of their own
 	// so the seed's stays as it is.
 	b.WriteString("\n" + markdownTable(timesHeader(), timesCells(rows)))
+	writeWindows(&b, rows)
 	for _, r := range rows {
 		if r.Passed {
 			continue
