@@ -119,39 +119,68 @@ type ContentSummary struct {
 	Mismatches                   []event.Sample // the wrong pulls, by start
 }
 
-// SummarizeContent counts what the content check judges: every pull of
-// the run (the probe sends none after the run's end, so there is no window
-// to pick; a report rebuilt from events counts what the run counted).
-func SummarizeContent(samples []event.Sample, r ContentRule) ContentSummary {
-	var sum ContentSummary
-	by := map[int]*ContentCount{}
-	for _, s := range samples {
-		if s.Aborted || s.Status != 200 || s.Err != "" {
-			continue
-		}
-		sum.Returned200++
-		c := by[s.Source]
-		if c == nil {
-			c = &ContentCount{Source: s.Source}
-			by[s.Source] = c
-		}
-		if !r.Compared(s) {
-			continue
-		}
-		sum.Compared++
-		c.Compared++
-		if r.Wrong(s) {
-			sum.Wrong++
-			c.Wrong++
-			sum.Mismatches = append(sum.Mismatches, s)
-		}
+// ContentTally counts the content check as pulls end, one at a time, so a
+// run judged live keeps only its wrong pulls, not every sample (the
+// experiment's judge keeps none).
+type ContentTally struct {
+	rule ContentRule
+	sum  ContentSummary
+	by   map[int]*ContentCount
+}
+
+// NewContentTally is an empty tally under rule r.
+func NewContentTally(r ContentRule) *ContentTally {
+	return &ContentTally{rule: r, by: map[int]*ContentCount{}}
+}
+
+// Add counts one pull that ended.
+func (t *ContentTally) Add(s event.Sample) {
+	r := t.rule
+	if s.Aborted || s.Status != 200 || s.Err != "" {
+		return
 	}
-	for _, c := range by {
+	t.sum.Returned200++
+	c := t.by[s.Source]
+	if c == nil {
+		c = &ContentCount{Source: s.Source}
+		t.by[s.Source] = c
+	}
+	if !r.Compared(s) {
+		return
+	}
+	t.sum.Compared++
+	c.Compared++
+	if r.Wrong(s) {
+		t.sum.Wrong++
+		c.Wrong++
+		t.sum.Mismatches = append(t.sum.Mismatches, s)
+	}
+}
+
+// Summary is what the tally counted, sources in order, mismatches by start.
+func (t *ContentTally) Summary() ContentSummary {
+	sum := t.sum
+	sum.BySource = nil
+	for _, c := range t.by {
 		sum.BySource = append(sum.BySource, *c)
 	}
 	slices.SortFunc(sum.BySource, func(a, b ContentCount) int { return a.Source - b.Source })
+	sum.Mismatches = slices.Clone(t.sum.Mismatches)
 	slices.SortFunc(sum.Mismatches, cmpStart)
 	return sum
+}
+
+// Result is check content_matches over the pulls added.
+func (t *ContentTally) Result() event.Result { return contentResult(t.Summary(), t.rule) }
+
+// SummarizeContent counts, over the pulls that returned 200, those with a
+// source completion to compare and the wrong ones, by source.
+func SummarizeContent(samples []event.Sample, r ContentRule) ContentSummary {
+	t := NewContentTally(r)
+	for _, s := range samples {
+		t.Add(s)
+	}
+	return t.Summary()
 }
 
 // ContentMatches is the check content_matches over the run's pulls: every
@@ -159,8 +188,12 @@ func SummarizeContent(samples []event.Sample, r ContentRule) ContentSummary {
 // prompt must have answered that text, local prefills included. It fails
 // empty when no pull could be compared.
 func ContentMatches(samples []event.Sample, r ContentRule) event.Result {
+	return contentResult(SummarizeContent(samples, r), r)
+}
+
+// contentResult is content_matches's result from the counts.
+func contentResult(sum ContentSummary, r ContentRule) event.Result {
 	res := event.Result{Name: NameContentMatches}
-	sum := SummarizeContent(samples, r)
 	uncompared := sum.Returned200 - sum.Compared
 	if sum.Compared == 0 {
 		res.Empty = true
@@ -237,6 +270,21 @@ func WithContent(v event.Verdict, samples []event.Sample, r ContentRule) event.V
 		return v
 	}
 	v.Checks = append(append([]event.Result(nil), v.Checks...), res)
+	v.Passed = v.Passed && res.Passed
+	return v
+}
+
+// WithContentResult adds content_matches's res to the verdict of a run
+// judged on a fault window, before fault_took_effect (the order Evaluate
+// and WithFaultChecks give): there it is judged even when nothing could
+// be compared.
+func WithContentResult(v event.Verdict, res event.Result) event.Verdict {
+	checks := slices.Clone(v.Checks)
+	at := len(checks)
+	if at > 0 && checks[at-1].Name == NameFaultTookEffect {
+		at--
+	}
+	v.Checks = slices.Insert(checks, at, res)
 	v.Passed = v.Passed && res.Passed
 	return v
 }

@@ -58,14 +58,16 @@ func Evaluate(in Input) event.Verdict {
 	recovery := selectPulls(ended, func(s event.Sample) bool { return isRecovery(s.Source, s.Start) })
 	recoveryP := selectInflight(pending, func(p inflight) bool { return isRecovery(p.Source, p.Start) })
 
+	fs, hs, rs := setOf(faulted), setOf(healthy), setOf(recovery)
+	ads := setOf(afterDetect)
 	checks := []event.Result{
-		checkAll200(all, allP, in.RunEnd),
-		checkFaultedMax(faulted, faultedP, w, b),
-		checkFaultedMedian(afterDetect, afterDetectP, detectFrom, w, b),
-		checkHealthy(healthy, healthyP, w, b),
+		checkAll200(allOf(all), allP, 0, in.RunEnd),
+		checkFaultedMax(&fs, faultedP, w, b),
+		checkFaultedMedian(&ads, afterDetectP, detectFrom, w, b),
+		checkHealthy(&hs, healthyP, w, b),
 	}
 	if w.Recovers {
-		checks = append(checks, checkRecovery(recovery, recoveryP, w.End, recEnd, b))
+		checks = append(checks, checkRecovery(&rs, recoveryP, w.End, recEnd, b))
 	}
 	if in.Content.On {
 		checks = append(checks, ContentMatches(ended, in.Content))
@@ -75,28 +77,17 @@ func Evaluate(in Input) event.Verdict {
 	for _, c := range checks {
 		passed = passed && c.Passed
 	}
-	sum := event.Summary{Faulted: Summarize(faulted), Healthy: Summarize(healthy)}
+	sum := event.Summary{Faulted: fs.stats(), Healthy: hs.stats()}
 	if w.Recovers {
-		sum.Recovery = Summarize(recovery)
+		sum.Recovery = rs.stats()
 	}
 	return event.Verdict{Passed: passed, Checks: checks, Summary: sum}
 }
 
 // Summarize gives the count, hits, median and maximum latency of pulls.
 func Summarize(pulls []event.Sample) event.Stats {
-	st := event.Stats{N: len(pulls)}
-	lat := make([]time.Duration, 0, len(pulls))
-	for _, s := range pulls {
-		if s.Hit() {
-			st.Pulled++
-		}
-		lat = append(lat, s.Latency)
-	}
-	st.P50 = Median(lat)
-	if len(lat) > 0 {
-		st.Max = slices.Max(lat)
-	}
-	return st
+	set := setOf(pulls)
+	return set.stats()
 }
 
 // Median is the middle latency, or the mean of the two middle ones when
@@ -116,47 +107,40 @@ func Median(d []time.Duration) time.Duration {
 	return a/2 + b/2 + (a%2+b%2)/2
 }
 
-func checkAll200(all []event.Sample, pend []inflight, runEnd time.Duration) (r event.Result) {
+// checkAll200 judges the pulls started in [from, to) (the whole run, or a
+// window's span).
+func checkAll200(all allSet, pend []inflight, from, to time.Duration) (r event.Result) {
 	r = event.Result{Name: NameAll200, Pending: len(pend)}
 	defer func() {
 		if len(pend) > 0 {
 			r.Detail += fmt.Sprintf("; %d in flight with no answer yet (oldest %s)", len(pend), secs1(oldestAge(pend)))
 		}
 	}()
-	if len(all) == 0 {
-		return emptyResult(r, "no decoder request", 0, runEnd)
+	if all.n == 0 {
+		return emptyResult(r, "no decoder request", from, to)
 	}
-	var bad []event.Sample
-	for _, s := range all {
-		if s.Status != 200 {
-			bad = append(bad, s)
-		}
-	}
-	if len(bad) == 0 {
+	if all.bad == 0 {
 		r.Passed = true
-		r.Detail = fmt.Sprintf("all %d decoder requests returned 200", len(all))
+		r.Detail = fmt.Sprintf("all %d decoder requests returned 200", all.n)
 		return r
 	}
-	first := slices.MinFunc(bad, func(a, b event.Sample) int { return cmpStart(a, b) })
+	first := all.first
 	why := fmt.Sprintf("status %d", first.Status)
 	if first.Err != "" {
 		why += ": " + first.Err
 	}
 	r.Detail = fmt.Sprintf("%d of %d decoder requests did not return 200 (first: source %d at %s: %s)",
-		len(bad), len(all), first.Source, secs1(first.Start), why)
+		all.bad, all.n, first.Source, secs1(first.Start), why)
 	return r
 }
 
-func checkFaultedMax(faulted []event.Sample, pend []inflight, w event.Window, b event.Bounds) event.Result {
+func checkFaultedMax(faulted *pullSet, pend []inflight, w event.Window, b event.Bounds) event.Result {
 	r := event.Result{Name: NameFaultedBound, Pending: len(pend)}
-	var slowest event.Sample
-	if len(faulted) > 0 {
-		slowest = slices.MaxFunc(faulted, func(a, b event.Sample) int { return cmp.Compare(a.Latency, b.Latency) })
-	}
+	slowest := faulted.max
 	var msgs []string
-	if slowest.Latency > b.FaultedMax {
+	if slowest > b.FaultedMax {
 		msgs = append(msgs, fmt.Sprintf("a request naming the faulted source took %s (bound %s)",
-			secs1(slowest.Latency), secs1(b.FaultedMax)))
+			secs1(slowest), secs1(b.FaultedMax)))
 	}
 	if n, oldest := past(pend, b.FaultedMax); n > 0 {
 		msgs = append(msgs, pastMessage(n, "the faulted source", b.FaultedMax, oldest))
@@ -165,47 +149,40 @@ func checkFaultedMax(faulted []event.Sample, pend []inflight, w event.Window, b 
 		r.Detail = strings.Join(msgs, "; ")
 		return r
 	}
-	if len(faulted) == 0 {
+	if faulted.n == 0 {
 		r = emptyResult(r, "no pull naming the faulted source", w.Start, w.End)
 		r.Detail += inFlightNote(pend)
 		return r
 	}
 	r.Passed = true
 	r.Detail = fmt.Sprintf("%d requests naming the faulted source each ended within %s (max %s)",
-		len(faulted), secs1(b.FaultedMax), secs2(slowest.Latency)) + inFlightNote(pend)
+		faulted.n, secs1(b.FaultedMax), secs2(slowest)) + inFlightNote(pend)
 	return r
 }
 
 // checkFaultedMedian counts a pull in flight at its age so far: it will
 // take at least that, so the median of these lower bounds is a lower bound
 // of the median, and one over the bound has broken it already.
-func checkFaultedMedian(after []event.Sample, pend []inflight, from time.Duration, w event.Window, b event.Bounds) event.Result {
+func checkFaultedMedian(after *pullSet, pend []inflight, from time.Duration, w event.Window, b event.Bounds) event.Result {
 	r := event.Result{Name: NameFaultedMedian, Pending: len(pend)}
-	if len(after) == 0 && len(pend) == 0 {
+	if after.n == 0 && len(pend) == 0 {
 		return emptyResult(r, "no pull naming the faulted source", from, w.End)
 	}
-	lat := make([]time.Duration, 0, len(after)+len(pend))
-	for _, s := range after {
-		lat = append(lat, s.Latency)
-	}
-	for _, p := range pend {
-		lat = append(lat, p.Age)
-	}
-	med := Median(lat)
+	med := after.lat.median(ages(pend))
 	r.Passed = med <= b.FaultedMedian
 	if len(pend) == 0 {
 		r.Detail = fmt.Sprintf("%d requests naming the faulted source from %s on took %s at the median (bound %s)",
-			len(after), secs1(from), secs2(med), secs1(b.FaultedMedian))
+			after.n, secs1(from), secs2(med), secs1(b.FaultedMedian))
 		return r
 	}
 	r.Detail = fmt.Sprintf("%d requests naming the faulted source from %s on took at least %s at the median, %d of them in flight counted at their age so far (bound %s)",
-		len(lat), secs1(from), secs2(med), len(pend), secs1(b.FaultedMedian))
+		after.n+len(pend), secs1(from), secs2(med), len(pend), secs1(b.FaultedMedian))
 	return r
 }
 
-func checkHealthy(healthy []event.Sample, pend []inflight, w event.Window, b event.Bounds) event.Result {
+func checkHealthy(healthy *pullSet, pend []inflight, w event.Window, b event.Bounds) event.Result {
 	r := event.Result{Name: NameHealthy, Pending: len(pend)}
-	st := Summarize(healthy)
+	st := event.Stats{N: healthy.n, Pulled: healthy.hits, Max: healthy.max}
 	nPast, oldest := past(pend, b.HealthyMax)
 	if st.N == 0 && nPast == 0 {
 		r = emptyResult(r, "no pull naming a healthy source", w.Start, w.End)
@@ -242,14 +219,14 @@ func checkHealthy(healthy []event.Sample, pend []inflight, w event.Window, b eve
 	return r
 }
 
-func checkRecovery(rec []event.Sample, pend []inflight, from, to time.Duration, b event.Bounds) event.Result {
+func checkRecovery(rec *pullSet, pend []inflight, from, to time.Duration, b event.Bounds) event.Result {
 	r := event.Result{Name: NameRecovery, Pending: len(pend)}
-	if len(rec) == 0 {
+	if rec.n == 0 {
 		r = emptyResult(r, "no pull naming the faulted source", from, to)
 		r.Detail += inFlightNote(pend)
 		return r
 	}
-	st := Summarize(rec)
+	st := event.Stats{N: rec.n, Pulled: rec.hits}
 	r.Passed = atLeast(st.Pulled+len(pend), st.N+len(pend), b.RecoveryHitRate)
 	r.Detail = fmt.Sprintf("after the fault window, %d of %d pulls naming the faulted source hit (%s, bound %s)",
 		st.Pulled, st.N, pct(st.Pulled, st.N), pctOf(b.RecoveryHitRate))

@@ -50,20 +50,30 @@ func Detect(in Input) (d time.Duration, ok bool) {
 	w, b := in.Window, in.Bounds
 	var acc detectAcc
 	for _, p := range faultedInStartOrder(in, w.Start, w.End) {
-		switch {
-		case p.pending && p.age > b.FaultedMedian:
-			acc.bad(p.start)
-		case p.pending:
-		case p.status != 200 || p.latency > b.FaultedMedian:
-			acc.bad(p.start)
-		default:
-			acc.good(p.start)
-		}
+		acc.feed(p, b.FaultedMedian)
 	}
-	if !acc.found {
+	return acc.result(w.Start)
+}
+
+// feed takes the next pull naming the faulted source, in start order.
+func (a *detectAcc) feed(p timedPull, bound time.Duration) {
+	switch {
+	case p.pending && p.age > bound:
+		a.bad(p.start)
+	case p.pending:
+	case p.status != 200 || p.latency > bound:
+		a.bad(p.start)
+	default:
+		a.good(p.start)
+	}
+}
+
+// result is detect_s of a window that opened at from.
+func (a *detectAcc) result(from time.Duration) (time.Duration, bool) {
+	if !a.found {
 		return 0, false
 	}
-	return acc.at - w.Start, true
+	return a.at - from, true
 }
 
 // detectAcc is Detect's state: O(1), whatever the number of pulls.
@@ -109,6 +119,13 @@ func Recover(in Input) (d time.Duration, ok bool) {
 		return 0, false
 	}
 	return at - w.End, true
+}
+
+// clone is a copy sharing nothing with a.
+func (a *recoverAcc) clone() recoverAcc {
+	c := *a
+	c.lows = slices.Clone(a.lows)
+	return c
 }
 
 // recoverAcc is Recover's state. With h hits in the first n pulls, let

@@ -71,7 +71,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if cmd.Flags().Changed("arms") {
 				return exitcode.Usagef("FAULTS=1 runs the slice of arms main,fixed: to choose its arms run `p2pfault slice --arms ...`")
 			}
-			for _, name := range []string{"case", "arm", "headless", "duration", "timeline"} {
+			for _, name := range append([]string{"case", "arm", "headless", "duration", "timeline", "nemesis", "events-compress"}, nemesisFlagNames...) {
 				if cmd.Flags().Changed(name) {
 					return exitcode.Usagef("FAULTS=1 runs the slice, which has no --%s (see `p2pfault slice --help`: --arms, --cases)", name)
 				}

@@ -25,14 +25,15 @@ import (
 func newReplayCommand() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "replay DIR|DIR/events.jsonl",
+		Use:   "replay DIR|DIR/events.jsonl[.zst]",
 		Short: "Play a run's events in the dashboard again, on the run's own clock",
 		Long: "Open the dashboard on a finished, crashed or still-running run's events and play\n" +
 			"them at the pace they were written: every panel shows what it showed live at that\n" +
 			"moment. space pauses, ←/→ step 1 s (shift: 10 s), [ and ] halve and double the\n" +
 			"speed (×0.25 to ×64), f/F jump to the next/previous fault window, g/G to the start\n" +
 			"and the end. A file cut short by a crash plays as far as it goes. With --follow it\n" +
-			"starts at the end of a run that is still writing and keeps reading what it adds.",
+			"starts at the end of a run that is still writing and keeps reading what it adds.\n" +
+			"events.jsonl.zst (run --events-compress zstd) is read and followed as events.jsonl is.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return exitcode.Usagef("replay: want one run folder or events.jsonl, got %d arguments", len(args))
@@ -60,8 +61,9 @@ func newReplayCommand() *cobra.Command {
 }
 
 // replayPath is the events file arg names: the file itself, or a run
-// folder's events.jsonl. A slice's folder holds no events of its own, one
-// run per row: the error lists the rows to replay.
+// folder's events file as report finds it (report.EventsIn: events.jsonl,
+// or events.jsonl.zst when only that is there). A slice's folder holds no
+// events of its own, one run per row: the error lists the rows to replay.
 func replayPath(arg string) (string, error) {
 	st, err := os.Stat(arg)
 	if err != nil {
@@ -70,15 +72,17 @@ func replayPath(arg string) (string, error) {
 	if !st.IsDir() {
 		return arg, nil
 	}
-	path := filepath.Join(arg, report.FileEvents)
+	path := report.EventsIn(arg)
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", exitcode.Usagef("replay: %w", err)
 	}
 	rows, _ := filepath.Glob(filepath.Join(arg, "*", report.FileEvents))
+	zrows, _ := filepath.Glob(filepath.Join(arg, "*", report.FileEventsZstd))
+	rows = append(rows, zrows...)
 	if len(rows) == 0 {
-		return "", exitcode.Usagef("replay %s: no %s in this folder (give a run's output folder or its %s)", arg, report.FileEvents, report.FileEvents)
+		return "", exitcode.Usagef("replay %s: no %s or %s in this folder (give a run's output folder or its events file)", arg, report.FileEvents, report.FileEventsZstd)
 	}
 	sort.Strings(rows)
 	var b strings.Builder

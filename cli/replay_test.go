@@ -16,11 +16,17 @@ import (
 // writeRun writes a small run's events.jsonl in dir.
 func writeRun(t *testing.T, dir string) string {
 	t.Helper()
+	return writeRunWith(t, dir, report.CompressNone)
+}
+
+// writeRunWith writes it plain or compressed (events.jsonl.zst).
+func writeRunWith(t *testing.T, dir string, c report.Compression) string {
+	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, report.FileEvents)
-	log, err := report.NewEventLog(path)
+	path := filepath.Join(dir, c.File())
+	log, err := report.NewEventLogWith(path, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +52,7 @@ func writeRun(t *testing.T, dir string) string {
 func TestReplayBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 	dir := t.TempDir()
 	run := writeRun(t, filepath.Join(dir, "run"))
+	zrun := writeRunWith(t, filepath.Join(dir, "zrun"), report.CompressZstd)
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -78,7 +85,7 @@ func TestReplayBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"an empty file", []string{"replay", empty}, []string{"replay " + empty + ": not an events file: it holds no events"}},
 		{"JSON lines without a kind", []string{"replay", kindless}, []string{"replay " + kindless + ": not an events file: event 1 has no kind"}},
 		{"events without a run", []string{"replay", norun}, []string{"replay " + norun + `: not an events file of a run: none of its 1 events is a "run" event`}},
-		{"a folder without events.jsonl", []string{"replay", noEvents}, []string{"replay " + noEvents + ": no events.jsonl in this folder"}},
+		{"a folder without events.jsonl", []string{"replay", noEvents}, []string{"replay " + noEvents + ": no events.jsonl or events.jsonl.zst in this folder"}},
 		{"a slice's folder lists its rows", []string{"replay", slice}, []string{
 			"replay " + slice + ": a slice's folder has no events.jsonl of its own, one run per row; replay a row:",
 			"p2pfault replay " + filepath.Join(slice, "fixed-stall"),
@@ -86,6 +93,10 @@ func TestReplayBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		}},
 		{"a good file, but stdout is no terminal", []string{"replay", run}, []string{"replay " + run + ": the replay is a dashboard and stdout is not a terminal"}},
 		{"a good folder, followed, stdout no terminal", []string{"replay", "--follow", filepath.Dir(run)}, []string{"replay " + run + ": the replay is a dashboard"}},
+		// A folder with only events.jsonl.zst replays it, read (and
+		// followed) by report's reader: it gets as far as the terminal.
+		{"a zstd run's folder, stdout no terminal", []string{"replay", filepath.Dir(zrun)}, []string{"replay " + zrun + ": the replay is a dashboard"}},
+		{"a zstd run's folder, followed", []string{"replay", "--follow", filepath.Dir(zrun)}, []string{"replay " + zrun + ": the replay is a dashboard"}},
 		{"a bad flag", []string{"replay", "--speed", "2", run}, []string{"unknown flag: --speed"}},
 	}
 	for _, tt := range tests {

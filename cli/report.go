@@ -18,7 +18,8 @@ func newReportCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report DIR/events.jsonl",
 		Short: "Rebuild the reports of a finished or crashed run from its events",
-		Long: "Read a run's events.jsonl (also one cut short by a crash) and write report.md,\n" +
+		Long: "Read a run's events.jsonl or events.jsonl.zst (also one cut short by a crash; plain\n" +
+			"or zstd is told by the content) and write report.md,\n" +
 			"report.json, junit.xml, report.html and timeline.svg next to it (or in --out), then\n" +
 			"print the verdict table. A truncated file is reported as such.",
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -32,7 +33,7 @@ func newReportCommand() *cobra.Command {
 			if st, err := os.Stat(path); err != nil {
 				return exitcode.Usagef("report: %w", err)
 			} else if st.IsDir() {
-				path = filepath.Join(path, "events.jsonl")
+				path = report.EventsIn(path)
 			}
 			dir := out
 			if dir == "" {
@@ -46,7 +47,7 @@ func newReportCommand() *cobra.Command {
 			if runs[0].Truncated {
 				fmt.Fprintf(w, "note: %s was truncated (the run did not end cleanly); the report covers what it holds\n", path)
 			}
-			fmt.Fprint(w, report.Tables(report.Rows(runs)))
+			fmt.Fprint(w, report.Tables(report.Rows(runs))+windowsText(report.Rows(runs)))
 			printFailures(w, runs)
 			fmt.Fprintf(w, "reports: %s\n", dir)
 			return nil

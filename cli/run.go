@@ -31,6 +31,8 @@ type runOptions struct {
 	headless bool
 	duration time.Duration
 	timeline string
+	nemesis  nemesisFlags
+	compress string // --events-compress
 }
 
 func newRunCommand() (*cobra.Command, *runOptions) {
@@ -52,8 +54,10 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	fs.StringArrayVar(&o.arm, "arm", nil, "arm (repeatable): main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); with --engine vllm NAME=VLLM_BIN, one cluster per build (default main)")
 	fs.StringSliceVar(&o.arms, "arms", nil, "simulated arms run side by side, one cluster each, e.g. main,fixed")
 	fs.BoolVar(&o.headless, "headless", false, "no dashboard: print progress and the verdict table")
-	fs.DurationVar(&o.duration, "duration", 0, "case none: length of the measured run (headless default 30s; the dashboard runs until q)")
+	fs.DurationVar(&o.duration, "duration", 0, "case none or --nemesis: length of the measured run (headless default 30s for none; the dashboard runs until q)")
 	fs.StringVar(&o.timeline, "timeline", "", "scripted timeline replacing the case's preset, e.g. \"at 10s stall source-0 for 30s; at 50s kill source-1\"")
+	o.nemesis.register(fs)
+	fs.StringVar(&o.compress, "events-compress", "none", "write the events compressed as they come: zstd (events.jsonl.zst, for long runs) or none (events.jsonl); report reads either")
 	return cmd, o
 }
 
@@ -74,12 +78,25 @@ type runPlan struct {
 	out      string
 	headless bool
 	arms     runArms
+	events   string // the events file's name (report.Compression.File)
+	compress report.Compression
 }
 
 // configure reads and checks run's flags and environment (exit 2 on any
 // problem, naming it): the first half of runRun, shared with doctor so
 // that doctor checks exactly the run these flags start.
 func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
+	if o.duration < 0 {
+		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration", o.duration)
+	}
+	comp, err := report.ParseCompression(o.compress)
+	if err != nil {
+		return runPlan{}, exitcode.Usagef("--events-compress %q: %w", o.compress, err)
+	}
+	nemesis, err := o.nemesis.build(cmd.Flags(), o.flags.restart, o.duration)
+	if err != nil {
+		return runPlan{}, err
+	}
 	caseName := o.caseName
 	if !cmd.Flags().Changed("case") {
 		caseName = os.Getenv("FAULT_CASE")
@@ -87,15 +104,14 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	if caseName == "" {
 		caseName = fault.CaseNone
 	}
-	if _, ok := fault.CaseKind(caseName); !ok && caseName != fault.CaseNone {
+	if nemesis != nil {
+		caseName = fault.CaseNemesis // its own faults: $FAULT_CASE has no say
+	} else if _, ok := fault.CaseKind(caseName); !ok && caseName != fault.CaseNone {
 		what := "--case"
 		if !cmd.Flags().Changed("case") {
 			what = "FAULT_CASE"
 		}
 		return runPlan{}, exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
-	}
-	if o.duration < 0 {
-		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration", o.duration)
 	}
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
@@ -118,7 +134,10 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	if err != nil {
 		return runPlan{}, err
 	}
-	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms}, nil
+	for i := range arms.configs {
+		arms.configs[i].Nemesis = nemesis // every arm draws the same schedule
+	}
+	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, events: comp.File(), compress: comp}, nil
 }
 
 func runRun(cmd *cobra.Command, o *runOptions) error {
@@ -156,11 +175,11 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
 	var faces sync.WaitGroup
-	logErrs := []<-chan error{writeEvents(&faces, g.Subscribe(), filepath.Join(out, report.FileEvents))}
+	logErrs := []<-chan error{writeEvents(&faces, g.Subscribe(), filepath.Join(out, p.events), p.compress)}
 	if len(specs) > 1 {
 		// Each arm's folder holds its own events too, as a slice's row does.
 		for i, d := range arms.dirs {
-			logErrs = append(logErrs, writeEvents(&faces, armOnly(g.Subscribe(), specs[i].name), filepath.Join(d, report.FileEvents)))
+			logErrs = append(logErrs, writeEvents(&faces, armOnly(g.Subscribe(), specs[i].name), filepath.Join(d, p.events), p.compress))
 		}
 	}
 	if headless {
@@ -220,7 +239,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	// A run that could not start (a port in use, an engine that failed)
 	// has no verdict to show: the error says what went wrong.
 	printTable := headless && exitcode.Code(runErr) != exitcode.Usage
-	if werr := writeReports(cmd.OutOrStdout(), out, arms.dirs, printTable); werr != nil && runErr == nil {
+	if werr := writeReports(cmd.OutOrStdout(), out, p.events, arms.dirs, printTable); werr != nil && runErr == nil {
 		runErr = werr
 	}
 	if runErr != nil {
@@ -289,11 +308,12 @@ func sessionDirs(dir string) []string {
 	return dirs
 }
 
-// writeEvents writes every event to path as it comes, flushed at once, so
-// a crashed run still leaves its events for `p2pfault report`.
-func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string) <-chan error {
+// writeEvents writes every event to path as it comes (compressed with c),
+// flushed at once, so a crashed run still leaves its events for
+// `p2pfault report`.
+func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c report.Compression) <-chan error {
 	errc := make(chan error, 1)
-	log, err := report.NewEventLog(path)
+	log, err := report.NewEventLogWith(path, c)
 	if err != nil {
 		errc <- exitcode.Usagef("events log: %w", err)
 		wg.Go(func() {
@@ -308,6 +328,13 @@ func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string) <-chan 
 			if err := log.Write(ev); err != nil && first == nil {
 				first = fmt.Errorf("write %s: %w", path, err)
 			}
+			// A compressed log writes a burst of events as one block,
+			// once no more are waiting.
+			if len(ch) == 0 {
+				if err := log.Flush(); err != nil && first == nil {
+					first = err
+				}
+			}
 		}
 		if err := log.Close(); err != nil && first == nil {
 			first = err
@@ -317,16 +344,17 @@ func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string) <-chan 
 	return errc
 }
 
-// writeReports rebuilds every report from the run's events.jsonl (the same
-// path `p2pfault report` takes) and prints the verdict table.
-func writeReports(stdout io.Writer, out string, armDirs []string, printTable bool) error {
-	runs, err := report.RebuildAll(filepath.Join(out, report.FileEvents), out)
+// writeReports rebuilds every report from the run's events file, named
+// events (events.jsonl or events.jsonl.zst; the same path `p2pfault
+// report` takes), and prints the verdict table.
+func writeReports(stdout io.Writer, out, events string, armDirs []string, printTable bool) error {
+	runs, err := report.RebuildAll(filepath.Join(out, events), out)
 	if err != nil {
 		return fmt.Errorf("write reports in %s: %w", out, err)
 	}
 	if len(armDirs) > 1 {
 		for _, d := range armDirs {
-			if _, err := report.RebuildAll(filepath.Join(d, report.FileEvents), d); err != nil {
+			if _, err := report.RebuildAll(filepath.Join(d, events), d); err != nil {
 				return fmt.Errorf("write reports in %s: %w", d, err)
 			}
 		}
@@ -334,7 +362,7 @@ func writeReports(stdout io.Writer, out string, armDirs []string, printTable boo
 	if printTable {
 		fmt.Fprintln(stdout)
 		rows := report.Rows(runs)
-		fmt.Fprint(stdout, report.Tables(rows))
+		fmt.Fprint(stdout, report.Tables(rows)+windowsText(rows))
 		printFailures(stdout, runs)
 	}
 	fmt.Fprintf(stdout, "reports: %s\n", out)
@@ -352,6 +380,9 @@ func printFailures(w io.Writer, runs []report.Run) {
 			if !c.Passed {
 				fmt.Fprintf(w, "%s/%s: %s: %s\n", row.Arm, row.Case, c.Name, c.Detail)
 			}
+		}
+		for _, l := range row.WindowFailures() {
+			fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, l)
 		}
 		fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, r.Verdict.Summary.Faulted.SeedLine("faulted"))
 	}

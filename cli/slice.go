@@ -274,7 +274,7 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 		passed = passed && r.Row().Passed
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, report.Tables(table))
+	fmt.Fprint(stdout, report.Tables(table)+windowsText(table))
 	printFailures(stdout, runs)
 	if compare != nil {
 		if cerr := compare(table); cerr != nil && err == nil {
@@ -342,7 +342,7 @@ func (o *sliceOptions) plan() ([]sliceRow, error) {
 // runRow runs one row with its event log and a prefixed progress printer.
 func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, stdout *lockedWriter, quiet bool) error {
 	var faces sync.WaitGroup
-	logErr := writeEvents(&faces, exp.Subscribe(), filepath.Join(r.out, "events.jsonl"))
+	logErr := writeEvents(&faces, exp.Subscribe(), filepath.Join(r.out, report.FileEvents), report.CompressNone)
 	ch := exp.Subscribe()
 	p := console.New(stdout, fmt.Sprintf("%-12s ", r.arm+"/"+r.caseName))
 	p.Summaries = !quiet

@@ -63,8 +63,12 @@ func (p *Printer) Print(ev event.Event) {
 		p.content = check.ContentRuleOf(*r)
 		p.line(ev.T, "run: arm %s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
 			r.Arm, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
-		if r.Timeline != "" {
+		if r.Timeline != "" && r.Nemesis == "" { // a nemesis' schedule is printed from its event
 			p.line(ev.T, "timeline: %s", r.Timeline)
+		}
+	case event.KindSchedule:
+		if ev.Schedule != nil {
+			p.schedule(ev.T, ev.Schedule)
 		}
 	case event.KindPhase:
 		p.flush()
@@ -117,6 +121,10 @@ func (p *Printer) Print(ev event.Event) {
 		if ev.Verdict != nil && !ev.Final {
 			p.liveChecks(ev.T, ev.Verdict)
 		}
+	case event.KindWindowVerdict:
+		if ev.WindowVerdict != nil {
+			p.windowVerdict(ev.T, ev.WindowVerdict)
+		}
 	case event.KindSamples:
 		for _, s := range ev.Samples {
 			if p.content.Wrong(s) {
@@ -154,6 +162,57 @@ func (p *Printer) Print(ev event.Event) {
 			p.line(ev.T, "end: %s", ev.Message)
 		}
 	}
+}
+
+// schedule prints a nemesis' schedule: its seed and settings, then one
+// line per fault. A scripted one is the run event's timeline line.
+func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
+	if s.Nemesis == "" {
+		return
+	}
+	srcs := make([]string, len(s.Sources))
+	for i, src := range s.Sources {
+		srcs[i] = fmt.Sprintf("source-%d", src)
+	}
+	p.line(t, "schedule: nemesis %s, seed %d: %d faults from %s on %s, gap %s ± %s, length %s ± %s, a kill %s, at most %d at a time",
+		s.Nemesis, s.Seed, len(s.Steps), strings.Join(s.Kinds, ", "), strings.Join(srcs, ", "),
+		secs(s.Gap), secs(s.GapSpread), secs(s.Length), secs(s.LengthSpread), secs(s.Settle), s.AtOnce)
+	for _, f := range s.Steps {
+		what := f.Action
+		if f.Arg != "" {
+			what += " " + f.Arg
+		}
+		line := fmt.Sprintf("schedule:   at %s %s source-%d", secs(f.At), what, f.Source)
+		if f.For > 0 {
+			line += " for " + secs(f.For)
+		}
+		p.line(t, "%s", line)
+	}
+}
+
+// windowVerdict prints a fault window's verdict once it is settled: a
+// soak's log says fault by fault how each went.
+func (p *Printer) windowVerdict(t time.Duration, w *event.WindowVerdict) {
+	head := fmt.Sprintf("window %d: %s source-%d at %s for %s", w.Index, w.Kind, w.Source, secs(w.Start), secs(w.End-w.Start))
+	times := fmt.Sprintf("detect %s, recover %s", fmtTime(w.Times.DetectS), fmtTime(w.Times.RecoverS))
+	if w.Passed {
+		p.line(t, "%s: pass (%s)", head, times)
+		return
+	}
+	var failed []string
+	for _, c := range w.Checks {
+		if !c.Passed {
+			failed = append(failed, c.Name+": "+c.Detail)
+		}
+	}
+	p.line(t, "%s: FAIL (%s): %s", head, times, strings.Join(failed, "; "))
+}
+
+func fmtTime(s *float64) string {
+	if s == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fs", *s)
 }
 
 // liveChecks prints a live check the moment it fails (pulls still in

@@ -175,3 +175,64 @@ func TestPrinterSaysWhenPullsInFlightBreakABound(t *testing.T) {
 		t.Errorf("want one FAILED line (not for an empty check, not again while it stays failed):\n%s", got)
 	}
 }
+
+// A nemesis run prints its schedule once, from its schedule event: how it
+// was drawn, then a line per fault; its run event's timeline is not
+// printed again. A scripted run's timeline is printed from the run event.
+func TestPrinterPrintsANemesisScheduleFromItsEvent(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	p.Print(event.Event{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "nemesis", Nemesis: "random", Sources: 2, TimeScale: 0.5,
+		Timeline: "at 10s kill source-1; at 1m20s loss 30% source-0 for 20s"}})
+	p.Print(event.Event{Kind: event.KindSchedule, Schedule: &event.ScheduleInfo{
+		Nemesis: "random", Seed: 7, Kinds: []string{"kill", "loss=30%"}, Sources: []int{0, 1}, AtOnce: 1,
+		Gap: 20 * time.Second, GapSpread: 7500 * time.Millisecond, Length: 15 * time.Second, LengthSpread: 7500 * time.Millisecond, Settle: 14500 * time.Millisecond,
+		Steps: []event.ScheduledFault{
+			{At: 5 * time.Second, Action: "kill", Source: 1},
+			{At: 40 * time.Second, Action: "loss", Arg: "30%", Source: 0, For: 10 * time.Second},
+		}}})
+	got := out.String()
+	for _, want := range []string{
+		"schedule: nemesis random, seed 7: 2 faults from kill, loss=30% on source-0, source-1, gap 20.00s ± 7.50s, length 15.00s ± 7.50s, a kill 14.50s, at most 1 at a time",
+		"schedule:   at 5.00s kill source-1\n",
+		"schedule:   at 40.00s loss 30% source-0 for 10.00s\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "timeline:") {
+		t.Errorf("a nemesis' timeline printed from its run event too:\n%s", got)
+	}
+
+	out.Reset()
+	p = New(&out, "")
+	p.Print(event.Event{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "stall", Timeline: "at 10s stall source-0 for 30s"}})
+	p.Print(event.Event{Kind: event.KindSchedule, Schedule: &event.ScheduleInfo{Timeline: "at 10s stall source-0 for 30s",
+		Steps: []event.ScheduledFault{{At: 10 * time.Second, Action: "stall", For: 30 * time.Second}}}})
+	if got := out.String(); strings.Count(got, "timeline: at 10s stall source-0 for 30s") != 1 || strings.Contains(got, "schedule:") {
+		t.Errorf("a scripted run's timeline, printed once:\n%s", got)
+	}
+}
+
+// A settled window's verdict is a line of its own: pass with its times,
+// or FAIL with the checks that failed.
+func TestPrinterPrintsEachSettledWindow(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	d := 0.09
+	p.Print(event.Event{T: 40 * time.Second, Kind: event.KindWindowVerdict, WindowVerdict: &event.WindowVerdict{
+		Index: 1, Kind: "kill", Source: 1, Start: 10 * time.Second, End: 17300 * time.Millisecond, Passed: true,
+		Times: event.Times{DetectS: &d, RecoverS: &d}}})
+	p.Print(event.Event{T: 90 * time.Second, Kind: event.KindWindowVerdict, WindowVerdict: &event.WindowVerdict{
+		Index: 2, Kind: "stall", Source: 0, Start: 50 * time.Second, End: 70 * time.Second,
+		Checks: []event.Result{{Name: "faulted_max", Detail: "a request naming the faulted source took 30.0s (bound 15.0s)"}, {Name: "healthy_keeps_hitting", Passed: true}}}})
+	for _, want := range []string{
+		"[  40.00s] window 1: kill source-1 at 10.00s for 7.30s: pass (detect 0.09s, recover 0.09s)\n",
+		"[  90.00s] window 2: stall source-0 at 50.00s for 20.00s: FAIL (detect –, recover –): faulted_max: a request naming the faulted source took 30.0s (bound 15.0s)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

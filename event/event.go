@@ -71,6 +71,9 @@ type Event struct {
 	Metrics      *MetricsInfo   `json:"metrics,omitempty"`
 	Verification *Verification  `json:"verification,omitempty"`
 	Condition    *ConditionInfo `json:"condition,omitempty"`
+	Schedule     *ScheduleInfo  `json:"schedule,omitempty"`
+	// WindowVerdict is a settled window's verdict (KindWindowVerdict).
+	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
@@ -92,8 +95,9 @@ type RunInfo struct {
 	Interval  time.Duration `json:"interval_ns"` // between trials, per source
 	FaultAt   time.Duration `json:"fault_at_ns"` // scripted fault, since t0 (0 with case none)
 	FaultFor  time.Duration `json:"fault_for_ns"`
-	Duration  time.Duration `json:"duration_ns"` // planned measured run, since t0 (0: until quit)
-	Timeline  string        `json:"timeline"`    // the scripted timeline, as text
+	Duration  time.Duration `json:"duration_ns"`       // planned measured run, since t0 (0: until quit)
+	Timeline  string        `json:"timeline"`          // the scripted timeline, as text
+	Nemesis   string        `json:"nemesis,omitempty"` // the nemesis that drew Timeline (run --nemesis: "random"; its schedule event says how), "" when scripted
 	Bounds    Bounds        `json:"bounds"`
 	Model     string        `json:"model"`
 	Started   time.Time     `json:"started"`

@@ -41,6 +41,9 @@ type Window struct {
 	Start    time.Duration `json:"start_ns"`
 	End      time.Duration `json:"end_ns"`
 	Recovers bool          `json:"recovers"` // whether check 5 applies (stall, kill)
+	// Kind is the fault kind that opened it (stall, kill, ...; "" in
+	// streams written before windows carried it).
+	Kind string `json:"kind,omitempty"`
 }
 
 // Result is one check's verdict. Detail is a message like the seed's
@@ -90,6 +93,11 @@ type Verdict struct {
 	// Steady is each source's pulls outside every fault window (a soak's
 	// whole run): check.Steady. Only the final verdict carries it.
 	Steady []SourceSummary `json:"steady,omitempty"`
+	// Windows are every fault window judged on its own and Kinds what
+	// they came to per kind (windows.go), for a run of more than one
+	// window; a live verdict carries the windows not yet settled.
+	Windows []WindowVerdict `json:"windows,omitempty"`
+	Kinds   []KindSummary   `json:"kinds,omitempty"`
 }
 
 // Verification is what became of one fault action: whether its effect was

@@ -32,12 +32,16 @@ type Config struct {
 	Cluster   Opener
 	TimeScale float64 // 0 = 1
 
-	Interval      time.Duration // between trials per source; 0 = probe.DefaultInterval
-	FaultAt       time.Duration // scripted fault time since t0; 0 = 10 s
-	FaultFor      time.Duration // stall length, or how long a removed source stays down; 0 = 30 s
-	Recovery      time.Duration // recovery window after the fault window; 0 = 25 s
-	Duration      time.Duration // case none: measured run length; 0 = until the context ends (dashboard)
-	Timeline      string        // a scripted timeline replacing the case's preset ("" = the preset)
+	Interval time.Duration // between trials per source; 0 = probe.DefaultInterval
+	FaultAt  time.Duration // scripted fault time since t0; 0 = 10 s
+	FaultFor time.Duration // stall length, or how long a removed source stays down; 0 = 30 s
+	Recovery time.Duration // recovery window after the fault window; 0 = 25 s
+	Duration time.Duration // case none: measured run length; 0 = until the context ends (dashboard)
+	Timeline string        // a scripted timeline replacing the case's preset ("" = the preset)
+	// Nemesis draws the run's schedule from a seed instead (nemesis.go):
+	// faults until Duration, which it needs; Case and Timeline are then
+	// none and "".
+	Nemesis       *fault.Nemesis
 	Bounds        event.Bounds  // zero value = check.DefaultBounds()
 	WarmupTimeout time.Duration // 0 = 60 s, not scaled
 	SeedTimeout   time.Duration // per seed request; 0 = probe.DefaultSeedTimeout (scaled, as every duration here)
@@ -103,6 +107,9 @@ func (c Config) scale(d time.Duration) time.Duration {
 // usage error naming the cases) at this run's
 // fault time and stall length (the seed's 10 s and 30 s by default).
 func (c Config) scriptedTimeline() (fault.Timeline, error) {
+	if c.Nemesis != nil {
+		return nil, nil // drawn once the cluster's sources are known (New)
+	}
 	if c.Timeline != "" {
 		return fault.Parse(c.Timeline)
 	}

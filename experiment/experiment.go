@@ -41,12 +41,14 @@ type Experiment struct {
 	t0      time.Time // zero until warm-up ends
 	cluster Cluster
 	prober  *probe.Prober
-	samples []event.Sample
+	// judge judges the run as it goes, from running figures: the
+	// experiment keeps no sample once it is sent (check.Judge).
+	judge *check.Judge
+	// content tallies check content_matches as pulls end (its rule is
+	// the run's --content-match; off, it counts nothing).
+	content *check.ContentTally
 	pending []event.Sample
 	starts  []event.PullStart // pulls sent since the last batch (KindPullStart)
-	// inflight is every pull sent and not ended, by trial: the checks
-	// count them by their age (check.Input.Pending).
-	inflight map[int64]event.PullStart
 	// judgedAt is when the last live verdict was computed, since t0.
 	judgedAt time.Duration
 	verifs   []event.Verification // every fault action verified on the host
@@ -76,11 +78,21 @@ func New(cfg Config) (*Experiment, error) {
 	if err != nil {
 		return nil, exitcode.AsUsage(err)
 	}
-	text := tl.String()
 	plan, err := cfg.Cluster.Plan(tl)
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Nemesis != nil {
+		if tl, err = cfg.nemesisSchedule(plan.Sources); err != nil {
+			return nil, err
+		}
+		// The cluster checks the drawn schedule as it would a script
+		// (an attached one refuses a kind its sources cannot take).
+		if plan, err = cfg.Cluster.Plan(tl); err != nil {
+			return nil, err
+		}
+	}
+	text := tl.String()
 	if err := tl.Check(plan.Sources); err != nil {
 		return nil, err
 	}
@@ -99,7 +111,8 @@ func New(cfg Config) (*Experiment, error) {
 		faults:    map[int]inForce{},
 		conds:     map[int]event.ConditionInfo{},
 		held:      map[int]any{},
-		inflight:  map[int64]event.PullStart{},
+		judge:     check.NewJudge(cfg.Bounds.Scaled(cfg.TimeScale), plan.Sources, len(tl) > 0),
+		content:   check.NewContentTally(cfg.ContentMatch),
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),
 		line:      newStartLine(1),
@@ -124,13 +137,17 @@ func (e *Experiment) Info() event.RunInfo {
 		FaultFor:      c.scale(c.FaultFor),
 		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
 	}
+	if c.Nemesis != nil {
+		info.Nemesis = fault.NemesisRandom
+	}
 	if len(e.timeline) > 0 {
 		info.FaultAt = e.timeline[0].At
 		if e.timeline[0].For > 0 {
 			info.FaultFor = e.timeline[0].For
 		}
 		info.Duration = e.plannedEnd()
-	} else if c.Duration > 0 {
+	}
+	if c.Duration > 0 && (len(e.timeline) == 0 || c.Nemesis != nil) {
 		info.Duration = c.scale(c.Duration)
 	}
 	return info
@@ -176,6 +193,11 @@ func (e *Experiment) Run(ctx context.Context) (verdict event.Verdict, err error)
 
 	info := e.Info()
 	e.emit(event.Event{Kind: event.KindRun, Run: &info})
+	if len(e.timeline) > 0 {
+		// The schedule is in the events before any of it plays.
+		si := e.scheduleInfo()
+		e.emit(event.Event{Kind: event.KindSchedule, Schedule: &si})
+	}
 	select {
 	case <-e.begun:
 	default:
@@ -278,7 +300,9 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdi
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
 	drained := e.startProbe(probeCtx, pr, t0)
-	go e.safely(func() { e.play(t0) })
+	playCtx, stopPlay := context.WithCancel(ctx)
+	defer stopPlay()
+	go e.safely(func() { e.play(playCtx, t0) })
 
 	var runErr error
 	select {
@@ -289,6 +313,10 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdi
 		pr.Abort() // do not wait out hung pulls when the user quits
 	}
 	runEnd := time.Since(t0)
+	e.mu.Lock()
+	e.judge.Stop(runEnd) // a pull sent while the probe stops is not judged
+	e.mu.Unlock()
+	stopPlay() // no fault fires once the run is over (a nemesis' end is its duration)
 	// Done is when the probe stopped sending, the end of the judged time,
 	// before the pulls in flight drain: `p2pfault report` reads the run's
 	// end from it.
@@ -376,29 +404,30 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		Started: func(p event.PullStart) {
 			e.mu.Lock()
 			e.starts = append(e.starts, p)
-			e.inflight[p.Trial] = p
+			e.judge.Started(p)
 			e.mu.Unlock()
 		},
 	}
 }
 
-// durationElapsed fires when a case-none run has run its Duration; never
-// for scripted runs (they end when the timeline settles) or the dashboard.
+// durationElapsed fires when a case-none or nemesis run has run its
+// Duration; never for scripted runs (they end when the timeline settles)
+// or the dashboard.
 func (e *Experiment) durationElapsed(t0 time.Time) <-chan time.Time {
-	if len(e.timeline) > 0 || e.cfg.Duration == 0 {
+	if len(e.timeline) > 0 && e.cfg.Nemesis == nil || e.cfg.Duration == 0 {
 		return nil
 	}
 	return time.After(time.Until(t0.Add(e.cfg.scale(e.cfg.Duration))))
 }
 
-// collect keeps every sample (the checks need them all) and queues them
-// for the next batch event, until the probe is done and out is drained.
+// collect gives every sample to the judge and queues it for the next
+// batch event, until the probe is done and out is drained.
 func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{}) {
 	keep := func(s event.Sample) {
 		e.mu.Lock()
-		e.samples = append(e.samples, s)
+		e.judge.Ended(s)
+		e.content.Add(s)
 		e.pending = append(e.pending, s)
-		delete(e.inflight, s.Trial)
 		e.mu.Unlock()
 	}
 	for {
@@ -432,6 +461,7 @@ func (e *Experiment) flushLoop(done <-chan struct{}) {
 		select {
 		case <-tick.C:
 			e.flushSamples()
+			e.advance()
 			if n++; n%10 == 0 || e.pendingCrossed() {
 				e.emitLiveVerdict()
 			}
@@ -457,21 +487,26 @@ func (e *Experiment) flushSamples() {
 	}
 }
 
-// pendingCrossed reports whether a pull in flight broke a bound of the
-// judged window since the last live verdict.
+// advance lets the judge judge the pulls it can and sends the verdict of
+// every window that settled.
+func (e *Experiment) advance() {
+	now := e.since()
+	e.mu.Lock()
+	e.judge.Advance(now)
+	settled := e.judge.Settled()
+	e.mu.Unlock()
+	for i := range settled {
+		e.emit(event.Event{Kind: event.KindWindowVerdict, WindowVerdict: &settled[i]})
+	}
+}
+
+// pendingCrossed reports whether a pull in flight broke a bound of a
+// window not settled yet since the last live verdict.
 func (e *Experiment) pendingCrossed() bool {
 	now := e.since()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
-	if !ok || len(e.inflight) == 0 {
-		return false
-	}
-	pending := make([]event.PullStart, 0, len(e.inflight))
-	for _, p := range e.inflight {
-		pending = append(pending, p)
-	}
-	return check.Crossed(pending, w, e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.judgedAt, now)
+	return e.judge.Crossed(e.judgedAt, now)
 }
 
 func (e *Experiment) emitLiveVerdict() {
@@ -485,43 +520,32 @@ func (e *Experiment) emitLiveVerdict() {
 	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &v})
 }
 
-// verdictAt evaluates the checks over the samples so far and the pulls
-// in flight now, on the window check.Judged picks (the first scripted
-// fault's, or on the dashboard the latest fault's). The final verdict
-// also carries each source's steady-state summary (check.Steady).
+// verdictAt is the judge's verdict on the run so far (judged to runEnd)
+// and the pulls in flight now: every fault window on its own, the run on
+// the window check.Judged picks when it had one (the scripted fault's, or
+// on the dashboard the latest fault's) or on all of them. The final
+// verdict also carries each source's steady-state summary and every
+// window; a live one the windows not settled yet.
 func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 	now := e.since()
 	e.mu.Lock()
 	e.judgedAt = now
-	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
-	samples := append([]event.Sample(nil), e.samples...)
+	v, ok := e.judge.Verdict(max(now, runEnd), runEnd, final)
 	verifs := append([]event.Verification(nil), e.verifs...)
-	windows := append([]event.Window(nil), e.windows...)
-	pending := make([]event.PullStart, 0, len(e.inflight))
-	for _, p := range e.inflight {
-		pending = append(pending, p)
-	}
+	content := e.content.Result()
 	e.mu.Unlock()
-	in := check.Input{
-		Samples: samples,
-		Pending: pending,
-		Now:     max(now, runEnd),
-		Window:  w,
-		RunEnd:  runEnd,
-		Bounds:  e.cfg.Bounds.Scaled(e.cfg.TimeScale),
-		Content: e.cfg.ContentMatch,
-	}
-	var v event.Verdict
-	if ok {
-		if in.Window.End == 0 {
-			in.Window.End = runEnd
+	if !ok {
+		steady := v.Steady
+		v = e.noWindowVerdict(runEnd, verifs)
+		v.Steady = steady
+		if e.cfg.ContentMatch.On && !content.Empty {
+			// Without a fault window, only once a pull was compared,
+			// after the others (check.WithContent's order).
+			v.Checks = append(v.Checks, content)
+			v.Passed = v.Passed && content.Passed
 		}
-		v = check.WithFaultChecks(check.Evaluate(in), in, verifs)
-	} else {
-		v = check.WithContent(e.noWindowVerdict(runEnd, verifs), samples, in.Content)
-	}
-	if final {
-		v.Steady = check.Steady(in, windows, e.plan.Sources)
+	} else if e.cfg.ContentMatch.On {
+		v = check.WithContentResult(v, content)
 	}
 	return v
 }

@@ -21,12 +21,18 @@ const (
 // play fires the scripted timeline's steps at their times (fault's one
 // player), then waits for the run's end: recovery after each closed
 // window, FaultFor after a removal. It closes e.settled when the run
-// should end; a step that fails fails the run.
-func (e *Experiment) play(t0 time.Time) {
+// should end; a step that fails fails the run. A nemesis' schedule is
+// played the same way, each step once there is room for it (awaitRoom);
+// its run ends at its duration. ctx ends when the run does.
+func (e *Experiment) play(ctx context.Context, t0 time.Time) {
 	if len(e.timeline) == 0 {
 		return
 	}
-	err := e.timeline.Play(e.ctx, t0, func(_ context.Context, s fault.Step) error {
+	err := e.timeline.Play(ctx, t0, func(ctx context.Context, s fault.Step) error {
+		e.awaitRoom(ctx, s)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		err := e.fire(s.Action, s.Source, fault.Options{For: s.For, Arg: s.Arg}, byScript)
 		if errors.Is(err, fault.ErrNotTaken) && e.ctx.Err() == nil {
 			// An action the cluster's own means could not take (an attach
@@ -41,9 +47,12 @@ func (e *Experiment) play(t0 time.Time) {
 		return err
 	})
 	if err != nil {
-		if e.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			e.fail(fmt.Errorf("scripted %w", err))
 		}
+		return
+	}
+	if e.cfg.Nemesis != nil {
 		return
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -54,7 +63,7 @@ func (e *Experiment) play(t0 time.Time) {
 			return
 		}
 		select {
-		case <-e.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
@@ -174,6 +183,7 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 	v := event.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
 	e.mu.Lock()
 	e.verifs = append(e.verifs, v)
+	e.judge.Verified(v)
 	e.mu.Unlock()
 	e.emit(event.Event{Kind: event.KindVerification, Verification: &v})
 	if !ef.OK || ef.After > check.DefaultVerifyWithin {
@@ -230,13 +240,14 @@ func (e *Experiment) faultEvent(action string, src int, d time.Duration, by stri
 	e.emit(event.Event{Kind: event.KindFault, Fault: f})
 }
 
-// openWindow starts a fault window on src; recovers says whether it will
-// close (stall, kill) or last to the end of the run (remove).
-func (e *Experiment) openWindow(src int, at time.Time, recovers bool) {
+// openWindow starts a fault window of kind on src; recovers says whether
+// it will close (stall, kill) or last to the end of the run (remove).
+func (e *Experiment) openWindow(src int, kind string, at time.Time, recovers bool) {
 	t := e.rel(at)
-	w := event.Window{Source: src, Start: t, Recovers: recovers}
+	w := event.Window{Source: src, Start: t, Recovers: recovers, Kind: kind}
 	e.mu.Lock()
 	e.windows = append(e.windows, w)
+	e.judge.Open(w)
 	e.mu.Unlock()
 	e.emit(event.Event{Kind: event.KindWindow, Window: &w})
 	e.setPhase(event.PhaseFault)
@@ -253,6 +264,7 @@ func (e *Experiment) closeWindow(src int, at time.Time) {
 			w.Recovers = true
 			c := *w
 			closed = &c
+			e.judge.Close(c)
 			break
 		}
 	}
@@ -280,8 +292,10 @@ func (f *firing) Record(action string, d time.Duration, by string, err error) {
 	f.e.faultEvent(action, f.src, d, by, err)
 }
 
-func (f *firing) OpenWindow(at time.Time, recovers bool) { f.e.openWindow(f.src, at, recovers) }
-func (f *firing) CloseWindow(at time.Time)               { f.e.closeWindow(f.src, at) }
+func (f *firing) OpenWindow(at time.Time, recovers bool) {
+	f.e.openWindow(f.src, f.kind.Name, at, recovers)
+}
+func (f *firing) CloseWindow(at time.Time) { f.e.closeWindow(f.src, at) }
 
 // SetCondition records the fault in force on the source (up: none) and
 // sends its condition, read with the engine's state now. A fault that

@@ -95,7 +95,9 @@ func TestPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
 		return ev.Kind == event.KindVerdict && ev.Final
 	})
 	fr, _ := resultOf(final.Verdict, check.NameFaultedBound)
-	if fr.Passed || fr.Pending == 0 || !strings.Contains(fr.Detail, "are in flight past") {
+	// One or more past the bound: how many depends on how soon after the
+	// first crossed it the cancel came (a pull is sent every 0.125 s).
+	if fr.Passed || fr.Pending == 0 || !strings.Contains(fr.Detail, "in flight past") {
 		t.Errorf("final faulted_max = %+v; want failed by the pulls cut short past the bound", fr)
 	}
 	if final.Verdict.Passed {

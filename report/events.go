@@ -14,30 +14,46 @@ import (
 	"os"
 	"sync"
 
+	"github.com/klauspost/compress/zstd"
+
 	"p2pfault/event"
 )
 
-// EventLog writes a run's events to events.jsonl, one JSON object a line.
-// It is safe for concurrent use.
+// EventLog writes a run's events to events.jsonl, one JSON object a line,
+// plain or zstd-compressed. It is safe for concurrent use.
 type EventLog struct {
 	mu   sync.Mutex
 	path string
 	f    *os.File
+	zw   *zstd.Encoder // nil: plain
 }
 
-// NewEventLog creates (or truncates) the events file at path.
-func NewEventLog(path string) (*EventLog, error) {
+// NewEventLog creates (or truncates) the plain events file at path.
+func NewEventLog(path string) (*EventLog, error) { return NewEventLogWith(path, CompressNone) }
+
+// NewEventLogWith creates (or truncates) the events file at path, written
+// with compression c.
+func NewEventLogWith(path string, c Compression) (*EventLog, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create events log %s: %w", path, err)
 	}
-	return &EventLog{path: path, f: f}, nil
+	l := &EventLog{path: path, f: f}
+	if c == CompressZstd {
+		if l.zw, err = zstdLog(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("create events log %s: %w", path, err)
+		}
+	}
+	return l, nil
 }
 
-// Write appends ev as one line. The line goes to the file in a single
-// unbuffered write, so once Write returns the event is in the kernel and
-// survives a crash of this process; `p2pfault report` can then rebuild the
-// reports of a run that never got to write them.
+// Write appends ev as one line. A plain log writes the line to the file
+// in a single unbuffered write, so once Write returns the event is in the
+// kernel and survives a crash of this process; `p2pfault report` can then
+// rebuild the reports of a run that never got to write them. A compressed
+// log holds the line in its encoder until Flush (zstd compresses a burst
+// of events as one block far better than each alone).
 func (l *EventLog) Write(ev event.Event) error {
 	line, err := json.Marshal(ev)
 	if err != nil {
@@ -49,8 +65,28 @@ func (l *EventLog) Write(ev event.Event) error {
 	if l.f == nil {
 		return fmt.Errorf("write event %d to %s: log is closed", ev.Seq, l.path)
 	}
-	if _, err := l.f.Write(line); err != nil {
+	w := io.Writer(l.f)
+	if l.zw != nil {
+		w = l.zw
+	}
+	if _, err := w.Write(line); err != nil {
 		return fmt.Errorf("write event %d to %s: %w", ev.Seq, l.path, err)
+	}
+	return nil
+}
+
+// Flush writes what a compressed log holds as one whole zstd block, so
+// the file decodes up to here even if the process dies before Close; a
+// plain log has nothing to flush. The run flushes whenever no event is
+// waiting to be written.
+func (l *EventLog) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil || l.zw == nil {
+		return nil
+	}
+	if err := l.zw.Flush(); err != nil {
+		return fmt.Errorf("flush %s: %w", l.path, err)
 	}
 	return nil
 }
@@ -64,9 +100,16 @@ func (l *EventLog) Close() error {
 	}
 	f := l.f
 	l.f = nil
+	var endErr error
+	if l.zw != nil {
+		endErr = l.zw.Close() // the frame's end and checksum
+	}
 	syncErr := f.Sync()
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close events log %s: %w", l.path, err)
+	}
+	if endErr != nil {
+		return fmt.Errorf("end events log %s: %w", l.path, endErr)
 	}
 	if syncErr != nil {
 		return fmt.Errorf("sync events log %s: %w", l.path, syncErr)
@@ -74,13 +117,21 @@ func (l *EventLog) Close() error {
 	return nil
 }
 
-// ReadEvents reads events.jsonl. A run that crashed leaves a file whose
-// last line may be cut short and which has no end event: both are expected
-// and reported as truncated, with every complete event before them. A line
-// that does not parse anywhere else is damage, not a crash, and is an error
-// naming its line number.
+// ReadEvents reads events.jsonl, plain or zstd-compressed (told apart by
+// the content: a zstd frame's magic number). A run that crashed leaves a
+// file whose last line may be cut short (compressed: whose frame stops
+// mid-way) and which has no end event: both are expected and reported as
+// truncated, with every complete event before them. A line that does not
+// parse anywhere else is damage, not a crash, and is an error naming its
+// line number.
 func ReadEvents(r io.Reader) (events []event.Event, truncated bool, err error) {
-	br := bufio.NewReader(r)
+	src, done, err := eventsReader(r)
+	if err != nil {
+		return nil, true, err
+	}
+	defer done()
+	br := bufio.NewReader(src)
+	cut := false
 	var (
 		lineNo  int
 		pending error // a bad line, fatal unless it turns out to be the last
@@ -88,6 +139,9 @@ func ReadEvents(r io.Reader) (events []event.Event, truncated bool, err error) {
 	)
 	for {
 		line, readErr := br.ReadBytes('\n')
+		if cutShort(readErr) {
+			cut, readErr = true, io.EOF // a crash's end: what came before stands
+		}
 		if readErr != nil && !errors.Is(readErr, io.EOF) {
 			return events, true, fmt.Errorf("read events line %d: %w", lineNo+1, readErr)
 		}
@@ -110,5 +164,5 @@ func ReadEvents(r io.Reader) (events []event.Event, truncated bool, err error) {
 			break
 		}
 	}
-	return events, pending != nil || !sawEnd, nil
+	return events, cut || pending != nil || !sawEnd, nil
 }

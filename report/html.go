@@ -225,6 +225,15 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 	if p := run.pending(); len(p) > 0 {
 		h.Notes = append(h.Notes, fmt.Sprintf("%d pull(s) started and never ended in the events (in flight when they stop); the charts mark them at their age then.", len(p)))
 	}
+	if len(row.Windows) > 0 {
+		// Fault by fault, then per kind: the tables report.md has.
+		wt := plainHTMLTable(id+"-windows", "Fault by fault", windowsCaption+".", windowsHeader(false), windowsCells([]Row{row}))
+		for i, w := range row.Windows {
+			wt.Rows[i].Failed = !w.Passed
+		}
+		h.Tables = append(h.Tables, wt,
+			plainHTMLTable(id+"-kinds", "Per kind", "", kindsHeader(false), kindsCells([]Row{row})))
+	}
 	if cells := decoderCells([]Row{row}); len(cells) > 0 {
 		h.Tables = append(h.Tables, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(), cells))
 	}

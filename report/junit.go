@@ -102,6 +102,12 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 		doc.Tests += s.Tests
 		doc.Failures += s.Failures
 		total += r.Wall()
+		// A run of many windows: one suite per window, its checks.
+		for _, ws := range windowSuites(r, class) {
+			doc.Suites = append(doc.Suites, ws)
+			doc.Tests += ws.Tests
+			doc.Failures += ws.Failures
+		}
 	}
 	doc.Time = junitSeconds(total)
 
@@ -117,6 +123,43 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 		return fmt.Errorf("write junit.xml: %w", err)
 	}
 	return nil
+}
+
+// windowSuites are a run's fault windows as suites "arm/case window N"
+// (properties kind, source, start_s, length_s, detect_s, recover_s), one
+// test case per check of the window; none for a run of one window.
+func windowSuites(r Run, class string) []junitSuite {
+	var out []junitSuite
+	for _, w := range r.Row().Windows {
+		s := junitSuite{
+			Name: fmt.Sprintf("%s window %d", r.Name(), w.Index),
+			Time: junitSeconds(0),
+			Properties: []junitProperty{
+				{Name: "kind", Value: w.Kind},
+				{Name: "source", Value: fmt.Sprintf("source-%d", w.Source)},
+				{Name: "start_s", Value: fmt.Sprintf("%.3f", w.StartS)},
+				{Name: "length_s", Value: fmt.Sprintf("%.3f", w.LengthS)},
+				{Name: "detect_s", Value: junitSeconds3(w.Times.DetectS)},
+				{Name: "recover_s", Value: junitSeconds3(w.Times.RecoverS)},
+			},
+		}
+		wclass := fmt.Sprintf("%s.window%d", class, w.Index)
+		for _, c := range w.Checks {
+			tc := junitCase{Name: c.Name, Classname: wclass, Time: junitSeconds(0)}
+			if !c.Passed {
+				kind := "bound"
+				if strings.HasPrefix(c.Detail, "empty") {
+					kind = "empty_window"
+				}
+				tc.Failure = &junitFailure{Message: c.Detail, Type: kind, Text: c.Detail}
+				s.Failures++
+			}
+			s.Cases = append(s.Cases, tc)
+		}
+		s.Tests = len(s.Cases)
+		out = append(out, s)
+	}
+	return out
 }
 
 // systemOut is what a CI page shows under the suite: the seed's summary

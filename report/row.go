@@ -40,6 +40,11 @@ type Row struct {
 	// Content is the content check's counts and first mismatches
 	// (content.go); absent when texts were not compared.
 	Content *ContentRow `json:"content,omitempty"`
+	// Windows are every fault window judged on its own and Kinds what
+	// they came to per kind (windows.go): a run of more than one window
+	// (a nemesis); absent for one scripted fault.
+	Windows []WindowRow         `json:"windows,omitempty"`
+	Kinds   []event.KindSummary `json:"kinds,omitempty"`
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -115,6 +120,7 @@ func (r Run) Row() Row {
 	row.Decoder = decoderMetrics(r)
 	row.Steady = steadyRows(v)
 	row.Content = contentRow(r)
+	row.Windows, row.Kinds = windowRows(r), kindRows(r)
 	return row
 }
 
@@ -213,6 +219,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	// so the seed's stays as it is.
 	b.WriteString("\n" + markdownTable(timesHeader(), timesCells(rows)))
 	writeContent(&b, rows)
+	writeWindows(&b, rows)
 	for _, r := range rows {
 		if r.Passed {
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"p2pfault/check"
@@ -139,27 +140,26 @@ func FromEvents(events []event.Event) (Run, error) {
 	}
 	r.RunEnd = max(r.RunEnd, 0)
 	r.Truncated = !sawEnd
+	// The judge takes a window still open at the end as open, as the
+	// experiment did; the charts draw it to the run's end.
+	judged := slices.Clone(r.Windows)
 	for _, i := range open {
 		r.Windows[i].End = max(r.RunEnd, r.Windows[i].Start)
 	}
 	// The checks look at the window the experiment judged (check.Judged).
 	r.Window, r.HasWindow = check.Judged(r.Windows, r.Info.Timeline != "")
 
-	in := r.checkInput()
-	content := in.Content
-	computed := check.Evaluate(in)
-	if r.HasWindow {
-		computed = check.WithFaultChecks(computed, in, r.Verifications)
+	// The same judge as the experiment's, fed the whole run at once: every
+	// window on its own, the run on the judged one (or on all of them).
+	computed, ok := check.JudgeRun(r.Info.Bounds, r.Info.Sources, r.Info.Timeline != "", judged,
+		r.Samples, r.pending(), r.Verifications, max(r.html.lastT, r.RunEnd), r.RunEnd)
+	content := check.ContentRuleOf(r.Info)
+	if ok && content.On {
+		computed = check.WithContentResult(computed, check.ContentMatches(r.Samples, content))
 	}
-	if !r.HasWindow {
+	if !ok {
 		// Without a fault only all_200 means anything: the other checks
 		// would fail on windows that were never meant to exist.
-		for _, c := range computed.Checks {
-			if c.Name == check.NameAll200 {
-				computed = event.Verdict{Passed: c.Passed, Checks: []event.Result{c}}
-				break
-			}
-		}
 		if len(r.Verifications) > 0 {
 			fe := check.FaultTookEffect(r.Verifications, 0)
 			computed.Checks = append(computed.Checks, fe)
@@ -167,7 +167,6 @@ func FromEvents(events []event.Event) (Run, error) {
 		}
 		computed = check.WithContent(computed, r.Samples, content)
 	}
-	computed.Steady = check.Steady(in, r.Windows, r.Info.Sources)
 	if final == nil {
 		r.Verdict, r.Recomputed = computed, true
 		return r, nil
@@ -188,6 +187,9 @@ func FromEvents(events []event.Event) (Run, error) {
 	}
 	if r.Verdict.Steady == nil {
 		r.Verdict.Steady = computed.Steady // ... or their steady-state summary
+	}
+	if r.Verdict.Windows == nil {
+		r.Verdict.Windows, r.Verdict.Kinds = computed.Windows, computed.Kinds // ... or their windows' verdicts
 	}
 	return r, nil
 }

@@ -21,9 +21,12 @@ const tailPoll = 100 * time.Millisecond
 // replay --follow`). A goroutine reads the file as a stream that waits at
 // its end for more, so a line is read once its newline is written (a
 // plain EventLog writes a line in one write) and a line being written is
-// left until it is whole. Each line is read by ReadEvents, as every other
-// reader of the file does. Next hands over what it has read since the
-// last call.
+// left until it is whole. A zstd file (events.jsonl.zst, told by its
+// content as ReadEvents tells it) is decoded as it grows: the EventLog
+// ends a whole block at each flush, and the decoder hands over a block's
+// lines once the block is whole, waiting for the next at the file's end.
+// Each line is read by ReadEvents, as every other reader of the file
+// does. Next hands over what it has read since the last call.
 type Tail struct {
 	path string
 	f    *os.File
@@ -71,13 +74,19 @@ func (t *Tail) Close() error {
 
 func (t *Tail) read(skip int) {
 	defer t.wg.Done()
-	br := bufio.NewReader(&growing{f: t.f, done: t.done})
+	// eventsReader peeks at the first bytes, waiting for them in a file
+	// not written yet; a zstd stream's decoder reads the growing file.
+	src, done, err := eventsReader(&growing{f: t.f, done: t.done})
+	if err != nil {
+		t.failUnlessClosed(err)
+		return
+	}
+	defer done()
+	br := bufio.NewReader(src)
 	for line := 1; ; line++ {
 		raw, err := br.ReadBytes('\n')
 		if err != nil {
-			if !errors.Is(err, errTailClosed) {
-				t.fail(fmt.Errorf("follow events %s: %w", t.path, err))
-			}
+			t.failUnlessClosed(err)
 			return // a half-written last line stays unread
 		}
 		if len(bytes.TrimSpace(raw)) == 0 {
@@ -103,6 +112,19 @@ func (t *Tail) read(skip int) {
 		t.mu.Lock()
 		t.pending = append(t.pending, evs[0])
 		t.mu.Unlock()
+	}
+}
+
+// failUnlessClosed keeps a read error unless Close caused it (the zstd
+// decoder may hand back its own error for the closed reader).
+func (t *Tail) failUnlessClosed(err error) {
+	select {
+	case <-t.done:
+		return
+	default:
+	}
+	if !errors.Is(err, errTailClosed) {
+		t.fail(fmt.Errorf("follow events %s: %w", t.path, err))
 	}
 }
 

@@ -168,3 +168,59 @@ func appendFile(path, s string) error {
 	_, err = f.WriteString(s)
 	return err
 }
+
+// TestTailFollowsAZstdFile: a compressed events file (events.jsonl.zst) is
+// followed as it grows: the events of each flush come once their block is
+// written, after the ones a first read gave, and the frame's end written
+// at the run's end does not stop the tail or repeat anything.
+func TestTailFollowsAZstdFile(t *testing.T) {
+	evs := mainStall().events()
+	if len(evs) < 6 {
+		t.Fatalf("fixture has %d events", len(evs))
+	}
+	path := filepath.Join(t.TempDir(), FileEventsZstd)
+	log, err := NewEventLogWith(path, CompressZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(part []event.Event) {
+		t.Helper()
+		for _, ev := range part {
+			if err := log.Write(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := log.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(evs[:2])
+	first, truncated, err := ReadEvents(bytes.NewReader(readFile(t, path)))
+	if err != nil || len(first) != 2 || !truncated {
+		t.Fatalf("first read of the growing zstd file: %d events, truncated %v, %v", len(first), truncated, err)
+	}
+	tail, err := OpenTail(path, len(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Close()
+	time.Sleep(3 * tailPoll) // the tail waits at the file's end
+	if got, err := tail.Next(); len(got) != 0 || err != nil {
+		t.Fatalf("nothing written after the first read gave %d events, %v", len(got), err)
+	}
+	write(evs[2:4])
+	if got, err := collect(t, tail, 2); err != nil || !reflect.DeepEqual(got, jsonRoundTrip(t, evs[2:4])) {
+		t.Fatalf("the second flush gave %+v, %v", got, err)
+	}
+	write(evs[4:])
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := collect(t, tail, len(evs)-4); err != nil || !reflect.DeepEqual(got, jsonRoundTrip(t, evs[4:])) {
+		t.Fatalf("the rest gave %d events (%v), want %d", len(got), err, len(evs)-4)
+	}
+	time.Sleep(3 * tailPoll)
+	if got, err := tail.Next(); len(got) != 0 || err != nil {
+		t.Fatalf("after the frame's end: %d more events, %v", len(got), err)
+	}
+}

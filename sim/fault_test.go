@@ -37,6 +37,16 @@ type sample struct {
 	r          result
 }
 
+// timed places r on the timeline that starts at t0, by the instant the
+// request went out (result.sent). A clock read in the pulling goroutine
+// before the call is not that instant: on a loaded machine the goroutine
+// can wait a second to run between the two, and a start taken from it put
+// a pull's end a second before the decoder answered it.
+func timed(source int, t0 time.Time, r result) sample {
+	start := r.sent.Sub(t0)
+	return sample{source: source, start: start, end: start + r.latency, r: r}
+}
+
 // transit bounds how long a pull spent outside the engine (client latency
 // minus the engine's X-Sim-Service-Time): on a loaded machine a request sent
 // in one phase can reach the engine in the next.
@@ -99,20 +109,18 @@ func stallRun(t *testing.T, mode string, horizon time.Duration) (src0, src1, dec
 		wg.Add(2)
 		go func(i int) {
 			defer wg.Done()
-			start := time.Since(t0)
 			r := pull(c, dec, src0, prompts[i])
 			mu.Lock()
-			samples = append(samples, sample{source: 0, start: start, end: start + r.latency, r: r})
+			samples = append(samples, timed(0, t0, r))
 			mu.Unlock()
 		}(i)
 		go func(i int) {
 			defer wg.Done()
 			p := words(fmt.Sprintf("%s-s1-%d", mode, i), 400)
 			seed(t, c, src1, p)
-			start := time.Since(t0)
 			r := pull(c, dec, src1, p)
 			mu.Lock()
-			samples = append(samples, sample{source: 1, start: start, end: start + r.latency, r: r})
+			samples = append(samples, timed(1, t0, r))
 			mu.Unlock()
 		}(i)
 	}
@@ -126,10 +134,12 @@ func TestStallOfASource(t *testing.T) {
 	// Phases of the pulls naming source 0, by when they reached the engine:
 	// early ones are in flight when the lookup timeout reaps the session;
 	// mid ones meet the reconnect's pending handshake, which the stale
-	// route makes run to its deadline (past SIGCONT at 3 s).
+	// route makes run to its deadline (past SIGCONT at 3 s). Mid pulls are
+	// those sent after the decoder reaped (the first early pull's end: no
+	// early pull is answered before the reap) and that reached the decoder
+	// before the earliest handshake deadline, less a margin.
 	const (
 		earlyHi = L - 100*time.Millisecond
-		midLo   = L + 300*time.Millisecond
 		midHi   = L + H - 300*time.Millisecond
 	)
 	// Lower bounds come from deadlines and cannot be beaten; upper bounds
@@ -139,10 +149,11 @@ func TestStallOfASource(t *testing.T) {
 	tests := []struct {
 		name string
 		mode string
-		mid  func(s sample) string // judges a mid pull; "" is fine
-		// the slowest pull naming source 0 started while it was stopped.
+		mid  func(s sample) string // judges a mid pull that missed ("" is fine), if not nil
+		// the slowest miss naming source 0 sent while it was stopped.
 		maxLo, maxHi time.Duration
-		// the median latency of the mid pulls.
+		// the median latency of the mid pulls, and of their time in the
+		// decoder.
 		midP50Lo, midP50Hi time.Duration
 	}{
 		{
@@ -155,20 +166,15 @@ func TestStallOfASource(t *testing.T) {
 		{
 			name: "prefill: pulls meeting the pending handshake prefill at once",
 			mode: "prefill",
-			// A pull that hit was admitted once the next session was
-			// ready (a starved decoder may admit it that late) and met no
-			// pending handshake; one that waited for it would move the
-			// median, asked below.
-			mid: func(s sample) string {
-				if d := s.r.serviceTime; d > H/3 && s.r.cached == 0 {
-					return fmt.Sprintf("took %v in the decoder with cached %d, want a local prefill well under %v", d, s.r.cached, H/3)
-				}
-				return ""
-			},
+			// A miss's time in the decoder is a local prefill plus however
+			// long this machine starved the decoder, so one pull proves
+			// nothing; that they do not wait for the handshake is asked of
+			// the median below.
 			maxLo: L - 200*time.Millisecond, maxHi: lookupTO + late,
-			// About 20 ms on an idle machine; L/2 still tells it apart from
-			// wait mode's seconds when the machine is loaded.
-			midP50Lo: 0, midP50Hi: L / 2,
+			// About 20 ms on an idle machine. Wait mode's mid pulls wait
+			// for the deadline, at least L + H, from [reap, midHi]: the
+			// median one at least H/2, twice this bound.
+			midP50Lo: 0, midP50Hi: H / 4,
 		},
 	}
 	for _, tt := range tests {
@@ -178,6 +184,19 @@ func TestStallOfASource(t *testing.T) {
 			// decoder and its service time a lower one: a loaded machine
 			// adds to the first in this client. Bounds from below are asked
 			// of the first, bounds from above of the second.
+			var tooBusy []string
+			// The reap: every early pull is answered after it, so the
+			// first early end is a time the decoder had reaped by.
+			reaped := time.Duration(-1)
+			for _, s := range samples {
+				if s.source == 0 && s.within(0, earlyHi) && (reaped < 0 || s.end < reaped) {
+					reaped = s.end
+				}
+			}
+			if reaped < 0 {
+				tooBusy = append(tooBusy, fmt.Sprintf("no pull reached the decoder before %v, so no mid pull is judged", earlyHi))
+				reaped = L + H // judge none as mid
+			}
 			var maxStall, maxStallSvc time.Duration
 			var early, mid, midSvc []time.Duration
 			var recovered, recoveredHits, earlyOnTime int
@@ -201,7 +220,11 @@ func TestStallOfASource(t *testing.T) {
 				}
 				if s.start < stallFor {
 					maxStall = max(maxStall, s.end-s.start)
-					maxStallSvc = max(maxStallSvc, s.r.serviceTime)
+					if s.r.cached == 0 {
+						// A hit was answered by the resumed source, at its
+						// pace; the deadlines bound the misses.
+						maxStallSvc = max(maxStallSvc, s.r.serviceTime)
+					}
 				}
 				switch {
 				case s.within(0, earlyHi):
@@ -218,11 +241,20 @@ func TestStallOfASource(t *testing.T) {
 					if endsIn(s, L, lookupTO+late, false) == "" {
 						earlyOnTime++
 					}
-				case s.within(midLo, midHi):
+				case s.within(reaped, midHi):
 					mid = append(mid, s.end-s.start)
 					midSvc = append(midSvc, s.r.serviceTime)
-					if msg := tt.mid(s); msg != "" {
-						t.Errorf("%v: %s", s, msg)
+					if s.r.cached > 0 {
+						// A starved decoder can admit a pull it received
+						// before the deadline after it, on the next session;
+						// the pending one cannot have served it.
+						if s.end < L+H {
+							t.Errorf("%v: a hit before the reconnect's handshake deadline (%v at the soonest), which the stale route drops", s, L+H)
+						}
+					} else if tt.mid != nil {
+						if msg := tt.mid(s); msg != "" {
+							t.Errorf("%v: %s", s, msg)
+						}
 					}
 				case s.start > L+H+time.Second:
 					recovered++
@@ -234,17 +266,21 @@ func TestStallOfASource(t *testing.T) {
 			if p50 := median(healthy); len(healthy) < 20 || p50 > healthyBound {
 				t.Errorf("median of %d pulls naming the healthy source took %v, want ≤ %v", len(healthy), p50, healthyBound)
 			}
-			if earlyOnTime*10 < len(early)*8 {
+			// The pulls go out every interval whatever the engines do:
+			// fewer in a phase is this machine's starving of the test, which
+			// cannot judge the phase then.
+			if len(early) < 5 {
+				tooBusy = append(tooBusy, fmt.Sprintf("%d pulls reached the decoder before %v, want ≥ 5", len(early), earlyHi))
+			} else if earlyOnTime*10 < len(early)*8 {
 				t.Errorf("%d of %d pulls in flight at the stop ended on the lookup timeout (in [%v, %v]), want ≥ 80%%", earlyOnTime, len(early), L, L+late)
 			}
-			if len(early) < 5 || len(mid) < 20 {
-				t.Errorf("judged %d early and %d mid pulls, want ≥ 5 and ≥ 20: the machine was too busy to tell", len(early), len(mid))
+			if len(mid) < 20 {
+				tooBusy = append(tooBusy, fmt.Sprintf("%d pulls reached the decoder in [%v, %v), want ≥ 20", len(mid), reaped, midHi))
+			} else if p50, p50Svc := median(mid), median(midSvc); p50 < tt.midP50Lo || p50Svc > tt.midP50Hi {
+				t.Errorf("median of %d pulls meeting the reconnect is %v (%v in the decoder), want ≥ %v (≤ %v in the decoder)", len(mid), p50, p50Svc, tt.midP50Lo, tt.midP50Hi)
 			}
 			if maxStall < tt.maxLo || maxStallSvc > tt.maxHi {
-				t.Errorf("slowest pull naming the stopped source took %v (%v in the decoder), want in [%v, %v]", maxStall, maxStallSvc, tt.maxLo, tt.maxHi)
-			}
-			if p50, p50Svc := median(mid), median(midSvc); p50 < tt.midP50Lo || p50Svc > tt.midP50Hi {
-				t.Errorf("median of %d pulls meeting the reconnect is %v (%v in the decoder), want in [%v, %v]", len(mid), p50, p50Svc, tt.midP50Lo, tt.midP50Hi)
+				t.Errorf("slowest pull naming the stopped source took %v, slowest miss %v in the decoder, want ≥ %v and ≤ %v", maxStall, maxStallSvc, tt.maxLo, tt.maxHi)
 			}
 			if recovered == 0 || recoveredHits*10 < recovered*8 {
 				t.Errorf("after the next handshake %d of %d pulls naming source 0 hit, want ≥ 80%%", recoveredHits, recovered)
@@ -263,6 +299,10 @@ func TestStallOfASource(t *testing.T) {
 				for _, s := range samples {
 					t.Log(s)
 				}
+			}
+			if len(tooBusy) > 0 && !t.Failed() {
+				// What was judged held; what could not be is said, not failed.
+				t.Skipf("the machine was too busy to judge every phase (the decoder had reaped by %v): %s", reaped, strings.Join(tooBusy, "; "))
 			}
 		})
 	}

@@ -295,9 +295,14 @@ func words(tag string, n int) string {
 
 // result is one completion as a client saw it.
 type result struct {
-	status      int
-	cached      int
-	prompt      int
+	status int
+	cached int
+	prompt int
+	// sent is the instant just before the request went out; latency counts
+	// from it. A caller's own clock read before the call can be seconds
+	// earlier on a loaded machine (its goroutine waits to run), so times
+	// on a timeline are taken from sent, never from before the call.
+	sent        time.Time
 	latency     time.Duration
 	serviceTime time.Duration
 	body        string
@@ -311,16 +316,16 @@ func newClient(timeout time.Duration) *http.Client {
 func postCompletion(c *http.Client, url string, body any) result {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return result{err: err}
+		return result{err: err, sent: time.Now()}
 	}
 	start := time.Now()
 	resp, err := c.Post(url+"/v1/completions", "application/json", bytes.NewReader(b))
 	if err != nil {
-		return result{err: err, latency: time.Since(start)}
+		return result{err: err, sent: start, latency: time.Since(start)}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	r := result{status: resp.StatusCode, latency: time.Since(start), body: string(raw), err: err}
+	r := result{status: resp.StatusCode, sent: start, latency: time.Since(start), body: string(raw), err: err}
 	if st, perr := strconv.ParseFloat(resp.Header.Get(serviceTimeHeader), 64); perr == nil {
 		r.serviceTime = time.Duration(st * float64(time.Second))
 	}

@@ -363,20 +363,18 @@ func partitionRun(t *testing.T, fw *netfault.Firewall, c *http.Client, dec, src0
 		wg.Add(2)
 		go func(i int) {
 			defer wg.Done()
-			start := time.Since(t0)
 			r := pull(c, dec, src0, prompts[i])
 			mu.Lock()
-			samples = append(samples, sample{source: 0, start: start, end: start + r.latency, r: r})
+			samples = append(samples, timed(0, t0, r))
 			mu.Unlock()
 		}(i)
 		go func(i int) {
 			defer wg.Done()
 			p := words(fmt.Sprintf("part-s1-%d", i), 400)
 			seed(t, c, src1, p)
-			start := time.Since(t0)
 			r := pull(c, dec, src1, p)
 			mu.Lock()
-			samples = append(samples, sample{source: 1, start: start, end: start + r.latency, r: r})
+			samples = append(samples, timed(1, t0, r))
 			mu.Unlock()
 		}(i)
 	}

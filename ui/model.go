@@ -589,7 +589,17 @@ func (m Model) dashboard(w, h int) string {
 	n := max(1, len(m.st.sources))
 	cols := min(n, max(1, w/38))
 	rows := (n + cols - 1) / cols
-	rest := avail - checksH - procH
+	// A run of many fault windows: the latest windows and the per-kind
+	// summary (one line, the counts, on a small terminal).
+	wp := windowsPanel{windows: m.st.windows, kinds: m.st.kinds, styles: s}
+	winH := 0
+	if wp.shown() {
+		winH = 1
+		if h >= 40 {
+			winH = wp.Height(6)
+		}
+	}
+	rest := avail - checksH - procH - winH
 	const panelMin, panelMax, logMin = 9, 22, 3
 	panelsH := min(rest-logMin, rows*panelMax)
 	if panelsH < rows*panelMin {
@@ -609,6 +619,9 @@ func (m Model) dashboard(w, h int) string {
 		parts = append(parts, verdictTable{verdict: m.st.verdict, run: m.st.run, styles: s}.Render(w, checksH))
 	} else {
 		parts = append(parts, checksPanel{verdict: m.st.verdict, styles: s}.Render(w, checksH))
+	}
+	if winH > 0 {
+		parts = append(parts, wp.Render(w, winH))
 	}
 	if logH > 0 {
 		parts = append(parts, eventLog{entries: m.st.log.Last(logH), styles: s}.Render(w, logH))
@@ -745,14 +758,27 @@ func nearestRank(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// nextFault is the header's countdown to the first scripted fault, or
-// when the run ends.
+// nextFault is the header's countdown to the next scheduled fault (the
+// first scripted one for a stream without a schedule event), or when the
+// run ends.
 func (m Model) nextFault(nowT time.Duration) string {
 	run := m.st.run
 	if run == nil || m.st.ended {
 		return ""
 	}
 	what, scripted := firstFault(run)
+	at := run.FaultAt
+	if len(m.st.schedule) > 0 {
+		// The schedule's next fault, as its event gave it (a nemesis'
+		// steps, or a timeline's); none left once the last has fired.
+		what, at = "", 0
+		for _, f := range m.st.schedule {
+			if f.At > nowT {
+				what, at = fmt.Sprintf("%s %s", f.Action, sourceEngine(f.Source)), f.At
+				break
+			}
+		}
+	}
 	beforeT0 := m.st.phase == "" || m.st.phase == event.PhaseStarting || m.st.phase == event.PhaseWarmup
 	switch {
 	case !scripted:
@@ -761,9 +787,9 @@ func (m Model) nextFault(nowT time.Duration) string {
 		}
 		return "no scripted fault"
 	case beforeT0:
-		return fmt.Sprintf("%s at %s", what, fmtRunTime(run.FaultAt))
-	case nowT < run.FaultAt:
-		return fmt.Sprintf("%s in %s", what, fmtCountdown(run.FaultAt-nowT))
+		return fmt.Sprintf("%s at %s", what, fmtRunTime(at))
+	case nowT < at:
+		return fmt.Sprintf("%s in %s", what, fmtCountdown(at-nowT))
 	case run.Duration > 0:
 		return "ends in " + fmtCountdown(run.Duration-nowT)
 	default:

@@ -516,3 +516,34 @@ func TestRunRefusesMissingInputs(t *testing.T) {
 		})
 	}
 }
+
+// A nemesis run's header counts down to its schedule's next fault, step
+// after step, as it does to a scripted one, and to the end after the last.
+func TestHeaderCountsDownToTheNemesisNextFault(t *testing.T) {
+	sched := &event.ScheduleInfo{Nemesis: fault.NemesisRandom, Seed: 7, Timeline: "at 10s kill source-1; at 50s stall source-0 for 20s", Steps: []event.ScheduledFault{
+		{At: 10 * time.Second, Action: fault.ActionKill, Source: 1},
+		{At: 50 * time.Second, Action: fault.ActionStall, Source: 0, For: 20 * time.Second},
+	}}
+	tests := []struct {
+		now  time.Duration
+		want string
+	}{
+		{7 * time.Second, "kill source-1 in 3.0s"},
+		{38 * time.Second, "stall source-0 in 12s"},
+		{75 * time.Second, "ends in 45s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			info := runInfo(fault.CaseNemesis, 2, 1)
+			info.Nemesis, info.Timeline, info.Duration = fault.NemesisRandom, sched.Timeline, 2*time.Minute
+			var s script
+			s.run(info)
+			s.add(-warmup, event.Event{Kind: event.KindSchedule, Schedule: sched})
+			s.upCluster(2)
+			m := feed(t, scene{events: s.events, now: tt.now, ctrl: newFakeCtrl()}, 160, 48)
+			if v := m.View(); !strings.Contains(v, tt.want) {
+				t.Errorf("header does not say %q:\n%s", tt.want, strings.Join(strings.Split(v, "\n")[:2], "\n"))
+			}
+		})
+	}
+}

@@ -136,6 +136,14 @@ type state struct {
 	// counts the mismatches the event log told one a line.
 	content     check.ContentRule
 	wrongLogged int
+	// schedule is the run's fault schedule (its schedule event), in time
+	// order: the header counts down to its next step.
+	schedule []event.ScheduledFault
+	// windows are the fault windows judged fault by fault (window_verdict
+	// events and the live verdicts' unsettled ones), by index, at most
+	// maxWindowRows; kinds the latest verdict's per-kind summary.
+	windows []event.WindowVerdict
+	kinds   []event.KindSummary
 }
 
 // maxWrongLogged bounds the mismatches the event log tells one a line: the
@@ -328,6 +336,12 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		if m := ev.Metrics; m != nil && m.Engine != "" && (len(st.metrics) < maxEngines || hasKey(st.metrics, m.Engine)) {
 			st.metrics[m.Engine] = *m
 		}
+	case event.KindSchedule:
+		if ev.Schedule != nil {
+			st.schedule = ev.Schedule.Steps
+		}
+	case event.KindWindowVerdict:
+		st.applySettled(ev)
 	case event.KindCondition:
 		if c := ev.Condition; c != nil {
 			if s := st.source(c.Source); s != nil {
@@ -546,6 +560,13 @@ func (st *state) applyVerdict(ev event.Event) {
 	}
 	v := *ev.Verdict
 	v.Checks = append([]event.Result(nil), v.Checks...)
+	for _, w := range v.Windows {
+		st.applyWindowVerdict(w)
+	}
+	if v.Kinds != nil {
+		st.kinds = v.Kinds
+	}
+	v.Windows = nil // kept in st.windows, bounded
 	st.verdict = &v
 	st.final = ev.Final
 	if !ev.Final {
