@@ -101,6 +101,15 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
 			return runPlan{}, err
 		}
+		if !cmd.Flags().Changed("mode") {
+			m, err := attachMode(o.flags.attach)
+			if err != nil {
+				return runPlan{}, err
+			}
+			if m != "" {
+				o.flags.mode = m
+			}
+		}
 	}
 	specs, err := o.armSpecs()
 	if err != nil {
@@ -112,7 +121,7 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	headless := o.headless || !isTerminal(cmd.OutOrStdout())
 	out := o.flags.out
 	if out == "" {
-		out = defaultOut(armLabel(specs) + "-" + caseName)
+		out = defaultOut(modeLabel(armLabel(specs), o.flags.mode, caseName, "-"))
 	}
 	arms, err := o.armConfigs(cmd, specs, caseName, out, headless)
 	if err != nil {
@@ -164,7 +173,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		}
 	}
 	if headless {
-		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, caseName)
+		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, modeCase(o.flags.mode, caseName))
 	} else {
 		ch := g.Subscribe()
 		faces.Go(func() {

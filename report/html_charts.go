@@ -97,7 +97,7 @@ const hitRateBins = 8
 func chartData(id string, run Run) chartRow {
 	c := chartRow{
 		ID:           id,
-		Title:        run.Info.Arm + " / " + run.Info.Case,
+		Title:        runTitle(run.Info.Arm, run.Info.Mode, run.Info.Case, " / "),
 		RunEnd:       run.RunEnd.Seconds(),
 		FaultedBound: run.Info.Bounds.FaultedMax.Seconds(),
 		Windows:      []chartWindow{},
