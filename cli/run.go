@@ -359,10 +359,10 @@ func printFailures(w io.Writer, runs []report.Run) {
 		}
 		for _, c := range row.Checks {
 			if !c.Passed {
-				fmt.Fprintf(w, "%s/%s: %s: %s\n", row.Arm, row.Case, c.Name, c.Detail)
+				fmt.Fprintf(w, "%s: %s: %s\n", r.Name(), c.Name, c.Detail)
 			}
 		}
-		fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, r.Verdict.Summary.Faulted.SeedLine("faulted"))
+		fmt.Fprintf(w, "%s: %s\n", r.Name(), r.Verdict.Summary.Faulted.SeedLine("faulted"))
 	}
 }
 
