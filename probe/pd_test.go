@@ -174,13 +174,15 @@ func TestReaddressNamesOnlyTheNewAddress(t *testing.T) {
 			c.setSeedMode(0, modeHang)
 			cfg := c.config()
 			cfg.Mode = md
-			cfg.SeedTimeout = 150 * time.Millisecond
+			// Long against the fakes' answers (milliseconds; the machine may be
+			// loaded), short against the test.
+			cfg.SeedTimeout = 500 * time.Millisecond
 			p, err := probe.New(cfg)
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
 			r := startRun(t, p)
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(700 * time.Millisecond)
 			newSrc := probe.Source{Index: 0, URL: replacement.URL, P2PHost: "127.0.0.1", P2PPort: basePort + 2}
 			sw, err := p.Readdress(newSrc)
 			if err != nil || !sw.Changed {
@@ -192,7 +194,7 @@ func TestReaddressNamesOnlyTheNewAddress(t *testing.T) {
 			if again, _ := p.Readdress(newSrc); again.Changed {
 				t.Errorf("a second Readdress to the same address changed it: %+v", again)
 			}
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(700 * time.Millisecond)
 			got := r.stop(10 * time.Second)
 			at := sw.At.Sub(r.t0)
 			var after, oldBefore int
