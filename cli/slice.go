@@ -41,7 +41,8 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 			"the seed's table. With the simulated engine the arms are main (vLLM main: wait on a\n" +
 			"pending handshake) and fixed (main + PR #64501: prefill locally) and all rows run at\n" +
 			"once on separate ports; with --engine vllm each --arm NAME=VLLM_BIN is a build, and\n" +
-			"rows run one after another. Exit 1 when a row failed.",
+			"rows run one after another. --modes p2p,pd adds each arm's rows in PD mode (a prefill\n" +
+			"leg, then a decode leg naming the source). Exit 1 when a row failed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSlice(cmd, o) },
 	}
