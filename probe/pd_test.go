@@ -177,6 +177,7 @@ func TestReaddressNamesOnlyTheNewAddress(t *testing.T) {
 			// Long against the fakes' answers (milliseconds; the machine may be
 			// loaded), short against the test.
 			cfg.SeedTimeout = 500 * time.Millisecond
+			cfg.Interval = 100 * time.Millisecond // 20 trials/s: a loaded 2-core machine keeps up
 			p, err := probe.New(cfg)
 			if err != nil {
 				t.Fatalf("New: %v", err)
@@ -194,7 +195,7 @@ func TestReaddressNamesOnlyTheNewAddress(t *testing.T) {
 			if again, _ := p.Readdress(newSrc); again.Changed {
 				t.Errorf("a second Readdress to the same address changed it: %+v", again)
 			}
-			time.Sleep(700 * time.Millisecond)
+			time.Sleep(1500 * time.Millisecond)
 			got := r.stop(10 * time.Second)
 			at := sw.At.Sub(r.t0)
 			var after, oldBefore int
