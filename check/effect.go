@@ -52,8 +52,8 @@ func FaultTookEffect(vs []event.Verification, within time.Duration) event.Result
 // besides the seed's checks: the judged window's detect and recover times
 // (event.Times) and, when any fault action was verified, fault_took_effect.
 // The experiment and `p2pfault report` both call it.
-func WithFaultChecks(v event.Verdict, samples []event.Sample, w event.Window, b event.Bounds, vs []event.Verification) event.Verdict {
-	t := FaultTimes(samples, w, b)
+func WithFaultChecks(v event.Verdict, in Input, vs []event.Verification) event.Verdict {
+	t := FaultTimes(in)
 	v.Times = &t
 	if len(vs) > 0 {
 		r := FaultTookEffect(vs, 0)

@@ -13,50 +13,57 @@ import (
 	"time"
 )
 
-// Evaluate runs the checks of the slice over in.Samples: all_200,
-// faulted_max, faulted_median_after_detect, healthy_keeps_hitting and, when
-// in.Window.Recovers, recovery_hits_again. A check whose window holds no pull
-// fails with Empty set: an empty window proves nothing, so it must never pass
-// silently.
+// Evaluate runs the checks of the slice over in.Samples and in.Pending:
+// all_200, faulted_max, faulted_median_after_detect, healthy_keeps_hitting
+// and, when in.Window.Recovers, recovery_hits_again. A check whose window
+// holds no pull fails with Empty set: an empty window proves nothing, so it
+// must never pass silently.
 //
-// Pulls cut short by an early end of the run (event.Sample.Aborted) never
-// got an answer, so they are not judged, with one exception: a pull naming
-// the faulted source that had already waited longer than the faulted_max
-// bound when it was cut has failed that check, however it would have ended.
+// Pulls in flight (in.Pending, and samples cut short by the run's end) are
+// counted by their age so far, live and at the end alike: a check whose
+// bound they have already broken fails at once (60 pulls hanging for 29 s
+// have broken a 15 s bound, however they end), and a check they could
+// still pass or fail counts them as what they may yet be: a median with
+// their ages as lower bounds, a hit rate that fails only when no outcome of
+// theirs could lift it to the bound. all_200 does not fail on them (they
+// may still return 200) and says how many there are.
 func Evaluate(in Input) event.Verdict {
 	w := in.Window
 	b := in.Bounds
+	ended, pending := split(in)
 
-	answered := selectPulls(in.Samples, func(s event.Sample) bool { return !s.Aborted })
-	cut := selectPulls(in.Samples, func(s event.Sample) bool { return s.Aborted && inWindow(s.Start, 0, in.RunEnd) })
-	cutFaulted := selectPulls(cut, func(s event.Sample) bool {
-		return s.Source == w.Source && inWindow(s.Start, w.Start, w.End)
-	})
-
-	all := selectPulls(answered, func(s event.Sample) bool {
-		return inWindow(s.Start, 0, in.RunEnd)
-	})
-	faulted := selectPulls(answered, func(s event.Sample) bool {
-		return s.Source == w.Source && inWindow(s.Start, w.Start, w.End)
-	})
+	inRun := func(start time.Duration) bool { return inWindow(start, 0, in.RunEnd) }
+	isFaulted := func(src int, start time.Duration) bool {
+		return src == w.Source && inWindow(start, w.Start, w.End)
+	}
 	detectFrom := w.Start + b.DetectAfter
-	afterDetect := selectPulls(faulted, func(s event.Sample) bool { return s.Start >= detectFrom })
-	healthy := selectPulls(answered, func(s event.Sample) bool {
-		return s.Source != w.Source && inWindow(s.Start, w.Start, w.End)
-	})
+	isHealthy := func(src int, start time.Duration) bool {
+		return src != w.Source && inWindow(start, w.Start, w.End)
+	}
 	recEnd := min(w.End+b.RecoveryWindow, in.RunEnd)
-	recovery := selectPulls(answered, func(s event.Sample) bool {
-		return s.Source == w.Source && inWindow(s.Start, w.End, recEnd)
-	})
+	isRecovery := func(src int, start time.Duration) bool {
+		return src == w.Source && inWindow(start, w.End, recEnd)
+	}
+
+	all := selectPulls(ended, func(s event.Sample) bool { return inRun(s.Start) })
+	allP := selectInflight(pending, func(p inflight) bool { return inRun(p.Start) })
+	faulted := selectPulls(ended, func(s event.Sample) bool { return isFaulted(s.Source, s.Start) })
+	faultedP := selectInflight(pending, func(p inflight) bool { return isFaulted(p.Source, p.Start) })
+	afterDetect := selectPulls(faulted, func(s event.Sample) bool { return s.Start >= detectFrom })
+	afterDetectP := selectInflight(faultedP, func(p inflight) bool { return p.Start >= detectFrom })
+	healthy := selectPulls(ended, func(s event.Sample) bool { return isHealthy(s.Source, s.Start) })
+	healthyP := selectInflight(pending, func(p inflight) bool { return isHealthy(p.Source, p.Start) })
+	recovery := selectPulls(ended, func(s event.Sample) bool { return isRecovery(s.Source, s.Start) })
+	recoveryP := selectInflight(pending, func(p inflight) bool { return isRecovery(p.Source, p.Start) })
 
 	checks := []event.Result{
-		checkAll200(all, len(cut), in.RunEnd),
-		checkFaultedMax(faulted, cutFaulted, w, b),
-		checkFaultedMedian(afterDetect, detectFrom, w, b),
-		checkHealthy(healthy, w, b),
+		checkAll200(all, allP, in.RunEnd),
+		checkFaultedMax(faulted, faultedP, w, b),
+		checkFaultedMedian(afterDetect, afterDetectP, detectFrom, w, b),
+		checkHealthy(healthy, healthyP, w, b),
 	}
 	if w.Recovers {
-		checks = append(checks, checkRecovery(recovery, w.End, recEnd, b))
+		checks = append(checks, checkRecovery(recovery, recoveryP, w.End, recEnd, b))
 	}
 
 	passed := true
@@ -104,11 +111,11 @@ func Median(d []time.Duration) time.Duration {
 	return a/2 + b/2 + (a%2+b%2)/2
 }
 
-func checkAll200(all []event.Sample, cut int, runEnd time.Duration) (r event.Result) {
-	r = event.Result{Name: NameAll200}
+func checkAll200(all []event.Sample, pend []inflight, runEnd time.Duration) (r event.Result) {
+	r = event.Result{Name: NameAll200, Pending: len(pend)}
 	defer func() {
-		if cut > 0 {
-			r.Detail += fmt.Sprintf("; %d still in flight when the run ended early, not judged", cut)
+		if len(pend) > 0 {
+			r.Detail += fmt.Sprintf("; %d in flight with no answer yet (oldest %s)", len(pend), secs1(oldestAge(pend)))
 		}
 	}()
 	if len(all) == 0 {
@@ -135,86 +142,118 @@ func checkAll200(all []event.Sample, cut int, runEnd time.Duration) (r event.Res
 	return r
 }
 
-func checkFaultedMax(faulted, cut []event.Sample, w event.Window, b event.Bounds) event.Result {
-	r := event.Result{Name: NameFaultedBound}
-	byLatency := func(a, b event.Sample) int { return cmp.Compare(a.Latency, b.Latency) }
+func checkFaultedMax(faulted []event.Sample, pend []inflight, w event.Window, b event.Bounds) event.Result {
+	r := event.Result{Name: NameFaultedBound, Pending: len(pend)}
 	var slowest event.Sample
 	if len(faulted) > 0 {
-		slowest = slices.MaxFunc(faulted, byLatency)
+		slowest = slices.MaxFunc(faulted, func(a, b event.Sample) int { return cmp.Compare(a.Latency, b.Latency) })
 	}
+	var msgs []string
 	if slowest.Latency > b.FaultedMax {
-		r.Detail = fmt.Sprintf("a request naming the faulted source took %s (bound %s)",
-			secs1(slowest.Latency), secs1(b.FaultedMax))
+		msgs = append(msgs, fmt.Sprintf("a request naming the faulted source took %s (bound %s)",
+			secs1(slowest.Latency), secs1(b.FaultedMax)))
+	}
+	if n, oldest := past(pend, b.FaultedMax); n > 0 {
+		msgs = append(msgs, pastMessage(n, "the faulted source", b.FaultedMax, oldest))
+	}
+	if len(msgs) > 0 {
+		r.Detail = strings.Join(msgs, "; ")
 		return r
 	}
-	if len(cut) > 0 {
-		if waited := slices.MaxFunc(cut, byLatency); waited.Latency > b.FaultedMax {
-			r.Detail = fmt.Sprintf("a request naming the faulted source was still waiting after %s when the run ended (bound %s)",
-				secs1(waited.Latency), secs1(b.FaultedMax))
-			return r
-		}
-	}
 	if len(faulted) == 0 {
-		return emptyResult(r, "no pull naming the faulted source", w.Start, w.End)
+		r = emptyResult(r, "no pull naming the faulted source", w.Start, w.End)
+		r.Detail += inFlightNote(pend)
+		return r
 	}
 	r.Passed = true
 	r.Detail = fmt.Sprintf("%d requests naming the faulted source each ended within %s (max %s)",
-		len(faulted), secs1(b.FaultedMax), secs2(slowest.Latency))
+		len(faulted), secs1(b.FaultedMax), secs2(slowest.Latency)) + inFlightNote(pend)
 	return r
 }
 
-func checkFaultedMedian(after []event.Sample, from time.Duration, w event.Window, b event.Bounds) event.Result {
-	r := event.Result{Name: NameFaultedMedian}
-	if len(after) == 0 {
+// checkFaultedMedian counts a pull in flight at its age so far: it will
+// take at least that, so the median of these lower bounds is a lower bound
+// of the median, and one over the bound has broken it already.
+func checkFaultedMedian(after []event.Sample, pend []inflight, from time.Duration, w event.Window, b event.Bounds) event.Result {
+	r := event.Result{Name: NameFaultedMedian, Pending: len(pend)}
+	if len(after) == 0 && len(pend) == 0 {
 		return emptyResult(r, "no pull naming the faulted source", from, w.End)
 	}
-	lat := make([]time.Duration, len(after))
-	for i, s := range after {
-		lat[i] = s.Latency
+	lat := make([]time.Duration, 0, len(after)+len(pend))
+	for _, s := range after {
+		lat = append(lat, s.Latency)
+	}
+	for _, p := range pend {
+		lat = append(lat, p.Age)
 	}
 	med := Median(lat)
 	r.Passed = med <= b.FaultedMedian
-	r.Detail = fmt.Sprintf("%d requests naming the faulted source from %s on took %s at the median (bound %s)",
-		len(after), secs1(from), secs2(med), secs1(b.FaultedMedian))
+	if len(pend) == 0 {
+		r.Detail = fmt.Sprintf("%d requests naming the faulted source from %s on took %s at the median (bound %s)",
+			len(after), secs1(from), secs2(med), secs1(b.FaultedMedian))
+		return r
+	}
+	r.Detail = fmt.Sprintf("%d requests naming the faulted source from %s on took at least %s at the median, %d of them in flight counted at their age so far (bound %s)",
+		len(lat), secs1(from), secs2(med), len(pend), secs1(b.FaultedMedian))
 	return r
 }
 
-func checkHealthy(healthy []event.Sample, w event.Window, b event.Bounds) event.Result {
-	r := event.Result{Name: NameHealthy}
-	if len(healthy) == 0 {
-		return emptyResult(r, "no pull naming a healthy source", w.Start, w.End)
-	}
+func checkHealthy(healthy []event.Sample, pend []inflight, w event.Window, b event.Bounds) event.Result {
+	r := event.Result{Name: NameHealthy, Pending: len(pend)}
 	st := Summarize(healthy)
-	rateOK := atLeast(st.Pulled, st.N, b.HealthyHitRate)
-	maxOK := st.Max <= b.HealthyMax
+	nPast, oldest := past(pend, b.HealthyMax)
+	if st.N == 0 && nPast == 0 {
+		r = emptyResult(r, "no pull naming a healthy source", w.Start, w.End)
+		r.Detail += inFlightNote(pend)
+		return r
+	}
+	// A pull in flight may still hit: the rate has failed only when it
+	// stays under the bound with every one of them a hit.
+	rateOK := atLeast(st.Pulled+len(pend), st.N+len(pend), b.HealthyHitRate)
+	maxOK := st.Max <= b.HealthyMax && nPast == 0
 	r.Passed = rateOK && maxOK
+	if r.Passed {
+		r.Detail = fmt.Sprintf("pulls naming a healthy source hit %d of %d (bound %s), max %s (bound %s)",
+			st.Pulled, st.N, pctOf(b.HealthyHitRate), secs2(st.Max), secs1(b.HealthyMax)) + inFlightNote(pend)
+		return r
+	}
 	var msgs []string
 	if !rateOK {
-		msgs = append(msgs, fmt.Sprintf("pulls naming a healthy source hit %d of %d (%s, bound %s)",
-			st.Pulled, st.N, pct(st.Pulled, st.N), pctOf(b.HealthyHitRate)))
+		m := fmt.Sprintf("pulls naming a healthy source hit %d of %d (%s, bound %s)",
+			st.Pulled, st.N, pct(st.Pulled, st.N), pctOf(b.HealthyHitRate))
+		if len(pend) > 0 {
+			m += fmt.Sprintf(" and the %d in flight cannot lift them to it", len(pend))
+		}
+		msgs = append(msgs, m)
 	}
-	if !maxOK {
+	if st.Max > b.HealthyMax {
 		msgs = append(msgs, fmt.Sprintf("a request naming a healthy source took %s (bound %s)",
 			secs1(st.Max), secs1(b.HealthyMax)))
 	}
-	if r.Passed {
-		r.Detail = fmt.Sprintf("pulls naming a healthy source hit %d of %d (bound %s), max %s (bound %s)",
-			st.Pulled, st.N, pctOf(b.HealthyHitRate), secs2(st.Max), secs1(b.HealthyMax))
-		return r
+	if nPast > 0 {
+		msgs = append(msgs, pastMessage(nPast, "a healthy source", b.HealthyMax, oldest))
 	}
 	r.Detail = strings.Join(msgs, "; ")
 	return r
 }
 
-func checkRecovery(rec []event.Sample, from, to time.Duration, b event.Bounds) event.Result {
-	r := event.Result{Name: NameRecovery}
+func checkRecovery(rec []event.Sample, pend []inflight, from, to time.Duration, b event.Bounds) event.Result {
+	r := event.Result{Name: NameRecovery, Pending: len(pend)}
 	if len(rec) == 0 {
-		return emptyResult(r, "no pull naming the faulted source", from, to)
+		r = emptyResult(r, "no pull naming the faulted source", from, to)
+		r.Detail += inFlightNote(pend)
+		return r
 	}
 	st := Summarize(rec)
-	r.Passed = atLeast(st.Pulled, st.N, b.RecoveryHitRate)
+	r.Passed = atLeast(st.Pulled+len(pend), st.N+len(pend), b.RecoveryHitRate)
 	r.Detail = fmt.Sprintf("after the fault window, %d of %d pulls naming the faulted source hit (%s, bound %s)",
 		st.Pulled, st.N, pct(st.Pulled, st.N), pctOf(b.RecoveryHitRate))
+	switch {
+	case len(pend) > 0 && r.Passed:
+		r.Detail += inFlightNote(pend)
+	case len(pend) > 0:
+		r.Detail += fmt.Sprintf(" and the %d in flight cannot lift them to it", len(pend))
+	}
 	return r
 }
 

@@ -61,7 +61,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 
 	runCmd, runOpts := newRunCommand()
 	sliceCmd, _ := newSliceCommand()
-	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand(), newDoctorCommand())
+	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand(), newDoctorCommand(), newReplayCommand())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if os.Getenv("FAULTS") == "1" {
 			// The seed's knob: the slice, with the flags given to bare

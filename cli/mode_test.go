@@ -88,7 +88,7 @@ func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
 				Passed bool   `json:"passed"`
 				Detail string `json:"detail"`
 			} `json:"checks"`
-			Faulted         struct {
+			Faulted struct {
 				N   int     `json:"n"`
 				Max float64 `json:"max_s"`
 			}

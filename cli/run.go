@@ -343,7 +343,7 @@ func writeReports(stdout io.Writer, out string, armDirs []string, printTable boo
 	if printTable {
 		fmt.Fprintln(stdout)
 		rows := report.Rows(runs)
-		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows))
+		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows)+steadyText(rows))
 		printFailures(stdout, runs)
 	}
 	fmt.Fprintf(stdout, "reports: %s\n", out)

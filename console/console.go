@@ -23,6 +23,11 @@ type Printer struct {
 	states  map[string]event.State
 	second  time.Duration // the second being accumulated
 	pending []event.Sample
+	// inflight is the pulls sent and not ended (pull_start events until
+	// their samples), so a second's line says what hangs; failing is the
+	// live checks failed as last printed.
+	inflight map[int64]event.PullStart
+	failing  map[string]bool
 
 	// Summaries turns on one summary line per second of pulls (default on).
 	Summaries bool
@@ -30,7 +35,8 @@ type Printer struct {
 
 // New returns a Printer writing to w, each line starting with prefix.
 func New(w io.Writer, prefix string) *Printer {
-	return &Printer{w: w, prefix: prefix, states: map[string]event.State{}, second: -1, Summaries: true}
+	return &Printer{w: w, prefix: prefix, states: map[string]event.State{}, second: -1, Summaries: true,
+		inflight: map[int64]event.PullStart{}, failing: map[string]bool{}}
 }
 
 // Run prints every event of ch until it closes.
@@ -97,11 +103,22 @@ func (p *Printer) Print(ev event.Event) {
 		} else {
 			p.line(ev.T, "fault window on source-%d closed after %s", w.Source, secs(w.End-w.Start))
 		}
+	case event.KindPullStart:
+		if p.Summaries {
+			for _, s := range ev.Pulls {
+				p.inflight[s.Trial] = s
+			}
+		}
+	case event.KindVerdict:
+		if ev.Verdict != nil && !ev.Final {
+			p.liveChecks(ev.T, ev.Verdict)
+		}
 	case event.KindSamples:
 		if !p.Summaries {
 			return
 		}
 		for _, s := range ev.Samples {
+			delete(p.inflight, s.Trial)
 			sec := s.End().Truncate(time.Second)
 			if sec > p.second {
 				p.flush()
@@ -129,17 +146,36 @@ func (p *Printer) Print(ev event.Event) {
 		}
 	case event.KindEnd:
 		p.flush()
+		clear(p.inflight) // the run's pulls ended or were abandoned with it
 		if ev.Message != "" {
 			p.line(ev.T, "end: %s", ev.Message)
 		}
 	}
 }
 
-// flush prints the summary line of the second being accumulated.
+// liveChecks prints a live check the moment it fails (pulls still in
+// flight past its bound fail it before any of them returned, and its
+// detail says so), and when it holds again; an empty one is not news.
+func (p *Printer) liveChecks(t time.Duration, v *event.Verdict) {
+	for _, c := range v.Checks {
+		failed := !c.Passed && !c.Empty
+		switch {
+		case failed && !p.failing[c.Name]:
+			p.line(t, "check %s FAILED: %s", c.Name, c.Detail)
+		case !failed && p.failing[c.Name]:
+			p.line(t, "check %s holds again: %s", c.Name, c.Detail)
+		}
+		p.failing[c.Name] = failed
+	}
+}
+
+// flush prints the summary line of the second being accumulated, with the
+// pulls in flight at its end.
 func (p *Printer) flush() {
 	if len(p.pending) == 0 {
 		return
 	}
+	at := p.second + time.Second
 	by := map[int][]event.Sample{}
 	var idx []int
 	for _, s := range p.pending {
@@ -148,17 +184,36 @@ func (p *Printer) flush() {
 		}
 		by[s.Source] = append(by[s.Source], s)
 	}
+	hung := map[int]int{}
+	oldest := map[int]time.Duration{}
+	for _, s := range p.inflight {
+		if s.Start >= at {
+			continue
+		}
+		if _, ok := by[s.Source]; !ok && hung[s.Source] == 0 {
+			idx = append(idx, s.Source)
+		}
+		hung[s.Source]++
+		oldest[s.Source] = max(oldest[s.Source], at-s.Start)
+	}
 	sort.Ints(idx)
 	parts := make([]string, 0, len(idx))
 	for _, i := range idx {
-		parts = append(parts, summarise(i, by[i]))
+		part := summarise(i, by[i])
+		if n := hung[i]; n > 0 {
+			part += fmt.Sprintf(" in-flight=%d oldest=%s", n, secs(oldest[i]))
+		}
+		parts = append(parts, part)
 	}
-	p.line(p.second+time.Second, "%s", strings.Join(parts, " | "))
+	p.line(at, "%s", strings.Join(parts, " | "))
 	p.pending = p.pending[:0]
 }
 
 // summarise renders one source's pulls of one second.
 func summarise(source int, ss []event.Sample) string {
+	if len(ss) == 0 {
+		return fmt.Sprintf("source-%d n=0", source)
+	}
 	lat := make([]time.Duration, len(ss))
 	hits, errs := 0, 0
 	for i, s := range ss {

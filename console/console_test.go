@@ -109,3 +109,42 @@ func TestPrinterSaysPDModeAndANewAddress(t *testing.T) {
 		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
 	}
 }
+
+// Pulls in flight show on their second's line, and a live check that
+// pulls in flight past its bound failed is printed at once, before any of
+// them returned; once it holds again, that is printed too.
+func TestPrinterSaysWhenPullsInFlightBreakABound(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	p.Print(event.Event{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "stall", Sources: 2, TimeScale: 1}})
+	for i := range 4 {
+		start := 10*time.Second + time.Duration(i)*500*time.Millisecond
+		p.Print(event.Event{T: start, Kind: event.KindPullStart, Pulls: []event.PullStart{{Source: 0, Trial: int64(100 + i), Start: start}}})
+	}
+	p.Print(event.Event{T: 11 * time.Second, Kind: event.KindSamples, Samples: []event.Sample{sample(1, 10*time.Second, 30*time.Millisecond, 384)}})
+	p.Print(event.Event{T: 12 * time.Second, Kind: event.KindSamples, Samples: []event.Sample{sample(1, 11*time.Second+500*time.Millisecond, 30*time.Millisecond, 384)}})
+	live := func(t time.Duration, passed bool, detail string) {
+		p.Print(event.Event{T: t, Kind: event.KindVerdict, Verdict: &event.Verdict{Checks: []event.Result{
+			{Name: "all_200", Passed: true, Detail: "all 4 decoder requests returned 200", Pending: 4},
+			{Name: "faulted_max", Passed: passed, Empty: strings.HasPrefix(detail, "empty"), Detail: detail, Pending: 4},
+			{Name: "recovery_hits_again", Empty: true, Detail: "empty window"},
+		}}})
+	}
+	live(20*time.Second, false, "empty window: no pull naming the faulted source started in [10.0s, 20.0s); 4 in flight, oldest 10.0s")
+	live(25*time.Second+100*time.Millisecond, false, "1 request naming the faulted source is in flight past 15.0s (oldest 15.1s)")
+	live(26*time.Second, false, "2 requests naming the faulted source are in flight past 15.0s (oldest 16.0s)")
+	live(41*time.Second, true, "4 requests naming the faulted source each ended within 15.0s (max 14.90s)")
+	got := out.String()
+	for _, want := range []string{
+		"[  11.00s] source-0 n=0 in-flight=2 oldest=1.00s | source-1 n=1 hit=1 p50=0.03s max=0.03s",
+		"[  25.10s] check faulted_max FAILED: 1 request naming the faulted source is in flight past 15.0s (oldest 15.1s)",
+		"[  41.00s] check faulted_max holds again: 4 requests",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "FAILED") != 1 || strings.Contains(got, "recovery_hits_again") || strings.Contains(got, "[  20.00s] check") {
+		t.Errorf("want one FAILED line (not for an empty check, not again while it stays failed):\n%s", got)
+	}
+}

@@ -33,8 +33,11 @@ type Sample struct {
 	TTFT time.Duration `json:"ttft_ns,omitempty"`
 	Err  string        `json:"error,omitempty"`
 	// Aborted: the pull was still in flight when the run ended early (q,
-	// Ctrl-C) and was cut short, so Latency is only a lower bound and the
-	// decoder never answered; the checks do not count it as a failure.
+	// Ctrl-C, SIGTERM) and was cut short, so the decoder never answered and
+	// Latency is how long it had waited: the checks judge it as a pull in
+	// flight of that age (past a bound it has failed it; under every bound
+	// it fails none). A trial seeding when the run ended has its pull not
+	// sent: Aborted, Err "not sent: ...", and no pull_start.
 	Aborted bool `json:"aborted,omitempty"`
 }
 

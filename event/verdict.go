@@ -51,6 +51,10 @@ type Result struct {
 	Passed bool   `json:"passed"`
 	Detail string `json:"detail"`
 	Empty  bool   `json:"empty,omitempty"` // the check's window held no pull
+	// Pending is how many pulls still in flight (sent, no answer yet, or
+	// cut short by the run's end) the check counted, by their age so far:
+	// a check fails at once when they have already broken its bound.
+	Pending int `json:"pending,omitempty"`
 }
 
 // Stats summarise a set of pulls, in real (wall) seconds.
@@ -83,6 +87,9 @@ type Verdict struct {
 	// Times are the judged fault's detect and recover times (FaultTimes),
 	// absent from a verdict without a fault window.
 	Times *Times `json:"times,omitempty"`
+	// Steady is each source's pulls outside every fault window (a soak's
+	// whole run): check.Steady. Only the final verdict carries it.
+	Steady []SourceSummary `json:"steady,omitempty"`
 }
 
 // Verification is what became of one fault action: whether its effect was

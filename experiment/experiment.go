@@ -43,8 +43,13 @@ type Experiment struct {
 	prober  *probe.Prober
 	samples []event.Sample
 	pending []event.Sample
-	starts  []event.PullStart    // pulls sent since the last batch (KindPullStart)
-	verifs  []event.Verification // every fault action verified on the host
+	starts  []event.PullStart // pulls sent since the last batch (KindPullStart)
+	// inflight is every pull sent and not ended, by trial: the checks
+	// count them by their age (check.Input.Pending).
+	inflight map[int64]event.PullStart
+	// judgedAt is when the last live verdict was computed, since t0.
+	judgedAt time.Duration
+	verifs   []event.Verification // every fault action verified on the host
 	// verifying is, per source, closed when the last action's
 	// verification is done (faults.go).
 	verifying map[int]chan struct{}
@@ -94,6 +99,7 @@ func New(cfg Config) (*Experiment, error) {
 		faults:    map[int]inForce{},
 		conds:     map[int]event.ConditionInfo{},
 		held:      map[int]any{},
+		inflight:  map[int64]event.PullStart{},
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),
 		line:      newStartLine(1),
@@ -283,12 +289,15 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdi
 		pr.Abort() // do not wait out hung pulls when the user quits
 	}
 	runEnd := time.Since(t0)
+	// Done is when the probe stopped sending, the end of the judged time,
+	// before the pulls in flight drain: `p2pfault report` reads the run's
+	// end from it.
+	e.setPhase(event.PhaseDone)
 	stopProbe()
 	<-drained
 
-	final := e.verdictAt(runEnd)
+	final := e.verdictAt(runEnd, true)
 	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &final, Final: true})
-	e.setPhase(event.PhaseDone)
 	if runErr == nil {
 		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 			runErr = c // a goroutine failed (panic, restart that never came up)
@@ -365,6 +374,7 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		Started: func(p event.PullStart) {
 			e.mu.Lock()
 			e.starts = append(e.starts, p)
+			e.inflight[p.Trial] = p
 			e.mu.Unlock()
 		},
 	}
@@ -386,6 +396,7 @@ func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{})
 		e.mu.Lock()
 		e.samples = append(e.samples, s)
 		e.pending = append(e.pending, s)
+		delete(e.inflight, s.Trial)
 		e.mu.Unlock()
 	}
 	for {
@@ -407,7 +418,10 @@ func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{})
 }
 
 // flushLoop sends the queued samples as one event every 100 ms (faces
-// redraw per batch, not per request) and the live verdict once a second.
+// redraw per batch, not per request) and the live verdict once a second,
+// and at once when a pull in flight has just broken a bound
+// (check.Crossed): a check never shows green for a second after a hanging
+// pull has failed it.
 func (e *Experiment) flushLoop(done <-chan struct{}) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -416,7 +430,7 @@ func (e *Experiment) flushLoop(done <-chan struct{}) {
 		select {
 		case <-tick.C:
 			e.flushSamples()
-			if n++; n%10 == 0 {
+			if n++; n%10 == 0 || e.pendingCrossed() {
 				e.emitLiveVerdict()
 			}
 		case <-done:
@@ -441,6 +455,23 @@ func (e *Experiment) flushSamples() {
 	}
 }
 
+// pendingCrossed reports whether a pull in flight broke a bound of the
+// judged window since the last live verdict.
+func (e *Experiment) pendingCrossed() bool {
+	now := e.since()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
+	if !ok || len(e.inflight) == 0 {
+		return false
+	}
+	pending := make([]event.PullStart, 0, len(e.inflight))
+	for _, p := range e.inflight {
+		pending = append(pending, p)
+	}
+	return check.Crossed(pending, w, e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.judgedAt, now)
+}
+
 func (e *Experiment) emitLiveVerdict() {
 	e.mu.Lock()
 	has := len(e.windows) > 0
@@ -448,52 +479,70 @@ func (e *Experiment) emitLiveVerdict() {
 	if !has {
 		return
 	}
-	v := e.verdictAt(e.since())
+	v := e.verdictAt(e.since(), false)
 	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &v})
 }
 
-// verdictAt evaluates the checks over the samples so far, on the window
-// check.Judged picks (the first scripted fault's, or on the dashboard the
-// latest fault's).
-func (e *Experiment) verdictAt(runEnd time.Duration) event.Verdict {
+// verdictAt evaluates the checks over the samples so far and the pulls
+// in flight now, on the window check.Judged picks (the first scripted
+// fault's, or on the dashboard the latest fault's). The final verdict
+// also carries each source's steady-state summary (check.Steady).
+func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
+	now := e.since()
 	e.mu.Lock()
+	e.judgedAt = now
 	w, ok := check.Judged(e.windows, len(e.timeline) > 0)
-	if !ok {
-		verifs := append([]event.Verification(nil), e.verifs...)
-		e.mu.Unlock()
-		v := event.Verdict{Passed: true}
-		if len(e.timeline) > 0 {
-			// A scripted run that ended before its fault checked nothing:
-			// say so rather than pass.
-			detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
-				runEnd.Seconds(), e.timeline[0].At.Seconds())
-			if runEnd > e.timeline[0].At {
-				detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
-			}
-			v = event.Verdict{Checks: []event.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
-		}
-		if len(verifs) > 0 {
-			// Faults without a window (a kind of its own) were still fired.
-			r := check.FaultTookEffect(verifs, 0)
-			v.Checks = append(v.Checks, r)
-			v.Passed = v.Passed && r.Passed
-		}
-		return v
-	}
 	samples := append([]event.Sample(nil), e.samples...)
 	verifs := append([]event.Verification(nil), e.verifs...)
-	e.mu.Unlock()
-	if w.End == 0 {
-		w.End = runEnd
+	windows := append([]event.Window(nil), e.windows...)
+	pending := make([]event.PullStart, 0, len(e.inflight))
+	for _, p := range e.inflight {
+		pending = append(pending, p)
 	}
-	b := e.cfg.Bounds.Scaled(e.cfg.TimeScale)
-	v := check.Evaluate(check.Input{
+	e.mu.Unlock()
+	in := check.Input{
 		Samples: samples,
+		Pending: pending,
+		Now:     max(now, runEnd),
 		Window:  w,
 		RunEnd:  runEnd,
-		Bounds:  b,
-	})
-	return check.WithFaultChecks(v, samples, w, b, verifs)
+		Bounds:  e.cfg.Bounds.Scaled(e.cfg.TimeScale),
+	}
+	var v event.Verdict
+	if ok {
+		if in.Window.End == 0 {
+			in.Window.End = runEnd
+		}
+		v = check.WithFaultChecks(check.Evaluate(in), in, verifs)
+	} else {
+		v = e.noWindowVerdict(runEnd, verifs)
+	}
+	if final {
+		v.Steady = check.Steady(in, windows, e.plan.Sources)
+	}
+	return v
+}
+
+// noWindowVerdict is the verdict of a run no fault window opened in.
+func (e *Experiment) noWindowVerdict(runEnd time.Duration, verifs []event.Verification) event.Verdict {
+	v := event.Verdict{Passed: true}
+	if len(e.timeline) > 0 {
+		// A scripted run that ended before its fault checked nothing:
+		// say so rather than pass.
+		detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
+			runEnd.Seconds(), e.timeline[0].At.Seconds())
+		if runEnd > e.timeline[0].At {
+			detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
+		}
+		v = event.Verdict{Checks: []event.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
+	}
+	if len(verifs) > 0 {
+		// Faults without a window (a kind of its own) were still fired.
+		r := check.FaultTookEffect(verifs, 0)
+		v.Checks = append(v.Checks, r)
+		v.Passed = v.Passed && r.Passed
+	}
+	return v
 }
 
 // rel is at as a time since t0 (0 before warm-up ends).

@@ -67,6 +67,14 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 			pull = append(pull, streamFields...)
 		}
 		pull = append(pull, '}')
+		if errors.Is(context.Cause(ctx), ErrAborted) {
+			// The run ended (q, Ctrl-C) while this trial seeded: its pull is
+			// not sent, so none starts after the run's end.
+			p.addrMu.RUnlock()
+			s.Start, s.Peer = time.Since(t0), a.peer
+			s.Err, s.Aborted = "not sent: "+ErrAborted.Error(), true
+			return s, pullInfo{}
+		}
 		if started != nil {
 			started(event.PullStart{Source: a.src.Index, Trial: n, Start: time.Since(t0), Peer: a.peer})
 		}

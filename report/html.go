@@ -140,6 +140,17 @@ func buildPage(runs []Run) htmlPage {
 		times.Rows = append(times.Rows, htmlTableRow{Cells: c, Failed: !rows[i].Passed, Href: "#" + ids[i]})
 	}
 	p.Tables = []htmlTable{seed, times}
+	if cells := steadyCells(rows); len(cells) > 0 {
+		steady := htmlTable{ID: "steady", Title: "Steady state per source", Caption: steadyCaption + ".", Head: steadyHeader(rows)}
+		k := 0
+		for i, r := range rows {
+			for range r.Steady {
+				steady.Rows = append(steady.Rows, htmlTableRow{Cells: cells[k], Href: "#" + ids[i]})
+				k++
+			}
+		}
+		p.Tables = append(p.Tables, steady)
+	}
 
 	for _, r := range rows {
 		if r.Truncated {

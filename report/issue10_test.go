@@ -59,8 +59,8 @@ func TestRebuildJudgesVerificationsAndTimes(t *testing.T) {
 	if row.Times == nil || row.Times.DetectS == nil || row.Times.RecoverS == nil {
 		t.Fatalf("row times %+v, want both", row.Times)
 	}
-	// The first pull after the fault that came back within 2 s: sent at
-	// 10.54 s (the 8 s-long first one does not count), 10 ms long.
+	// The first pull after the last slow one (the 7.08 s-long first):
+	// sent at 10.54 s, 10 ms long, and every later one as fast.
 	if d := *row.Times.DetectS; d < 0.5 || d > 0.6 {
 		t.Errorf("detect_s %.3f, want about 0.55", d)
 	}

@@ -130,9 +130,9 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 	for i, r := range rows {
 		row := r.(map[string]any)
 		if i == 2 {
-			want("remove row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "times")
+			want("remove row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "times", "steady")
 		} else {
-			want("stall row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "recovery", "times")
+			want("stall row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "recovery", "times", "steady")
 			want("recovery", row["recovery"].(map[string]any), "n", "pulled")
 		}
 		want("faulted", row["faulted"].(map[string]any), "n", "pulled", "p50_s", "max_s")
@@ -140,6 +140,9 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 		want("times", row["times"].(map[string]any), "detect_s", "recover_s")
 		for _, c := range row["checks"].([]any) {
 			want("check", c.(map[string]any), "name", "passed", "detail")
+		}
+		for _, s := range row["steady"].([]any) {
+			want("steady", s.(map[string]any), "source", "n", "status_200", "errors", "pulled", "hit_rate", "in_flight", "p50_s", "p90_s", "p99_s", "max_s")
 		}
 	}
 	first := rows[0].(map[string]any)

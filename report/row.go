@@ -35,6 +35,9 @@ type Row struct {
 	// Decoder is the decoder's own /metrics over the fault and recovery
 	// windows (metrics.go); absent when it was not scraped.
 	Decoder *DecoderMetrics `json:"decoder_metrics,omitempty"`
+	// Steady is each source's pulls outside every fault window
+	// (steady.go); absent only in a report of a stream with no samples.
+	Steady []SteadyRow `json:"steady,omitempty"`
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -48,6 +51,9 @@ type CheckRow struct {
 	Name   string `json:"name"`
 	Passed bool   `json:"passed"`
 	Detail string `json:"detail"`
+	// Pending is how many pulls in flight the check counted (by their
+	// age so far); absent when none.
+	Pending int `json:"pending,omitempty"`
 }
 
 // FaultedRow summarises the pulls naming the faulted source in the window.
@@ -87,7 +93,7 @@ func (r Run) Row() Row {
 		Last:       r.Last,
 	}
 	for _, c := range v.Checks {
-		row.Checks = append(row.Checks, CheckRow{Name: c.Name, Passed: c.Passed, Detail: c.Detail})
+		row.Checks = append(row.Checks, CheckRow{Name: c.Name, Passed: c.Passed, Detail: c.Detail, Pending: c.Pending})
 	}
 	f, h := v.Summary.Faulted, v.Summary.Healthy
 	row.Faulted = FaultedRow{N: f.N, Pulled: f.Pulled, P50: f.P50.Seconds(), Max: f.Max.Seconds()}
@@ -99,13 +105,14 @@ func (r Run) Row() Row {
 	if r.HasWindow {
 		t := r.Verdict.Times
 		if t == nil {
-			ft := check.FaultTimes(r.Samples, r.Window, r.Info.Bounds)
+			ft := check.FaultTimes(r.checkInput())
 			t = &ft
 		}
 		row.Times = t
 	}
 	row.Verifications = r.Verifications
 	row.Decoder = decoderMetrics(r)
+	row.Steady = steadyRows(v)
 	return row
 }
 
@@ -217,6 +224,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 		}
 		b.WriteString("```\n")
 	}
+	writeSteady(&b, rows)
 	writeDecoder(&b, rows)
 	writeVerifications(&b, rows)
 	writeTTFT(&b, rows)

@@ -146,9 +146,10 @@ func FromEvents(events []event.Event) (Run, error) {
 	// The checks look at the window the experiment judged (check.Judged).
 	r.Window, r.HasWindow = check.Judged(r.Windows, r.Info.Timeline != "")
 
-	computed := check.Evaluate(check.Input{Samples: r.Samples, Window: r.Window, RunEnd: r.RunEnd, Bounds: r.Info.Bounds})
+	in := r.checkInput()
+	computed := check.Evaluate(in)
 	if r.HasWindow {
-		computed = check.WithFaultChecks(computed, r.Samples, r.Window, r.Info.Bounds, r.Verifications)
+		computed = check.WithFaultChecks(computed, in, r.Verifications)
 	}
 	if !r.HasWindow {
 		// Without a fault only all_200 means anything: the other checks
@@ -165,6 +166,7 @@ func FromEvents(events []event.Event) (Run, error) {
 			computed.Passed = computed.Passed && fe.Passed
 		}
 	}
+	computed.Steady = check.Steady(in, r.Windows, r.Info.Sources)
 	if final == nil {
 		r.Verdict, r.Recomputed = computed, true
 		return r, nil
@@ -183,7 +185,24 @@ func FromEvents(events []event.Event) (Run, error) {
 	if r.Verdict.Times == nil {
 		r.Verdict.Times = computed.Times // a stream written before verdicts carried them
 	}
+	if r.Verdict.Steady == nil {
+		r.Verdict.Steady = computed.Steady // ... or their steady-state summary
+	}
 	return r, nil
+}
+
+// checkInput is what the checks judge the run on: its samples and the
+// pulls its events say were sent and never ended, in flight until the
+// stream's last timestamp, as the experiment counts the ones in flight.
+func (r Run) checkInput() check.Input {
+	return check.Input{
+		Samples: r.Samples,
+		Pending: r.pending(),
+		Now:     max(r.html.lastT, r.RunEnd),
+		Window:  r.Window,
+		RunEnd:  r.RunEnd,
+		Bounds:  r.Info.Bounds,
+	}
 }
 
 // addWindow records a window event: End == 0 opens a window, anything else

@@ -198,9 +198,9 @@ func (m Model) armsView(w, h int) string {
 	head := headerPanel{
 		run: run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), styles: s,
+		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
 	}.Render(w)
-	hv := m.help.View(armsKeys{k: m.keys, mode: m.armMode()})
+	hv := m.help.View(m.footer(armsKeys{k: m.keys, mode: m.armMode()}))
 	banner := ""
 	if ended {
 		banner = m.armsBanner()

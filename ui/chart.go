@@ -9,8 +9,6 @@ import (
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/canvas/graph"
 	"github.com/NimbleMarkets/ntcharts/canvas/runes"
-	"github.com/NimbleMarkets/ntcharts/linechart"
-	"github.com/NimbleMarkets/ntcharts/sparkline"
 	"github.com/charmbracelet/lipgloss"
 )
 
@@ -40,44 +38,91 @@ type latencyChart struct {
 	scratch *chartScratch // canvases reused between frames; may be nil
 }
 
-// chartScratch keeps a source's chart canvases between frames. An ntcharts
-// canvas is w×h cells each holding a lipgloss.Style (~600 bytes), too much
-// to allocate ten times a second; it is rebuilt only when the size changes.
+// chartScratch keeps a source's chart grid between frames, so a frame
+// allocates no cells; it is resized only when the panel's size changes.
 // It holds pixels, not dashboard state.
 type chartScratch struct {
-	w, h  int
-	chart *linechart.Model
-	spark *sparkline.Model
+	grid runeGrid
 }
 
-// lineChart returns a cleared w×h line chart with the given ranges.
-func (s *chartScratch) lineChart(w, h int, window, ymax float64, yFmt linechart.LabelFormatter) *linechart.Model {
-	if s == nil || s.chart == nil || s.w != w || s.h != h {
-		lc := linechart.New(w, h, -window, 0, 0, ymax,
-			linechart.WithXYSteps(1, 1),
-			// Labels are placed by hand: linechart puts one every
-			// step columns, which gives unround times.
-			linechart.WithXLabelFormatter(func(int, float64) string { return "" }),
-			linechart.WithYLabelFormatter(yFmt),
-		)
-		if s == nil {
-			return &lc
-		}
-		s.w, s.h, s.chart = w, h, &lc
-		return s.chart
+// runeGrid is a w×h grid of runes, what the charts draw on: a cell holds
+// only its rune, and its style follows from it (classOf), so clearing and
+// reading it is a copy of runes. (ntcharts' canvas keeps a lipgloss.Style
+// of 560 bytes in every cell; copying those ten times a second for every
+// panel was most of a frame.)
+type runeGrid struct {
+	w, h  int
+	cells []rune
+}
+
+// reset makes g a cleared w×h grid, reusing its cells.
+func (g *runeGrid) reset(w, h int) {
+	g.w, g.h = w, h
+	if cap(g.cells) < w*h {
+		g.cells = make([]rune, w*h)
+		return
 	}
-	lc := s.chart
-	var empty canvas.Cell
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			lc.Canvas.SetCell(canvas.Point{X: x, Y: y}, empty)
+	g.cells = g.cells[:w*h]
+	clear(g.cells)
+}
+
+func (g *runeGrid) set(x, y int, r rune) {
+	if x >= 0 && x < g.w && y >= 0 && y < g.h {
+		g.cells[y*g.w+x] = r
+	}
+}
+
+func (g *runeGrid) at(x, y int) rune {
+	if x >= 0 && x < g.w && y >= 0 && y < g.h {
+		return g.cells[y*g.w+x]
+	}
+	return 0
+}
+
+// setString writes s from (x, y) on, cut at the grid's edges.
+func (g *runeGrid) setString(x, y int, s string) {
+	for _, r := range s {
+		g.set(x, y, r)
+		x++
+	}
+}
+
+// The chart's frame, laid out as ntcharts' linechart lays out a chart with
+// an X and a Y step of 1: the X axis on the next-to-last row, the time
+// labels under it, the Y labels right-aligned left of the Y axis.
+type chartFrame struct {
+	origin struct{ x, y int }
+	gw, gh int
+}
+
+// frame draws the axes and the Y labels of a w×h chart whose latency axis
+// tops at ymax on g, and returns where the graph is.
+func (g *runeGrid) frame(w, h int, yFmt func(i int) string) chartFrame {
+	var f chartFrame
+	f.gh = h - 2
+	f.origin.y = h - 2
+	valueLen := 0
+	for i := 0; i <= f.gh; i++ {
+		valueLen = max(valueLen, len(yFmt(i)))
+	}
+	f.origin.x = valueLen
+	f.gw = w - (valueLen + 1)
+
+	g.set(f.origin.x, f.origin.y, '└')
+	for y := f.origin.y - 1; y >= 0; y-- {
+		g.set(f.origin.x, y, '│')
+	}
+	for x := f.origin.x + 1; x < w; x++ {
+		g.set(x, f.origin.y, '─')
+	}
+	last := ""
+	for i := 0; i <= f.gh; i++ {
+		if s := yFmt(i); s != last {
+			g.setString(f.origin.x-len(s), f.origin.y-i, s)
+			last = s
 		}
 	}
-	lc.YLabelFormatter = yFmt
-	lc.SetXYRange(-window, 0, 0, ymax)
-	lc.SetViewXYRange(-window, 0, 0, ymax)
-	lc.UpdateGraphSizes()
-	return lc
+	return f
 }
 
 // Render draws the chart in w columns and h rows.
@@ -101,9 +146,16 @@ func (c latencyChart) Render(w, h int) string {
 	}
 	ymax := niceCeil(math.Max(maxLat.Seconds(), 0.1))
 
-	lc := c.scratch.lineChart(w, h, window, ymax, yLabels(ymax, h-2))
-	lc.DrawXYAxisAndLabel()
-	origin, gw, gh := lc.Origin(), lc.GraphWidth(), lc.GraphHeight()
+	var own chartScratch
+	sc := c.scratch
+	if sc == nil {
+		sc = &own
+	}
+	g := &sc.grid
+	g.reset(w, h)
+	f := g.frame(w, h, yLabels(ymax, h-2))
+	origin := canvas.Point{X: f.origin.x, Y: f.origin.y}
+	gw, gh := f.gw, f.gh
 	if gw < 4 || gh < 1 {
 		return blankBlock(w, h)
 	}
@@ -144,7 +196,13 @@ func (c latencyChart) Render(w, h int) string {
 		}
 		prev, prevX = gp, x
 	}
-	graph.DrawBraillePatterns(&lc.Canvas, canvas.Point{X: origin.X + 1, Y: 0}, grid.BraillePatterns(), c.styles.ChartLine)
+	for y, row := range grid.BraillePatterns() {
+		for x, r := range row {
+			if r != runes.BrailleBlockOffset { // the graph's cells are still empty
+				g.set(origin.X+1+x, y, r)
+			}
+		}
+	}
 
 	// Fault windows: a heavy stretch of the time axis.
 	for i := 0; i < c.spans.Len(); i++ {
@@ -159,7 +217,7 @@ func (c latencyChart) Render(w, h int) string {
 		x0 := origin.X + 1 + c.column(max(sp.start, c.from), gw)
 		x1 := origin.X + 1 + c.column(min(end, c.to), gw)
 		for x := x0; x <= x1; x++ {
-			lc.Canvas.SetCell(canvas.Point{X: x, Y: origin.Y}, canvas.NewCellWithStyle(markRune, c.styles.ChartMark))
+			g.set(x, origin.Y, markRune)
 		}
 	}
 
@@ -172,11 +230,11 @@ func (c latencyChart) Render(w, h int) string {
 		row := origin.Y - 1 - int(math.Round(age/ymax*float64(gh-1)))
 		row = min(max(row, origin.Y-gh), origin.Y-1)
 		x := origin.X + 1 + c.column(s, gw)
-		lc.Canvas.SetCell(canvas.Point{X: x, Y: row}, canvas.NewCellWithStyle(inflightRune, c.styles.ChartInflight))
+		g.set(x, row, inflightRune)
 	}
 
-	c.drawTimeLabels(&lc.Canvas, origin, gw, window)
-	return renderCanvas(&lc.Canvas, c.styles)
+	c.drawTimeLabels(g, origin, gw, window)
+	return renderGrid(g, c.styles)
 }
 
 // column maps a run time inside the window to a graph column.
@@ -186,10 +244,10 @@ func (c latencyChart) column(t time.Duration, gw int) int {
 }
 
 // drawTimeLabels writes round times before now under the axis ("-30s ... now").
-func (c latencyChart) drawTimeLabels(cv *canvas.Model, origin canvas.Point, gw int, window float64) {
+func (c latencyChart) drawTimeLabels(g *runeGrid, origin canvas.Point, gw int, window float64) {
 	y := origin.Y + 1
 	step := niceCeil(window / math.Max(1, float64(gw)/10))
-	right := cv.Width() // labels end before this column
+	right := g.w // labels end before this column
 	for k := 0; ; k++ {
 		t := -float64(k) * step
 		if -t > window+1e-9 {
@@ -213,7 +271,7 @@ func (c latencyChart) drawTimeLabels(cv *canvas.Model, origin canvas.Point, gw i
 			}
 			start = right - len(label)
 		}
-		cv.SetStringWithStyle(canvas.Point{X: start, Y: y}, label, c.styles.ChartAxis)
+		g.setString(start, y, label)
 		right = start - 1
 	}
 }
@@ -232,8 +290,8 @@ func fmtTick(t, step float64) string {
 
 // yLabels labels the latency axis at 0, the middle and the top only, so
 // the labels are round numbers.
-func yLabels(ymax float64, gh int) linechart.LabelFormatter {
-	return func(i int, _ float64) string {
+func yLabels(ymax float64, gh int) func(i int) string {
+	return func(i int) string {
 		switch {
 		case i == 0:
 			return "0"
@@ -272,25 +330,21 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-// hitSparkline draws hit rates (0..1) as an ntcharts sparkline, one column a bucket.
-func hitSparkline(rates []float64, styles *Styles, scratch *chartScratch) string {
+// hitSparkline draws hit rates (0..1) one column a bucket, each a lower
+// block as high as its rate in eighths (ntcharts' one-row sparkline
+// columns, runes.LowerBlockElementFromFloat64), a full block at 1.
+func hitSparkline(rates []float64, styles *Styles) string {
 	if len(rates) == 0 {
 		return ""
 	}
-	var sl *sparkline.Model
-	if scratch != nil && scratch.spark != nil && scratch.spark.Width() == len(rates) {
-		sl = scratch.spark
-		sl.Clear()
-	} else {
-		m := sparkline.New(len(rates), 1, sparkline.WithMaxValue(1), sparkline.WithNoAutoMaxValue(), sparkline.WithStyle(styles.Spark))
-		sl = &m
-		if scratch != nil {
-			scratch.spark = sl
+	var g runeGrid
+	g.reset(len(rates), 1)
+	for x, v := range rates {
+		if v > 0 {
+			g.set(x, 0, runes.LowerBlockElementFromFloat64(v))
 		}
 	}
-	sl.PushAll(rates)
-	sl.DrawColumnsOnly()
-	return renderCanvas(&sl.Canvas, styles)
+	return renderGrid(&g, styles)
 }
 
 // cellClass groups canvas cells that share a style, so a row is styled in
@@ -304,6 +358,7 @@ const (
 	classMark
 	classSpark
 	classInflight
+	numClasses
 )
 
 func classOf(r rune) cellClass {
@@ -340,41 +395,78 @@ func (s *Styles) class(c cellClass) *lipgloss.Style {
 	}
 }
 
-// renderCanvas turns an ntcharts canvas into text, styling runs of cells
-// by what they show.
-func renderCanvas(cv *canvas.Model, styles *Styles) string {
-	w, h := cv.Width(), cv.Height()
-	var out, run strings.Builder
-	out.Grow(w * h * 3)
-	for y := 0; y < h; y++ {
+// runStyle is a style's output around a run of text, worked out once (by
+// rendering a NUL and splitting there): the charts' styles are plain
+// colours, which lipgloss renders as the same escapes before and after any
+// text without a newline, and rendering every run of cells anew was a
+// third of a frame.
+type runStyle struct {
+	prefix, suffix string
+	ok             bool
+}
+
+func newRunStyle(st lipgloss.Style) runStyle {
+	out := st.Render("\x00")
+	if strings.Count(out, "\x00") != 1 {
+		return runStyle{}
+	}
+	i := strings.IndexByte(out, 0)
+	return runStyle{prefix: out[:i], suffix: out[i+1:], ok: true}
+}
+
+// writeRun writes a run of cells of one class, an empty cell as a space.
+func (s *Styles) writeRun(out *strings.Builder, cl cellClass, cells []rune) {
+	st := s.class(cl)
+	rs := s.runs[cl]
+	switch {
+	case st == nil:
+	case rs.ok:
+		out.WriteString(rs.prefix)
+	default:
+		out.WriteString(st.Render(runesText(cells)))
+		return
+	}
+	for _, r := range cells {
+		if r == 0 {
+			r = ' '
+		}
+		out.WriteRune(r)
+	}
+	if st != nil {
+		out.WriteString(rs.suffix)
+	}
+}
+
+func runesText(cells []rune) string {
+	var b strings.Builder
+	for _, r := range cells {
+		if r == 0 {
+			r = ' '
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// renderGrid turns a grid into text, styling runs of cells by what they
+// show.
+func renderGrid(g *runeGrid, styles *Styles) string {
+	var out strings.Builder
+	out.Grow(g.w*g.h*3 + 64*g.h)
+	for y := 0; y < g.h; y++ {
 		if y > 0 {
 			out.WriteByte('\n')
 		}
-		cur := classPlain
-		flush := func() {
-			if run.Len() == 0 {
-				return
+		row := g.cells[y*g.w : (y+1)*g.w]
+		for x := 0; x < len(row); {
+			cl := classOf(row[x])
+			end := x + 1
+			for end < len(row) && classOf(row[end]) == cl {
+				end++
 			}
-			if st := styles.class(cur); st != nil {
-				out.WriteString(st.Render(run.String()))
-			} else {
-				out.WriteString(run.String())
-			}
-			run.Reset()
+			styles.writeRun(&out, cl, row[x:end])
+			x = end
 		}
-		for x := 0; x < w; x++ {
-			r := cv.Cell(canvas.Point{X: x, Y: y}).Rune
-			cl := classOf(r)
-			if cl != cur {
-				flush()
-				cur = cl
-			}
-			if r == 0 {
-				r = ' '
-			}
-			run.WriteRune(r)
-		}
-		flush()
 	}
 	return out.String()
 }

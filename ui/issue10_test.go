@@ -45,7 +45,10 @@ func sceneInFlight() scene {
 		}
 	}
 	s.add(22*time.Second, event.Event{Kind: event.KindSamples, Samples: healthyOnly})
-	s.verdict(22*time.Second, liveVerdict(true), false)
+	// The live verdict counts the 24 pulls in flight by their age: the 20
+	// sent from 12 s on have waited 0.5–10 s, 5.25 s at the median, past
+	// its 2 s bound, before any returned.
+	s.verdict(22*time.Second, s.judged(22*time.Second), false)
 	return scene{events: s.events, now: 22 * time.Second, ctrl: newFakeCtrl()}
 }
 
@@ -201,4 +204,45 @@ func TestEngineWithoutSeriesShowsDashes(t *testing.T) {
 	if strings.Contains(out, "warning") {
 		t.Errorf("an engine without the series made a warning:\n%s", out)
 	}
+}
+
+// judged is the live verdict the experiment would send at t for the
+// script's events so far: check's, over its samples and the pulls its
+// pull_start events name without a sample yet, on its first fault window
+// (open until t).
+func (s *script) judged(t time.Duration) event.Verdict {
+	var (
+		samples []event.Sample
+		starts  []event.PullStart
+		windows []event.Window
+		bounds  event.Bounds
+	)
+	for _, ev := range s.events {
+		switch ev.Kind {
+		case event.KindRun:
+			bounds = ev.Run.Bounds
+		case event.KindSamples:
+			samples = append(samples, ev.Samples...)
+		case event.KindPullStart:
+			starts = append(starts, ev.Pulls...)
+		case event.KindWindow:
+			windows = append(windows, *ev.Window)
+		}
+	}
+	ended := map[int64]bool{}
+	for _, x := range samples {
+		ended[x.Trial] = true
+	}
+	var pending []event.PullStart
+	for _, p := range starts {
+		if !ended[p.Trial] {
+			pending = append(pending, p)
+		}
+	}
+	w, _ := check.Judged(windows, true)
+	if w.End == 0 {
+		w.End = t
+	}
+	in := check.Input{Samples: samples, Pending: pending, Now: t, Window: w, RunEnd: t, Bounds: bounds}
+	return check.WithFaultChecks(check.Evaluate(in), in, nil)
 }

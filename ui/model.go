@@ -84,9 +84,10 @@ const logTailLines = 500
 // message; panels only render what it hands them.
 type Model struct {
 	ctrl   Controller
-	events <-chan event.Event
+	events <-chan event.Event // the live bus; nil when a replay feeds the Model (replay.go)
 	done   <-chan struct{}
 	opts   Options
+	replay *Replay // the replay feeding the Model, nil live: the header's mark and the keys' help
 
 	arms    *arms
 	st      *state // the arm shown: arms.first()
@@ -139,7 +140,7 @@ func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 		st:      a.first(),
 		keys:    DefaultKeyMap(),
 		help:    h,
-		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting)),
+		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting.Style)),
 		styles:  &styles,
 		width:   80,
 		height:  24,
@@ -176,7 +177,11 @@ func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts O
 
 // Init starts the event feed, the clock and the start-up spinner.
 func (m Model) Init() tea.Cmd {
-	return tea.Batch(waitEvents(m.events, m.done, 0), clockTick(m.opts.Clock), m.spinner.Tick)
+	cmds := []tea.Cmd{clockTick(m.opts.Clock), m.spinner.Tick}
+	if m.events != nil {
+		cmds = append(cmds, waitEvents(m.events, m.done, 0))
+	}
+	return tea.Batch(cmds...)
 }
 
 // Update routes every message; it is the only place state changes.
@@ -272,7 +277,7 @@ func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 		for _, arm := range m.arms.order {
 			m.arms.by[arm].closeStream(m.opts.Now())
 		}
-	} else {
+	} else if m.events != nil {
 		cmds = append(cmds, waitEvents(m.events, m.done, m.opts.Frame))
 	}
 	// Fetch the failed engines' last lines on the first warning, and
@@ -508,7 +513,7 @@ func (m Model) View() string {
 }
 
 func (m Model) startupView(w, h int) string {
-	hv := m.help.View(startupKeys{m.keys})
+	hv := m.help.View(m.footer(startupKeys{m.keys}))
 	hh := lipgloss.Height(hv)
 	tails := m.failTails
 	if len(tails) == 0 && m.st.startFailed {
@@ -527,6 +532,7 @@ func (m Model) startupView(w, h int) string {
 		failures: m.st.failures,
 		ended:    m.st.ended,
 		exitCode: m.st.exitCode,
+		replay:   m.replayTag(),
 		tails:    tails,
 		recent:   m.st.log.Last(8),
 		styles:   m.styles,
@@ -544,9 +550,9 @@ func (m Model) dashboard(w, h int) string {
 	head := headerPanel{
 		run: m.st.run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: m.st.ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), styles: s,
+		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
 	}.Render(w)
-	hv := m.help.View(m.keys)
+	hv := m.help.View(m.footer(m.keys))
 	var banner string
 	if m.st.ended {
 		res := fmt.Sprintf("run ended: %s (exit %d) · press q to quit", orDash(m.st.endMsg), m.st.exitCode)
@@ -639,13 +645,39 @@ func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
 			used += pw
 			cells = append(cells, m.sourcePanelWith(i, nowT, pend[i]).Render(pw, rowH))
 		}
-		rowStrs = append(rowStrs, lipgloss.JoinHorizontal(lipgloss.Top, cells...))
+		rowStrs = append(rowStrs, joinBlocks(cells, rowH, w-used))
 	}
-	out := lipgloss.JoinVertical(lipgloss.Left, rowStrs...)
+	// Every row is w wide now: joined, not measured and padded again.
+	out := strings.Join(rowStrs, "\n")
 	if extra := h - rowH*rows; extra > 0 {
 		out += "\n" + blankBlock(w, extra)
 	}
 	return out
+}
+
+// joinBlocks puts blocks of h lines each (every line already as wide as
+// its block: block() made them) side by side, and pads each line with pad
+// spaces: what lipgloss.JoinHorizontal and JoinVertical give such blocks,
+// without measuring every line's width again.
+func joinBlocks(blocks []string, h, pad int) string {
+	lines := make([][]string, len(blocks))
+	for i, b := range blocks {
+		lines[i] = strings.SplitN(b, "\n", h)
+	}
+	tail := strings.Repeat(" ", max(pad, 0))
+	var out strings.Builder
+	for y := range h {
+		if y > 0 {
+			out.WriteByte('\n')
+		}
+		for _, l := range lines {
+			if y < len(l) {
+				out.WriteString(l[y])
+			}
+		}
+		out.WriteString(tail)
+	}
+	return out.String()
 }
 
 // sparkBuckets is how many columns the hit-rate sparkline has.
@@ -762,7 +794,7 @@ func clip(s string, w, h int) string {
 		lines = lines[:h]
 	}
 	for i, l := range lines {
-		if lipgloss.Width(l) > w {
+		if textWidth(l) > w {
 			lines[i] = fit(l, w)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
 	"p2pfault/event"
@@ -20,10 +19,12 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if lipgloss.Width(s) > w {
+	sw := textWidth(s)
+	if sw > w {
 		s = ansi.Truncate(s, w, "…")
+		sw = textWidth(s)
 	}
-	if pad := w - lipgloss.Width(s); pad > 0 {
+	if pad := w - sw; pad > 0 {
 		s += strings.Repeat(" ", pad)
 	}
 	return s
@@ -48,7 +49,7 @@ func block(lines []string, w, h int) string {
 // spread puts left and right on one line of width w, right-aligned; right
 // is the less important part and is dropped when both do not fit.
 func spread(left, right string, w int) string {
-	gap := w - lipgloss.Width(left) - lipgloss.Width(right)
+	gap := w - textWidth(left) - textWidth(right)
 	if gap < 1 {
 		return fit(left, w)
 	}
@@ -66,6 +67,7 @@ type headerPanel struct {
 	ended     bool
 	selected  int
 	nextFault string
+	replay    string // a replay's mark and position, in place of the elapsed time (replay.go)
 	styles    *Styles
 }
 
@@ -94,6 +96,9 @@ func (h headerPanel) Render(width int) string {
 	parts := []string{
 		"elapsed " + fmtClock(h.elapsed),
 		fmtRunTime(h.nowT),
+	}
+	if h.replay != "" {
+		parts[0] = h.replay
 	}
 	if h.nextFault != "" {
 		parts = append(parts, s.Countdown.Render(h.nextFault))
@@ -151,7 +156,7 @@ func (p sourcePanel) Render(w, h int) string {
 	}
 	left := name + "  " + s.badge(p.badge).Render(p.badgeText)
 	right := "latency, last " + fmtSpan(p.window)
-	if lipgloss.Width(left)+len(right)+1 > inner {
+	if textWidth(left)+len(right)+1 > inner {
 		right = "last " + fmtSpan(p.window)
 	}
 	title := spread(left, s.Dim.Render(right), inner)
@@ -165,7 +170,7 @@ func (p sourcePanel) Render(w, h int) string {
 			s.Label.Render("p50"), fmtLatency(st.p50),
 			s.Label.Render("p95"), fmtLatency(st.p95),
 			s.Label.Render("max"), fmtLatency(st.max))
-		if suffix := "  " + s.Dim.Render("last "+fmtSpan(p.recent)); lipgloss.Width(stats+suffix) <= inner {
+		if suffix := "  " + s.Dim.Render("last "+fmtSpan(p.recent)); textWidth(stats+suffix) <= inner {
 			stats += suffix
 		}
 	}
@@ -176,7 +181,7 @@ func (p sourcePanel) Render(w, h int) string {
 	} else {
 		rate = fmt.Sprintf("%4s", fmtPercent(float64(st.hits)/float64(st.n)))
 	}
-	hits := hitLabel + rate + " " + hitSparkline(p.spark, s, p.chart.scratch)
+	hits := hitLabel + rate + " " + hitSparkline(p.spark, s)
 	counts := fmt.Sprintf("%s %d  %s %d  %s %d  %s %d",
 		s.Label.Render("n"), p.n, s.Label.Render("200s"), p.ok200,
 		s.Label.Render("errors"), p.errs, s.Label.Render("pulled"), p.pulled)
@@ -245,7 +250,7 @@ func (t procTable) Render(w, h int) string {
 	widths := make([]int, len(head))
 	for _, r := range rows {
 		for c, cell := range r {
-			widths[c] = max(widths[c], lipgloss.Width(cell))
+			widths[c] = max(widths[c], textWidth(cell))
 		}
 	}
 	// MEMBERS is the column that can grow without bound: it gives way.
@@ -383,11 +388,23 @@ type verdictTable struct {
 
 // Height is how many lines the table wants.
 func (v verdictTable) Height() int {
-	h := 1 + len(v.verdict.Checks) + 3
+	h := 1 + len(v.verdict.Checks)
+	if v.faulted() {
+		h += 3
+	}
 	if v.verdict.Times != nil {
 		h++
 	}
+	if n := len(v.verdict.Steady); n > 0 {
+		h += 2 + n // title, header, a line per source
+	}
 	return h
+}
+
+// faulted says the verdict judged a fault window: it has the seed's
+// figures (faulted, healthy, recovery) to show.
+func (v verdictTable) faulted() bool {
+	return v.verdict.Times != nil || v.verdict.Summary != (event.Summary{})
 }
 
 // timesSuffix is the live checks' title's detect and recover times.
@@ -423,15 +440,17 @@ func (v verdictTable) Render(w, h int) string {
 		}
 		lines = append(lines, "  "+checkMark(s, r)+" "+fit(r.Name, nameW)+"  "+fit(word, 5)+"  "+r.Detail)
 	}
-	sum := v.verdict.Summary
-	lines = append(lines,
-		fmt.Sprintf("  %s n %d  pulled %d  p50 %s  max %s", s.Label.Render("faulted "), sum.Faulted.N, sum.Faulted.Pulled, fmtSeconds(sum.Faulted.P50), fmtSeconds(sum.Faulted.Max)),
-		fmt.Sprintf("  %s n %d  pulled %d  max %s", s.Label.Render("healthy "), sum.Healthy.N, sum.Healthy.Pulled, fmtSeconds(sum.Healthy.Max)),
-		fmt.Sprintf("  %s n %d  pulled %d", s.Label.Render("recovery"), sum.Recovery.N, sum.Recovery.Pulled),
-	)
+	if sum := v.verdict.Summary; v.faulted() {
+		lines = append(lines,
+			fmt.Sprintf("  %s n %d  pulled %d  p50 %s  max %s", s.Label.Render("faulted "), sum.Faulted.N, sum.Faulted.Pulled, fmtSeconds(sum.Faulted.P50), fmtSeconds(sum.Faulted.Max)),
+			fmt.Sprintf("  %s n %d  pulled %d  max %s", s.Label.Render("healthy "), sum.Healthy.N, sum.Healthy.Pulled, fmtSeconds(sum.Healthy.Max)),
+			fmt.Sprintf("  %s n %d  pulled %d", s.Label.Render("recovery"), sum.Recovery.N, sum.Recovery.Pulled),
+		)
+	}
 	if t := v.verdict.Times; t != nil {
 		lines = append(lines, "  "+s.Label.Render("times   ")+" "+timesLine(t))
 	}
+	lines = append(lines, steadyLines(s, v.verdict)...)
 	if len(lines) > h {
 		lines = lines[:h]
 	}
@@ -450,6 +469,7 @@ type startupView struct {
 	exitCode int
 	tails    []engineTail
 	recent   []logEntry
+	replay   string // a replay's mark and position (replay.go)
 	styles   *Styles
 }
 
@@ -467,6 +487,9 @@ type engineTail struct {
 func (v startupView) Render(w, h int) string {
 	s := v.styles
 	title := s.Title.Render("p2pfault")
+	if v.replay != "" {
+		title += "  " + v.replay
+	}
 	if v.run != nil {
 		title += fmt.Sprintf("  case %s · arm %s · %d sources on %s", orDash(v.run.Case), orDash(v.run.Arm), v.run.Sources, orDash(v.run.Engine))
 	}

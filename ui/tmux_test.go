@@ -24,6 +24,7 @@ const (
 	envBin      = "P2PFAULT_UI_E2E_BIN"
 	envBuildErr = "P2PFAULT_UI_E2E_BUILD_ERROR"
 	tmuxTest    = "TestDashboardInTmuxStallResumeQuit"
+	replayTmux  = "TestReplayInTmux" // replay_tmux_test.go
 )
 
 func TestMain(m *testing.M) {
@@ -60,7 +61,7 @@ func e2eSelected() bool {
 		return true
 	}
 	re, err := regexp.Compile(strings.Split(f.Value.String(), "/")[0])
-	return err == nil && re.MatchString(tmuxTest)
+	return err == nil && (re.MatchString(tmuxTest) || re.MatchString(replayTmux))
 }
 
 // buildBinary builds the module's main package (one folder up) to bin.

@@ -1,0 +1,127 @@
+package check
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"p2pfault/event"
+)
+
+// exactQuantile is the nearest-rank percentile p of d, the definition
+// HdrHistogram's ValueAtPercentile follows.
+func exactQuantile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	rank := int(p/100*float64(len(s)) + 0.5)
+	rank = min(max(rank, 1), len(s))
+	return s[rank-1]
+}
+
+func TestHistPercentilesWithinTheirPrecision(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	h := NewHist()
+	var all []time.Duration
+	for range 20000 {
+		// Mostly fast pulls, a tail of slow ones, as a stall gives.
+		d := time.Duration(rng.ExpFloat64() * float64(30*ms))
+		if rng.IntN(50) == 0 {
+			d = 8*time.Second + time.Duration(rng.Float64()*float64(22*time.Second))
+		}
+		h.Record(d)
+		all = append(all, d)
+	}
+	p := h.Percentiles()
+	if p.N != len(all) || p.Max != slices.Max(all) {
+		t.Fatalf("n %d max %s; want %d, %s (exact)", p.N, p.Max, len(all), slices.Max(all))
+	}
+	for _, q := range []struct {
+		p   float64
+		got time.Duration
+	}{{50, p.P50}, {90, p.P90}, {99, p.P99}} {
+		want := exactQuantile(all, q.p)
+		// Three significant digits, plus the microsecond unit.
+		if diff := (q.got - want).Abs(); float64(diff) > 0.001*float64(want)+float64(time.Microsecond) {
+			t.Errorf("p%.0f = %s, exact %s: off by %s, more than 0.1%%", q.p, q.got, want, diff)
+		}
+	}
+}
+
+func TestHistEdges(t *testing.T) {
+	h := NewHist()
+	if p := h.Percentiles(); p != (event.Percentiles{}) {
+		t.Errorf("empty: %+v, want zero", p)
+	}
+	h.Record(-time.Second)  // a clock step: counted as 0
+	h.Record(2 * time.Hour) // past the range: counted at its top, Max exact
+	p := h.Percentiles()
+	if p.N != 2 || p.Max != 2*time.Hour || p.P99 > 2*time.Hour || p.P50 != 0 {
+		t.Errorf("got %+v; want n 2, p50 0, max 2h", p)
+	}
+	o := NewHist()
+	o.Record(3 * time.Second)
+	h.Merge(o)
+	if h.N() != 3 || h.Max() != 2*time.Hour {
+		t.Errorf("merged: n %d max %s", h.N(), h.Max())
+	}
+}
+
+func TestSteady(t *testing.T) {
+	w := event.Window{Source: 0, Start: 10 * time.Second, End: 20 * time.Second, Recovers: true}
+	samples := []event.Sample{
+		pull(0, 1*time.Second, 10*ms),
+		pull(0, 2*time.Second, 30*ms),
+		miss(pull(0, 3*time.Second, 20*ms)),
+		failed(pull(0, 4*time.Second, 60*time.Second), 0, "context deadline exceeded"),
+		pull(0, 12*time.Second, 9*time.Second), // in the fault window: not steady
+		pull(0, 25*time.Second, 40*ms),
+		cutShort(pull(0, 29*time.Second, 500*ms)),
+		pull(1, 1*time.Second, 15*ms),
+		pull(1, 30*time.Second, 15*ms), // at the run's end: not in it
+	}
+	samples[1].TTFT = 25 * ms
+	pending := []event.PullStart{{Source: 1, Trial: 77, Start: 29500 * ms}}
+	got := Steady(Input{Samples: samples, Pending: pending, RunEnd: 30 * time.Second}, []event.Window{w}, 3)
+	if len(got) != 3 {
+		t.Fatalf("%d summaries, want one per source: %+v", len(got), got)
+	}
+	s0, s1, s2 := got[0], got[1], got[2]
+	if s0.Source != 0 || s0.N != 5 || s0.OK != 4 || s0.Errors != 1 || s0.Pulled != 3 || s0.InFlight != 1 {
+		t.Errorf("source-0 = %+v; want 5 pulls outside the window, 4 × 200, 1 error, 3 hits, 1 cut short in flight", s0)
+	}
+	if s0.Latency.Max != 60*time.Second || s0.Latency.P50 < 30*ms || s0.Latency.P50 > 31*ms {
+		t.Errorf("source-0 latency %+v; want p50 ≈ 30ms (of 10, 20, 30, 40 ms, 60 s), max 60s", s0.Latency)
+	}
+	if s0.TTFT == nil || s0.TTFT.N != 1 || s0.TTFT.Max != 25*ms {
+		t.Errorf("source-0 TTFT %+v; want the one streamed pull's 25ms", s0.TTFT)
+	}
+	if s1.N != 1 || s1.InFlight != 1 || s1.TTFT != nil {
+		t.Errorf("source-1 = %+v; want 1 pull, 1 in flight, no TTFT", s1)
+	}
+	if s2.Source != 2 || s2.N != 0 || s2.Latency != (event.Percentiles{}) {
+		t.Errorf("source-2 = %+v; want an empty line", s2)
+	}
+
+	// A window still open runs to the run's end; with no window every
+	// pull counts.
+	open := w
+	open.End = 0
+	if got := Steady(Input{Samples: samples, RunEnd: 30 * time.Second}, []event.Window{open}, 2); got[0].N != 4 {
+		t.Errorf("open window from 10 s: source-0 n %d, want 4 (the pulls before it)", got[0].N)
+	}
+	if got := Steady(Input{Samples: samples, RunEnd: 30 * time.Second}, nil, 2); got[0].N != 6 {
+		t.Errorf("no window: source-0 n %d, want 6", got[0].N)
+	}
+}
+
+// BenchmarkHistRecord records a soak's worth of pulls and reports what the
+// histogram holds: it must not grow with the pulls.
+func BenchmarkHistRecord(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	h := NewHist()
+	for b.Loop() {
+		h.Record(20*ms + time.Duration(rng.ExpFloat64()*float64(5*ms)))
+	}
+	b.ReportMetric(float64(h.h.GetMemorySize()), "hist-B")
+}

@@ -1,0 +1,108 @@
+package experiment_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"p2pfault/check"
+	"p2pfault/event"
+	"p2pfault/exitcode"
+	"p2pfault/experiment"
+	"p2pfault/runner"
+)
+
+func resultOf(v *event.Verdict, name string) (event.Result, bool) {
+	for _, r := range v.Checks {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return event.Result{}, false
+}
+
+// TestPullsInFlightFailTheVerdictBeforeTheyReturn: main's stall at time
+// scale 0.25. From the lookup timeout on (2 s into the stall) each new
+// pull naming source-0 waits on a reconnect's handshake (7.5 s), so they
+// hang past the 3.75 s faulted_max bound long before any returns. The live
+// verdict fails faulted_max as soon as the first has waited past it,
+// counting them (the dashboard shows it), while no pull naming source-0
+// has yet ended past the bound; ended then by the context (q, Ctrl-C),
+// the run's final verdict judges the same pulls, cut short, as pending
+// past the bound.
+func TestPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
+	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	exp, err := experiment.New(experiment.Config{
+		Case:      "stall",
+		TimeScale: 0.25,
+		Cluster: experiment.Launch{Config: runner.Config{
+			FreePorts: true,
+			ExtraArgs: []string{"--sim-startup-delay=0s"},
+		}},
+		OutDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := exp.Info().Bounds.FaultedMax
+	rec := &recorder{ch: exp.Subscribe()}
+	tm := dashboard(t, exp, 140, 45)
+	ctx, cancel := context.WithCancel(context.Background())
+	var runErr error
+	done := make(chan struct{})
+	go func() { defer close(done); _, runErr = exp.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = tm.Quit()
+		tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+	})
+
+	win := rec.waitFor(t, "the stall's window", time.Minute, func(ev event.Event) bool {
+		return ev.Kind == event.KindWindow && ev.Window.End == 0
+	}).Window
+	live := rec.waitFor(t, "a live verdict failing faulted_max by pulls in flight", 30*time.Second, func(ev event.Event) bool {
+		if ev.Kind != event.KindVerdict || ev.Final {
+			return false
+		}
+		r, ok := resultOf(ev.Verdict, check.NameFaultedBound)
+		return ok && !r.Passed && r.Pending > 0 && strings.Contains(r.Detail, "in flight past")
+	})
+	for _, ev := range rec.seen {
+		for _, s := range ev.Samples {
+			if s.Source == win.Source && s.Start >= win.Start && s.Latency > bound {
+				t.Fatalf("a pull naming source-0 had ended past the bound (%s) before the verdict at %s failed: it was not the pulls in flight that failed it", s.Latency, live.T)
+			}
+		}
+	}
+	r, _ := resultOf(live.Verdict, check.NameFaultedBound)
+	t.Logf("live at %.2fs: %s", live.T.Seconds(), r.Detail)
+	if live.Verdict.Passed {
+		t.Error("the live verdict passed with faulted_max failed")
+	}
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		return bytes.Contains(b, []byte("✗ faulted_max")) && bytes.Contains(b, []byte("in flight past"))
+	}, teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+
+	cancel()
+	final := rec.waitFor(t, "the final verdict", 30*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindVerdict && ev.Final
+	})
+	fr, _ := resultOf(final.Verdict, check.NameFaultedBound)
+	if fr.Passed || fr.Pending == 0 || !strings.Contains(fr.Detail, "are in flight past") {
+		t.Errorf("final faulted_max = %+v; want failed by the pulls cut short past the bound", fr)
+	}
+	if final.Verdict.Passed {
+		t.Error("the final verdict of an interrupted main stall passed")
+	}
+	<-done
+	if !errors.Is(runErr, exitcode.ErrInterrupted) {
+		t.Errorf("run error %v, want interrupted", runErr)
+	}
+}
