@@ -43,16 +43,23 @@ func TestRowsOfTwoModesGetAModeColumn(t *testing.T) {
 	if times := TimesTable(Rows([]Run{p2p, pd})); !strings.HasPrefix(times, "arm   mode  case   detect_s  recover_s\n") {
 		t.Errorf("times table of two modes:\n%s", times)
 	}
+	steady := strings.Split(SteadyTable(Rows([]Run{p2p, pd})), "\n")
+	if len(steady) < 5 || !strings.HasPrefix(steady[0], "arm   mode  case   source    pulls") || !strings.HasPrefix(steady[1], "main  p2p   stall  source-0") || !strings.HasPrefix(steady[3], "main  pd    stall  source-0") {
+		t.Errorf("steady-state table of two modes:\n%s", strings.Join(steady, "\n"))
+	}
 	for _, runs := range [][]Run{{p2p}, {pd}} {
 		if one := Table(Rows(runs)); !strings.HasPrefix(one, "arm   case   result") {
 			t.Errorf("a table of one mode has a mode column:\n%s", one)
+		}
+		if one := SteadyTable(Rows(runs)); !strings.HasPrefix(one, "arm   case   source") {
+			t.Errorf("a steady-state table of one mode has a mode column:\n%s", one)
 		}
 	}
 	var md bytes.Buffer
 	if err := WriteMarkdown(&md, Rows([]Run{p2p, pd})...); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| arm | mode | case | result |", "| main | pd | stall | FAIL |", "**main / pd / stall** failed:"} {
+	for _, want := range []string{"| arm | mode | case | result |", "| main | pd | stall | FAIL |", "| arm | mode | case | source | pulls |", "| main | pd | stall | source-0 |", "**main / pd / stall** failed:"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md.String())
 		}
