@@ -84,7 +84,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	exp, err := experiment.New(experiment.Config{
 		Case:      fault.CaseNone,
 		TimeScale: 0.2,
-		FaultFor:  5 * time.Second, // a key's stall: 1 s at this scale
+		FaultFor:  300 * time.Second, // a key's stall: a minute at this scale, so only the resume key ends it however late the test gets there
 		Cluster: experiment.Launch{Config: runner.Config{
 			FreePorts: true,
 			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},

@@ -364,6 +364,25 @@ func (r *running) samples() []received {
 	return append([]received(nil), r.got...)
 }
 
+// waitSamples waits until ok holds of the samples so far: a test asks for
+// the outcome it needs rather than sleeping a fixed time, which a loaded
+// machine can make too short. It fails the test after 20 s.
+func (r *running) waitSamples(what string, ok func([]received) bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok(r.samples()) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("no %s within 20s (%d samples)", what, len(r.samples()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// atLeast is a waitSamples condition: n samples have come back.
+func atLeast(n int) func([]received) bool {
+	return func(got []received) bool { return len(got) >= n }
+}
+
 // oneTrial runs the first trial of cfg's schedule (Interval is set long, so
 // there is no second) and returns its sample.
 func oneTrial(t *testing.T, cfg probe.Config) event.Sample {

@@ -26,11 +26,8 @@ func TestStreamedProbeAgainstSimEngines(t *testing.T) {
 		t.Fatalf("Warmup against sim engines: %v", err)
 	}
 	r := startRun(t, p)
-	time.Sleep(300 * time.Millisecond)
+	r.waitSamples("3 trials", atLeast(3)) // 150 ms at 20/s on an idle machine
 	got := r.stop(20 * time.Second)
-	if len(got) < 3 {
-		t.Fatalf("%d trials in 300ms at 20/s", len(got))
-	}
 	for _, s := range got {
 		if !s.Hit() || s.CachedTokens != 384 || s.PromptTokens != 400 || s.Err != "" {
 			t.Errorf("trial %d: status %d cached %d/%d err %q, want a 384-token hit", s.Trial, s.Status, s.CachedTokens, s.PromptTokens, s.Err)

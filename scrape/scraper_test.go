@@ -60,15 +60,22 @@ func text(body string) http.HandlerFunc {
 	}
 }
 
-func runFor(t *testing.T, s *Scraper, d time.Duration, rec *recorder) {
+// runUntil runs s until enough holds of what rec got (or 20 s passed):
+// the test waits for the scrapes it judges, which a loaded machine can
+// make slower than any fixed run.
+func runUntil(t *testing.T, s *Scraper, rec *recorder, enough func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { s.Run(ctx, rec.emit); close(done) }()
+	for ctx.Err() == nil && !enough() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
 	select {
 	case <-done:
-	case <-time.After(d + 5*time.Second):
+	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
 }
@@ -83,6 +90,9 @@ func TestRunScrapesEachEngineAndToldFailuresOnce(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	cfg := Config{
 		Interval: 50 * time.Millisecond,
+		// Two seconds, not the interval: a loaded machine can make a
+		// healthy in-process server take longer than 50 ms to answer.
+		Timeout: 2 * time.Second,
 		Targets: []Target{
 			{Name: "decoder", URL: serve(t, text(vllmText))},
 			{Name: "bare", URL: serve(t, text(noneText))},
@@ -107,13 +117,15 @@ func TestRunScrapesEachEngineAndToldFailuresOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{t: t}
-	runFor(t, s, time.Second, rec)
-
-	// 1 s at 50 ms: about 20 scrapes; the hung engine must not slow the
-	// others (a busy machine may drop ticks, never add).
+	runUntil(t, s, rec, func() bool {
+		return len(rec.of("hung", KindFailed)) > 0 && len(rec.of("decoder", KindScraped)) >= 10 &&
+			len(rec.of("bare", KindScraped)) >= 10 && len(rec.of("flaky", KindRecovered)) > 0
+	})
+	// The hung engine must not slow the others: the decoder is scraped ten
+	// times (half a second at 50 ms) while its first scrape waits out 2 s.
 	dec := rec.of("decoder", KindScraped)
-	if len(dec) < 10 {
-		t.Errorf("decoder scraped %d times in 1s at 50ms, want at least 10", len(dec))
+	if hung := rec.of("hung", KindFailed); len(dec) < 10 || len(hung) == 0 || !dec[9].At.Before(hung[0].At.Add(cfg.Timeout)) {
+		t.Errorf("decoder scraped %d times, want ten before the hung engine's scrape gave up", len(dec))
 	}
 	if last := dec[len(dec)-1]; last.Reading.Waiting != event.MetricOf(7) || last.Live.Running != event.MetricOf(4) || last.Live.HitRate.OK {
 		// Counters do not move between scrapes: no queries in the window, no rate.
@@ -142,8 +154,8 @@ func TestRunScrapesEachEngineAndToldFailuresOnce(t *testing.T) {
 		t.Error("recovery before the failure")
 	}
 	hung := rec.of("hung", KindFailed)
-	if len(hung) != 1 || !strings.Contains(hung[0].Err, "no answer within 50ms") || len(rec.of("hung", KindScraped)) != 0 {
-		t.Errorf("hung engine: failures %+v, %d scrapes; want one 'no answer within 50ms'", hung, len(rec.of("hung", KindScraped)))
+	if len(hung) != 1 || !strings.Contains(hung[0].Err, "no answer within 2s") || len(rec.of("hung", KindScraped)) != 0 {
+		t.Errorf("hung engine: failures %+v, %d scrapes; want one 'no answer within 2s'", hung, len(rec.of("hung", KindScraped)))
 	}
 }
 

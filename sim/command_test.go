@@ -17,7 +17,7 @@ import (
 // and stderr; a run still going after 20 s is killed and fails the test.
 func runToExit(t *testing.T, args, env []string) (int, string) {
 	t.Helper()
-	cmd := engineCmd(args, env)
+	cmd := engineCmd("", args, env)
 	var stderr logBuf
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -154,7 +154,7 @@ func TestHealthIsRefusedWhileTheModelLoads(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	started := time.Now()
-	cmd := engineCmd([]string{"sim", "serve", "m", "--port", fmt.Sprint(port), "--sim-startup-delay", "1500ms"}, nil)
+	cmd := engineCmd("", []string{"sim", "serve", "m", "--port", fmt.Sprint(port), "--sim-startup-delay", "1500ms"}, nil)
 	var stderr logBuf
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

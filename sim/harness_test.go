@@ -52,6 +52,7 @@ type engineProc struct {
 }
 
 type engineOpts struct {
+	bin   string   // the program to run; "" is this (race-built) test binary
 	mode  string   // --p2p-pending-handshake
 	scale string   // --sim-time-scale
 	env   []string // extra environment, e.g. PYTHONHASHSEED=7
@@ -63,10 +64,13 @@ type engineOpts struct {
 // and a CPU tier large enough that no test prompt is evicted.
 const kvConfig = `{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":4294967296,"secondary_tiers":[{"type":"p2p","host":"127.0.0.1","port":0}]}}`
 
-// engineCmd returns the command line of the test binary acting as
-// `p2pfault sim ...`.
-func engineCmd(args []string, env []string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], args...)
+// engineCmd returns the command line of bin (the test binary if "")
+// acting as `p2pfault sim ...`.
+func engineCmd(bin string, args []string, env []string) *exec.Cmd {
+	if bin == "" {
+		bin = os.Args[0]
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), "P2PFAULT_TEST_MAIN=1", "PYTHONHASHSEED=42"), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return cmd
@@ -89,7 +93,7 @@ func startEngine(t testing.TB, name string, o engineOpts) *engineProc {
 	}
 	args = append(args, o.args...)
 	e := &engineProc{name: name, log: &logBuf{}, exited: make(chan struct{})}
-	e.cmd = engineCmd(args, o.env)
+	e.cmd = engineCmd(o.bin, args, o.env)
 	e.cmd.Stderr = e.log
 	if err := e.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -263,6 +267,21 @@ func waitLog(t testing.TB, e *engineProc, substr string, within time.Duration) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// plainBinary builds p2pfault without the race detector into a temporary
+// folder: for tests that run several clusters at once, whose race-built
+// engines would starve a shared 2-core machine (the engine's own races are
+// caught by the tests that run this race-built binary).
+func plainBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "p2pfault")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // words is a unique prompt of n whitespace-separated words: n tokens.

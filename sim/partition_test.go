@@ -203,8 +203,10 @@ func TestPartitionOfASource(t *testing.T) {
 				}
 				if s.source == 1 {
 					healthy = append(healthy, s.r.serviceTime)
-					if s.r.cached == 0 || s.r.latency >= H {
-						t.Errorf("%v: the other source must keep hitting, each pull well under %v", s, H)
+					// The decoder's own time: this loaded client may add
+					// seconds of its own.
+					if s.r.cached == 0 || s.r.serviceTime >= H {
+						t.Errorf("%v: the other source must keep hitting, each pull well under %v in the decoder", s, H)
 					}
 					continue
 				}
@@ -243,15 +245,33 @@ func TestPartitionOfASource(t *testing.T) {
 			}
 			// No pull waits past the deadlines that apply: at most a lookup
 			// timeout on the ready session, then a handshake timeout on
-			// the next, whose connect hangs.
-			if max := dl[len(dl)-1]; max > L+H+late {
-				t.Errorf("slowest pull naming source-0 during the partition took %v, want at most %v (lookup + handshake timeout)", max, L+H+late)
+			// the next, whose connect hangs. In the decoder: this loaded
+			// client adds its own.
+			var maxSvc time.Duration
+			for _, s := range during {
+				maxSvc = max(maxSvc, s.r.serviceTime)
+			}
+			if maxSvc > L+H+late {
+				t.Errorf("slowest pull naming source-0 during the partition took %v in the decoder, want at most %v (lookup + handshake timeout)", maxSvc, L+H+late)
 			}
 			if mode == "prefill" {
+				// Judged on the decoder's time (this loaded client adds its
+				// own); a pull that hit was admitted once the next session
+				// was ready (a starved core may admit it that late) and so
+				// met no pending handshake.
+				var svc []time.Duration
 				for _, s := range during {
-					if s.within(L+300*time.Millisecond, healAt) && s.end-s.start > H/3 {
+					if !s.within(L+300*time.Millisecond, healAt) {
+						continue
+					}
+					svc = append(svc, s.r.serviceTime)
+					if s.r.cached == 0 && s.r.serviceTime > H/3 {
 						t.Errorf("%v: with the handshake pending, prefill mode must prefill at once", s)
 					}
+				}
+				// A mode that waited for the handshake would move the median.
+				if p50 := median(svc); p50 > H/3 {
+					t.Errorf("median of %d pulls meeting the pending handshake took %v in the decoder, want a local prefill well under %v", len(svc), p50, H/3)
 				}
 			}
 			firstHit := time.Duration(-1)

@@ -65,8 +65,14 @@ type driven struct {
 	ids    atomic.Uint64
 	mu     sync.Mutex
 	paused bool
-	stop   chan struct{}
-	ended  chan struct{}
+	// The longest wait between two steps since resetGap: a deadline fires
+	// at the first step at or after it, so no later than this past it. A
+	// loaded machine stretches it; a timing test widens its margins by it.
+	lastStep time.Time
+	maxGap   time.Duration
+	calls    chan func() // run by the stepping goroutine, between steps
+	stop     chan struct{}
+	ended    chan struct{}
 }
 
 func startEngine(t *testing.T, mutate func(*Config)) *driven {
@@ -83,7 +89,7 @@ func startEngine(t *testing.T, mutate func(*Config)) *driven {
 	if err := e.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	d := &driven{Engine: e, log: log, stop: make(chan struct{}), ended: make(chan struct{})}
+	d := &driven{Engine: e, log: log, calls: make(chan func()), stop: make(chan struct{}), ended: make(chan struct{})}
 	e.Start()
 	go d.loop()
 	t.Cleanup(d.shutdown)
@@ -99,15 +105,46 @@ func (d *driven) loop() {
 		case <-d.stop:
 			d.Shutdown()
 			return
+		case f := <-d.calls:
+			f()
 		case <-t.C:
+			now := time.Now()
 			d.mu.Lock()
 			paused := d.paused
+			if !paused {
+				if !d.lastStep.IsZero() {
+					d.maxGap = max(d.maxGap, now.Sub(d.lastStep))
+				}
+				d.lastStep = now
+			}
 			d.mu.Unlock()
 			if !paused {
-				d.Step(time.Now())
+				d.Step(now)
 			}
 		}
 	}
+}
+
+// inLoop runs f on the stepping goroutine, between two steps, so f may read
+// the engine's state.
+func (d *driven) inLoop(f func(e *Engine)) {
+	done := make(chan struct{})
+	d.calls <- func() { f(d.Engine); close(done) }
+	<-done
+}
+
+// resetGap starts a new measure of the longest wait between steps.
+func (d *driven) resetGap() {
+	d.mu.Lock()
+	d.maxGap = 0
+	d.mu.Unlock()
+}
+
+// stepGap is the longest wait between two steps since resetGap.
+func (d *driven) stepGap() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.maxGap
 }
 
 func (d *driven) setPaused(p bool) {
@@ -137,6 +174,7 @@ func prompt(trial string, n int) []int32 {
 type outcome struct {
 	res     Result
 	latency time.Duration
+	at      time.Time // when the result came
 }
 
 // run submits req and waits for its result.
@@ -158,7 +196,7 @@ func run(t *testing.T, e *driven, req Request) outcome {
 func runAsync(e *driven, req Request) <-chan outcome {
 	start := time.Now()
 	ch := make(chan outcome, 1)
-	e.Submit(e.ids.Add(1), req, func(r Result) { ch <- outcome{res: r, latency: time.Since(start)} })
+	e.Submit(e.ids.Add(1), req, func(r Result) { now := time.Now(); ch <- outcome{res: r, latency: now.Sub(start), at: now} })
 	return ch
 }
 

@@ -25,10 +25,14 @@ func (q *queueLog) last() (Queues, int) {
 }
 
 // startWithQueues is startEngine with OnQueues set before the first step.
+// Its lookup and heartbeat timeouts are long: a pull held on a frozen
+// source stays held however slowly the test gets to look at it.
 func startWithQueues(t *testing.T, q *queueLog) *driven {
 	t.Helper()
 	log := &syncBuf{}
-	e, err := New(testConfig(), simlog.New(log))
+	cfg := testConfig()
+	cfg.LookupTimeout, cfg.HeartbeatTimeout = 10*time.Second, 10*time.Second
+	e, err := New(cfg, simlog.New(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +40,7 @@ func startWithQueues(t *testing.T, q *queueLog) *driven {
 		t.Fatal(err)
 	}
 	e.OnQueues(q.add)
-	d := &driven{Engine: e, log: log, stop: make(chan struct{}), ended: make(chan struct{})}
+	d := &driven{Engine: e, log: log, calls: make(chan func()), stop: make(chan struct{}), ended: make(chan struct{})}
 	e.Start()
 	go d.loop()
 	t.Cleanup(d.shutdown)
