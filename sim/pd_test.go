@@ -222,9 +222,13 @@ func TestPDStoppedPrefiller(t *testing.T) {
 
 	var wg sync.WaitGroup
 	var inFlight, reconnect result
-	var reconnectAt time.Duration
+	var reconnectAt, inFlightSent time.Duration
 	wg.Add(1)
-	go func() { defer wg.Done(); inFlight = postCompletion(c, dec.url, decode(0, prompts[0])) }()
+	go func() {
+		defer wg.Done()
+		inFlightSent = time.Since(t0)
+		inFlight = postCompletion(c, dec.url, decode(0, prompts[0]))
+	}()
 	// The second leg waits until the heartbeat has reaped the first
 	// session, as the decoder's log says.
 	waitLog(t, dec, "heartbeat timed out", 10*time.Second)
@@ -240,15 +244,34 @@ func TestPDStoppedPrefiller(t *testing.T) {
 	if inFlight.status != http.StatusOK || inFlight.cached != 0 {
 		t.Errorf("in-flight decode leg: status %d cached %d, want 200 with a local prefill: %s", inFlight.status, inFlight.cached, inFlight.body)
 	}
-	if inFlight.latency < hbLo || inFlight.latency >= loadTO {
-		t.Errorf("in-flight decode leg took %v: want the heartbeat, in [%v, %v) — before the load timeout", inFlight.latency, hbLo, loadTO)
+	// Lower bounds are asked of the client's latency (a deadline cannot
+	// fire early), upper bounds of the decoder's own time for the request
+	// (X-Sim-Service-Time), which a loaded client cannot stretch.
+	lateInFlight := false
+	if inFlight.latency < hbLo || inFlight.serviceTime >= loadTO {
+		// A starved test can send the "in-flight" leg only after the
+		// heartbeat reaped the session (the decoder got it more than hbLo
+		// after the stop): it then meets the reconnect's handshake, and is
+		// judged as the reconnect leg below rather than failed for which
+		// of the test and the decoder's heartbeat ran first.
+		arrived := inFlightSent + inFlight.latency - inFlight.serviceTime
+		if arrived > hbLo && inFlight.latency >= handshake && inFlight.serviceTime <= handshake+slack {
+			lateInFlight = true
+		} else {
+			t.Errorf("in-flight decode leg took %v (%v in the decoder, which got it %v after the stop): want the heartbeat, in [%v, %v) — before the load timeout", inFlight.latency, inFlight.serviceTime, arrived, hbLo, loadTO)
+		}
 	}
 	if reconnect.status != http.StatusOK || reconnect.cached != 0 {
 		t.Errorf("reconnect decode leg: status %d cached %d, want 200 with a local prefill: %s", reconnect.status, reconnect.cached, reconnect.body)
 	}
-	if reconnect.latency < handshake || reconnect.latency > handshake+slack {
-		t.Errorf("reconnect decode leg (sent %v after the stop) took %v: want its session's handshake timeout, %v", reconnectAt, reconnect.latency, handshake)
+	if reconnect.latency < handshake || reconnect.serviceTime > handshake+slack {
+		t.Errorf("reconnect decode leg (sent %v after the stop) took %v (%v in the decoder): want its session's handshake timeout, %v", reconnectAt, reconnect.latency, reconnect.serviceTime, handshake)
 	}
+	defer func() {
+		if lateInFlight && !t.Failed() {
+			t.Skipf("the machine sent the in-flight leg only after the heartbeat reaped its session (%v after the stop): it met the reconnect's handshake as the reconnect leg did; the heartbeat's reap of an in-flight load was not judged", inFlightSent)
+		}
+	}()
 	log := dec.log.String()
 	if !strings.Contains(log, "handshake with "+pre.p2pID()+" timed out") || strings.Contains(log, "sending abort") {
 		t.Errorf("decoder log: want the handshake deadline and no load-timeout abort:\n%s", log)
