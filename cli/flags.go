@@ -42,6 +42,7 @@ type clusterFlags struct {
 	seedTimeout time.Duration
 	pullTimeout time.Duration
 	stream      bool
+	mode        string // --mode: p2p or pd
 
 	bounds event.Bounds
 	out    string
@@ -73,6 +74,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.seedTimeout, "seed-timeout", probe.DefaultSeedTimeout, "per seed request on a source")
 	fs.DurationVar(&f.pullTimeout, "pull-timeout", probe.DefaultPullTimeout, "per pull request on the decoder")
 	fs.BoolVar(&f.stream, "stream", false, "stream each pull (stream=true, include_usage) and record its time to first token (TTFT)")
+	fs.StringVar(&f.mode, "mode", event.ModeP2P, "leg of the tier each trial exercises: p2p (seed the source, then pull with remote_kv_source) or pd (a prefill leg with remote_decoder on the source, then a decode leg with remote_prefiller, as vLLM's proxy)")
 
 	fs.DurationVar(&f.bounds.FaultedMax, "bound-faulted-max", def.FaultedMax, "check 2: pulls naming the faulted source end within this")
 	fs.DurationVar(&f.bounds.DetectAfter, "bound-detect-after", def.DetectAfter, "check 3: median taken over pulls started this long after the fault")
@@ -123,6 +125,7 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 		SeedTimeout:   f.seedTimeout,
 		PullTimeout:   f.pullTimeout,
 		Stream:        f.stream,
+		Mode:          f.mode,
 		OutDir:        out,
 	}, nil
 }
@@ -154,6 +157,9 @@ func (f *clusterFlags) check() error {
 		if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
 			return exitcode.Usagef("--%s %v: want a fraction between 0 and 1", r.name, r.v)
 		}
+	}
+	if err := checkMode("--mode", f.mode); err != nil {
+		return err
 	}
 	if f.handshake < 0 {
 		return exitcode.Usagef("--handshake-timeout %v: want a positive duration (0: the engine's own)", f.handshake)
@@ -210,6 +216,33 @@ func armArgs(engine, arm string) ([]string, error) {
 		return []string{"--p2p-pending-handshake=prefill"}, nil
 	}
 	return nil, exitcode.Usagef("arm %q: with the simulated engine the arms are main (wait on a pending handshake) and fixed (prefill locally, vLLM PR #64501)", arm)
+}
+
+// checkMode refuses a mode p2pfault does not know, naming the flag.
+func checkMode(flag, mode string) error {
+	if mode != event.ModeP2P && mode != event.ModePD {
+		return exitcode.Usagef("%s %q: want %s or %s", flag, mode, event.ModeP2P, event.ModePD)
+	}
+	return nil
+}
+
+// modeLabel is how a row's folder and its progress lines name it: "ARM" +
+// sep + "CASE" in mode p2p (the seed's), with the mode between them
+// otherwise.
+func modeLabel(arm, mode, caseName, sep string) string {
+	if mode == "" || mode == event.ModeP2P {
+		return arm + sep + caseName
+	}
+	return arm + sep + mode + sep + caseName
+}
+
+// modeCase is a case as a progress line's prefix names it: "CASE", or
+// "MODE/CASE" outside mode p2p.
+func modeCase(mode, caseName string) string {
+	if mode == "" || mode == event.ModeP2P {
+		return caseName
+	}
+	return mode + "/" + caseName
 }
 
 // defaultOut is the output folder of a run whose --out was not given.

@@ -67,6 +67,7 @@ type chartPull struct {
 	Cached  int     `json:"cached_tokens"`
 	TTFT    float64 `json:"ttft_s,omitempty"`
 	Err     string  `json:"error,omitempty"`
+	Peer    string  `json:"peer,omitempty"` // the P2P address the pull named (a replaced source has two)
 }
 
 // chartHitRate is one source's hit rate over time: the share of its pulls
@@ -97,7 +98,7 @@ const hitRateBins = 8
 func chartData(id string, run Run) chartRow {
 	c := chartRow{
 		ID:           id,
-		Title:        run.Info.Arm + " / " + run.Info.Case,
+		Title:        runTitle(run.Info.Arm, run.Info.Mode, run.Info.Case, " / "),
 		RunEnd:       run.RunEnd.Seconds(),
 		FaultedBound: run.Info.Bounds.FaultedMax.Seconds(),
 		Windows:      []chartWindow{},
@@ -120,11 +121,11 @@ func chartData(id string, run Run) chartRow {
 	for _, s := range run.Samples {
 		c.Pulls = append(c.Pulls, chartPull{Source: s.Source, Trial: s.Trial, State: pullState(s), Start: s.Start.Seconds(),
 			Latency: s.Latency.Seconds(), Status: s.Status, Prompt: s.PromptTokens, Cached: s.CachedTokens,
-			TTFT: s.TTFT.Seconds(), Err: s.Err})
+			TTFT: s.TTFT.Seconds(), Err: s.Err, Peer: s.Peer})
 	}
 	for _, p := range run.pending() {
 		c.Pulls = append(c.Pulls, chartPull{Source: p.Source, Trial: p.Trial, State: pullInFlight, Start: p.Start.Seconds(),
-			Latency: max(run.html.lastT-p.Start, 0).Seconds()})
+			Latency: max(run.html.lastT-p.Start, 0).Seconds(), Peer: p.Peer})
 	}
 	slices.SortStableFunc(c.Pulls, func(a, b chartPull) int { return cmp.Compare(a.Start, b.Start) })
 	c.HitRate = hitRate(run)
