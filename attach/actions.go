@@ -21,6 +21,7 @@ var commandActs = map[string]func(*commandFaulter, context.Context) (Result, err
 	fault.ActionKill:    (*commandFaulter).doKill,
 	fault.ActionRemove:  (*commandFaulter).doRemove,
 	fault.ActionRestore: (*commandFaulter).doRestore,
+	fault.ActionReplace: (*commandFaulter).doReplace,
 }
 
 // localActs is how a source faulted locally takes each kind: signals to
@@ -31,6 +32,16 @@ var localActs = map[string]func(*localFaulter, context.Context) (Result, error){
 	fault.ActionKill:    (*localFaulter).doKill,
 	fault.ActionRemove:  (*localFaulter).doRemove,
 	fault.ActionRestore: (*localFaulter).doRestore,
+}
+
+// localRefusals are the kinds of commandActs a source faulted locally
+// cannot take, and why, in the words a run refuses them with.
+var localRefusals = map[string]string{
+	// A local kill restarts the engine from its /proc command line, which
+	// names its ports in its own way (vllm's --port and the JSON of its
+	// --kv-transfer-config, a script's arguments, ...).
+	fault.ActionReplace: "a local source is restarted from its own command line, and p2pfault cannot know how to start it on other ports: " +
+		"give the source commands (faults: {kill: [...], replace: [...]}) whose replace starts the new engine and prints its `HOST:PORT P2P_HOST:P2P_PORT`",
 }
 
 // Kinds are the fault kinds an attached source can take, in the

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,6 +149,8 @@ type Result struct {
 	Argv     []string // filled in
 	ExitCode int
 	Output   string
+	// Moved is where a replace command said the new engine answers.
+	Moved *Address
 }
 
 // faulter is one way of faulting a source: its executor per kind
@@ -174,7 +179,9 @@ type Target struct {
 	mu      sync.Mutex // one action at a time
 	faulter faulter    // nil for the decoder
 
-	// What State reports, cached and refreshed (cluster.go).
+	// What State reports, cached and refreshed (cluster.go), and src's
+	// address, which a replace moves (src.Endpoint, src.P2P*: read them
+	// through Source).
 	stateMu  sync.Mutex
 	health   string // "ok" or the last error, in a few words
 	proc     *session.Proc
@@ -190,11 +197,39 @@ func newTarget(src Source, opts Options, role event.Role, index int) *Target {
 // Name is the engine's name in the file.
 func (t *Target) Name() string { return t.src.Name }
 
-// Source is the source's entry of the file.
-func (t *Target) Source() Source { return t.src }
+// Source is the source's entry of the file, at the address it answers at
+// now (a replace command's new one, once it moved there).
+func (t *Target) Source() Source {
+	t.stateMu.Lock()
+	defer t.stateMu.Unlock()
+	return t.src
+}
+
+// moveTo makes a the source's address: its URL, its P2P address and the
+// placeholders of its commands from now on.
+func (t *Target) moveTo(a Address) {
+	t.stateMu.Lock()
+	defer t.stateMu.Unlock()
+	m := t.src.Moved(a)
+	t.src.Endpoint, t.src.P2P, t.src.P2PHost, t.src.P2PPort = m.Endpoint, m.P2P, m.P2PHost, m.P2PPort
+}
 
 // Local reports whether the source is faulted locally.
 func (t *Target) Local() bool { return t.src.Faults.Local }
+
+// cannot says why the source cannot take action a at all, nil when it can
+// (Supports).
+func (t *Target) cannot(a string) error {
+	switch {
+	case t.Supports(a):
+		return nil
+	case t.src.Faults.Local && localRefusals[a] != "":
+		return errors.New(localRefusals[a])
+	case t.src.Faults.Local:
+		return fmt.Errorf("a local source cannot take %s (it takes %s)", a, strings.Join(slices.Sorted(maps.Keys(localActs)), ", "))
+	}
+	return fmt.Errorf("the attach file gives no %s command for this source", a)
+}
 
 // Supports reports whether the source can take action a: a local source
 // every kind attach knows (localActs); a commands source the ones the
@@ -294,12 +329,13 @@ func (t *Target) take(ctx context.Context, kind string) (Result, error) {
 // Process is the local process listening on the source's P2P port (its
 // pid and session, for the process table).
 func (t *Target) Process() (Listener, error) {
-	return FindListener(t.src.P2PHost, t.src.P2PPort)
+	s := t.Source()
+	return FindListener(s.P2PHost, s.P2PPort)
 }
 
 // Health asks the engine's /health once.
 func (t *Target) Health(ctx context.Context) error {
-	return health(ctx, t.opts, t.src.URL)
+	return health(ctx, t.opts, t.Source().URL)
 }
 
 func health(ctx context.Context, o Options, base string) error {

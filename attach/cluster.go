@@ -37,6 +37,7 @@ var (
 	_ experiment.Cluster = (*Cluster)(nil)
 	_ experiment.Target  = (*Target)(nil)
 	_ fault.Inspectable  = (*Target)(nil)
+	_ fault.Replacer     = (*Target)(nil)
 )
 
 // Plan checks the run's timeline against what each source can take, before
@@ -59,8 +60,8 @@ func (c *Cluster) canTake(s fault.Step) error {
 	t := c.sources[s.Source]
 	where := fmt.Sprintf("attach %s: source-%d (%s)", c.file.Path, s.Source, t.Name())
 	if _, ours := commandActs[s.Action]; ours {
-		if !t.Supports(s.Action) {
-			return exitcode.Usagef("%s: %s: the attach file gives no %s command for this source (timeline step %q)", where, s.Action, s.Action, s.String())
+		if err := t.cannot(s.Action); err != nil {
+			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.Action, err, s.String())
 		}
 		if s.Action == fault.ActionRemove && c.file.RestoreAtEnd && !t.Supports(fault.ActionRestore) {
 			return exitcode.Usagef("%s: restore: restore_at_end is set but the attach file gives no restore command for this source", where)
@@ -122,14 +123,15 @@ func (t *Target) Role() event.Role { return t.role }
 // Index is the source's index in the file (0 for the decoder).
 func (t *Target) Index() int { return t.index }
 
-// HTTPURL is the engine's URL as the file gives it.
-func (t *Target) HTTPURL() string { return t.src.URL }
+// HTTPURL is the engine's URL as the file gives it (or, once replaced,
+// as its replace command printed it).
+func (t *Target) HTTPURL() string { return t.Source().URL }
 
 // P2PHost is the host the decoder is told for the source's P2P address.
-func (t *Target) P2PHost() string { return t.src.P2PHost }
+func (t *Target) P2PHost() string { return t.Source().P2PHost }
 
 // P2PPort is the source's P2P port.
-func (t *Target) P2PPort() int { return t.src.P2PPort }
+func (t *Target) P2PPort() int { return t.Source().P2PPort }
 
 // LogTail is empty: p2pfault does not see the output of engines it did
 // not start (an engine it restarts logs to OUT/attached-NAME.log).
@@ -183,7 +185,8 @@ func (t *Target) listener() (Listener, error) {
 	if t.faulter != nil {
 		return t.Process()
 	}
-	return FindListener(t.src.Host, t.src.Port)
+	s := t.Source()
+	return FindListener(s.Host, s.Port)
 }
 
 // answered records that the engine just answered /health (a restart's
@@ -257,12 +260,13 @@ func (t *Target) Host() (fault.Host, bool) {
 	if in.Sid <= 0 {
 		return fault.Host{}, false
 	}
+	s := t.Source()
 	return fault.Host{
 		Sid:  in.Sid,
 		Pids: in.Members,
 		Addrs: []string{
-			net.JoinHostPort(t.src.Host, strconv.Itoa(t.src.Port)),
-			net.JoinHostPort(t.src.P2PHost, strconv.Itoa(t.src.P2PPort)),
+			net.JoinHostPort(s.Host, strconv.Itoa(s.Port)),
+			net.JoinHostPort(s.P2PHost, strconv.Itoa(s.P2PPort)),
 		},
 		Ready: t.Health,
 	}, true
@@ -307,6 +311,39 @@ func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (ti
 		return time.Time{}, fault.NotTaken(err)
 	}
 	t.forget()
+	return t.backUp(ctx)
+}
+
+// CanReplace (fault.Replacer): a source faulted by commands can be
+// replaced when the file gives it a replace command; a local one cannot
+// (localRefusals says why).
+func (t *Target) CanReplace() error {
+	if t.faulter == nil {
+		return errors.New("the decoder of an attached cluster is not faulted")
+	}
+	return t.cannot(fault.ActionReplace)
+}
+
+// Replace runs the source's replace command, which ends its engine and
+// starts a new one on new ports, moves the source to the address the
+// command printed (its URL, P2P address and the placeholders of its
+// commands) and waits until the new engine answers there (the ready
+// command, then /health). signalled is told once the command returned.
+func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	if err := t.CanReplace(); err != nil {
+		return time.Time{}, err
+	}
+	t.setBusy(true)
+	defer t.setBusy(false)
+	r, err := t.act(ctx, fault.ActionReplace)
+	if err != nil {
+		return time.Time{}, fault.NotTaken(err)
+	}
+	if signalled != nil {
+		signalled(r.At, nil)
+	}
+	t.forget()
+	t.moveTo(*r.Moved)
 	return t.backUp(ctx)
 }
 

@@ -29,7 +29,8 @@ func (f *commandFaulter) run(ctx context.Context, a string) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("the attach file gives no %s command for this source", a)
 	}
-	filled := f.t.src.Fill(argv)
+	src := f.t.Source()
+	filled := src.Fill(argv)
 	out, code, err := guard.RunCommand(ctx, filled, f.t.opts.CommandTimeout)
 	r := Result{Argv: filled, ExitCode: code, Output: out, At: time.Now()}
 	if err != nil {
@@ -69,6 +70,23 @@ func (f *commandFaulter) doKill(ctx context.Context) (Result, error) {
 	return f.run(ctx, fault.ActionKill)
 }
 
+// doReplace runs the replace command, which ends the source's engine and
+// starts a new one on new ports, and reads where the new one answers from
+// its output (ParseAddress); Target.Replace moves the source there.
+func (f *commandFaulter) doReplace(ctx context.Context) (Result, error) {
+	r, err := f.run(ctx, fault.ActionReplace)
+	if err != nil {
+		return r, err
+	}
+	scheme, _, _ := strings.Cut(f.t.Source().URL, "://")
+	a, err := ParseAddress(r.Output, scheme)
+	if err != nil {
+		return r, fmt.Errorf("%q: %w", r.Argv, err)
+	}
+	r.Moved = &a
+	return r, nil
+}
+
 func (f *commandFaulter) doRemove(ctx context.Context) (Result, error) {
 	r, err := f.run(ctx, fault.ActionRemove)
 	if err == nil {
@@ -96,14 +114,15 @@ func (f *commandFaulter) readyWait() func(context.Context) (Result, error) {
 				return r, err
 			}
 		}
-		at, err := waitHealthy(ctx, f.t.opts, f.t.src.URL, nil)
+		at, err := waitHealthy(ctx, f.t.opts, f.t.Source().URL, nil)
 		r.At = at
 		return r, err
 	}
 }
 
 func (f *commandFaulter) doStall(ctx context.Context) (Result, error) {
-	resume := f.t.src.Fill(f.t.src.Faults.Commands[fault.ActionResume])
+	src := f.t.Source()
+	resume := src.Fill(f.t.src.Faults.Commands[fault.ActionResume])
 	o := f.t.opts
 	if o.Guard != nil {
 		g, err := guard.Start(guard.Config{

@@ -22,14 +22,19 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 )
 
 // File is an attach file, checked.
 type File struct {
-	Path         string // where it was read from, for messages
-	Model        string
+	Path  string // where it was read from, for messages
+	Model string
+	// Mode is the leg of the tier the engines are run for, event.ModeP2P
+	// or event.ModePD ("" when the file says none): a run on the file
+	// probes in this mode unless --mode (or slice's --modes) says otherwise.
+	Mode         string
 	Decoder      Endpoint
 	Sources      []Source
 	RestoreAtEnd bool
@@ -81,6 +86,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // The file as decoded, before checks.
 type rawFile struct {
 	Model   string `yaml:"model"`
+	Mode    string `yaml:"mode"`
 	Decoder struct {
 		URL string `yaml:"url"`
 	} `yaml:"decoder"`
@@ -222,9 +228,14 @@ func Parse(name string, data []byte) (f *File, err error) {
 		return exitcode.AsUsage(fmt.Errorf("%s: %s", loc, fmt.Sprintf(format, a...)))
 	}
 
-	f = &File{Path: name, Model: raw.Model, RestoreAtEnd: raw.RestoreAtEnd}
+	f = &File{Path: name, Model: raw.Model, Mode: raw.Mode, RestoreAtEnd: raw.RestoreAtEnd}
 	if strings.TrimSpace(raw.Model) == "" {
 		return nil, bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
+	}
+	switch raw.Mode {
+	case "", event.ModeP2P, event.ModePD:
+	default:
+		return nil, bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
 	}
 	if raw.Decoder.URL == "" {
 		return nil, bad("$.decoder", "decoder.url: missing")
@@ -387,6 +398,54 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Moved is s at the address a replace command printed (ParseAddress).
+func (s Source) Moved(a Address) Source {
+	s.Endpoint, s.P2PHost, s.P2PPort = a.Endpoint, a.P2PHost, a.P2PPort
+	s.P2P = net.JoinHostPort(a.P2PHost, strconv.Itoa(a.P2PPort))
+	return s
+}
+
+// Address is where a replaced source's new engine answers.
+type Address struct {
+	Endpoint
+	P2PHost string
+	P2PPort int
+}
+
+// ParseAddress reads the new engine's address from a replace command's
+// output: its last line that is `HOST:PORT P2P_HOST:P2P_PORT` (the HTTP
+// address, the P2P address), so a command may print other lines before.
+// The HTTP address gets scheme (the source's URL's) and no path.
+func ParseAddress(output, scheme string) (Address, error) {
+	lines := strings.Split(strings.TrimSpace(output), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		f := strings.Fields(lines[i])
+		if len(f) != 2 {
+			continue
+		}
+		if _, _, err := parseHostPort(f[0]); err != nil {
+			continue
+		}
+		ph, pp, err := parseHostPort(f[1])
+		if err != nil {
+			continue
+		}
+		ep, err := parseURL(scheme + "://" + f[0])
+		if err != nil {
+			continue
+		}
+		return Address{Endpoint: ep, P2PHost: ph, P2PPort: pp}, nil
+	}
+	printed := "it printed nothing"
+	if out := strings.TrimSpace(output); out != "" {
+		if len(out) > 200 {
+			out = "…" + out[len(out)-200:]
+		}
+		printed = fmt.Sprintf("it printed %q", out)
+	}
+	return Address{}, fmt.Errorf("its output has no line `HOST:PORT P2P_HOST:P2P_PORT` naming the new engine (%s)", printed)
 }
 
 // Fill returns argv with the source's placeholders filled in.

@@ -44,6 +44,9 @@ const (
 	stallerNoGuardEnv = "P2PFAULT_TEST_STALLER_NO_GUARD"
 	listenEnv         = "P2PFAULT_TEST_LISTEN"
 	actionEnv         = "P2PFAULT_TEST_ACTION"
+	// replacerEnv=SID: act as a replace command (replace_test.go): SIGKILL
+	// session SID, start a new engine on new ports and print its address.
+	replacerEnv = "P2PFAULT_TEST_REPLACER"
 )
 
 func TestMain(m *testing.M) {
@@ -56,6 +59,8 @@ func TestMain(m *testing.M) {
 		os.Exit(staller(os.Getenv(stallerEnv)))
 	case os.Getenv(listenEnv) != "":
 		os.Exit(listen(os.Getenv(listenEnv)))
+	case os.Getenv(replacerEnv) != "":
+		os.Exit(replacer(os.Getenv(replacerEnv), os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

@@ -113,7 +113,7 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 	for k, s := range specs {
 		dir := out
 		if n > 1 {
-			dir = filepath.Join(out, fileSafe(s.name)+"-"+caseName)
+			dir = filepath.Join(out, modeLabel(fileSafe(s.name), o.flags.mode, caseName, "-"))
 		}
 		cfg, err := o.flags.experimentConfig(s.name, caseName, dir)
 		if err != nil {
@@ -169,7 +169,8 @@ func armOnly(in <-chan event.Event, arm string) <-chan event.Event {
 }
 
 // startConsoles prints the merged stream headless: one printer per arm,
-// its lines prefixed "ARM/CASE" when there are several (as a slice's).
+// its lines prefixed "ARM/CASE" when there are several (as a slice's);
+// caseName is "pd/CASE" for a run of mode pd.
 func startConsoles(wg *sync.WaitGroup, ch <-chan event.Event, stdout io.Writer, specs []armSpec, caseName string) {
 	if len(specs) == 1 {
 		wg.Go(func() { console.New(stdout, "").Run(ch) })

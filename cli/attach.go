@@ -59,6 +59,16 @@ func openAttach(ctx context.Context, path, out string) (*attach.Cluster, error) 
 	return attach.Open(ctx, f, attach.Options{LogDir: out, Book: book, Guard: []string{self, "guard"}})
 }
 
+// attachMode is the mode an attach file says its engines are run for (""
+// when it says none): a run's mode unless --mode (or --modes) is given.
+func attachMode(path string) (string, error) {
+	f, err := attach.Load(path)
+	if err != nil {
+		return "", err
+	}
+	return f.Mode, nil
+}
+
 // newGuardCommand is the hidden `p2pfault guard`, the process started with
 // every attached stall (package guard): it resumes the stall if p2pfault
 // dies without doing so. Its arguments are guard.Main's.

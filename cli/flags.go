@@ -42,6 +42,7 @@ type clusterFlags struct {
 	seedTimeout time.Duration
 	pullTimeout time.Duration
 	stream      bool
+	mode        string // --mode: p2p or pd
 
 	contentTokens int    // --content-tokens: max_tokens of seeds and pulls, compared; 0 off
 	contentMatch  string // --content-match: exact or prefix:N
@@ -78,6 +79,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.stream, "stream", false, "stream each pull (stream=true, include_usage) and record its time to first token (TTFT)")
 	fs.IntVar(&f.contentTokens, "content-tokens", probe.DefaultContentTokens, "max_tokens of every seed and pull, both greedy; check content_matches compares their texts (0: no content check, max_tokens 1 as in the seed)")
 	fs.StringVar(&f.contentMatch, "content-match", "exact", "how content_matches compares a pull's text with the source's: exact, or prefix:N (the first N characters; greedy outputs of real vLLM instances can part ways by floating-point order)")
+	fs.StringVar(&f.mode, "mode", event.ModeP2P, "leg of the tier each trial exercises: p2p (seed the source, then pull with remote_kv_source) or pd (a prefill leg with remote_decoder on the source, then a decode leg with remote_prefiller, as vLLM's proxy)")
 
 	fs.DurationVar(&f.bounds.FaultedMax, "bound-faulted-max", def.FaultedMax, "check 2: pulls naming the faulted source end within this")
 	fs.DurationVar(&f.bounds.DetectAfter, "bound-detect-after", def.DetectAfter, "check 3: median taken over pulls started this long after the fault")
@@ -134,6 +136,7 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 		Stream:        f.stream,
 		ContentTokens: f.contentTokens,
 		ContentMatch:  rule,
+		Mode:          f.mode,
 		OutDir:        out,
 	}, nil
 }
@@ -165,6 +168,9 @@ func (f *clusterFlags) check() error {
 		if r.v < 0 || r.v > 1 || math.IsNaN(r.v) {
 			return exitcode.Usagef("--%s %v: want a fraction between 0 and 1", r.name, r.v)
 		}
+	}
+	if err := checkMode("--mode", f.mode); err != nil {
+		return err
 	}
 	if f.handshake < 0 {
 		return exitcode.Usagef("--handshake-timeout %v: want a positive duration (0: the engine's own)", f.handshake)
@@ -230,6 +236,33 @@ func armArgs(engine, arm string) ([]string, error) {
 		return []string{"--p2p-pending-handshake=prefill"}, nil
 	}
 	return nil, exitcode.Usagef("arm %q: with the simulated engine the arms are main (wait on a pending handshake) and fixed (prefill locally, vLLM PR #64501)", arm)
+}
+
+// checkMode refuses a mode p2pfault does not know, naming the flag.
+func checkMode(flag, mode string) error {
+	if mode != event.ModeP2P && mode != event.ModePD {
+		return exitcode.Usagef("%s %q: want %s or %s", flag, mode, event.ModeP2P, event.ModePD)
+	}
+	return nil
+}
+
+// modeLabel is how a row's folder and its progress lines name it: "ARM" +
+// sep + "CASE" in mode p2p (the seed's), with the mode between them
+// otherwise.
+func modeLabel(arm, mode, caseName, sep string) string {
+	if mode == "" || mode == event.ModeP2P {
+		return arm + sep + caseName
+	}
+	return arm + sep + mode + sep + caseName
+}
+
+// modeCase is a case as a progress line's prefix names it: "CASE", or
+// "MODE/CASE" outside mode p2p.
+func modeCase(mode, caseName string) string {
+	if mode == "" || mode == event.ModeP2P {
+		return caseName
+	}
+	return mode + "/" + caseName
 }
 
 // defaultOut is the output folder of a run whose --out was not given.

@@ -117,6 +117,15 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
 			return runPlan{}, err
 		}
+		if !cmd.Flags().Changed("mode") {
+			m, err := attachMode(o.flags.attach)
+			if err != nil {
+				return runPlan{}, err
+			}
+			if m != "" {
+				o.flags.mode = m
+			}
+		}
 	}
 	specs, err := o.armSpecs()
 	if err != nil {
@@ -128,7 +137,7 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	headless := o.headless || !isTerminal(cmd.OutOrStdout())
 	out := o.flags.out
 	if out == "" {
-		out = defaultOut(armLabel(specs) + "-" + caseName)
+		out = defaultOut(modeLabel(armLabel(specs), o.flags.mode, caseName, "-"))
 	}
 	arms, err := o.armConfigs(cmd, specs, caseName, out, headless)
 	if err != nil {
@@ -183,7 +192,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		}
 	}
 	if headless {
-		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, caseName)
+		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, modeCase(o.flags.mode, caseName))
 	} else {
 		ch := g.Subscribe()
 		faces.Go(func() {
@@ -378,13 +387,13 @@ func printFailures(w io.Writer, runs []report.Run) {
 		}
 		for _, c := range row.Checks {
 			if !c.Passed {
-				fmt.Fprintf(w, "%s/%s: %s: %s\n", row.Arm, row.Case, c.Name, c.Detail)
+				fmt.Fprintf(w, "%s: %s: %s\n", r.Name(), c.Name, c.Detail)
 			}
 		}
 		for _, l := range row.WindowFailures() {
-			fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, l)
+			fmt.Fprintf(w, "%s: %s\n", r.Name(), l)
 		}
-		fmt.Fprintf(w, "%s/%s: %s\n", row.Arm, row.Case, r.Verdict.Summary.Faulted.SeedLine("faulted"))
+		fmt.Fprintf(w, "%s: %s\n", r.Name(), r.Verdict.Summary.Faulted.SeedLine("faulted"))
 	}
 }
 

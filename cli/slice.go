@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"p2pfault/console"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
@@ -25,6 +26,7 @@ type sliceOptions struct {
 	arms     []string
 	vllmArms []string
 	cases    []string
+	modes    []string // --modes; else --mode's one
 	parallel int
 	quiet    bool
 	compare  bool // --compare-seed
@@ -39,7 +41,8 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 			"the seed's table. With the simulated engine the arms are main (vLLM main: wait on a\n" +
 			"pending handshake) and fixed (main + PR #64501: prefill locally) and all rows run at\n" +
 			"once on separate ports; with --engine vllm each --arm NAME=VLLM_BIN is a build, and\n" +
-			"rows run one after another. Exit 1 when a row failed.",
+			"rows run one after another. --modes p2p,pd adds each arm's rows in PD mode (a prefill\n" +
+			"leg, then a decode leg naming the source). Exit 1 when a row failed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSlice(cmd, o) },
 	}
@@ -48,17 +51,22 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	fs.StringSliceVar(&o.arms, "arms", []string{"main", "fixed"}, "arms of the simulated engine: main, fixed")
 	fs.StringArrayVar(&o.vllmArms, "arm", nil, "with --engine vllm: an arm NAME=VLLM_BIN (repeatable), e.g. --arm main=/opt/vllm-main/bin/vllm")
 	fs.StringSliceVar(&o.cases, "cases", fault.SeedCases(), "cases to run: "+strings.Join(fault.Cases(), ", "))
+	fs.StringSliceVar(&o.modes, "modes", nil, "modes to run, each a set of rows: p2p, pd (default --mode's)")
 	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
 	fs.BoolVar(&o.compare, "compare-seed", false, "also print the seed's table beside the run's, cell by cell with the difference and its tolerance (written to compare-seed.txt too)")
 	return cmd, o
 }
 
-// sliceRow is one arm × case.
+// sliceRow is one arm × mode × case.
 type sliceRow struct {
-	arm, caseName, vllmBin string
-	out                    string
+	arm, mode, caseName, vllmBin string
+	out                          string
 }
+
+// label names the row in progress lines and errors: "arm/case", or
+// "arm/mode/case" outside mode p2p.
+func (r sliceRow) label() string { return modeLabel(r.arm, r.mode, r.caseName, "/") }
 
 // slicePlan is a slice as its flags describe it: its rows, how many run
 // at once and one experiment configuration per row (without the attached
@@ -78,7 +86,11 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 			return slicePlan{}, err
 		}
 	}
-	rows, err := o.plan()
+	modes, err := o.rowModes(cmd)
+	if err != nil {
+		return slicePlan{}, err
+	}
+	rows, err := o.plan(modes)
 	if err != nil {
 		return slicePlan{}, err
 	}
@@ -168,6 +180,7 @@ func (o *sliceOptions) rowConfigs(cmd *cobra.Command, rows []sliceRow, parallel 
 		if err != nil {
 			return nil, err
 		}
+		cfg.Mode = r.mode
 		if o.flags.attach == "" {
 			rc, err := o.flags.launchConfig(fs, r.arm, r.vllmBin)
 			if err != nil {
@@ -224,6 +237,10 @@ func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command) error {
 func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool) []error {
 	errs := make([]error, len(rows))
 	sem := make(chan struct{}, parallel)
+	width := 12 // "fixed/remove" and a space: the seed's slice lines up
+	for _, r := range rows {
+		width = max(width, len(r.label()))
+	}
 	var wg sync.WaitGroup
 	for i, r := range rows {
 		wg.Go(func() {
@@ -234,7 +251,7 @@ func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow
 				return
 			}
 			defer func() { <-sem }()
-			errs[i] = runRow(ctx, exps[i], r, stdout, quiet)
+			errs[i] = runRow(ctx, exps[i], r, width, stdout, quiet)
 		})
 	}
 	wg.Wait()
@@ -248,12 +265,12 @@ func rebuildRows(rows []sliceRow, errs []error) ([]report.Run, error) {
 	var firstErr error
 	for i, r := range rows {
 		if errs[i] != nil && firstErr == nil {
-			firstErr = fmt.Errorf("%s/%s: %w", r.arm, r.caseName, errs[i])
+			firstErr = fmt.Errorf("%s: %w", r.label(), errs[i])
 		}
 		run, err := report.Rebuild(filepath.Join(r.out, "events.jsonl"), r.out)
 		if err != nil {
 			if firstErr == nil {
-				firstErr = fmt.Errorf("%s/%s: %w", r.arm, r.caseName, err)
+				firstErr = fmt.Errorf("%s: %w", r.label(), err)
 			}
 			continue
 		}
@@ -286,8 +303,45 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 	return passed, err
 }
 
-// plan lists the rows, arms in the order given, cases in the seed's order.
-func (o *sliceOptions) plan() ([]sliceRow, error) {
+// rowModes are the modes whose rows the slice runs: --modes, or --mode's
+// one; with --attach and neither given, the file's mode if it says one.
+func (o *sliceOptions) rowModes(cmd *cobra.Command) ([]string, error) {
+	fs := cmd.Flags()
+	if fs.Changed("modes") && fs.Changed("mode") {
+		return nil, exitcode.Usagef("--mode and --modes both given: name the modes with one of them")
+	}
+	modes := []string{o.flags.mode}
+	switch {
+	case fs.Changed("modes"):
+		modes = o.modes
+	case !fs.Changed("mode") && o.flags.attach != "":
+		m, err := attachMode(o.flags.attach)
+		if err != nil {
+			return nil, err
+		}
+		if m != "" {
+			modes = []string{m}
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range modes {
+		if err := checkMode("--modes", m); err != nil {
+			return nil, err
+		}
+		if seen[m] {
+			return nil, exitcode.Usagef("--modes: %q given twice", m)
+		}
+		seen[m] = true
+	}
+	if len(modes) == 0 {
+		return nil, exitcode.Usagef("--modes: give at least one mode (%s, %s)", event.ModeP2P, event.ModePD)
+	}
+	return modes, nil
+}
+
+// plan lists the rows: arms in the order given, then modes in the order
+// given, then cases in the seed's order.
+func (o *sliceOptions) plan(modes []string) ([]sliceRow, error) {
 	for _, c := range o.cases {
 		if _, ok := fault.CaseKind(c); !ok {
 			return nil, exitcode.Usagef("--cases: %q is not a fault case (%s)", c, strings.Join(fault.Cases(), ", "))
@@ -332,19 +386,22 @@ func (o *sliceOptions) plan() ([]sliceRow, error) {
 			return nil, exitcode.Usagef("arm %q given twice", a.name)
 		}
 		seen[a.name] = true
-		for _, c := range o.cases {
-			rows = append(rows, sliceRow{arm: a.name, caseName: c, vllmBin: a.bin, out: filepath.Join(out, a.name+"-"+c)})
+		for _, m := range modes {
+			for _, c := range o.cases {
+				rows = append(rows, sliceRow{arm: a.name, mode: m, caseName: c, vllmBin: a.bin,
+					out: filepath.Join(out, modeLabel(a.name, m, c, "-"))})
+			}
 		}
 	}
 	return rows, nil
 }
 
 // runRow runs one row with its event log and a prefixed progress printer.
-func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, stdout *lockedWriter, quiet bool) error {
+func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool) error {
 	var faces sync.WaitGroup
 	logErr := writeEvents(&faces, exp.Subscribe(), filepath.Join(r.out, report.FileEvents), report.CompressNone)
 	ch := exp.Subscribe()
-	p := console.New(stdout, fmt.Sprintf("%-12s ", r.arm+"/"+r.caseName))
+	p := console.New(stdout, fmt.Sprintf("%-*s ", width, r.label()))
 	p.Summaries = !quiet
 	faces.Go(func() { p.Run(ch) })
 	_, err := exp.Run(ctx)

@@ -61,8 +61,12 @@ func (p *Printer) Print(ev event.Event) {
 		r := ev.Run
 		p.sources = r.Sources
 		p.content = check.ContentRuleOf(*r)
-		p.line(ev.T, "run: arm %s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
-			r.Arm, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
+		mode := ""
+		if event.ModeOf(r.Mode) != event.ModeP2P {
+			mode = ", mode " + r.Mode
+		}
+		p.line(ev.T, "run: arm %s%s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
+			r.Arm, mode, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
 		if r.Timeline != "" && r.Nemesis == "" { // a nemesis' schedule is printed from its event
 			p.line(ev.T, "timeline: %s", r.Timeline)
 		}
@@ -155,6 +159,12 @@ func (p *Printer) Print(ev event.Event) {
 			what = "did NOT take effect"
 		}
 		p.line(ev.T, "verified: %s source-%d %s after %s: %s", v.Action, v.Source, what, secs(v.After), v.Detail)
+	case event.KindAddress:
+		// The first address of each source is the one the run started
+		// with (the engine lines show its ports); a new one is news.
+		if a := ev.Address; a != nil && a.Prev != "" {
+			p.line(ev.T, "source-%d: pulls name %s (%s) from %s on, not %s", a.Source, a.P2P, a.URL, secs(a.At), a.Prev)
+		}
 	case event.KindEnd:
 		p.flush()
 		clear(p.inflight) // the run's pulls ended or were abandoned with it

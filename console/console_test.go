@@ -137,6 +137,22 @@ func TestPrinterTellsWrongTexts(t *testing.T) {
 	}
 }
 
+// TestPrinterSaysPDModeAndANewAddress: a pd run's first line says its mode
+// (a p2p run's stays the seed's), and a source's new address is a line; a
+// source's first address is not news.
+func TestPrinterSaysPDModeAndANewAddress(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	p.Print(event.Event{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Mode: event.ModePD, Case: "replace", Engine: "sim", Sources: 2, TimeScale: 1, Interval: 500 * time.Millisecond}})
+	p.Print(event.Event{Kind: event.KindAddress, Address: &event.AddressInfo{Source: 0, URL: "http://127.0.0.1:8100", P2P: "127.0.0.1:7777"}})
+	p.Print(event.Event{T: 39 * time.Second, Kind: event.KindAddress, Address: &event.AddressInfo{Source: 0, URL: "http://127.0.0.1:23110", P2P: "127.0.0.1:18313", Prev: "127.0.0.1:7777", At: 39160 * time.Millisecond}})
+	want := "[   0.00s] run: arm main, mode pd, case replace, engine sim, 2 sources, time scale 1, a trial every 0.50s per source\n" +
+		"[  39.00s] source-0: pulls name 127.0.0.1:18313 (http://127.0.0.1:23110) from 39.16s on, not 127.0.0.1:7777\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
 // Pulls in flight show on their second's line, and a live check that
 // pulls in flight past its bound failed is printed at once, before any of
 // them returned; once it holds again, that is printed too.

@@ -28,6 +28,7 @@ const (
 	KindMetrics      Kind = "metrics"      // one engine's /metrics, scraped once a second: Metrics
 	KindVerification Kind = "verification" // a fault action checked on the host: Verification
 	KindCondition    Kind = "condition"    // a source's condition changed: Condition
+	KindAddress      Kind = "address"      // the address the probe names a source by, from now on: Address
 )
 
 // Phase of a run.
@@ -74,6 +75,7 @@ type Event struct {
 	Schedule     *ScheduleInfo  `json:"schedule,omitempty"`
 	// WindowVerdict is a settled window's verdict (KindWindowVerdict).
 	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
+	Address       *AddressInfo   `json:"address,omitempty"`
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
@@ -87,8 +89,12 @@ type MetricsInfo struct {
 
 // RunInfo describes a run; durations are already multiplied by TimeScale.
 type RunInfo struct {
-	Arm       string        `json:"arm"`    // "main", "fixed", or a --arm NAME (every event carries it too)
-	Case      string        `json:"case"`   // stall, kill, remove, none
+	Arm  string `json:"arm"`  // "main", "fixed", or a --arm NAME (every event carries it too)
+	Case string `json:"case"` // stall, kill, remove, none
+	// Mode is the leg of the tier the probe's trials exercise: ModeP2P
+	// (remote_kv_source) or ModePD (remote_decoder, then
+	// remote_prefiller); "" in streams written before it existed is p2p.
+	Mode      string        `json:"mode,omitempty"`
 	Engine    string        `json:"engine"` // sim or vllm
 	TimeScale float64       `json:"time_scale"`
 	Sources   int           `json:"sources"`

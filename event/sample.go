@@ -3,7 +3,10 @@ package event
 import "time"
 
 // Sample is one trial of the probe (package probe): a unique prompt seeded on a source, then pulled into
-// the decoder with remote_kv_source naming that source. Times are relative
+// the decoder with remote_kv_source naming that source (mode p2p), or its
+// prefill leg on the source and its decode leg on the decoder with
+// remote_prefiller naming it (mode pd: the seed fields are the prefill
+// leg's, the pull's the decode leg's). Times are relative
 // to the run's t0 (the end of warm-up); they are wall-clock durations, never
 // scaled.
 type Sample struct {
@@ -16,7 +19,10 @@ type Sample struct {
 	SeedErr     string        `json:"seed_error,omitempty"`
 
 	// Pull leg (POST to the decoder naming the source).
-	Start        time.Duration `json:"start_ns"`   // when the pull was sent, since t0
+	Start time.Duration `json:"start_ns"` // when the pull was sent, since t0
+	// Peer is the P2P address the pull named (remote_host:remote_port of
+	// its remote_kv_source or remote_prefiller); "" for a trial not sent.
+	Peer         string        `json:"peer,omitempty"`
 	Latency      time.Duration `json:"latency_ns"` // client-side, until the body was read or the error
 	Status       int           `json:"status"`     // HTTP status; 0 when no response
 	PromptTokens int           `json:"prompt_tokens"`
@@ -70,4 +76,5 @@ type PullStart struct {
 	Source int           `json:"source"` // index of the source the pull names
 	Trial  int64         `json:"trial"`  // the id of the trial: its Sample has the same
 	Start  time.Duration `json:"start_ns"`
+	Peer   string        `json:"peer,omitempty"` // the P2P address the pull names (Sample.Peer)
 }

@@ -158,6 +158,7 @@ var (
 	_ Target            = launchedTarget{}
 	_ fault.Inspectable = launchedTarget{}
 	_ fault.NetTarget   = launchedTarget{}
+	_ fault.Replacer    = launchedTarget{}
 )
 
 // State is the engine's state as the runner reads it: the event's own type.

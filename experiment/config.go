@@ -26,6 +26,9 @@ const (
 type Config struct {
 	Arm  string // label of the row: "main", "fixed", or a --arm NAME
 	Case string // a fault case (fault.Cases) or fault.CaseNone; "" is none
+	// Mode is the leg of the tier the probe exercises: event.ModeP2P ("")
+	// or event.ModePD (probe.Config.Mode).
+	Mode string
 
 	// Cluster opens the run's engines: Launch{runner.Config} for engines
 	// p2pfault starts, an attach.Cluster for engines it did not start.
@@ -64,6 +67,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Arm == "" {
 		c.Arm = "main"
+	}
+	c.Mode = event.ModeOf(c.Mode)
+	if c.Mode != event.ModeP2P && c.Mode != event.ModePD {
+		return c, exitcode.Usagef("mode %q: want %s or %s", c.Mode, event.ModeP2P, event.ModePD)
 	}
 	if c.TimeScale == 0 {
 		c.TimeScale = 1

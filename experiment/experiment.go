@@ -131,7 +131,7 @@ func (e *Experiment) Subscribe() <-chan event.Event { return e.bus.subscribe() }
 func (e *Experiment) Info() event.RunInfo {
 	c := e.cfg
 	info := event.RunInfo{
-		Arm: c.Arm, Case: c.Case, Engine: e.plan.Engine, TimeScale: c.TimeScale,
+		Arm: c.Arm, Case: c.Case, Mode: c.Mode, Engine: e.plan.Engine, TimeScale: c.TimeScale,
 		Sources: e.plan.Sources, Interval: c.scale(c.Interval), Timeline: c.Timeline,
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
 		FaultFor:      c.scale(c.FaultFor),
@@ -270,6 +270,7 @@ func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, err
 	e.mu.Lock()
 	e.prober = pr
 	e.mu.Unlock()
+	e.emitAddresses(pr)
 	if err := pr.Warmup(ctx, e.cfg.WarmupTimeout); err != nil {
 		if ctx.Err() != nil {
 			return pr, interrupted(ctx)
@@ -398,6 +399,7 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		// Seed and pull ask for the same greedy completion, whose texts
 		// the samples compare (check content_matches).
 		ContentTokens: e.cfg.ContentTokens,
+		Mode:          e.cfg.Mode,
 		Warn:          func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.

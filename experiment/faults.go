@@ -346,4 +346,11 @@ func (f *firing) Verified(action string, ef fault.Effect) {
 
 func (f *firing) Go(fn func())   { go f.e.safely(fn) }
 func (f *firing) Fail(err error) { f.e.fail(err) }
-func (f *firing) Changed()       { f.e.emitEngines() }
+
+// Changed tells the faces the source's new state and, when its target
+// now has another address (a replace's new engine, ready), makes the
+// probe name that one from now on (address.go).
+func (f *firing) Changed() {
+	f.e.readdress(f.src)
+	f.e.emitEngines()
+}

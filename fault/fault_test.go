@@ -267,6 +267,7 @@ type recEnv struct {
 	held    any
 	failed  error
 	effects []string
+	changed []string // the events recorded before each Changed, as actions() gives them
 	wg      sync.WaitGroup
 }
 
@@ -313,7 +314,11 @@ func (e *recEnv) Verified(action string, ef fault.Effect) {
 func (e *recEnv) Held() any      { e.mu.Lock(); defer e.mu.Unlock(); return e.held }
 func (e *recEnv) Go(fn func())   { e.wg.Go(fn) }
 func (e *recEnv) Fail(err error) { e.mu.Lock(); e.failed = err; e.mu.Unlock() }
-func (e *recEnv) Changed()       {}
+func (e *recEnv) Changed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.changed = append(e.changed, strings.Join(e.evs, " "))
+}
 
 func (e *recEnv) actions() string {
 	e.mu.Lock()

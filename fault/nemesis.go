@@ -59,8 +59,9 @@ func RepeatableNames() string {
 // DefaultDraws are the kinds a nemesis draws from when none are given:
 // every kind that is a fault case (`run --case`) and can fire repeatedly,
 // in the registry's order, read from the registry so a new case kind is
-// drawn too. With the seed's kinds and partition: stall, kill, partition
-// (remove is the seed's third case, but it leaves its source down). A
+// drawn too. With the seed's kinds, replace and partition: stall, kill,
+// replace, partition (remove is the seed's third case, but it leaves its
+// source down). A
 // kind that takes an argument is never a default: its word must be given.
 func DefaultDraws() []Draw {
 	var out []Draw

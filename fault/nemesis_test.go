@@ -158,8 +158,8 @@ func TestRepeatableKindsAndDefaults(t *testing.T) {
 	for _, d := range fault.DefaultDraws() {
 		got = append(got, d.String())
 	}
-	if strings.Join(got, ",") != "stall,kill,partition" {
-		t.Errorf("default draws %v, want the case kinds that fire repeatedly: stall,kill,partition", got)
+	if strings.Join(got, ",") != "stall,kill,replace,partition" {
+		t.Errorf("default draws %v, want the case kinds that fire repeatedly: stall,kill,replace,partition", got)
 	}
 }
 
@@ -188,7 +188,7 @@ func TestNemesisDrawsANewlyRegisteredKind(t *testing.T) {
 
 func TestParseDrawErrorsSayWhy(t *testing.T) {
 	tests := map[string]string{
-		"explode":   `unknown fault kind "explode" (a nemesis draws from stall, kill, partition, loss)`,
+		"explode":   `unknown fault kind "explode" (a nemesis draws from stall, kill, replace, partition, loss)`,
 		"remove":    "remove cannot fire repeatedly (it leaves its source down)",
 		"resume":    "resume cannot fire repeatedly (it acts only on a source that is stalled)",
 		"loss":      "loss takes a share such as 30%: write loss=ARG, e.g. loss=30%",

@@ -45,6 +45,7 @@ type request struct {
 	source int // list position of the source a seed went to; -1 for a pull
 	body   map[string]any
 	prompt string // the prompt's ids, as text, to match a seed with its pull
+	header http.Header
 }
 
 // fakeCluster is a decoder and sources on 127.0.0.1 that behave like vLLM in
@@ -173,7 +174,7 @@ func (c *fakeCluster) serveSource(i int, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	c.mu.Lock()
-	c.seeds = append(c.seeds, request{at: at, source: i, body: body, prompt: key})
+	c.seeds = append(c.seeds, request{at: at, source: i, body: body, prompt: key, header: r.Header.Clone()})
 	m := c.seedMode[i]
 	c.mu.Unlock()
 	switch m {
@@ -204,14 +205,17 @@ func (c *fakeCluster) serveDecoder(w http.ResponseWriter, r *http.Request) {
 	}
 	port := 0
 	if kv, ok := body["kv_transfer_params"].(map[string]any); ok {
-		if src, ok := kv["remote_kv_source"].(map[string]any); ok {
-			if f, ok := src["remote_port"].(float64); ok {
-				port = int(f)
+		// A p2p pull or a PD decode leg: both name the source's port.
+		for _, k := range []string{"remote_kv_source", "remote_prefiller"} {
+			if src, ok := kv[k].(map[string]any); ok {
+				if f, ok := src["remote_port"].(float64); ok {
+					port = int(f)
+				}
 			}
 		}
 	}
 	c.mu.Lock()
-	c.pulls = append(c.pulls, request{at: at, port: port, source: -1, body: body, prompt: key})
+	c.pulls = append(c.pulls, request{at: at, port: port, source: -1, body: body, prompt: key, header: r.Header.Clone()})
 	c.pullCount[port]++
 	handshaking := c.pullCount[port] <= c.missFirst
 	seeded := c.seeded[port][key]

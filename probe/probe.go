@@ -1,7 +1,9 @@
 // Package probe drives open-loop pull traffic through the decoder: each trial
 // seeds a unique prompt on one source, then pulls it into the decoder with
-// kv_transfer_params.remote_kv_source naming that source, and records a
-// event.Sample. The schedule never waits for a response, so a pull that hangs for
+// kv_transfer_params.remote_kv_source naming that source (mode p2p), or
+// sends its prefill leg to the source with remote_decoder and its decode
+// leg to the decoder with remote_prefiller naming it (mode pd, as vLLM's
+// proxy does), and records an event.Sample. The schedule never waits for a response, so a pull that hangs for
 // 30 s delays no other trial (no coordinated omission).
 package probe
 
@@ -16,7 +18,6 @@ import (
 	"net/http"
 	"net/url"
 	"p2pfault/event"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,9 @@ type Config struct {
 	// (event.Sample.Content). 0 sends max_tokens 1, as the seed's slice,
 	// and compares nothing.
 	ContentTokens int
+	// Mode is the leg of the tier a trial exercises: event.ModeP2P ("",
+	// the default) or event.ModePD (mode.go).
+	Mode string
 	// Warn is told what the user should know (the in-flight cap was hit). It
 	// is rate-limited and never called concurrently; it must not block long.
 	Warn func(string)
@@ -93,14 +97,19 @@ type Config struct {
 
 // Prober runs trials. Its methods are safe for concurrent use.
 type Prober struct {
-	cfg      Config
-	decoder  *http.Client
-	sources  []*http.Client // one per source, aligned with cfg.Sources
-	pullURL  string
-	seedURLs []string
+	cfg     Config
+	decoder *http.Client
+	sources []*http.Client // one per source, aligned with cfg.Sources
+	pullURL string
+	mode    strategy
 	// Body fragments, encoded once: every request shares them.
 	modelJSON []byte
-	kvTail    [][]byte // per source: `","remote_host":"...","remote_port":N}}`
+
+	// addrs are the sources' addresses in force, aligned with cfg.Sources
+	// (address.go); a trial holds addrMu for reading from the check of its
+	// source's address to the start of its pull, Readdress for writing.
+	addrMu sync.RWMutex
+	addrs  []*addr
 
 	paused atomic.Bool
 
@@ -131,25 +140,26 @@ func New(cfg Config) (*Prober, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe: encode model %q: %w", cfg.Model, err)
 	}
+	mode, err := strategyFor(cfg.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
 	p := &Prober{
 		cfg:       cfg,
 		decoder:   newClient(cfg.MaxInFlight),
 		pullURL:   cfg.DecoderURL + "/v1/completions",
+		mode:      mode,
 		modelJSON: modelJSON,
 		rng:       rand.New(rand.NewChaCha8(seed)),
 	}
 	p.abortCtx, p.abort = context.WithCancelCause(context.Background())
 	for _, s := range cfg.Sources {
 		p.sources = append(p.sources, newClient(cfg.MaxInFlight))
-		p.seedURLs = append(p.seedURLs, s.URL+"/v1/completions")
-		host, err := json.Marshal(s.P2PHost)
+		a, err := newAddr(s, 0)
 		if err != nil {
-			return nil, fmt.Errorf("probe: encode P2P host %q of source %d: %w", s.P2PHost, s.Index, err)
+			return nil, err
 		}
-		tail := append([]byte(`","remote_host":`), host...)
-		tail = append(tail, `,"remote_port":`...)
-		tail = strconv.AppendInt(tail, int64(s.P2PPort), 10)
-		p.kvTail = append(p.kvTail, append(tail, "}}"...))
+		p.addrs = append(p.addrs, a)
 	}
 	return p, nil
 }
@@ -221,6 +231,10 @@ func withDefaults(cfg Config) (Config, error) {
 	case cfg.MaxInFlight == 0:
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	if _, err := strategyFor(cfg.Mode); err != nil {
+		bad("%w", err)
+	}
+	cfg.Mode = event.ModeOf(cfg.Mode)
 	if cfg.Warn == nil {
 		cfg.Warn = func(string) {}
 	}
@@ -262,10 +276,11 @@ func newClient(maxConns int) *http.Client {
 	}}
 }
 
-// Config returns the configuration in force, defaults filled in.
+// Config returns the configuration in force, defaults filled in; its
+// Sources are the addresses in force (Readdress).
 func (p *Prober) Config() Config {
 	c := p.cfg
-	c.Sources = append([]Source(nil), c.Sources...)
+	c.Sources = p.Addresses()
 	return c
 }
 

@@ -21,10 +21,6 @@ import (
 // a few hundred bytes, and a runaway body must not eat the probe's memory.
 const maxBody = 1 << 20
 
-// kvHead opens the pull's kv_transfer_params; a fresh uuid4 and the
-// source's kvTail follow.
-const kvHead = `,"kv_transfer_params":{"remote_kv_source":{"kv_request_id":"`
-
 // serviceTimeHeader is set by the simulated engine: its own time serving the
 // request, so a benchmark can tell the probe's overhead from the engine's.
 const serviceTimeHeader = "X-Sim-Service-Time"
@@ -35,39 +31,63 @@ type pullInfo struct {
 	noDetails bool // 200 without usage.prompt_tokens_details.cached_tokens
 }
 
-// trial seeds a fresh prompt on source #i of the list, then pulls it into the
-// decoder naming that source, whatever became of the seed. started, if not
-// nil, is told of the pull as it is sent.
+// trial seeds a fresh prompt on source #i of the list (mode pd: its prefill
+// leg), then pulls it into the decoder naming that source (its decode leg),
+// whatever became of the first leg: an answer, an error or the seed
+// timeout. The trial goes on to measure the decoder, as vLLM's proxy in
+// --decoder-first order does when a prefill fails (its default order
+// would wait for the prefill, without a timeout). Both legs name one
+// engine: a source replaced meanwhile (Readdress) gets the first leg
+// again. started, if not nil, is told of the pull as it is sent.
 func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, started func(event.PullStart)) (event.Sample, pullInfo) {
-	src := p.cfg.Sources[i]
-	s := event.Sample{Source: src.Index, Trial: n, PromptTokens: p.cfg.PromptTokens}
-
+	a := p.address(i)
+	s := event.Sample{Source: a.src.Index, Trial: n, PromptTokens: p.cfg.PromptTokens}
 	prefix := p.bodyPrefix()
-	// The seed gets its own copy: the pull appends to prefix in place.
-	seed := append(prefix[:len(prefix):len(prefix)], '}')
-	r := p.post(ctx, p.sources[i], p.seedURLs[i], seed, p.cfg.SeedTimeout, "source", legSeed)
-	s.SeedStatus, s.SeedLatency, s.SeedErr = r.status, r.latency, r.err
-	own := r
+	id := uuid.NewString()
+	hdr := p.mode.requestID(id)
+	var pull []byte
+	var start time.Time
+	// own is the first leg's answer: its text is the source's completion
+	// (the content check's reference).
+	var own result
+	for {
+		// The first leg gets its own copy: the pull appends to prefix in place.
+		seed := p.mode.seed(prefix[:len(prefix):len(prefix)], id)
+		r := p.post(ctx, p.sources[i], a.seedURL, seed, p.cfg.SeedTimeout, "source", legSeed, hdr)
+		s.SeedStatus, s.SeedLatency, s.SeedErr = r.status, r.latency, r.err
+		own = r
 
-	pull := append(prefix, kvHead...)
-	pull = append(pull, uuid.NewString()...)
-	pull = append(pull, p.kvTail[i]...)
-	if p.cfg.Stream {
-		pull = append(pull, streamFields...)
+		p.addrMu.RLock()
+		if cur := p.addrs[i]; cur.gen != a.gen {
+			// Replaced since the first leg: that engine is gone.
+			p.addrMu.RUnlock()
+			a = cur
+			continue
+		}
+		pull = append(prefix, p.mode.pullHead()...)
+		pull = append(pull, p.mode.pullID(id)...)
+		pull = append(pull, a.kvTail...)
+		if p.cfg.Stream {
+			pull = append(pull, streamFields...)
+		}
+		pull = append(pull, '}')
+		if errors.Is(context.Cause(ctx), ErrAborted) {
+			// The run ended (q, Ctrl-C) while this trial seeded: its pull is
+			// not sent, so none starts after the run's end.
+			p.addrMu.RUnlock()
+			s.Start, s.Peer = time.Since(t0), a.peer
+			s.Err, s.Aborted = "not sent: "+ErrAborted.Error(), true
+			return s, pullInfo{}
+		}
+		if started != nil {
+			started(event.PullStart{Source: a.src.Index, Trial: n, Start: time.Since(t0), Peer: a.peer})
+		}
+		start = time.Now()
+		p.addrMu.RUnlock()
+		break
 	}
-	pull = append(pull, '}')
-	if errors.Is(context.Cause(ctx), ErrAborted) {
-		// The run ended (q, Ctrl-C) while this trial seeded: its pull is
-		// not sent, so none starts after the run's end.
-		s.Start = time.Since(t0)
-		s.Err, s.Aborted = "not sent: "+ErrAborted.Error(), true
-		return s, pullInfo{}
-	}
-	if started != nil {
-		started(event.PullStart{Source: src.Index, Trial: n, Start: time.Since(t0)})
-	}
-	start := time.Now()
-	r = p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", legPull, start)
+	s.Peer = a.peer
+	r := p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr)
 	s.Start = start.Sub(t0)
 	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted
 	s.TTFT = r.ttft
@@ -148,14 +168,15 @@ type result struct {
 	hasText      bool          // a text was answered (an empty one too)
 }
 
-func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg) result {
-	return p.postAt(ctx, c, u, body, timeout, who, l, time.Now())
+func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, requestID string) result {
+	return p.postAt(ctx, c, u, body, timeout, who, l, time.Now(), requestID)
 }
 
 // postAt sends body to u and reads the answer within timeout; latency counts
 // from start until the body was read or the error. who names the answering
-// engine in errors ("decoder", "source").
-func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, start time.Time) result {
+// engine in errors ("decoder", "source"); requestID, when set, is sent as
+// X-Request-Id.
+func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, start time.Time, requestID string) result {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var r result
@@ -170,6 +191,9 @@ func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []by
 		return fail(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return fail(err)

@@ -41,8 +41,8 @@ func (p *Prober) Warmup(ctx context.Context, timeout time.Duration) error {
 }
 
 func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout time.Duration) error {
-	src := p.cfg.Sources[i]
-	name := fmt.Sprintf("source %d (P2P %s:%d)", src.Index, src.P2PHost, src.P2PPort)
+	a := p.address(i)
+	name := fmt.Sprintf("source %d (P2P %s)", a.src.Index, a.peer)
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	var last string

@@ -71,13 +71,13 @@ func contentRow(r Run) *ContentRow {
 
 // contentHeader is the content table's header: per row, the rule, the
 // pulls compared of those that returned 200, and the wrong ones.
-func contentHeader() []string {
-	return []string{"arm", "case", "content_match", "compared", "wrong"}
+func contentHeader(withMode bool) []string {
+	return append(keyHead(withMode), "content_match", "compared", "wrong")
 }
 
 // contentCells is each row's line of the content table; nil when no row
 // compared texts.
-func contentCells(rows []Row) [][]string {
+func contentCells(rows []Row, withMode bool) [][]string {
 	var out [][]string
 	any := false
 	for _, r := range rows {
@@ -89,7 +89,7 @@ func contentCells(rows []Row) [][]string {
 	for _, r := range rows {
 		c := r.Content
 		if c == nil {
-			out = append(out, []string{r.Arm, r.Case, "off", notApplicable, notApplicable})
+			out = append(out, append(r.keyCells(withMode), "off", notApplicable, notApplicable))
 			continue
 		}
 		wrong := fmt.Sprint(c.Wrong)
@@ -102,7 +102,7 @@ func contentCells(rows []Row) [][]string {
 		if len(by) > 0 {
 			wrong += " (" + strings.Join(by, ", ") + ")"
 		}
-		out = append(out, []string{r.Arm, r.Case, c.Match, fmt.Sprintf("%d/%d", c.Compared, c.Returned200), wrong})
+		out = append(out, append(r.keyCells(withMode), c.Match, fmt.Sprintf("%d/%d", c.Compared, c.Returned200), wrong))
 	}
 	return out
 }
@@ -110,27 +110,29 @@ func contentCells(rows []Row) [][]string {
 // ContentTable is the content table as aligned plain text, printed under
 // the times table; "" when no row compared texts.
 func ContentTable(rows []Row) string {
-	cells := contentCells(rows)
+	withMode := manyModes(rows)
+	cells := contentCells(rows, withMode)
 	if cells == nil {
 		return ""
 	}
-	return plainTable(contentHeader(), cells)
+	return plainTable(contentHeader(withMode), cells)
 }
 
 // writeContent appends report.md's content table and the first
 // mismatches of each row that had any.
 func writeContent(b *strings.Builder, rows []Row) {
-	cells := contentCells(rows)
+	withMode := manyModes(rows)
+	cells := contentCells(rows, withMode)
 	if cells == nil {
 		return
 	}
 	b.WriteString("\nContent (check " + check.NameContentMatches + "; compared: pulls that returned 200 with a source completion to compare, of those that returned 200):\n\n")
-	b.WriteString(markdownTable(contentHeader(), cells))
+	b.WriteString(markdownTable(contentHeader(withMode), cells))
 	for _, r := range rows {
 		if r.Content == nil || len(r.Content.Mismatches) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "\n%s / %s: pulls that returned other text than the source's completion", r.Arm, r.Case)
+		fmt.Fprintf(b, "\n%s: pulls that returned other text than the source's completion", r.title())
 		if r.Content.Wrong > len(r.Content.Mismatches) {
 			fmt.Fprintf(b, " (the first %d of %d)", len(r.Content.Mismatches), r.Content.Wrong)
 		}

@@ -122,7 +122,7 @@ func buildPage(runs []Run) htmlPage {
 	}
 	p.Title = "p2pfault report"
 	if len(rows) == 1 {
-		p.Title += ": " + rows[0].Arm + " / " + rows[0].Case
+		p.Title += ": " + rows[0].title()
 	}
 	p.Summary = summary(rows)
 
@@ -130,17 +130,18 @@ func buildPage(runs []Run) htmlPage {
 	for i := range rows {
 		ids[i] = htmlRowID(i)
 	}
-	seed := htmlTable{ID: "seed", Title: "The seed's table", Head: header()}
+	withMode := manyModes(rows)
+	seed := htmlTable{ID: "seed", Title: "The seed's table", Head: header(withMode)}
 	for i, r := range rows {
-		seed.Rows = append(seed.Rows, htmlTableRow{Cells: r.cells(), Failed: !r.Passed, Href: "#" + ids[i]})
+		seed.Rows = append(seed.Rows, htmlTableRow{Cells: r.cells(withMode), Failed: !r.Passed, Href: "#" + ids[i]})
 	}
-	times := htmlTable{ID: "times", Title: "Detect and recover times", Head: timesHeader()}
-	for i, c := range timesCells(rows) {
+	times := htmlTable{ID: "times", Title: "Detect and recover times", Head: timesHeader(withMode)}
+	for i, c := range timesCells(rows, withMode) {
 		times.Rows = append(times.Rows, htmlTableRow{Cells: c, Failed: !rows[i].Passed, Href: "#" + ids[i]})
 	}
 	p.Tables = []htmlTable{seed, times}
-	if cells := contentCells(rows); cells != nil {
-		content := htmlTable{ID: "content", Title: "Content: pulls' texts against the source's", Head: contentHeader(),
+	if cells := contentCells(rows, withMode); cells != nil {
+		content := htmlTable{ID: "content", Title: "Content: pulls' texts against the source's", Head: contentHeader(withMode),
 			Caption: "compared: pulls that returned 200 with a source completion to compare, of those that returned 200"}
 		for i, c := range cells {
 			content.Rows = append(content.Rows, htmlTableRow{Cells: c, Failed: rows[i].Content != nil && rows[i].Content.Wrong > 0, Href: "#" + ids[i]})
@@ -161,7 +162,7 @@ func buildPage(runs []Run) htmlPage {
 
 	for _, r := range rows {
 		if r.Truncated {
-			p.Notes = append(p.Notes, fmt.Sprintf("The events of %s / %s end without an end event or with a partial line: the run crashed or was still running.", r.Arm, r.Case))
+			p.Notes = append(p.Notes, fmt.Sprintf("The events of %s end without an end event or with a partial line: the run crashed or was still running.", r.title()))
 		}
 	}
 
@@ -206,7 +207,7 @@ func plainHTMLTable(id, title, caption string, head []string, cells [][]string) 
 func htmlRowOf(id string, run Run, row Row) htmlRow {
 	h := htmlRow{
 		ID:         id,
-		Title:      row.Arm + " / " + row.Case,
+		Title:      row.title(),
 		Passed:     row.Passed,
 		Checks:     row.Checks,
 		Log:        run.html.log,
@@ -235,7 +236,7 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 			plainHTMLTable(id+"-kinds", "Per kind", "", kindsHeader(false), kindsCells([]Row{row})))
 	}
 	if cells := decoderCells([]Row{row}); len(cells) > 0 {
-		h.Tables = append(h.Tables, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(), cells))
+		h.Tables = append(h.Tables, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(false), cells))
 	}
 	if len(row.TTFT) > 0 {
 		h.Tables = append(h.Tables, plainHTMLTable(id+"-ttft", "Time to first token (streamed pulls)", "", ttftHeader(), ttftCells(row)))

@@ -72,6 +72,7 @@ type chartPull struct {
 	// The texts of a wrong pull (state "wrong text").
 	PullText   string `json:"pull_text,omitempty"`
 	SourceText string `json:"source_text,omitempty"`
+	Peer       string `json:"peer,omitempty"` // the P2P address the pull named (a replaced source has two)
 }
 
 // chartHitRate is one source's hit rate over time: the share of its pulls
@@ -102,7 +103,7 @@ const hitRateBins = 8
 func chartData(id string, run Run) chartRow {
 	c := chartRow{
 		ID:           id,
-		Title:        run.Info.Arm + " / " + run.Info.Case,
+		Title:        runTitle(run.Info.Arm, run.Info.Mode, run.Info.Case, " / "),
 		RunEnd:       run.RunEnd.Seconds(),
 		FaultedBound: run.Info.Bounds.FaultedMax.Seconds(),
 		Windows:      []chartWindow{},
@@ -126,7 +127,7 @@ func chartData(id string, run Run) chartRow {
 	for _, s := range run.Samples {
 		p := chartPull{Source: s.Source, Trial: s.Trial, State: pullState(s), Start: s.Start.Seconds(),
 			Latency: s.Latency.Seconds(), Status: s.Status, Prompt: s.PromptTokens, Cached: s.CachedTokens,
-			TTFT: s.TTFT.Seconds(), Err: s.Err}
+			TTFT: s.TTFT.Seconds(), Err: s.Err, Peer: s.Peer}
 		if rule.Wrong(s) {
 			p.State, p.PullText, p.SourceText = pullWrong, s.PullText, s.SourceText
 		}
@@ -134,7 +135,7 @@ func chartData(id string, run Run) chartRow {
 	}
 	for _, p := range run.pending() {
 		c.Pulls = append(c.Pulls, chartPull{Source: p.Source, Trial: p.Trial, State: pullInFlight, Start: p.Start.Seconds(),
-			Latency: max(run.html.lastT-p.Start, 0).Seconds()})
+			Latency: max(run.html.lastT-p.Start, 0).Seconds(), Peer: p.Peer})
 	}
 	slices.SortStableFunc(c.Pulls, func(a, b chartPull) int { return cmp.Compare(a.Start, b.Start) })
 	c.HitRate = hitRate(run)

@@ -93,6 +93,12 @@ func (f *htmlFacts) add(ev event.Event) {
 		if v := ev.Verification; v != nil {
 			f.logf(ev, fmt.Sprintf("source-%d", v.Source), v.Action+": "+v.Detail)
 		}
+	case event.KindAddress:
+		// A source's first address is the run's own; a new one (a replace)
+		// is a line.
+		if a := ev.Address; a != nil && a.Prev != "" {
+			f.logf(ev, fmt.Sprintf("source-%d", a.Source), fmt.Sprintf("pulls name %s (%s) from %.2fs on, not %s", a.P2P, a.URL, a.At.Seconds(), a.Prev))
+		}
 	case event.KindEnd:
 		f.logf(ev, "", fmt.Sprintf("%s (exit %d)", ev.Message, ev.ExitCode))
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 )
 
 // The JUnit XML shape CI systems read (GitLab, Jenkins, GitHub test
@@ -83,7 +85,10 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 		if !r.First.IsZero() {
 			s.Timestamp = r.First.UTC().Format("2006-01-02T15:04:05")
 		}
-		class := "p2pfault." + r.Info.Arm + "." + r.Info.Case
+		class := "p2pfault." + runTitle(r.Info.Arm, r.Info.Mode, r.Info.Case, ".")
+		if event.ModeOf(r.Info.Mode) != event.ModeP2P {
+			s.Properties = append(s.Properties, junitProperty{Name: "mode", Value: r.Info.Mode})
+		}
 		for _, c := range r.Verdict.Checks {
 			tc := junitCase{Name: c.Name, Classname: class, Time: junitSeconds(0)}
 			if !c.Passed {

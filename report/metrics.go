@@ -43,32 +43,33 @@ func writeDecoder(b *strings.Builder, rows []Row) {
 		return
 	}
 	b.WriteString("\n" + decoderCaption + ":\n\n")
-	b.WriteString(markdownTable(decoderHeader(), cells))
+	b.WriteString(markdownTable(decoderHeader(manyModes(rows)), cells))
 }
 
 const decoderCaption = "The decoder's own /metrics over each window (– where it does not export the series)"
 
-func decoderHeader() []string {
-	return []string{"arm", "case", "window", "external hit rate", "external hits / queries", "P2P read", "max running", "max waiting"}
+func decoderHeader(withMode bool) []string {
+	return append(keyHead(withMode), "window", "external hit rate", "external hits / queries", "P2P read", "max running", "max waiting")
 }
 
 // decoderCells is the decoder table's lines: a row's fault window and, for
 // a fault that recovers, its recovery window; none for rows not scraped.
 func decoderCells(rows []Row) [][]string {
 	var cells [][]string
+	withMode := manyModes(rows)
 	for _, r := range rows {
 		if r.Decoder == nil {
 			continue
 		}
-		cells = append(cells, deltaCells(r, "fault", r.Decoder.Fault))
+		cells = append(cells, deltaCells(r, withMode, "fault", r.Decoder.Fault))
 		if r.Decoder.Recovery != nil {
-			cells = append(cells, deltaCells(r, "recovery", *r.Decoder.Recovery))
+			cells = append(cells, deltaCells(r, withMode, "recovery", *r.Decoder.Recovery))
 		}
 	}
 	return cells
 }
 
-func deltaCells(r Row, window string, d scrape.Deltas) []string {
+func deltaCells(r Row, withMode bool, window string, d scrape.Deltas) []string {
 	rate := notApplicable
 	if d.HitRate.OK {
 		rate = fmt.Sprintf("%.0f%%", 100*d.HitRate.V)
@@ -77,7 +78,7 @@ func deltaCells(r Row, window string, d scrape.Deltas) []string {
 	if d.P2PReadBytes.OK {
 		read = FormatBytes(d.P2PReadBytes.V)
 	}
-	return []string{r.Arm, r.Case, window, rate, d.ExtHits.String() + " / " + d.ExtQueries.String(), read, d.MaxRunning.String(), d.MaxWaiting.String()}
+	return append(r.keyCells(withMode), window, rate, d.ExtHits.String()+" / "+d.ExtQueries.String(), read, d.MaxRunning.String(), d.MaxWaiting.String())
 }
 
 // FormatBytes shows a byte count as B, KiB, MiB or GiB.

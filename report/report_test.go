@@ -130,9 +130,9 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 	for i, r := range rows {
 		row := r.(map[string]any)
 		if i == 2 {
-			want("remove row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "times", "steady")
+			want("remove row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "times", "steady")
 		} else {
-			want("stall row", row, "arm", "case", "passed", "checks", "faulted", "healthy", "recovery", "times", "steady")
+			want("stall row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "recovery", "times", "steady")
 			want("recovery", row["recovery"].(map[string]any), "n", "pulled")
 		}
 		want("faulted", row["faulted"].(map[string]any), "n", "pulled", "p50_s", "max_s")
@@ -146,7 +146,7 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 		}
 	}
 	first := rows[0].(map[string]any)
-	if first["arm"] != "main" || first["case"] != "stall" || first["passed"] != false {
+	if first["arm"] != "main" || first["mode"] != "p2p" || first["case"] != "stall" || first["passed"] != false {
 		t.Errorf("first row = %v, want main/stall failed", first)
 	}
 	if f := first["faulted"].(map[string]any); f["n"] != 54.0 || f["pulled"] != 0.0 || f["p50_s"] != 16.85 || f["max_s"] != 30.04 {

@@ -18,6 +18,7 @@ import (
 // top-level keys of report.json and the notes of report.md.
 type Row struct {
 	Arm      string       `json:"arm"`
+	Mode     string       `json:"mode"` // p2p or pd (mode.go)
 	Case     string       `json:"case"`
 	Passed   bool         `json:"passed"`
 	Checks   []CheckRow   `json:"checks"`
@@ -89,6 +90,7 @@ func (r Run) Row() Row {
 	v := r.Verdict
 	row := Row{
 		Arm:        r.Info.Arm,
+		Mode:       event.ModeOf(r.Info.Mode),
 		Case:       r.Info.Case,
 		Passed:     v.Passed,
 		Checks:     make([]CheckRow, 0, len(v.Checks)),
@@ -175,13 +177,14 @@ func WriteJSON(w io.Writer, rows ...Row) error {
 	return nil
 }
 
-// header is the seed's table header.
-func header() []string {
-	return []string{"arm", "case", "result", "faulted source p50 / max", "healthy source pulled, max", "faulted source pulled after recovery"}
+// header is the seed's table header, with a mode column when the rows
+// are of several modes (mode.go).
+func header(withMode bool) []string {
+	return append(keyHead(withMode), "result", "faulted source p50 / max", "healthy source pulled, max", "faulted source pulled after recovery")
 }
 
 // cells is the row as the seed's table shows it.
-func (r Row) cells() []string {
+func (r Row) cells(withMode bool) []string {
 	result := "pass"
 	if !r.Passed {
 		result = "FAIL"
@@ -196,7 +199,7 @@ func (r Row) cells() []string {
 	if r.Recovery != nil {
 		recovery = fmt.Sprintf("%d/%d", r.Recovery.Pulled, r.Recovery.N)
 	}
-	return []string{r.Arm, r.Case, result, faulted, healthy, recovery}
+	return append(r.keyCells(withMode), result, faulted, healthy, recovery)
 }
 
 const notApplicable = "–"
@@ -206,10 +209,11 @@ const notApplicable = "–"
 // and wall time, and a note for every truncated run.
 func WriteMarkdown(w io.Writer, rows ...Row) error {
 	var b strings.Builder
-	b.WriteString("| " + strings.Join(header(), " | ") + " |\n")
-	b.WriteString(strings.Repeat("|---", len(header())) + "|\n")
+	withMode := manyModes(rows)
+	b.WriteString("| " + strings.Join(header(withMode), " | ") + " |\n")
+	b.WriteString(strings.Repeat("|---", len(header(withMode))) + "|\n")
 	for _, r := range rows {
-		cells := r.cells()
+		cells := r.cells(withMode)
 		for i, c := range cells {
 			cells[i] = strings.ReplaceAll(c, "|", `\|`)
 		}
@@ -217,14 +221,14 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	}
 	// The judged fault's detect and recover times, a table of their own
 	// so the seed's stays as it is.
-	b.WriteString("\n" + markdownTable(timesHeader(), timesCells(rows)))
+	b.WriteString("\n" + markdownTable(timesHeader(withMode), timesCells(rows, withMode)))
 	writeContent(&b, rows)
 	writeWindows(&b, rows)
 	for _, r := range rows {
 		if r.Passed {
 			continue
 		}
-		fmt.Fprintf(&b, "\n**%s / %s** failed:\n\n```\n%s\n", r.Arm, r.Case, r.SeedLine())
+		fmt.Fprintf(&b, "\n**%s** failed:\n\n```\n%s\n", r.title(), r.SeedLine())
 		for _, c := range r.Checks {
 			if !c.Passed {
 				fmt.Fprintf(&b, "%s: %s\n", c.Name, c.Detail)
@@ -247,7 +251,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 		if !r.Truncated {
 			continue
 		}
-		fmt.Fprintf(&b, "\n> **Truncated:** the events of %s / %s end without an end event or with a partial line: the run crashed or was still running.", r.Arm, r.Case)
+		fmt.Fprintf(&b, "\n> **Truncated:** the events of %s end without an end event or with a partial line: the run crashed or was still running.", r.title())
 		if r.Recomputed {
 			b.WriteString(" Its checks were evaluated from the samples logged before that.")
 		}
@@ -263,9 +267,10 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 func Table(rows []Row) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header(), "\t"))
+	withMode := manyModes(rows)
+	fmt.Fprintln(tw, strings.Join(header(withMode), "\t"))
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r.cells(), "\t"))
+		fmt.Fprintln(tw, strings.Join(r.cells(withMode), "\t"))
 	}
 	tw.Flush()
 	// tabwriter pads the last column too when asked to align it; trim so

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"p2pfault/event"
 )
 
 // SeedInterval is the seed's rate: one trial per source every 0.5 s. Counts
@@ -134,8 +136,8 @@ func CompareSeed(rows []Row, sc SeedScale) []Comparison {
 	var out []Comparison
 	for _, r := range rows {
 		s, ok := seedRow(r.Arm, r.Case)
-		if !ok {
-			continue
+		if !ok || event.ModeOf(r.Mode) != event.ModeP2P {
+			continue // the seed's table is of p2p mode only
 		}
 		verdict := func(p bool) string {
 			if p {

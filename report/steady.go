@@ -61,10 +61,11 @@ func steadyRows(v event.Verdict) []SteadyRow {
 	return out
 }
 
-// steadyHeader is the steady-state table's header; with streamed rows it
+// steadyHeader is the steady-state table's header: a mode column only
+// with rows of several modes, as the other tables; with streamed rows it
 // has the TTFT columns too.
 func steadyHeader(rows []Row) []string {
-	h := []string{"arm", "case", "source", "pulls", "200s", "errors", "hit rate", "p50", "p90", "p99", "max", "in flight"}
+	h := append(keyHead(manyModes(rows)), "source", "pulls", "200s", "errors", "hit rate", "p50", "p90", "p99", "max", "in flight")
 	if streamed(rows) {
 		h = append(h, "ttft p50", "ttft p90", "ttft p99", "ttft max")
 	}
@@ -84,11 +85,11 @@ func streamed(rows []Row) bool {
 
 // steadyCells is a line per row and source.
 func steadyCells(rows []Row) [][]string {
-	ttft := streamed(rows)
+	ttft, withMode := streamed(rows), manyModes(rows)
 	var out [][]string
 	for _, r := range rows {
 		for _, s := range r.Steady {
-			c := []string{r.Arm, r.Case, fmt.Sprintf("source-%d", s.Source), fmt.Sprint(s.N), fmt.Sprint(s.OK), fmt.Sprint(s.Errors)}
+			c := append(r.keyCells(withMode), fmt.Sprintf("source-%d", s.Source), fmt.Sprint(s.N), fmt.Sprint(s.OK), fmt.Sprint(s.Errors))
 			if s.N == 0 {
 				c = append(c, notApplicable, notApplicable, notApplicable, notApplicable, notApplicable)
 			} else {

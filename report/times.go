@@ -11,20 +11,20 @@ import (
 
 // timesHeader is the second table's header: the judged fault's detect and
 // recover times per row, under the seed's table (which stays as it is).
-func timesHeader() []string {
-	return []string{"arm", "case", "detect_s", "recover_s"}
+func timesHeader(withMode bool) []string {
+	return append(keyHead(withMode), "detect_s", "recover_s")
 }
 
 // timesCells is each row's line of the times table; "–" where a time
 // never happened or the row has no fault.
-func timesCells(rows []Row) [][]string {
+func timesCells(rows []Row, withMode bool) [][]string {
 	out := make([][]string, 0, len(rows))
 	for _, r := range rows {
 		detect, recover := notApplicable, notApplicable
 		if r.Times != nil {
 			detect, recover = check.FormatSeconds(r.Times.DetectS), check.FormatSeconds(r.Times.RecoverS)
 		}
-		out = append(out, []string{r.Arm, r.Case, detect, recover})
+		out = append(out, append(r.keyCells(withMode), detect, recover))
 	}
 	return out
 }
@@ -32,7 +32,8 @@ func timesCells(rows []Row) [][]string {
 // TimesTable is the times table as aligned plain text, printed under the
 // seed's table (Table prints both).
 func TimesTable(rows []Row) string {
-	return plainTable(timesHeader(), timesCells(rows))
+	withMode := manyModes(rows)
+	return plainTable(timesHeader(withMode), timesCells(rows, withMode))
 }
 
 func plainTable(head []string, rows [][]string) string {
@@ -81,8 +82,8 @@ func writeVerifications(b *strings.Builder, rows []Row) {
 			if !tookEffect(v) {
 				seen = "**did not take effect**"
 			}
-			fmt.Fprintf(b, "- %s / %s: %s source-%d at %.1fs %s after %.2fs: %s\n",
-				r.Arm, r.Case, v.Action, v.Source, v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
+			fmt.Fprintf(b, "- %s: %s source-%d at %.1fs %s after %.2fs: %s\n",
+				r.title(), v.Action, v.Source, v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func writeTTFT(b *strings.Builder, rows []Row) {
 		if len(r.TTFT) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "\nTime to first token (streamed pulls), %s / %s:\n\n", r.Arm, r.Case)
+		fmt.Fprintf(b, "\nTime to first token (streamed pulls), %s:\n\n", r.title())
 		b.WriteString(markdownTable(ttftHeader(), ttftCells(r)))
 	}
 }

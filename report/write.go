@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"p2pfault/event"
 )
 
 // Report file names in the output folder.
@@ -75,11 +77,11 @@ func WriteAll(dir string, runs []Run) error {
 }
 
 // TimelineName is the timeline file of run among several:
-// timeline-<arm>-<case>.svg, with anything but letters, digits, '.', '_'
-// and '-' in the names replaced by '_' ("+ #64501" is a fine arm name but
-// not a fine file name).
+// timeline-<arm>-<case>.svg (timeline-<arm>-pd-<case>.svg for a pd row),
+// with anything but letters, digits, '.', '_' and '-' in the names
+// replaced by '_' ("+ #64501" is a fine arm name but not a fine file name).
 func TimelineName(r Run) string {
-	return "timeline-" + fileSafe(r.Info.Arm) + "-" + fileSafe(r.Info.Case) + ".svg"
+	return "timeline-" + runTitle(fileSafe(r.Info.Arm), fileSafe(event.ModeOf(r.Info.Mode)), fileSafe(r.Info.Case), "-") + ".svg"
 }
 
 func fileSafe(s string) string {

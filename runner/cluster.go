@@ -76,6 +76,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.PortPool == nil {
+		// The cluster keeps the pool that picked its ports: a replaced
+		// engine draws its new ones from it (replacementSpec).
+		cfg.PortPool = NewPortPool()
+	}
 	plans, err = resolvePorts(cfg, plans)
 	if err != nil {
 		return nil, err

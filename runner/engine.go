@@ -87,15 +87,28 @@ func (e *Engine) Role() event.Role { return e.spec.Role }
 // Index is the source index (0 for the decoder).
 func (e *Engine) Index() int { return e.spec.Index }
 
-// Spec is how the engine is started.
-func (e *Engine) Spec() Spec { return e.spec }
+// Spec is how the engine is started (its current process: a replaced
+// engine's ports and argv are the new ones). Its name, role, index and
+// P2P host never change; its ports and Args change only under e.mu (and
+// e.op), in Replace.
+func (e *Engine) Spec() Spec {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.spec
+	s.Args = append([]string(nil), s.Args...)
+	return s
+}
 
 // HTTPPort is the engine's OpenAI-compatible HTTP port.
-func (e *Engine) HTTPPort() int { return e.spec.HTTPPort }
+func (e *Engine) HTTPPort() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.spec.HTTPPort
+}
 
 // HTTPURL is the engine's base URL, e.g. http://127.0.0.1:8100.
 func (e *Engine) HTTPURL() string {
-	return "http://" + net.JoinHostPort(Host, strconv.Itoa(e.spec.HTTPPort))
+	return "http://" + net.JoinHostPort(Host, strconv.Itoa(e.HTTPPort()))
 }
 
 // P2PHost is the literal host of the engine's P2P identity: a pull names
@@ -103,7 +116,11 @@ func (e *Engine) HTTPURL() string {
 func (e *Engine) P2PHost() string { return e.spec.P2PHost }
 
 // P2PPort is the engine's P2P port.
-func (e *Engine) P2PPort() int { return e.spec.P2PPort }
+func (e *Engine) P2PPort() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.spec.P2PPort
+}
 
 // LogTail returns up to n of the engine's most recent output lines.
 func (e *Engine) LogTail(n int) []string { return e.tail.last(n) }
@@ -211,8 +228,8 @@ func (e *Engine) launch(extra []string) (*process, error) {
 		_ = logf.Close()
 		return nil, fmt.Errorf("start %s: output pipe: %w", e.spec.Name, err)
 	}
-	launched := e.spec
-	launched.Args = append(append([]string{}, e.spec.Args...), extra...)
+	launched := e.Spec()
+	launched.Args = append(launched.Args, extra...)
 	cmd := exec.Command(launched.Path, launched.Args...)
 	cmd.Env = append(os.Environ(), e.spec.Env...)
 	// An *os.File, not an io.Writer: Wait then does not wait for the
@@ -475,6 +492,42 @@ func (e *Engine) Restart(ctx context.Context, endFn EndFunc) error {
 	return e.relaunch(ctx, "restart")
 }
 
+// Replace ends the engine's session with endFn (nil: SIGTERM, SIGKILL
+// after the grace) and starts a new engine in its place on new ports, HTTP
+// and P2P, drawn from the cluster's pool of free ports, in a new session
+// (recorded in sessions.json as a restart is), then waits until it is
+// ready. From the moment the new ports are drawn the engine's ports, URL,
+// state and command line are the new engine's.
+func (e *Engine) Replace(ctx context.Context, endFn EndFunc) error {
+	ctx, cancel := e.c.opContext(ctx)
+	defer cancel()
+	e.op.Lock()
+	defer e.op.Unlock()
+	if e.c.life.Err() != nil {
+		return fmt.Errorf("replace %s: %w", e.spec.Name, errStopping)
+	}
+	e.mu.Lock()
+	p := e.proc
+	e.intent = intentRestart
+	e.changeLocked(event.StateRestarting)
+	e.mu.Unlock()
+	if p != nil {
+		if err := e.end(ctx, p, endFn); err != nil {
+			return e.failRestart(fmt.Errorf("replace %s: %w", e.spec.Name, err))
+		}
+	}
+	next, err := e.c.replacementSpec(e)
+	if err != nil {
+		return e.failRestart(fmt.Errorf("replace %s: %w", e.spec.Name, err))
+	}
+	e.mu.Lock()
+	e.spec.HTTPPort, e.spec.P2PPort, e.spec.Args = next.HTTPPort, next.P2PPort, next.Args
+	e.changeLocked(event.StateRestarting) // the faces see the new ports
+	e.mu.Unlock()
+	_ = e.c.writeSessions()
+	return e.relaunch(ctx, "replace")
+}
+
 // Remove ends the engine's session with endFn (nil: SIGTERM, SIGKILL after
 // the grace) and leaves it down; Restore brings it back.
 func (e *Engine) Remove(ctx context.Context, endFn EndFunc) error {
@@ -535,7 +588,7 @@ func (e *Engine) Restore(ctx context.Context) error {
 // relaunch starts a new process once the engine's ports are free and waits
 // for readiness. The caller holds e.op.
 func (e *Engine) relaunch(ctx context.Context, what string) error {
-	if err := waitPortsFree(ctx, e.spec.Name, e.spec.HTTPPort, e.spec.P2PPort); err != nil {
+	if err := waitPortsFree(ctx, e.spec.Name, e.HTTPPort(), e.P2PPort()); err != nil {
 		return e.failRestart(err)
 	}
 	p, err := e.launch(e.c.restartArgs())

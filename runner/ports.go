@@ -186,3 +186,42 @@ func waitPortsFree(ctx context.Context, name string, ports ...int) error {
 		}
 	}
 }
+
+// replacementSpec is how e is started in its own place on new ports: an
+// HTTP and a P2P port drawn from the cluster's pool, free now and held by
+// no engine of the cluster, and the command line built for them from the
+// cluster's one template.
+func (c *Cluster) replacementSpec(e *Engine) (Spec, error) {
+	pool := c.cfg.PortPool
+	if pool == nil {
+		pool = NewPortPool()
+	}
+	plans := make([]portPlan, len(c.engines))
+	avoid := map[int]bool{}
+	idx := -1
+	for i, x := range c.engines {
+		s := x.Spec()
+		plans[i] = portPlan{http: s.HTTPPort, p2p: s.P2PPort}
+		avoid[s.HTTPPort], avoid[s.P2PPort] = true, true
+		if x == e {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return Spec{}, fmt.Errorf("%s is not an engine of this cluster", e.spec.Name)
+	}
+	http, err := pool.pick(avoid)
+	if err != nil {
+		return Spec{}, err
+	}
+	p2p, err := pool.pick(avoid)
+	if err != nil {
+		return Spec{}, err
+	}
+	plans[idx] = portPlan{http: http, p2p: p2p}
+	specs, err := buildSpecs(c.cfg, plans)
+	if err != nil {
+		return Spec{}, err
+	}
+	return specs[idx], nil
+}

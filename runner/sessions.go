@@ -100,6 +100,7 @@ func (c *Cluster) writeSessionsLocked() error {
 		if p != nil {
 			members = append(members, p.members...)
 		}
+		argv := e.spec.Argv()
 		e.mu.Unlock()
 		if p == nil {
 			continue
@@ -112,7 +113,7 @@ func (c *Cluster) writeSessionsLocked() error {
 		}
 		f.Engines = append(f.Engines, SessionEntry{
 			Engine: e.spec.Name, Pid: p.pid, Sid: p.sid, StartTicks: p.startTicks,
-			Started: p.started, Argv: e.spec.Argv(), Members: members,
+			Started: p.started, Argv: argv, Members: members,
 			Owner: c.owner, BootID: c.bootID,
 		})
 	}

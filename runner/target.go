@@ -113,3 +113,29 @@ func (t Target) Restore(ctx context.Context) (time.Time, error) {
 	}
 	return t.ReadyAt(), nil
 }
+
+// Replace SIGKILLs every process of the session and starts a new engine in
+// its place on new ports (HTTP and P2P) in a new session, and returns when
+// it is ready (Engine.Replace); the target's ports and URL are then the
+// new engine's.
+func (t Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	if _, _, ok := t.Session(); !ok {
+		return time.Time{}, t.notRunning()
+	}
+	err := t.Engine.Replace(ctx, func(sid int) error {
+		at := time.Now()
+		_, err := session.Signal(sid, unix.SIGKILL)
+		if signalled != nil {
+			signalled(at, err)
+		}
+		return err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.ReadyAt(), nil
+}
+
+// CanReplace is nil: p2pfault launched the engine, so it can start it on
+// any ports.
+func (t Target) CanReplace() error { return nil }

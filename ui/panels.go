@@ -77,7 +77,11 @@ func (h headerPanel) Render(width int) string {
 	if h.run != nil {
 		what = append(what,
 			"case "+orDash(h.run.Case),
-			"arm "+orDash(h.run.Arm),
+			"arm "+orDash(h.run.Arm))
+		if m := event.ModeOf(h.run.Mode); m != event.ModeP2P {
+			what = append(what, "mode "+m) // p2p, the seed's, goes unsaid
+		}
+		what = append(what,
 			orDash(h.run.Engine),
 			fmt.Sprintf("%d sources", h.run.Sources))
 	}

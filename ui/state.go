@@ -349,6 +349,12 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 				s.cond = &cc
 			}
 		}
+	case event.KindAddress:
+		// A source's first address is the run's own (the process table
+		// shows its ports); a new one (a replace) goes in the log.
+		if a := ev.Address; a != nil && a.Prev != "" {
+			st.addLog(ev.T, levelInfo, "%s: pulls name %s from now on, not %s", sourceEngine(a.Source), a.P2P, a.Prev)
+		}
 	case event.KindVerification:
 		if v := ev.Verification; v != nil {
 			level, what := levelInfo, "took effect"
@@ -372,8 +378,12 @@ func (st *state) applyRun(ev event.Event) {
 	for i := 0; i < run.Sources && i < maxSources; i++ {
 		st.source(i)
 	}
-	st.addLog(ev.T, levelInfo, "run: case %s, arm %s, %d sources on %s, time scale %g",
-		orDash(run.Case), orDash(run.Arm), run.Sources, orDash(run.Engine), st.timeScale())
+	mode := ""
+	if event.ModeOf(run.Mode) != event.ModeP2P {
+		mode = ", mode " + run.Mode
+	}
+	st.addLog(ev.T, levelInfo, "run: case %s, arm %s%s, %d sources on %s, time scale %g",
+		orDash(run.Case), orDash(run.Arm), mode, run.Sources, orDash(run.Engine), st.timeScale())
 }
 
 // maxEngines bounds the engines a malformed stream can make the dashboard track.

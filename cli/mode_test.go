@@ -1,0 +1,180 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/report"
+)
+
+// TestModeFlagsAreUsageErrorsWhenBad: a mode p2pfault does not know, or
+// --mode and --modes together, or a mode given twice, is exit 2 naming it.
+func TestModeFlagsAreUsageErrorsWhenBad(t *testing.T) {
+	doctorEnv(t)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--headless", "--mode", "nixl"}, `p2pfault: --mode "nixl": want p2p or pd` + "\n"},
+		{[]string{"slice", "--modes", "p2p,nixl"}, `p2pfault: --modes "nixl": want p2p or pd` + "\n"},
+		{[]string{"slice", "--mode", "pd", "--modes", "p2p"}, "p2pfault: --mode and --modes both given: name the modes with one of them\n"},
+		{[]string{"slice", "--modes", "pd,pd"}, `p2pfault: --modes: "pd" given twice` + "\n"},
+		{[]string{"doctor", "slice", "--modes", "pd,pd"}, `p2pfault: --modes: "pd" given twice` + "\n"},
+	} {
+		code, out, errOut := doctorMain(t, tt.args...)
+		if code != 2 || out != "" || errOut != tt.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", tt.args, code, out, errOut, tt.want)
+		}
+	}
+}
+
+// TestDoctorChecksTheSameCommandLinesInPDMode: pd mode launches the engines
+// exactly as p2p mode does (run_accuracy_test.sh has one command line for
+// both; the proxy makes the difference), so doctor checks the same.
+func TestDoctorChecksTheSameCommandLinesInPDMode(t *testing.T) {
+	doctorEnv(t)
+	vllm := standIns(t, "")
+	base := []string{"doctor", "--engine", "vllm", "--vllm-bin", vllm, "--gpus", "0,1", "--free-ports", "--case", "stall"}
+	_, p2p, _ := doctorMain(t, append(base, "--mode", "p2p")...)
+	code, pd, errOut := doctorMain(t, append(base, "--mode", "pd")...)
+	if code != 0 || pd != p2p {
+		t.Errorf("doctor --mode pd: exit %d\n%s%s\nwant what --mode p2p printed:\n%s", code, pd, errOut, p2p)
+	}
+	code, out, errOut := doctorMain(t, "doctor", "slice", "--engine", "vllm", "--vllm-bin", vllm, "--gpus", "0,1,2,3", "--modes", "p2p,pd", "--cases", "kill")
+	if code != 0 || !strings.Contains(out, "lists all 9 options the run passes") {
+		t.Errorf("doctor slice --modes p2p,pd: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestSliceModesAddRowsWithAModeColumn runs stall and kill in both modes
+// (four clusters at once, time scale 0.25) and checks the rows, their
+// folders and the table's mode column, and that the pd stall row is what
+// sim/MODEL.md predicts for a stopped prefiller: the decode legs end on
+// the heartbeat or on the reconnect's handshake deadline (max ≈ 30 s,
+// never the load timeout + abort-ack's 40 s), and after SIGCONT the
+// prefiller's CPU tier is full of the parked stores of the prefill legs
+// whose decode legs died with that reconnect, so nothing hits again
+// within the recovery window.
+func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four clusters for ~35 s")
+	}
+	const scale = 0.25
+	out := t.TempDir()
+	bin := buildP2pfault(t)
+	cmd, log := startCommand(t, bin, "slice", "--modes", "p2p,pd", "--arms", "main", "--cases", "stall,kill",
+		"--time-scale", "0.25", "--quiet", "--out", out)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		if code := cmd.ProcessState.ExitCode(); code != 1 {
+			t.Fatalf("slice exit %d, want 1 (both stalls fail)\n%s", code, log)
+		}
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("slice did not finish in 4 minutes\n%s", log)
+	}
+	var rep struct {
+		Rows []struct {
+			Arm, Mode, Case string
+			Passed          bool
+			Checks          []struct {
+				Name   string `json:"name"`
+				Passed bool   `json:"passed"`
+				Detail string `json:"detail"`
+			} `json:"checks"`
+			Faulted struct {
+				N   int     `json:"n"`
+				Max float64 `json:"max_s"`
+			}
+			Recovery *struct {
+				N      int `json:"n"`
+				Pulled int `json:"pulled"`
+			}
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rep.Rows {
+		name := r.Arm + "/" + r.Mode + "/" + r.Case
+		names = append(names, name)
+		switch {
+		case name == "main/pd/kill" && !r.Passed:
+			// A decode leg whose prefill leg was refused just before the
+			// restarted engine's HTTP port opened, and that reached its P2P
+			// port just after (its core binds P2P first, as vLLM's), waits
+			// the load timeout: the prefiller never saw the prefill (README,
+			// "PD mode"). Rare at 8 trials/s, so it is only the kill row's
+			// failure it may be.
+			lt := 30 * scale
+			if r.Faulted.Max < 0.9*lt || r.Faulted.Max > lt+1.5 {
+				t.Errorf("%s failed with faulted max %.2fs, want a pass or the load timeout (%.1fs); failed checks:\n%s", name, r.Faulted.Max, lt, failingDetails(r.Checks))
+			}
+			for _, c := range r.Checks {
+				if !c.Passed && c.Name != "faulted_max" && c.Name != "faulted_median_after_detect" {
+					t.Errorf("%s: %s failed: %s", name, c.Name, c.Detail)
+				}
+			}
+		case r.Passed != (r.Case == "kill"):
+			t.Errorf("%s: passed=%v, want %v; failed checks:\n%s", name, r.Passed, r.Case == "kill", failingDetails(r.Checks))
+		}
+		if name == "main/pd/stall" {
+			if r.Faulted.Max < 25*scale || r.Faulted.Max > 31*scale+0.5 {
+				t.Errorf("%s: faulted max %.2fs, want the handshake timeout, in [%.2f, %.2f] (load timeout + abort-ack would be %.1f)",
+					name, r.Faulted.Max, 25*scale, 31*scale+0.5, 40*scale)
+			}
+			if r.Recovery == nil || r.Recovery.N == 0 || 10*r.Recovery.Pulled > r.Recovery.N {
+				t.Errorf("%s: recovery %+v, want (almost) no hit: the prefiller's CPU tier is full of parked stores", name, r.Recovery)
+			}
+		}
+	}
+	if got := strings.Join(names, " "); got != "main/p2p/stall main/p2p/kill main/pd/stall main/pd/kill" {
+		t.Errorf("rows %s", got)
+	}
+	text := log.String()
+	for _, want := range []string{"\narm   mode  case   result", "\nmain  p2p   stall  FAIL", "\nmain  pd    stall  FAIL", "\nmain  pd    kill   ", "\narm   mode  case   detect_s  recover_s\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, dir := range []string{"main-stall", "main-kill", "main-pd-stall", "main-pd-kill"} {
+		if _, err := os.Stat(filepath.Join(out, dir, "events.jsonl")); err != nil {
+			t.Errorf("row folder: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "timeline-main-pd-stall.svg")); err != nil {
+		t.Errorf("timeline of the pd row: %v", err)
+	}
+	// One row's events rebuild its row, mode included, with the seed's
+	// six columns (one mode).
+	runs, err := report.RebuildAll(filepath.Join(out, "main-pd-kill", "events.jsonl"), t.TempDir())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("rebuild main-pd-kill: %d runs, %v", len(runs), err)
+	}
+	if row := runs[0].Row(); row.Mode != event.ModePD || runs[0].Name() != "main/pd/kill" {
+		t.Errorf("rebuilt row %s mode %q, want main/pd/kill in mode pd", runs[0].Name(), row.Mode)
+	}
+	if table := report.Table(report.Rows(runs)); !strings.HasPrefix(table, "arm   case  result") {
+		t.Errorf("a one-mode table has a mode column:\n%s", table)
+	}
+	for _, s := range runs[0].Samples {
+		if s.Peer == "" && s.Err == "" {
+			t.Errorf("trial %d names no peer", s.Trial)
+			break
+		}
+	}
+	if t.Failed() {
+		t.Logf("report.json:\n%s\nlog tail:\n%s", data, tail(text, 60))
+	}
+}

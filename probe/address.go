@@ -1,0 +1,103 @@
+package probe
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// addr is the address the probe names one source by: where its first
+// legs go and how its pulls name it. A source replaced by an engine on
+// new ports gets a new addr with the next generation (Readdress).
+type addr struct {
+	gen     int
+	src     Source
+	seedURL string // src.URL + "/v1/completions"
+	kvTail  []byte // `","remote_host":"...","remote_port":N}}`
+	peer    string // remote_host:remote_port
+}
+
+func newAddr(s Source, gen int) (*addr, error) {
+	host, err := json.Marshal(s.P2PHost)
+	if err != nil {
+		return nil, fmt.Errorf("probe: encode P2P host %q of source %d: %w", s.P2PHost, s.Index, err)
+	}
+	tail := append([]byte(`","remote_host":`), host...)
+	tail = append(tail, `,"remote_port":`...)
+	tail = strconv.AppendInt(tail, int64(s.P2PPort), 10)
+	return &addr{
+		gen: gen, src: s, seedURL: s.URL + "/v1/completions",
+		kvTail: append(tail, "}}"...), peer: peerOf(s),
+	}, nil
+}
+
+// peerOf is the P2P address a pull names s by, as a sample records it.
+func peerOf(s Source) string { return net.JoinHostPort(s.P2PHost, strconv.Itoa(s.P2PPort)) }
+
+// address is source #i's address in force.
+func (p *Prober) address(i int) *addr {
+	p.addrMu.RLock()
+	defer p.addrMu.RUnlock()
+	return p.addrs[i]
+}
+
+// Switch is what Readdress did.
+type Switch struct {
+	At      time.Time // when the new address took over: no pull sent at or after it names another
+	Prev    string    // the P2P address named before
+	Peer    string    // the P2P address named from At on
+	Changed bool      // false: s was the address in force, nothing changed
+}
+
+// Readdress makes the probe name source s.Index by s's URL and P2P
+// address from now on: a source replaced by a new engine on new ports. A
+// trial whose first leg went to the old address and whose pull was not
+// sent yet sends its first leg again to the new one, so both legs of a
+// trial always name one engine and no pull sent from Switch.At on names
+// the old address.
+func (p *Prober) Readdress(s Source) (Switch, error) {
+	u, err := checkBaseURL(s.URL)
+	if err != nil {
+		return Switch{}, fmt.Errorf("probe: readdress source %d: URL: %w", s.Index, err)
+	}
+	s.URL = u
+	if s.P2PHost == "" || s.P2PPort < 1 || s.P2PPort > 65535 {
+		return Switch{}, fmt.Errorf("probe: readdress source %d: P2P address %s is not a host and a port in 1..65535", s.Index, peerOf(s))
+	}
+	p.addrMu.Lock()
+	defer p.addrMu.Unlock()
+	for i, a := range p.addrs {
+		if a.src.Index != s.Index {
+			continue
+		}
+		if a.src == s {
+			return Switch{At: time.Now(), Prev: a.peer, Peer: a.peer}, nil
+		}
+		na, err := newAddr(s, a.gen+1)
+		if err != nil {
+			return Switch{}, err
+		}
+		p.addrs[i] = na
+		// Taken under the lock, after the store: a pull whose start is
+		// taken at or after this (under the read lock) names na.
+		return Switch{At: time.Now(), Prev: a.peer, Peer: na.peer, Changed: true}, nil
+	}
+	return Switch{}, fmt.Errorf("probe: readdress source %d: no such source", s.Index)
+}
+
+// Addresses are the sources' addresses in force, in the list's order.
+func (p *Prober) Addresses() []Source {
+	p.addrMu.RLock()
+	defer p.addrMu.RUnlock()
+	out := make([]Source, len(p.addrs))
+	for i, a := range p.addrs {
+		out[i] = a.src
+	}
+	return out
+}
+
+// Peer is the P2P address a pull names s by (remote_host:remote_port), as
+// event.Sample.Peer records it.
+func Peer(s Source) string { return peerOf(s) }
