@@ -14,10 +14,12 @@ import (
 )
 
 // Evaluate runs the checks of the slice over in.Samples and in.Pending:
-// all_200, faulted_max, faulted_median_after_detect, healthy_keeps_hitting
-// and, when in.Window.Recovers, recovery_hits_again. A check whose window
-// holds no pull fails with Empty set: an empty window proves nothing, so it
-// must never pass silently.
+// all_200, faulted_max, faulted_median_after_detect, healthy_keeps_hitting,
+// when in.Window.Recovers recovery_hits_again, and when in.Content is on
+// content_matches (over every pull of the run that ended: one in flight
+// has no text yet, and no text can break that check early). A check whose
+// window holds no pull fails with Empty set: an empty window proves
+// nothing, so it must never pass silently.
 //
 // Pulls in flight (in.Pending, and samples cut short by the run's end) are
 // counted by their age so far, live and at the end alike: a check whose
@@ -66,6 +68,9 @@ func Evaluate(in Input) event.Verdict {
 	}
 	if w.Recovers {
 		checks = append(checks, checkRecovery(&rs, recoveryP, w.End, recEnd, b))
+	}
+	if in.Content.On {
+		checks = append(checks, ContentMatches(ended, in.Content))
 	}
 
 	passed := true

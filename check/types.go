@@ -32,6 +32,9 @@ type Input struct {
 	Window event.Window
 	RunEnd time.Duration // when the probe stopped sending, since t0
 	Bounds event.Bounds
+	// Content is the content check's rule; off (the zero value) leaves
+	// content_matches out.
+	Content ContentRule
 }
 
 // Check names, stable: JSON and JUnit use them.

@@ -44,6 +44,9 @@ type clusterFlags struct {
 	stream      bool
 	mode        string // --mode: p2p or pd
 
+	contentTokens int    // --content-tokens: max_tokens of seeds and pulls, compared; 0 off
+	contentMatch  string // --content-match: exact or prefix:N
+
 	bounds event.Bounds
 	out    string
 	attach string // --attach FILE: a cluster p2pfault did not start
@@ -74,6 +77,8 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.seedTimeout, "seed-timeout", probe.DefaultSeedTimeout, "per seed request on a source")
 	fs.DurationVar(&f.pullTimeout, "pull-timeout", probe.DefaultPullTimeout, "per pull request on the decoder")
 	fs.BoolVar(&f.stream, "stream", false, "stream each pull (stream=true, include_usage) and record its time to first token (TTFT)")
+	fs.IntVar(&f.contentTokens, "content-tokens", probe.DefaultContentTokens, "max_tokens of every seed and pull, both greedy; check content_matches compares their texts (0: no content check, max_tokens 1 as in the seed)")
+	fs.StringVar(&f.contentMatch, "content-match", "exact", "how content_matches compares a pull's text with the source's: exact, or prefix:N (the first N characters; greedy outputs of real vLLM instances can part ways by floating-point order)")
 	fs.StringVar(&f.mode, "mode", event.ModeP2P, "leg of the tier each trial exercises: p2p (seed the source, then pull with remote_kv_source) or pd (a prefill leg with remote_decoder on the source, then a decode leg with remote_prefiller, as vLLM's proxy)")
 
 	fs.DurationVar(&f.bounds.FaultedMax, "bound-faulted-max", def.FaultedMax, "check 2: pulls naming the faulted source end within this")
@@ -112,6 +117,10 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 	if err := f.check(); err != nil {
 		return experiment.Config{}, err
 	}
+	rule, err := check.ParseContentRule(f.contentMatch)
+	if err != nil {
+		return experiment.Config{}, exitcode.AsUsage(err)
+	}
 	return experiment.Config{
 		Arm:           arm,
 		Case:          caseName,
@@ -125,6 +134,8 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 		SeedTimeout:   f.seedTimeout,
 		PullTimeout:   f.pullTimeout,
 		Stream:        f.stream,
+		ContentTokens: f.contentTokens,
+		ContentMatch:  rule,
 		Mode:          f.mode,
 		OutDir:        out,
 	}, nil
@@ -163,6 +174,15 @@ func (f *clusterFlags) check() error {
 	}
 	if f.handshake < 0 {
 		return exitcode.Usagef("--handshake-timeout %v: want a positive duration (0: the engine's own)", f.handshake)
+	}
+	if f.contentTokens < 0 {
+		return exitcode.Usagef("--content-tokens %d: want 0 (no content check) or more", f.contentTokens)
+	}
+	// A launched engine's context holds the prompt and the completion; an
+	// attached one's is its own (an overlong request is its 400).
+	if room := runner.MaxModelLen - probe.DefaultPromptTokens; f.attach == "" && f.contentTokens > room {
+		return exitcode.Usagef("--content-tokens %d: want at most %d (the %d-token prompt and the completion must fit the engines' --max-model-len %d)",
+			f.contentTokens, room, probe.DefaultPromptTokens, runner.MaxModelLen)
 	}
 	return nil
 }

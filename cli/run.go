@@ -371,7 +371,7 @@ func writeReports(stdout io.Writer, out, events string, armDirs []string, printT
 	if printTable {
 		fmt.Fprintln(stdout)
 		rows := report.Rows(runs)
-		fmt.Fprint(stdout, report.Table(rows)+"\n"+report.TimesTable(rows)+steadyText(rows)+windowsText(rows))
+		fmt.Fprint(stdout, report.Tables(rows)+windowsText(rows))
 		printFailures(stdout, runs)
 	}
 	fmt.Fprintf(stdout, "reports: %s\n", out)

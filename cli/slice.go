@@ -291,7 +291,7 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 		passed = passed && r.Row().Passed
 	}
 	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, report.Table(table)+"\n"+report.TimesTable(table)+steadyText(table)+windowsText(table))
+	fmt.Fprint(stdout, report.Tables(table)+windowsText(table))
 	printFailures(stdout, runs)
 	if compare != nil {
 		if cerr := compare(table); cerr != nil && err == nil {

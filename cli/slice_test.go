@@ -143,6 +143,20 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 		if r.Faulted.N == 0 {
 			t.Errorf("%s: no faulted pulls", name)
 		}
+		// Every pull that returned 200 answered its source's text: the
+		// faults change where the KV comes from, never what it holds.
+		content := false
+		for _, c := range r.Checks {
+			if c.Name == "content_matches" {
+				content = true
+				if !c.Passed || !strings.HasPrefix(c.Detail, "all ") {
+					t.Errorf("%s: content_matches %+v, want a pass", name, c)
+				}
+			}
+		}
+		if !content {
+			t.Errorf("%s: no content_matches among %+v", name, r.Checks)
+		}
 		// Healthy source: >= 90 % hit, each well within the 5 s × scale bound.
 		if r.Healthy.N == 0 || float64(r.Healthy.Pulled) < 0.9*float64(r.Healthy.N) {
 			t.Errorf("%s: healthy pulled %d/%d, want >= 90%%", name, r.Healthy.Pulled, r.Healthy.N)

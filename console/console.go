@@ -11,8 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"p2pfault/check"
 	"p2pfault/event"
 )
+
+// maxMismatchLines bounds the content mismatches printed one a line; the
+// summary lines count the rest (wrong=N) and report.md lists them.
+const maxMismatchLines = 10
 
 // Printer prints events as they come. It keeps only the current second's
 // samples, so its memory does not grow with the run.
@@ -23,6 +28,8 @@ type Printer struct {
 	states  map[string]event.State
 	second  time.Duration // the second being accumulated
 	pending []event.Sample
+	content check.ContentRule // the run's content rule (from its run event)
+	wrong   int               // mismatches printed so far
 	// inflight is the pulls sent and not ended (pull_start events until
 	// their samples), so a second's line says what hangs; failing is the
 	// live checks failed as last printed.
@@ -53,6 +60,7 @@ func (p *Printer) Print(ev event.Event) {
 	case event.KindRun:
 		r := ev.Run
 		p.sources = r.Sources
+		p.content = check.ContentRuleOf(*r)
 		mode := ""
 		if event.ModeOf(r.Mode) != event.ModeP2P {
 			mode = ", mode " + r.Mode
@@ -122,6 +130,11 @@ func (p *Printer) Print(ev event.Event) {
 			p.windowVerdict(ev.T, ev.WindowVerdict)
 		}
 	case event.KindSamples:
+		for _, s := range ev.Samples {
+			if p.content.Wrong(s) {
+				p.mismatch(ev.T, s)
+			}
+		}
 		if !p.Summaries {
 			return
 		}
@@ -258,7 +271,7 @@ func (p *Printer) flush() {
 	sort.Ints(idx)
 	parts := make([]string, 0, len(idx))
 	for _, i := range idx {
-		part := summarise(i, by[i])
+		part := summarise(i, by[i], p.content)
 		if n := hung[i]; n > 0 {
 			part += fmt.Sprintf(" in-flight=%d oldest=%s", n, secs(oldest[i]))
 		}
@@ -268,13 +281,25 @@ func (p *Printer) flush() {
 	p.pending = p.pending[:0]
 }
 
+// mismatch prints a pull that answered other text than its source.
+func (p *Printer) mismatch(t time.Duration, s event.Sample) {
+	p.wrong++
+	switch {
+	case p.wrong <= maxMismatchLines:
+		p.line(t, "content: pull of source-%d sent at %.2fs (trial %d, cached %d) returned %s, the source's completion is %s",
+			s.Source, s.Start.Seconds(), s.Trial, s.CachedTokens, check.QuoteText(s.PullText), check.QuoteText(s.SourceText))
+	case p.wrong == maxMismatchLines+1:
+		p.line(t, "content: more pulls returned other text than the source's; the summary lines count them (wrong=N), report.md lists them")
+	}
+}
+
 // summarise renders one source's pulls of one second.
-func summarise(source int, ss []event.Sample) string {
+func summarise(source int, ss []event.Sample, content check.ContentRule) string {
 	if len(ss) == 0 {
 		return fmt.Sprintf("source-%d n=0", source)
 	}
 	lat := make([]time.Duration, len(ss))
-	hits, errs := 0, 0
+	hits, errs, wrong := 0, 0, 0
 	for i, s := range ss {
 		lat[i] = s.Latency
 		if s.Hit() {
@@ -283,11 +308,17 @@ func summarise(source int, ss []event.Sample) string {
 		if s.Status != 200 {
 			errs++
 		}
+		if content.Wrong(s) {
+			wrong++
+		}
 	}
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
 	out := fmt.Sprintf("source-%d n=%d hit=%d p50=%s max=%s", source, len(ss), hits, secs(lat[(len(lat)-1)/2]), secs(lat[len(lat)-1]))
 	if errs > 0 {
 		out += fmt.Sprintf(" non-200=%d", errs)
+	}
+	if wrong > 0 {
+		out += fmt.Sprintf(" wrong=%d", wrong)
 	}
 	return out
 }

@@ -94,6 +94,49 @@ func TestPrinterPrintsVerifications(t *testing.T) {
 	}
 }
 
+// TestPrinterTellsWrongTexts: a pull whose text is not its source's is a
+// line of its own (the first ten; then one line saying more came) and a
+// wrong=N in its second's summary; with the content check off nothing is
+// said of texts.
+func TestPrinterTellsWrongTexts(t *testing.T) {
+	wrong := func(start time.Duration) event.Sample {
+		s := sample(0, start, 20*time.Millisecond, 384)
+		s.Content, s.SourceText, s.PullText = event.ContentDiffers, " the of and", " is that for"
+		return s
+	}
+	right := sample(1, 200*time.Millisecond, 20*time.Millisecond, 384)
+	right.Content = event.ContentSame
+	var batch []event.Sample
+	for i := range 12 {
+		batch = append(batch, wrong(time.Duration(i)*50*time.Millisecond))
+	}
+	run := func(tokens int) string {
+		var out bytes.Buffer
+		p := New(&out, "")
+		p.Print(event.Event{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "kill", Sources: 2, TimeScale: 1, ContentTokens: tokens, ContentMatch: "exact"}})
+		p.Print(event.Event{T: time.Second, Kind: event.KindSamples, Samples: append([]event.Sample{right}, batch...)})
+		p.Print(event.Event{T: 2 * time.Second, Kind: event.KindEnd, Message: "run complete"})
+		return out.String()
+	}
+	got := run(8)
+	first := `[   1.00s] content: pull of source-0 sent at 0.00s (trial 0, cached 384) returned " is that for", the source's completion is " the of and"`
+	if !strings.Contains(got, first) {
+		t.Errorf("no line for the first wrong pull (%s):\n%s", first, got)
+	}
+	if n := strings.Count(got, "content: pull of source-0"); n != 10 {
+		t.Errorf("%d mismatch lines, want the first 10:\n%s", n, got)
+	}
+	if !strings.Contains(got, "content: more pulls returned other text than the source's; the summary lines count them (wrong=N), report.md lists them") {
+		t.Errorf("no line saying more came:\n%s", got)
+	}
+	if !strings.Contains(got, "source-0 n=12 hit=12 p50=0.02s max=0.02s wrong=12 | source-1 n=1 hit=1 p50=0.02s max=0.02s\n") {
+		t.Errorf("summary without wrong=12 on source-0 alone:\n%s", got)
+	}
+	if off := run(0); strings.Contains(off, "content") || strings.Contains(off, "wrong") {
+		t.Errorf("the content check off, yet texts are told:\n%s", off)
+	}
+}
+
 // TestPrinterSaysPDModeAndANewAddress: a pd run's first line says its mode
 // (a p2p run's stays the seed's), and a source's new address is a line; a
 // source's first address is not news.

@@ -107,6 +107,12 @@ type RunInfo struct {
 	Bounds    Bounds        `json:"bounds"`
 	Model     string        `json:"model"`
 	Started   time.Time     `json:"started"`
+	// ContentTokens is the max_tokens of every seed and pull, greedy, whose
+	// texts the content check compares (0: no content check, max_tokens 1
+	// as in the seed); ContentMatch its rule, "exact" or "prefix:N"
+	// (check.ParseContentRule).
+	ContentTokens int    `json:"content_tokens,omitempty"`
+	ContentMatch  string `json:"content_match,omitempty"`
 }
 
 // State is an engine's process state, as the process table shows it.

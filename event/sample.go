@@ -39,7 +39,27 @@ type Sample struct {
 	// it fails none). A trial seeding when the run ended has its pull not
 	// sent: Aborted, Err "not sent: ...", and no pull_start.
 	Aborted bool `json:"aborted,omitempty"`
+
+	// Content (--content-tokens > 0): the pull's text beside the source's
+	// own greedy completion of the same prompt. Content is ContentSame or
+	// ContentDiffers when both answered 200 with a text, "" when there was
+	// nothing to compare. The texts are kept only when they differ: equal
+	// texts match under every rule (check.ContentRule), so they add
+	// nothing, and a long run's samples stay small.
+	Content    Content `json:"content,omitempty"`
+	PullText   string  `json:"pull_text,omitempty"`
+	SourceText string  `json:"source_text,omitempty"`
 }
+
+// Content is what came of comparing a pull's text with its source's own.
+type Content string
+
+// Outcomes of the comparison, byte for byte; whether a difference is a
+// mismatch is the content rule's call (check.ContentRule.Wrong).
+const (
+	ContentSame    Content = "same"
+	ContentDiffers Content = "differs"
+)
 
 // Hit reports whether the pull came back 200 with cached tokens: every
 // prompt is unique, so cached tokens can only have come over P2P.

@@ -51,6 +51,12 @@ type Config struct {
 	PullTimeout   time.Duration // per pull request; 0 = probe.DefaultPullTimeout
 	PromptTokens  int           // 0 = the probe's default (3 blocks + 16)
 	Stream        bool          // streamed pulls with TTFT (probe.Config.Stream)
+	// ContentTokens is the max_tokens of every seed and pull, whose texts
+	// are compared (probe.Config.ContentTokens); 0: no content check.
+	// ContentMatch is the rule content_matches judges them by; off (the
+	// zero value) with ContentTokens > 0 is exact.
+	ContentTokens int
+	ContentMatch  check.ContentRule
 
 	OutDir string // engine logs and sessions.json; required
 }
@@ -88,6 +94,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Bounds == (event.Bounds{}) {
 		c.Bounds = check.DefaultBounds()
 	}
+	c.ContentMatch.On = c.ContentTokens > 0
 	if c.OutDir == "" {
 		return c, exitcode.Usagef("no output folder given")
 	}

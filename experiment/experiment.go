@@ -43,7 +43,10 @@ type Experiment struct {
 	prober  *probe.Prober
 	// judge judges the run as it goes, from running figures: the
 	// experiment keeps no sample once it is sent (check.Judge).
-	judge   *check.Judge
+	judge *check.Judge
+	// content tallies check content_matches as pulls end (its rule is
+	// the run's --content-match; off, it counts nothing).
+	content *check.ContentTally
 	pending []event.Sample
 	starts  []event.PullStart // pulls sent since the last batch (KindPullStart)
 	// judgedAt is when the last live verdict was computed, since t0.
@@ -109,6 +112,7 @@ func New(cfg Config) (*Experiment, error) {
 		conds:     map[int]event.ConditionInfo{},
 		held:      map[int]any{},
 		judge:     check.NewJudge(cfg.Bounds.Scaled(cfg.TimeScale), plan.Sources, len(tl) > 0),
+		content:   check.NewContentTally(cfg.ContentMatch),
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),
 		line:      newStartLine(1),
@@ -130,7 +134,8 @@ func (e *Experiment) Info() event.RunInfo {
 		Arm: c.Arm, Case: c.Case, Mode: c.Mode, Engine: e.plan.Engine, TimeScale: c.TimeScale,
 		Sources: e.plan.Sources, Interval: c.scale(c.Interval), Timeline: c.Timeline,
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
-		FaultFor: c.scale(c.FaultFor),
+		FaultFor:      c.scale(c.FaultFor),
+		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
 	}
 	if c.Nemesis != nil {
 		info.Nemesis = fault.NemesisRandom
@@ -391,8 +396,11 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		SeedTimeout:  e.cfg.scale(e.cfg.SeedTimeout),
 		PullTimeout:  e.cfg.scale(e.cfg.PullTimeout),
 		Stream:       e.cfg.Stream,
-		Mode:         e.cfg.Mode,
-		Warn:         func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
+		// Seed and pull ask for the same greedy completion, whose texts
+		// the samples compare (check content_matches).
+		ContentTokens: e.cfg.ContentTokens,
+		Mode:          e.cfg.Mode,
+		Warn:          func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.
 		Started: func(p event.PullStart) {
@@ -420,6 +428,7 @@ func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{})
 	keep := func(s event.Sample) {
 		e.mu.Lock()
 		e.judge.Ended(s)
+		e.content.Add(s)
 		e.pending = append(e.pending, s)
 		e.mu.Unlock()
 	}
@@ -525,11 +534,20 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 	e.judgedAt = now
 	v, ok := e.judge.Verdict(max(now, runEnd), runEnd, final)
 	verifs := append([]event.Verification(nil), e.verifs...)
+	content := e.content.Result()
 	e.mu.Unlock()
 	if !ok {
 		steady := v.Steady
 		v = e.noWindowVerdict(runEnd, verifs)
 		v.Steady = steady
+		if e.cfg.ContentMatch.On && !content.Empty {
+			// Without a fault window, only once a pull was compared,
+			// after the others (check.WithContent's order).
+			v.Checks = append(v.Checks, content)
+			v.Passed = v.Passed && content.Passed
+		}
+	} else if e.cfg.ContentMatch.On {
+		v = check.WithContentResult(v, content)
 	}
 	return v
 }

@@ -83,26 +83,35 @@ func simTarget(b *testing.B) benchTarget {
 // latency minus the service time the engine reports in X-Sim-Service-Time,
 // at a rate far below saturation so that no queueing is counted. One op is
 // one trial.
+// The -content-8 targets compare the texts as p2pfault does by default
+// (--content-tokens 8: both legs decode 8 tokens, the seed's answer is
+// read too); the others send max_tokens 1 as the seed's slice.
 func BenchmarkProbeOverhead(b *testing.B) {
 	targets := []struct {
 		name     string
 		new      func(*testing.B) benchTarget
 		interval time.Duration
-	}{{"sim", simTarget, 40 * time.Millisecond}, {"in-process", inProcessTarget, 5 * time.Millisecond}}
+		tokens   int
+	}{
+		{"sim", simTarget, 40 * time.Millisecond, 0}, {"in-process", inProcessTarget, 5 * time.Millisecond, 0},
+		{"sim-content-8", simTarget, 60 * time.Millisecond, probe.DefaultContentTokens},
+		{"in-process-content-8", inProcessTarget, 5 * time.Millisecond, probe.DefaultContentTokens},
+	}
 	for _, tt := range targets {
 		b.Run(tt.name, func(b *testing.B) {
 			tg := tt.new(b)
 			b.Logf("target: %s", tg.kind)
-			overhead(b, tg, tt.interval)
+			overhead(b, tg, tt.interval, tt.tokens)
 		})
 	}
 }
 
 // overhead runs trials every interval: slow enough that the engines never
-// queue (a sim seed of 400 tokens costs about 10 ms of simulated prefill).
-func overhead(b *testing.B, tg benchTarget, interval time.Duration) {
+// queue (a sim seed of 400 tokens costs about 10 ms of simulated prefill,
+// and 2 ms a decoded token).
+func overhead(b *testing.B, tg benchTarget, interval time.Duration, tokens int) {
 	p, err := probe.New(probe.Config{
-		DecoderURL: tg.decoder, Sources: tg.sources, Model: "m",
+		DecoderURL: tg.decoder, Sources: tg.sources, Model: "m", ContentTokens: tokens,
 		Interval: interval, SeedTimeout: 5 * time.Second, PullTimeout: 5 * time.Second,
 	})
 	if err != nil {
@@ -116,7 +125,7 @@ func overhead(b *testing.B, tg benchTarget, interval time.Duration) {
 	b.ResetTimer()
 	go func() { defer close(done); p.Run(ctx, time.Now(), out) }()
 	var over, latency []time.Duration
-	var errs, misses int
+	var errs, misses, compared int
 	var firstErr string
 	for len(over)+errs < b.N {
 		s := <-out
@@ -129,6 +138,9 @@ func overhead(b *testing.B, tg benchTarget, interval time.Duration) {
 		}
 		if !s.Hit() {
 			misses++
+		}
+		if s.Content == event.ContentSame {
+			compared++
 		}
 		over = append(over, s.Latency-s.ServiceTime)
 		latency = append(latency, s.Latency)
@@ -147,6 +159,9 @@ func overhead(b *testing.B, tg benchTarget, interval time.Duration) {
 	}
 	if misses > 0 {
 		b.Logf("%d of %d pulls missed", misses, len(over))
+	}
+	if tokens > 0 && compared != len(over) {
+		b.Errorf("%d of %d pulls gave their seed's text, want all", compared, len(over))
 	}
 	if len(over) == 0 {
 		return

@@ -11,8 +11,8 @@ import (
 // strategy is how a trial's two legs look in one mode (Config.Mode): the
 // first leg's body, sent to the source, and the kv_transfer_params block
 // of the pull, sent to the decoder naming that source. Both legs start
-// from the same prefix, `{"model":M,"prompt":[ids],"max_tokens":1,
-// "temperature":0` with no closing brace.
+// from the same prefix, `{"model":M,"prompt":[ids],"max_tokens":N,
+// "temperature":0` with no closing brace (N: Config.ContentTokens, or 1).
 type strategy interface {
 	// seed completes the first leg's body; id is the trial's kv_request_id.
 	seed(prefix []byte, id string) []byte
@@ -43,6 +43,10 @@ func (p2pMode) requestID(string) string { return "" }
 // remote_decoder {kv_request_id} with max_tokens 1 and stream false, the
 // decode leg remote_prefiller {kv_request_id, remote_host, remote_port}
 // naming that prefiller, one uuid4 for both, sent as X-Request-Id too.
+// With the content check on, the prefill leg asks for the decode leg's
+// max_tokens instead of 1: its text is then the prefiller's own greedy
+// completion, what the decode leg must answer (as test_disagg_accuracy.py
+// compares a normal server's outputs with the disaggregated ones).
 type pdMode struct{}
 
 func (pdMode) seed(prefix []byte, id string) []byte {

@@ -35,6 +35,11 @@ const (
 	// abort-ack, reference §3), so a slow pull is measured, never cut short.
 	DefaultPullTimeout = 60 * time.Second
 	DefaultMaxInFlight = 256
+	// The content check's default max_tokens (the command line's
+	// --content-tokens): enough tokens that a wrong block shows in the text
+	// (the sim's words are one of 38 each, real models' far more), few
+	// enough that a decode adds little to a pull's latency.
+	DefaultContentTokens = 8
 )
 
 // Token ids of prompts are drawn from [MinTokenID, MaxTokenID): valid for the
@@ -72,6 +77,11 @@ type Config struct {
 	// Stream makes each pull a streamed request (stream_options.include_usage)
 	// and records its time to first token; seeds stay plain, as the proxy's.
 	Stream bool
+	// ContentTokens is the max_tokens of the seed and the pull, both greedy
+	// with the same fields, whose texts each sample compares
+	// (event.Sample.Content). 0 sends max_tokens 1, as the seed's slice,
+	// and compares nothing.
+	ContentTokens int
 	// Mode is the leg of the tier a trial exercises: event.ModeP2P ("",
 	// the default) or event.ModePD (mode.go).
 	Mode string
@@ -211,6 +221,9 @@ func withDefaults(cfg Config) (Config, error) {
 		bad("prompt tokens %d is negative", cfg.PromptTokens)
 	case cfg.PromptTokens == 0:
 		cfg.PromptTokens = DefaultPromptTokens
+	}
+	if cfg.ContentTokens < 0 {
+		bad("content tokens %d is negative", cfg.ContentTokens)
 	}
 	switch {
 	case cfg.MaxInFlight < 0:

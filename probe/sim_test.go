@@ -24,6 +24,8 @@ type simEngine struct {
 	url     string
 	p2pHost string
 	p2pPort int
+	sid     int // the session: signal every member with kill(-sid)
+	log     *syncBuf
 }
 
 // syncBuf is an engine's stderr, read while the engine writes it.
@@ -38,14 +40,16 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 var simReady = regexp.MustCompile(`engine ready: serving model \S+ on http://(\S+), P2P identity (\S+):(\d+)`)
 
 // startSim starts a sim engine on free loopback ports (HTTP and P2P port 0)
-// and waits for its ready line. Cleanup kills its whole session by id and
+// and waits for its ready line; extra are more `sim serve` flags. Cleanup
+// kills its whole session by id (SIGKILL ends stopped members too) and
 // waits until no member is left, also when the test failed.
-func startSim(t testing.TB, name string) simEngine {
+func startSim(t testing.TB, name string, extra ...string) simEngine {
 	t.Helper()
 	const kv = `{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":1073741824,"secondary_tiers":[{"type":"p2p","host":"127.0.0.1","port":0}]}}`
-	cmd := exec.Command(os.Args[0], "sim", "serve", "m", "--host", "127.0.0.1", "--port", "0",
+	args := append([]string{"sim", "serve", "m", "--host", "127.0.0.1", "--port", "0",
 		"--block-size", "128", "--max-model-len", "512", "--enable-prompt-tokens-details",
-		"--sim-startup-delay", "0", "--kv-transfer-config", kv)
+		"--sim-startup-delay", "0", "--kv-transfer-config", kv}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "P2PFAULT_TEST_MAIN=1", "PYTHONHASHSEED=42")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	log := &syncBuf{}
@@ -72,7 +76,7 @@ func startSim(t testing.TB, name string) simEngine {
 	for {
 		if m := simReady.FindStringSubmatch(log.String()); m != nil {
 			port, _ := strconv.Atoi(m[3])
-			return simEngine{url: "http://" + m[1], p2pHost: m[2], p2pPort: port}
+			return simEngine{url: "http://" + m[1], p2pHost: m[2], p2pPort: port, sid: sid, log: log}
 		}
 		select {
 		case <-exited:

@@ -17,7 +17,8 @@ const streamFields = `,"stream":true,"stream_options":{"include_usage":true}`
 // readStream reads a streamed answer (server-sent events, "data: {json}"
 // then "data: [DONE]"): r.ttft is the time from start to the first event
 // with a choice (a token; a chat stream's role chunk comes with its first
-// token), usage comes from the chunk that has it. An error event (vLLM's
+// token), r.text is the choices' texts joined, usage comes from the chunk
+// that has it. An error event (vLLM's
 // answer to an engine failure after the 200) sets r.status to its code and
 // r.err to its message. A stream cut before [DONE] is an error.
 func readStream(r *result, body io.Reader, start time.Time, who string) error {
@@ -45,8 +46,8 @@ func readStream(r *result, body io.Reader, start time.Time, who string) error {
 			return nil
 		}
 		var ev struct {
-			Choices []json.RawMessage `json:"choices"`
-			Usage   json.RawMessage   `json:"usage"`
+			Choices []choice        `json:"choices"`
+			Usage   json.RawMessage `json:"usage"`
 			Error   *struct {
 				Message string `json:"message"`
 				Code    int    `json:"code"`
@@ -65,6 +66,7 @@ func readStream(r *result, body io.Reader, start time.Time, who string) error {
 		case len(ev.Choices) > 0 && r.ttft == 0:
 			r.ttft = time.Since(start)
 		}
+		r.takeText(ev.Choices)
 		if len(ev.Usage) > 0 && string(ev.Usage) != "null" {
 			parseUsage(r, append(append([]byte(`{"usage":`), ev.Usage...), '}'), who)
 		}

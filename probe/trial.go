@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// maxBody caps what is read of a response: a completion with max_tokens 1 is
+// maxBody caps what is read of a response: a completion of a few tokens is
 // a few hundred bytes, and a runaway body must not eat the probe's memory.
 const maxBody = 1 << 20
 
@@ -47,11 +47,15 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 	hdr := p.mode.requestID(id)
 	var pull []byte
 	var start time.Time
+	// own is the first leg's answer: its text is the source's completion
+	// (the content check's reference).
+	var own result
 	for {
 		// The first leg gets its own copy: the pull appends to prefix in place.
 		seed := p.mode.seed(prefix[:len(prefix):len(prefix)], id)
-		r := p.post(ctx, p.sources[i], a.seedURL, seed, p.cfg.SeedTimeout, "source", false, hdr)
+		r := p.post(ctx, p.sources[i], a.seedURL, seed, p.cfg.SeedTimeout, "source", legSeed, hdr)
 		s.SeedStatus, s.SeedLatency, s.SeedErr = r.status, r.latency, r.err
+		own = r
 
 		p.addrMu.RLock()
 		if cur := p.addrs[i]; cur.gen != a.gen {
@@ -83,7 +87,7 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 		break
 	}
 	s.Peer = a.peer
-	r := p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", true, start, hdr)
+	r := p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr)
 	s.Start = start.Sub(t0)
 	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted
 	s.TTFT = r.ttft
@@ -93,13 +97,30 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 		s.PromptTokens = r.promptTokens
 	}
 	s.CachedTokens = r.cachedTokens
+	compare(&s, own, r)
 	return s, pullInfo{noDetails: r.noDetails}
 }
 
-// bodyPrefix encodes `{"model":M,"prompt":[ids],"max_tokens":1,"temperature":0`
+// compare records on s what came of the content check: the pull's text
+// against the source's own completion (the seed's), when both answered
+// 200 with one. Equal texts are not kept (event.Sample.Content).
+func compare(s *event.Sample, own, pull result) {
+	if !own.hasText || !pull.hasText || own.status != 200 || own.err != "" || pull.status != 200 || pull.err != "" {
+		return
+	}
+	if own.text == pull.text {
+		s.Content = event.ContentSame
+		return
+	}
+	s.Content, s.SourceText, s.PullText = event.ContentDiffers, own.text, pull.text
+}
+
+// bodyPrefix encodes `{"model":M,"prompt":[ids],"max_tokens":N,"temperature":0`
 // with a fresh prompt: token ids, so real vLLM and the sim see the same
 // tokens with no tokenizer in between, drawn at random so that cached tokens
-// can only have come over P2P.
+// can only have come over P2P. N is ContentTokens, or 1 (the seed's) when
+// texts are not compared; the seed and the pull share the prefix, so they
+// ask for the same greedy completion.
 func (p *Prober) bodyPrefix() []byte {
 	n := p.cfg.PromptTokens
 	// Room for the ids, the rest of the body and the kv_transfer_params.
@@ -115,8 +136,22 @@ func (p *Prober) bodyPrefix() []byte {
 		b = strconv.AppendInt(b, int64(MinTokenID+p.rng.IntN(MaxTokenID-MinTokenID)), 10)
 	}
 	p.rngMu.Unlock()
-	return append(b, `],"max_tokens":1,"temperature":0`...)
+	b = append(b, `],"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(max(p.cfg.ContentTokens, 1)), 10)
+	return append(b, `,"temperature":0`...)
 }
+
+// leg is which request of a trial a POST is: what is read of its answer.
+type leg int
+
+const (
+	// legSeed is the seed on the source: its text is read when texts are
+	// compared (Config.ContentTokens), nothing else.
+	legSeed leg = iota
+	// legPull is the pull on the decoder: usage and text, streamed when
+	// Config.Stream.
+	legPull
+)
 
 // result of one POST.
 type result struct {
@@ -129,17 +164,19 @@ type result struct {
 	noDetails    bool
 	aborted      bool          // cut short by Abort
 	ttft         time.Duration // streamed: until the first token's event
+	text         string        // choices[0].text (streamed: its chunks joined)
+	hasText      bool          // a text was answered (an empty one too)
 }
 
-func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, parse bool, requestID string) result {
-	return p.postAt(ctx, c, u, body, timeout, who, parse, time.Now(), requestID)
+func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, requestID string) result {
+	return p.postAt(ctx, c, u, body, timeout, who, l, time.Now(), requestID)
 }
 
 // postAt sends body to u and reads the answer within timeout; latency counts
 // from start until the body was read or the error. who names the answering
 // engine in errors ("decoder", "source"); requestID, when set, is sent as
 // X-Request-Id.
-func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, parse bool, start time.Time, requestID string) result {
+func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, start time.Time, requestID string) result {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var r result
@@ -163,7 +200,7 @@ func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []by
 	}
 	defer resp.Body.Close()
 	r.status = resp.StatusCode
-	if parse && p.cfg.Stream && resp.StatusCode == http.StatusOK {
+	if l == legPull && p.cfg.Stream && resp.StatusCode == http.StatusOK {
 		if err := readStream(&r, resp.Body, start, who); err != nil {
 			return fail(err)
 		}
@@ -186,17 +223,48 @@ func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []by
 		r.err = fmt.Sprintf("%s answered %d %s: %s", who, resp.StatusCode, http.StatusText(resp.StatusCode), errorMessage(data))
 		return r
 	}
-	if parse {
+	switch {
+	case l == legPull:
 		parseUsage(&r, data, who)
+	case p.cfg.ContentTokens > 0:
+		parseText(&r, data)
 	}
 	return r
 }
 
-// parseUsage reads usage.prompt_tokens and
-// usage.prompt_tokens_details.cached_tokens; a missing or null count is 0.
+// choice is what is read of an answer's choices[0]: its text.
+type choice struct {
+	Text *string `json:"text"`
+}
+
+// takeText records choices[0].text, appended to what came before (a
+// stream's chunks).
+func (r *result) takeText(choices []choice) {
+	if len(choices) > 0 && choices[0].Text != nil {
+		r.text += *choices[0].Text
+		r.hasText = true
+	}
+}
+
+// parseText reads choices[0].text of the seed's answer; a body that is not
+// a completion leaves the seed with no text to compare, and the trial
+// goes on (the seed's status is what the slice looks at).
+func parseText(r *result, data []byte) {
+	var body struct {
+		Choices []choice `json:"choices"`
+	}
+	if json.Unmarshal(data, &body) == nil {
+		r.takeText(body.Choices)
+	}
+}
+
+// parseUsage reads usage.prompt_tokens,
+// usage.prompt_tokens_details.cached_tokens (a missing or null count is 0)
+// and choices[0].text.
 func parseUsage(r *result, data []byte, who string) {
 	var body struct {
-		Usage *struct {
+		Choices []choice `json:"choices"`
+		Usage   *struct {
 			PromptTokens *int `json:"prompt_tokens"`
 			Details      *struct {
 				Cached *int `json:"cached_tokens"`
@@ -207,6 +275,7 @@ func parseUsage(r *result, data []byte, who string) {
 		r.err = fmt.Sprintf("%s answered %d but the body is not valid JSON (%v): %s", who, r.status, err, snippet(data))
 		return
 	}
+	r.takeText(body.Choices)
 	u := body.Usage
 	if u == nil || u.Details == nil || u.Details.Cached == nil {
 		r.noDetails = true

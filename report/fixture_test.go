@@ -27,6 +27,7 @@ type fixture struct {
 	arm, kase string
 	window    event.Window
 	samples   []event.Sample
+	content   int // --content-tokens of the run (0: no content check)
 }
 
 func hit(src int, start, lat time.Duration) event.Sample {
@@ -128,6 +129,7 @@ func (f fixture) info() event.RunInfo {
 		Interval: 500 * ms, FaultAt: f.window.Start, FaultFor: f.window.End - f.window.Start,
 		Duration: runDuration, Timeline: "10s " + f.kase + " source-0", Bounds: check.DefaultBounds(),
 		Model: "sim-model", Started: wall0().Add(-5 * time.Second),
+		ContentTokens: f.content, ContentMatch: map[bool]string{true: "exact"}[f.content > 0],
 	}
 }
 
@@ -161,7 +163,8 @@ func (f fixture) events() []event.Event {
 		add(event.Event{T: at, Kind: event.KindSamples, Samples: b})
 	}
 	add(event.Event{T: runDuration, Kind: event.KindPhase, Phase: event.PhaseDone})
-	v := check.Evaluate(check.Input{Samples: f.samples, Window: f.window, RunEnd: runDuration, Bounds: info.Bounds})
+	v := check.Evaluate(check.Input{Samples: f.samples, Window: f.window, RunEnd: runDuration, Bounds: info.Bounds,
+		Content: check.ContentRuleOf(info)})
 	add(event.Event{T: last + 100*ms, Kind: event.KindVerdict, Verdict: &v, Final: true})
 	code := 0
 	if !v.Passed {

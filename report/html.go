@@ -140,6 +140,14 @@ func buildPage(runs []Run) htmlPage {
 		times.Rows = append(times.Rows, htmlTableRow{Cells: c, Failed: !rows[i].Passed, Href: "#" + ids[i]})
 	}
 	p.Tables = []htmlTable{seed, times}
+	if cells := contentCells(rows, withMode); cells != nil {
+		content := htmlTable{ID: "content", Title: "Content: pulls' texts against the source's", Head: contentHeader(withMode),
+			Caption: "compared: pulls that returned 200 with a source completion to compare, of those that returned 200"}
+		for i, c := range cells {
+			content.Rows = append(content.Rows, htmlTableRow{Cells: c, Failed: rows[i].Content != nil && rows[i].Content.Wrong > 0, Href: "#" + ids[i]})
+		}
+		p.Tables = append(p.Tables, content)
+	}
 	if cells := steadyCells(rows); len(cells) > 0 {
 		steady := htmlTable{ID: "steady", Title: "Steady state per source", Caption: steadyCaption + ".", Head: steadyHeader(rows)}
 		k := 0
@@ -232,6 +240,19 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 	}
 	if len(row.TTFT) > 0 {
 		h.Tables = append(h.Tables, plainHTMLTable(id+"-ttft", "Time to first token (streamed pulls)", "", ttftHeader(), ttftCells(row)))
+	}
+	if c := row.Content; c != nil && len(c.Mismatches) > 0 {
+		var cells [][]string
+		for _, m := range c.Mismatches {
+			cells = append(cells, []string{fmt.Sprintf("source-%d", m.Source), fmt.Sprint(m.Trial), fmt.Sprintf("%.1f s", m.StartS),
+				fmt.Sprint(m.Cached), m.PullText, m.SourceText})
+		}
+		caption := ""
+		if c.Wrong > len(c.Mismatches) {
+			caption = fmt.Sprintf("the first %d of %d", len(c.Mismatches), c.Wrong)
+		}
+		h.Tables = append(h.Tables, plainHTMLTable(id+"-content", "Pulls that returned other text than the source's completion", caption,
+			[]string{"source", "trial", "start", "cached tokens", "pull's text", "source's text"}, cells))
 	}
 	if len(row.Verifications) > 0 {
 		var cells [][]string

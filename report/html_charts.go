@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"p2pfault/check"
 	"p2pfault/event"
 	"slices"
 	"time"
@@ -49,9 +50,10 @@ type chartFault struct {
 const (
 	pullHit      = "hit"
 	pullMiss     = "miss"
-	pullFailed   = "failed"    // not 200
-	pullAborted  = "aborted"   // cut short when the run ended early
-	pullInFlight = "in flight" // started, never ended in the events
+	pullFailed   = "failed"     // not 200
+	pullAborted  = "aborted"    // cut short when the run ended early
+	pullInFlight = "in flight"  // started, never ended in the events
+	pullWrong    = "wrong text" // 200, another text than the source's (check content_matches)
 )
 
 // chartPull is one pull as its tooltip tells it. Latency of a pull in
@@ -67,7 +69,10 @@ type chartPull struct {
 	Cached  int     `json:"cached_tokens"`
 	TTFT    float64 `json:"ttft_s,omitempty"`
 	Err     string  `json:"error,omitempty"`
-	Peer    string  `json:"peer,omitempty"` // the P2P address the pull named (a replaced source has two)
+	// The texts of a wrong pull (state "wrong text").
+	PullText   string `json:"pull_text,omitempty"`
+	SourceText string `json:"source_text,omitempty"`
+	Peer       string `json:"peer,omitempty"` // the P2P address the pull named (a replaced source has two)
 }
 
 // chartHitRate is one source's hit rate over time: the share of its pulls
@@ -118,10 +123,15 @@ func chartData(id string, run Run) chartRow {
 	for _, f := range run.html.faults {
 		c.Faults = append(c.Faults, chartFault{T: f.T.Seconds(), Action: f.Action, Source: f.Source, By: f.By, Err: f.Err})
 	}
+	rule := check.ContentRuleOf(run.Info)
 	for _, s := range run.Samples {
-		c.Pulls = append(c.Pulls, chartPull{Source: s.Source, Trial: s.Trial, State: pullState(s), Start: s.Start.Seconds(),
+		p := chartPull{Source: s.Source, Trial: s.Trial, State: pullState(s), Start: s.Start.Seconds(),
 			Latency: s.Latency.Seconds(), Status: s.Status, Prompt: s.PromptTokens, Cached: s.CachedTokens,
-			TTFT: s.TTFT.Seconds(), Err: s.Err, Peer: s.Peer})
+			TTFT: s.TTFT.Seconds(), Err: s.Err, Peer: s.Peer}
+		if rule.Wrong(s) {
+			p.State, p.PullText, p.SourceText = pullWrong, s.PullText, s.SourceText
+		}
+		c.Pulls = append(c.Pulls, p)
 	}
 	for _, p := range run.pending() {
 		c.Pulls = append(c.Pulls, chartPull{Source: p.Source, Trial: p.Trial, State: pullInFlight, Start: p.Start.Seconds(),

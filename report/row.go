@@ -38,6 +38,9 @@ type Row struct {
 	// Steady is each source's pulls outside every fault window
 	// (steady.go); absent only in a report of a stream with no samples.
 	Steady []SteadyRow `json:"steady,omitempty"`
+	// Content is the content check's counts and first mismatches
+	// (content.go); absent when texts were not compared.
+	Content *ContentRow `json:"content,omitempty"`
 	// Windows are every fault window judged on its own and Kinds what
 	// they came to per kind (windows.go): a run of more than one window
 	// (a nemesis); absent for one scripted fault.
@@ -118,6 +121,7 @@ func (r Run) Row() Row {
 	row.Verifications = r.Verifications
 	row.Decoder = decoderMetrics(r)
 	row.Steady = steadyRows(v)
+	row.Content = contentRow(r)
 	row.Windows, row.Kinds = windowRows(r), kindRows(r)
 	return row
 }
@@ -218,6 +222,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	// The judged fault's detect and recover times, a table of their own
 	// so the seed's stays as it is.
 	b.WriteString("\n" + markdownTable(timesHeader(withMode), timesCells(rows, withMode)))
+	writeContent(&b, rows)
 	writeWindows(&b, rows)
 	for _, r := range rows {
 		if r.Passed {
@@ -275,6 +280,19 @@ func Table(rows []Row) string {
 		lines[i] = strings.TrimRight(l, " ")
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// Tables is what a terminal shows of rows: the seed's table, the times
+// table, the steady-state table (when a row has one) and, when texts were
+// compared, the content table, a blank line between each.
+func Tables(rows []Row) string {
+	out := Table(rows) + "\n" + TimesTable(rows)
+	for _, t := range []string{SteadyTable(rows), ContentTable(rows)} {
+		if t != "" {
+			out += "\n" + t
+		}
+	}
+	return out
 }
 
 // span is the earliest first event and the latest last event of rows.

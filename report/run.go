@@ -154,6 +154,10 @@ func FromEvents(events []event.Event) (Run, error) {
 	// window on its own, the run on the judged one (or on all of them).
 	computed, ok := check.JudgeRun(r.Info.Bounds, r.Info.Sources, r.Info.Timeline != "", judged,
 		r.Samples, r.pending(), r.Verifications, max(r.html.lastT, r.RunEnd), r.RunEnd)
+	content := check.ContentRuleOf(r.Info)
+	if ok && content.On {
+		computed = check.WithContentResult(computed, check.ContentMatches(r.Samples, content))
+	}
 	if !ok {
 		// Without a fault only all_200 means anything: the other checks
 		// would fail on windows that were never meant to exist.
@@ -162,6 +166,7 @@ func FromEvents(events []event.Event) (Run, error) {
 			computed.Checks = append(computed.Checks, fe)
 			computed.Passed = computed.Passed && fe.Passed
 		}
+		computed = check.WithContent(computed, r.Samples, content)
 	}
 	if final == nil {
 		r.Verdict, r.Recomputed = computed, true
@@ -201,6 +206,7 @@ func (r Run) checkInput() check.Input {
 		Window:  r.Window,
 		RunEnd:  r.RunEnd,
 		Bounds:  r.Info.Bounds,
+		Content: check.ContentRuleOf(r.Info),
 	}
 }
 

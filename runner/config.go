@@ -41,6 +41,9 @@ const (
 	DefaultP2PPort         = 7777
 	DefaultHashSeed        = "42"
 	DefaultCPUBytes        = 209715200
+	// MaxModelLen is every engine's --max-model-len: a prompt and its
+	// completion must fit in it.
+	MaxModelLen            = 512
 	DefaultStopGrace       = 10 * time.Second
 	DefaultSimReadyTimeout = 60 * time.Second
 	// The script waits 1200 s for each vllm serve: model load can be slow.

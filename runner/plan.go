@@ -209,7 +209,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			"--port", strconv.Itoa(p.http),
 			"--host", Host,
 			"--block-size", "128",
-			"--max-model-len", "512",
+			"--max-model-len", strconv.Itoa(MaxModelLen),
 			"--gpu-memory-utilization", "0.45",
 			"--enforce-eager",
 			"--tensor-parallel-size", "1",

@@ -19,6 +19,10 @@ const markRune = '━'
 // current age, apart from the line of finished pulls.
 const inflightRune = '◆'
 
+// wrongRune marks a pull that returned other text than its source's
+// completion, at its start time and latency, over the line.
+const wrongRune = '✗'
+
 // latencyChart draws one source's pull latencies over a window of run time
 // as an ntcharts line chart, each pull at the time it was sent (as the SVG
 // timeline does, and Jepsen's latency-raw: a stall is a band of long pulls
@@ -221,20 +225,30 @@ func (c latencyChart) Render(w, h int) string {
 		}
 	}
 
+	// Wrong answers: a mark at their start, as high as their latency.
+	for i := 0; i < c.points.Len(); i++ {
+		p := c.points.At(i)
+		if s := p.start(); p.wrong && s >= c.from && s <= c.to {
+			g.set(origin.X+1+c.column(s, gw), c.row(p.latency, ymax, origin, gh), wrongRune)
+		}
+	}
+
 	// Pulls in flight: a mark at their start, as high as their age now.
 	for _, s := range c.inflight {
 		if s < c.from || s > c.to {
 			continue
 		}
-		age := (c.to - s).Seconds()
-		row := origin.Y - 1 - int(math.Round(age/ymax*float64(gh-1)))
-		row = min(max(row, origin.Y-gh), origin.Y-1)
-		x := origin.X + 1 + c.column(s, gw)
-		g.set(x, row, inflightRune)
+		g.set(origin.X+1+c.column(s, gw), c.row(c.to-s, ymax, origin, gh), inflightRune)
 	}
 
 	c.drawTimeLabels(g, origin, gw, window)
 	return renderGrid(g, c.styles)
+}
+
+// row maps a latency to the graph row that shows it, inside the graph.
+func (c latencyChart) row(lat time.Duration, ymax float64, origin canvas.Point, gh int) int {
+	row := origin.Y - 1 - int(math.Round(lat.Seconds()/ymax*float64(gh-1)))
+	return min(max(row, origin.Y-gh), origin.Y-1)
 }
 
 // column maps a run time inside the window to a graph column.
@@ -358,6 +372,7 @@ const (
 	classMark
 	classSpark
 	classInflight
+	classWrong
 	numClasses
 )
 
@@ -369,6 +384,8 @@ func classOf(r rune) cellClass {
 		return classMark
 	case r == inflightRune:
 		return classInflight
+	case r == wrongRune:
+		return classWrong
 	case runes.IsBraillePattern(r):
 		return classLine
 	case runes.IsLowerBlockElement(r):
@@ -390,6 +407,8 @@ func (s *Styles) class(c cellClass) *lipgloss.Style {
 		return &s.Spark
 	case classInflight:
 		return &s.ChartInflight
+	case classWrong:
+		return &s.ChartWrong
 	default:
 		return nil
 	}

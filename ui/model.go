@@ -747,7 +747,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
 		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),
-		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled,
+		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled, wrong: src.wrong,
 		styles: m.styles,
 	}
 }

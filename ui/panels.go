@@ -139,6 +139,7 @@ type sourcePanel struct {
 	n, ok200  int64
 	errs      int64
 	pulled    int64
+	wrong     int64 // pulls that returned other text than the source's
 	styles    *Styles
 }
 
@@ -182,6 +183,11 @@ func (p sourcePanel) Render(w, h int) string {
 		rate = fmt.Sprintf("%4s", fmtPercent(float64(st.hits)/float64(st.n)))
 	}
 	hits := hitLabel + rate + " " + hitSparkline(p.spark, s)
+	if p.wrong > 0 {
+		// Beside the hits: a hit that answered the wrong text. Only once
+		// there is one, so a run of right answers reads as before.
+		hits += "  " + s.Fail.Render(fmt.Sprintf("wrong %d", p.wrong))
+	}
 	counts := fmt.Sprintf("%s %d  %s %d  %s %d  %s %d",
 		s.Label.Render("n"), p.n, s.Label.Render("200s"), p.ok200,
 		s.Label.Render("errors"), p.errs, s.Label.Render("pulled"), p.pulled)

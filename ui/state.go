@@ -24,6 +24,7 @@ type point struct {
 	hit     bool
 	ok      bool          // HTTP 200 and no transport error
 	ttft    time.Duration // streamed pulls: time to first token (0 = none)
+	wrong   bool          // another text than the source's (check content_matches)
 }
 
 // start is when the pull was sent: the chart plots it there.
@@ -43,6 +44,7 @@ type sourceState struct {
 
 	// Counts over the whole run: O(1) memory however long it lasts.
 	n, ok200, errs, pulled int64
+	wrong                  int64 // pulls that returned other text than the source's
 
 	// cond is the source's condition as the experiment last sent it (nil
 	// before the first): the badge shows it, the keys are refused by it.
@@ -130,6 +132,10 @@ type state struct {
 	sawStarts bool
 	// metrics is each engine's latest /metrics reading (metrics events).
 	metrics map[string]event.MetricsInfo
+	// content is the run's content rule (its run event); wrongLogged
+	// counts the mismatches the event log told one a line.
+	content     check.ContentRule
+	wrongLogged int
 	// schedule is the run's fault schedule (its schedule event), in time
 	// order: the header counts down to its next step.
 	schedule []event.ScheduledFault
@@ -139,6 +145,10 @@ type state struct {
 	windows []event.WindowVerdict
 	kinds   []event.KindSummary
 }
+
+// maxWrongLogged bounds the mismatches the event log tells one a line: the
+// source panels count them all (wrong N).
+const maxWrongLogged = 10
 
 func newState(maxPoints, logLines int) *state {
 	return &state{
@@ -364,6 +374,7 @@ func (st *state) applyRun(ev event.Event) {
 	}
 	run := *ev.Run
 	st.run = &run
+	st.content = check.ContentRuleOf(run)
 	for i := 0; i < run.Sources && i < maxSources; i++ {
 		st.source(i)
 	}
@@ -509,8 +520,13 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 			st.outRange++
 			continue
 		}
-		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT}
+		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT,
+			wrong: st.content.Wrong(*sm)}
 		s.points.Push(p)
+		if p.wrong {
+			s.wrong++
+			st.logWrong(*sm)
+		}
 		s.n++
 		if sm.Status == 200 {
 			s.ok200++
@@ -532,6 +548,19 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 		for s.points.Len() > 0 && s.points.Front().end < horizon {
 			s.points.PopFront()
 		}
+	}
+}
+
+// logWrong tells the event log of a pull that returned other text than its
+// source's completion, the first maxWrongLogged of them.
+func (st *state) logWrong(sm event.Sample) {
+	st.wrongLogged++
+	switch {
+	case st.wrongLogged <= maxWrongLogged:
+		st.addLog(sm.End(), levelError, "wrong text: %s pull sent at %s (cached %d) returned %s, the source's is %s",
+			sourceEngine(sm.Source), fmtRunTime(sm.Start), sm.CachedTokens, check.QuoteText(sm.PullText), check.QuoteText(sm.SourceText))
+	case st.wrongLogged == maxWrongLogged+1:
+		st.addLog(sm.End(), levelError, "wrong text: more pulls returned other text than the source's; the source panels count them (wrong N)")
 	}
 }
 

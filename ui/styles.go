@@ -32,7 +32,9 @@ type Styles struct {
 	ChartMark lipgloss.Style
 	// ChartInflight draws pulls still in flight, apart from finished ones.
 	ChartInflight lipgloss.Style
-	Spark         lipgloss.Style
+	// ChartWrong marks pulls that returned other text than the source's.
+	ChartWrong lipgloss.Style
+	Spark      lipgloss.Style
 
 	Pass Style
 	Fail Style
@@ -72,6 +74,7 @@ func NewStyles(r *lipgloss.Renderer) Styles {
 		ChartLine:     c("12"),
 		ChartMark:     c("9"),
 		ChartInflight: c("11"),
+		ChartWrong:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("9")),
 		Spark:         c("10"),
 
 		Pass: f(c("10")),

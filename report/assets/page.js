@@ -17,6 +17,8 @@
     'miss': { symbol: 'diamond', size: 8, color: '#e69500' },
     'failed': { symbol: 'triangle', size: 9, color: '#d62728' },
     'aborted': { symbol: 'rect', size: 7, color: '#555555' },
+    // A cross: it returned 200 with another text than the source's.
+    'wrong text': { symbol: 'path://M0,2 L2,0 L5,3 L8,0 L10,2 L7,5 L10,8 L8,10 L5,7 L2,10 L0,8 L3,5 Z', size: 10, color: '#111111' },
     // An arrow up: its latency is at least this and was still growing.
     'in flight': { symbol: 'path://M5,0 L10,9 L6.5,9 L6.5,16 L3.5,16 L3.5,9 L0,9 Z', size: [10, 16], color: '#b8008a' },
   };
@@ -32,7 +34,7 @@
 
   // A pull's details. Fields the page does not know yet (added to the
   // data later) are listed too, under their JSON names.
-  const known = new Set(['source', 'trial', 'state', 'start_s', 'latency_s', 'status', 'prompt_tokens', 'cached_tokens', 'ttft_s', 'error']);
+  const known = new Set(['source', 'trial', 'state', 'start_s', 'latency_s', 'status', 'prompt_tokens', 'cached_tokens', 'ttft_s', 'error', 'pull_text', 'source_text']);
   function pullTip(p) {
     const inFlight = p.state === 'in flight';
     const rows = [
@@ -45,6 +47,7 @@
     ];
     if (p.ttft_s) rows.push(['TTFT', secs(p.ttft_s)]);
     if (p.error) rows.push(['error', p.error]);
+    if (p.state === 'wrong text') rows.push(["pull's text", JSON.stringify(p.pull_text)], ["source's text", JSON.stringify(p.source_text)]);
     for (const k of Object.keys(p)) {
       if (!known.has(k)) rows.push([k, typeof p[k] === 'object' ? JSON.stringify(p[k]) : p[k]]);
     }

@@ -96,7 +96,12 @@ func checkDefect(t *testing.T, name string, run func(t *testing.T, d Defects) (o
 }
 
 func TestDefectsShowOnlyUnderTheirTrigger(t *testing.T) {
-	const storeTO = 200 * time.Millisecond
+	// The timeouts whose lapse triggers reuse-freed-blocks. Each scenario
+	// waits until the source's step has seen its timeout (not a fixed
+	// sleep: a busy machine delays the step), and then has one more
+	// timeout — the defect keeps the freed record that long — to store
+	// other prompts and fetch: a second on a loaded 2-core machine.
+	const storeTO = time.Second
 	fillAfterFree := func(t *testing.T, src *driven, tag string) {
 		// Other prompts stored after the free take the freed slots.
 		for i := 0; i < 3; i++ {
@@ -107,7 +112,7 @@ func TestDefectsShowOnlyUnderTheirTrigger(t *testing.T) {
 	// reuse-freed-blocks, p2p: the lookup's pin times out before the fetch
 	// (the decoder is frozen between the answer and its fetch).
 	checkDefect(t, "reuse-freed-blocks: a fetch after its lookup's pin timed out", func(t *testing.T, d Defects) (outcome, outcome) {
-		src := startEngine(t, func(c *Config) { c.StoreTimeout = storeTO; c.Defects = d })
+		src := startEngine(t, func(c *Config) { c.StoreTimeout = storeTO; c.HeartbeatTimeout = 5 * time.Second; c.Defects = d })
 		dec := startEngine(t, func(c *Config) {
 			c.LookupTimeout = 5 * time.Second
 			c.HeartbeatTimeout = 5 * time.Second
@@ -137,7 +142,17 @@ func TestDefectsShowOnlyUnderTheirTrigger(t *testing.T) {
 			inspect(t, src, func() { n = len(src.pins) })
 			return n > 0
 		})
-		time.Sleep(storeTO + 100*time.Millisecond)
+		// The pin's store timeout lapses (with the defect its slots are
+		// freed at once); its record is kept one more timeout.
+		waitFor(t, "the source's pin to time out", func() bool {
+			lapsed := false
+			inspect(t, src, func() {
+				for _, p := range src.pins {
+					lapsed = lapsed || p.lapsed
+				}
+			})
+			return lapsed
+		})
 		fillAfterFree(t, src, t.Name()+"-other")
 		dec.setPaused(false)
 		var got outcome
@@ -159,7 +174,18 @@ func TestDefectsShowOnlyUnderTheirTrigger(t *testing.T) {
 		warm(t, src, dec)
 		toks := prompt(t.Name(), 3*src.cfg.BlockSize+5)
 		own := run(t, src, prefillLeg(toks, "reaped"))
-		time.Sleep(storeTO + 100*time.Millisecond)
+		// The unbound-store timeout reaps the parked store: its id failed,
+		// or with the defect its slots freed and the store kept parked
+		// until twice the timeout after it parked.
+		waitFor(t, "the source to reap the parked store", func() bool {
+			done := false
+			inspect(t, src, func() {
+				_, failed := src.reaped["reaped"]
+				st := src.parked["reaped"]
+				done = failed || (st != nil && st.freed)
+			})
+			return done
+		})
 		fillAfterFree(t, src, t.Name()+"-other")
 		return own, run(t, dec, decodeLeg(src, toks, "reaped"))
 	}, Defects{ReuseFreedBlocks: true})
@@ -190,8 +216,17 @@ func TestDefectsShowOnlyUnderTheirTrigger(t *testing.T) {
 	// Healthy exchanges with every defect on: nothing changes.
 	t.Run("healthy pulls and PD exchanges with both defects on decode the source's KV", func(t *testing.T) {
 		both := Defects{ReuseFreedBlocks: true, RecomputeKeepsPartial: true}
-		src := startEngine(t, func(c *Config) { c.Defects = both })
-		dec := startEngine(t, func(c *Config) { c.Defects = both; c.LoadFailure = PolicyRecompute })
+		// Timeouts far above what a busy machine delays a step by, so that
+		// no trigger happens (testConfig's are of a few hundred ms, and a
+		// load timeout under recompute-keeps-partial is a trigger).
+		calm := func(c *Config) {
+			c.Defects = both
+			c.HandshakeTimeout, c.LookupTimeout, c.LookupHold = 10*time.Second, 10*time.Second, 10*time.Second
+			c.HeartbeatTimeout, c.LoadTimeout, c.AbortAckTimeout = 10*time.Second, 10*time.Second, 5*time.Second
+			c.FreezeGap = time.Minute
+		}
+		src := startEngine(t, calm)
+		dec := startEngine(t, func(c *Config) { calm(c); c.LoadFailure = PolicyRecompute })
 		warm(t, src, dec)
 		for i := 0; i < 20; i++ {
 			toks := prompt(fmt.Sprint(t.Name(), i), 3*src.cfg.BlockSize+5)

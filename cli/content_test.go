@@ -1,0 +1,117 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The content check end to end: p2pfault runs on the simulated cluster
+// with one of the sim's modelled defects (--engine-arg=--sim-defect=NAME)
+// and a setting that makes its trigger happen; content_matches fails with
+// the defect and passes without it, in the same run otherwise.
+
+// contentCheck runs p2pfault with args (and --out) and returns its
+// content_matches check from report.json and the run's output.
+func contentCheck(t *testing.T, args ...string) (passed bool, detail, log string) {
+	t.Helper()
+	out := t.TempDir()
+	cmd, buf := startP2pfault(t, append(args, "--free-ports", "--engine-arg=--sim-startup-delay=0s", "--out", out)...)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("p2pfault %s did not end in 3 minutes\n%s", strings.Join(args, " "), buf)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buf)
+	}
+	var rep struct {
+		Rows []struct {
+			Checks []struct {
+				Name   string `json:"name"`
+				Passed bool   `json:"passed"`
+				Detail string `json:"detail"`
+			} `json:"checks"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil || len(rep.Rows) != 1 {
+		t.Fatalf("report.json: %v\n%s", err, data)
+	}
+	for _, c := range rep.Rows[0].Checks {
+		if c.Name == "content_matches" {
+			return c.Passed, c.Detail, buf.String()
+		}
+	}
+	t.Fatalf("no content_matches in report.json:\n%s", data)
+	return false, "", ""
+}
+
+// defectOnAndOff runs args with and without --sim-defect=name at once and
+// checks that only the run with the defect fails content_matches, naming
+// source-0 (the faulted source).
+func defectOnAndOff(t *testing.T, name string, args ...string) {
+	t.Helper()
+	type result struct {
+		passed      bool
+		detail, log string
+	}
+	var on, off result
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		on.passed, on.detail, on.log = contentCheck(t, append(append([]string(nil), args...), "--engine-arg=--sim-defect="+name)...)
+	})
+	wg.Go(func() { off.passed, off.detail, off.log = contentCheck(t, args...) })
+	wg.Wait()
+	t.Logf("with %s: %s", name, on.detail)
+	t.Logf("without: %s", off.detail)
+	if on.passed || !strings.Contains(on.detail, "naming source-0") || !strings.Contains(on.detail, "returned other text than the source's completion") {
+		t.Errorf("with %s: content_matches passed=%v %q, want a failure naming source-0\n%s", name, on.passed, on.detail, tail(on.log, 40))
+	}
+	if !off.passed || !strings.HasPrefix(off.detail, "all ") {
+		t.Errorf("without %s: content_matches passed=%v %q, want a pass\n%s", name, off.passed, off.detail, tail(off.log, 40))
+	}
+}
+
+// TestContentMatchesCatchesRecomputeKeepsPartialUnderAKill: a kill resets
+// the connections, and loads in flight fail and fall back to recompute
+// (kv_load_failure_policy recompute, p2pfault's launch). A transfer slowed
+// to 240 ms (12 MiB at 5e7 B/s) keeps about two loads of source-0 in
+// flight at any time, so the kill always finds one: with the defect the
+// pull keeps the destinations its load had placed, counts them cached and
+// answers another text.
+func TestContentMatchesCatchesRecomputeKeepsPartialUnderAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four clusters for ~20 s")
+	}
+	defectOnAndOff(t, "recompute-keeps-partial", "run", "--headless", "--case", "kill", "--time-scale", "0.25",
+		"--engine-arg=--sim-transfer-bandwidth=5e7")
+}
+
+// TestContentMatchesCatchesReuseFreedBlocksUnderLoss: with 30 % of
+// source-0's packets dropped, a lost segment of a lookup's answer or of
+// the fetch after it waits for TCP's retransmission (200 ms or more),
+// longer than a 150 ms store timeout: the hit's pin lapses before the
+// fetch comes. With the defect its slots are freed at once, and the next
+// seed's blocks (one every 50 ms) are written there; the fetch is served
+// from them and the pull answers another prompt's text (6 to 12 such
+// pulls in a run). The pulls whose fetch comes after the pin's record is
+// gone hang (the defect freed its blocks, so nothing answers the fetch
+// before the load timeout) and are cut by a 5 s pull timeout, which the
+// checks of time count, not this one. One source: the short store timeout
+// is every engine's, and a decoder slowed by a busy machine would make a
+// second source's pins lapse too.
+func TestContentMatchesCatchesReuseFreedBlocksUnderLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four clusters for ~20 s")
+	}
+	needNet(t)
+	defectOnAndOff(t, "reuse-freed-blocks", "run", "--headless", "--timeline", "at 1s loss 30% source-0 for 10s",
+		"--sources", "1", "--recovery", "2s", "--interval", "50ms", "--pull-timeout", "5s", "--engine-arg=--sim-store-timeout=150ms")
+}
