@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,6 +48,20 @@ func waitLiveFailure(t *testing.T, out, name string, limit time.Duration, log *b
 	return ""
 }
 
+// pastBound reports whether a faulted_max detail names pulls past bound
+// seconds: "... in flight past 3.8s ..." or "... took 4.1s (bound 3.8s)".
+func pastBound(detail string, bound float64) bool {
+	if strings.Contains(detail, fmt.Sprintf("in flight past %.1fs", bound)) {
+		return true
+	}
+	m := regexp.MustCompile(`took (\d+(?:\.\d+)?)s \(bound ` + regexp.QuoteMeta(fmt.Sprintf("%.1f", bound)) + `s\)`).FindStringSubmatch(detail)
+	if m == nil {
+		return false
+	}
+	took, err := strconv.ParseFloat(m[1], 64)
+	return err == nil && took > bound
+}
+
 // TestSIGTERMMidStallReportsPendingPullsPastTheBound: main's stall at
 // time scale 0.25, SIGTERM while its pulls hang past the faulted_max bound
 // and none has returned. The headless progress said so when it happened,
@@ -70,8 +87,13 @@ func TestSIGTERMMidStallReportsPendingPullsPastTheBound(t *testing.T) {
 	var fm string
 	for _, c := range row.Checks {
 		if c.Name == "faulted_max" {
-			if c.Passed || !strings.Contains(c.Detail, "naming the faulted source") || !strings.Contains(c.Detail, "in flight past 3.8s") {
-				t.Errorf("report.json faulted_max = %+v; want failed by pulls in flight past 3.8s", c)
+			// The pulls hanging at the SIGTERM fail it either way: judged
+			// in flight at their age when the run's end found them so, or,
+			// when the shutdown's cut answer reached the probe before the
+			// final verdict, as ended after their age. Which comes first is
+			// the machine's timing; both are past the bound.
+			if c.Passed || !strings.Contains(c.Detail, "naming the faulted source") || !pastBound(c.Detail, 3.8) {
+				t.Errorf("report.json faulted_max = %+v; want failed by pulls past 3.8s (in flight, or cut by the run's end)", c)
 			}
 			fm = c.Detail
 		}
