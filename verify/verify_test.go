@@ -237,7 +237,11 @@ func TestRemove(t *testing.T) {
 	if r := v.Remove(context.Background(), closed); !r.OK || r.Detail != closed+" refuse connections" {
 		t.Errorf("closed port: %+v", r)
 	}
-	if r := v.Remove(context.Background(), closed, open); r.OK || !strings.Contains(r.Detail, open+" accepts connections") {
+	// A port still open is never taken for removed. The detail names it:
+	// "accepts connections", or "does not refuse" with the dial's error
+	// when a loaded machine let the dial time out before the listener's
+	// kernel answered (seen in CI under load); either way not removed.
+	if r := v.Remove(context.Background(), closed, open); r.OK || !(strings.Contains(r.Detail, open+" accepts connections") || strings.Contains(r.Detail, open+" does not refuse")) {
 		t.Errorf("one port still open: %+v, want not seen, naming %s", r, open)
 	}
 	if r := v.Remove(context.Background()); r.OK {
