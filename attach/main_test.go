@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -181,13 +182,29 @@ func fakeDecoder(t *testing.T) engine {
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// The kernel may hand a port just closed out again: a port given to
+	// one engine of this process is never given to another, or the second
+	// would fail to bind and never be healthy (seen in a fresh clone's CI).
+	handedMu.Lock()
+	defer handedMu.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !handed[port] {
+			handed[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
 
 // killSessionOnCleanup SIGKILLs session sid at the end of the test and
 // waits until it is empty.
