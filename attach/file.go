@@ -218,89 +218,124 @@ func Parse(name string, data []byte) (f *File, err error) {
 	if err != nil {
 		return nil, exitcode.AsUsage(fmt.Errorf("%s", formatYAMLError(name, err)))
 	}
-	at := func(path string) int { return pathLine(tree, path) }
-	bad := func(path, format string, a ...any) error {
-		l := at(path)
-		loc := name
-		if l > 0 {
-			loc = name + ":" + strconv.Itoa(l)
-		}
-		return exitcode.AsUsage(fmt.Errorf("%s: %s", loc, fmt.Sprintf(format, a...)))
-	}
-
+	c := fileChecker{name: name, tree: tree}
 	f = &File{Path: name, Model: raw.Model, Mode: raw.Mode, RestoreAtEnd: raw.RestoreAtEnd}
-	if strings.TrimSpace(raw.Model) == "" {
-		return nil, bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
-	}
-	switch raw.Mode {
-	case "", event.ModeP2P, event.ModePD:
-	default:
-		return nil, bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
-	}
-	if raw.Decoder.URL == "" {
-		return nil, bad("$.decoder", "decoder.url: missing")
-	}
-	dec, err := parseURL(raw.Decoder.URL)
-	if err != nil {
-		return nil, bad("$.decoder.url", "decoder.url %q: %v", raw.Decoder.URL, err)
-	}
-	f.Decoder = dec
-	if len(raw.Sources) == 0 {
-		return nil, bad("$.sources", "sources: want at least one source")
+	if f.Decoder, err = c.header(raw); err != nil {
+		return nil, err
 	}
 	seen := map[string]int{}
 	for i, rs := range raw.Sources {
-		p := fmt.Sprintf("$.sources[%d]", i)
-		what := fmt.Sprintf("sources[%d]", i)
-		if rs.Name != "" {
-			what = fmt.Sprintf("source %s", rs.Name)
-		}
-		s := Source{Name: rs.Name, Line: at(p)}
-		switch {
-		case rs.Name == "":
-			return nil, bad(p, "%s: name: missing", what)
-		case !nameRE.MatchString(rs.Name):
-			return nil, bad(p+".name", "%s: name %q: want letters, digits, '.', '_' or '-'", what, rs.Name)
-		}
-		if prev, dup := seen[rs.Name]; dup {
-			return nil, bad(p+".name", "%s: name given to sources[%d] too", what, prev)
-		}
-		seen[rs.Name] = i
-		if rs.URL == "" {
-			return nil, bad(p, "%s: url: missing", what)
-		}
-		if s.Endpoint, err = parseURL(rs.URL); err != nil {
-			return nil, bad(p+".url", "%s: url %q: %v", what, rs.URL, err)
-		}
-		if rs.P2P == "" {
-			return nil, bad(p, "%s: p2p: missing (the host:port the decoder is told as remote_host/remote_port)", what)
-		}
-		if s.P2PHost, s.P2PPort, err = parseHostPort(rs.P2P); err != nil {
-			return nil, bad(p+".p2p", "%s: p2p %q: %v", what, rs.P2P, err)
-		}
-		s.P2P = rs.P2P
-		switch {
-		case !rs.Faults.set && isLoopback(s.Host):
-			s.Faults.Local = true
-		case !rs.Faults.set:
-			return nil, bad(p, "%s: faults: missing; a source not on this host (%s) needs commands (%s)", what, s.Host, strings.Join(Kinds(), ", "))
-		case rs.Faults.local:
-			s.Faults.Local = true
-		default:
-			c := rs.Faults.commands
-			if len(c) == 0 {
-				return nil, bad(p+".faults", "%s: faults: no commands (want `local` or some of %s)", what, actionList())
-			}
-			if _, ok := c[fault.ActionStall]; ok {
-				if _, ok := c[fault.ActionResume]; !ok {
-					return nil, bad(p+".faults", "%s: faults: a stall command needs a resume command (p2pfault never leaves a source stopped)", what)
-				}
-			}
-			s.Faults.Commands = c
+		s, err := c.source(i, rs, seen)
+		if err != nil {
+			return nil, err
 		}
 		f.Sources = append(f.Sources, s)
 	}
 	return f, nil
+}
+
+// fileChecker names the file and line of a bad value found in a parsed
+// attach file.
+type fileChecker struct {
+	name string
+	tree *ast.File
+}
+
+// at is the line of the value at a YAML path ($.sources[0].url), 0 if
+// the tree does not have it.
+func (c fileChecker) at(path string) int { return pathLine(c.tree, path) }
+
+// bad is a usage error at the line of path.
+func (c fileChecker) bad(path, format string, a ...any) error {
+	loc := c.name
+	if l := c.at(path); l > 0 {
+		loc = c.name + ":" + strconv.Itoa(l)
+	}
+	return exitcode.AsUsage(fmt.Errorf("%s: %s", loc, fmt.Sprintf(format, a...)))
+}
+
+// header checks what the file says of the whole cluster: its model, mode
+// and decoder, and that it has sources.
+func (c fileChecker) header(raw rawFile) (Endpoint, error) {
+	if strings.TrimSpace(raw.Model) == "" {
+		return Endpoint{}, c.bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
+	}
+	switch raw.Mode {
+	case "", event.ModeP2P, event.ModePD:
+	default:
+		return Endpoint{}, c.bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
+	}
+	if raw.Decoder.URL == "" {
+		return Endpoint{}, c.bad("$.decoder", "decoder.url: missing")
+	}
+	dec, err := parseURL(raw.Decoder.URL)
+	if err != nil {
+		return Endpoint{}, c.bad("$.decoder.url", "decoder.url %q: %v", raw.Decoder.URL, err)
+	}
+	if len(raw.Sources) == 0 {
+		return Endpoint{}, c.bad("$.sources", "sources: want at least one source")
+	}
+	return dec, nil
+}
+
+// source checks the file's i-th source; seen holds the names of the ones
+// before it, by index.
+func (c fileChecker) source(i int, rs rawSource, seen map[string]int) (Source, error) {
+	p := fmt.Sprintf("$.sources[%d]", i)
+	what := fmt.Sprintf("sources[%d]", i)
+	if rs.Name != "" {
+		what = fmt.Sprintf("source %s", rs.Name)
+	}
+	s := Source{Name: rs.Name, Line: c.at(p)}
+	switch {
+	case rs.Name == "":
+		return s, c.bad(p, "%s: name: missing", what)
+	case !nameRE.MatchString(rs.Name):
+		return s, c.bad(p+".name", "%s: name %q: want letters, digits, '.', '_' or '-'", what, rs.Name)
+	}
+	if prev, dup := seen[rs.Name]; dup {
+		return s, c.bad(p+".name", "%s: name given to sources[%d] too", what, prev)
+	}
+	seen[rs.Name] = i
+	var err error
+	if rs.URL == "" {
+		return s, c.bad(p, "%s: url: missing", what)
+	}
+	if s.Endpoint, err = parseURL(rs.URL); err != nil {
+		return s, c.bad(p+".url", "%s: url %q: %v", what, rs.URL, err)
+	}
+	if rs.P2P == "" {
+		return s, c.bad(p, "%s: p2p: missing (the host:port the decoder is told as remote_host/remote_port)", what)
+	}
+	if s.P2PHost, s.P2PPort, err = parseHostPort(rs.P2P); err != nil {
+		return s, c.bad(p+".p2p", "%s: p2p %q: %v", what, rs.P2P, err)
+	}
+	s.P2P = rs.P2P
+	s.Faults, err = c.faults(p, what, s.Host, rs.Faults)
+	return s, err
+}
+
+// faults checks how a source is faulted: locally (a loopback source may
+// leave it unsaid) or by commands, a stall always with its resume.
+func (c fileChecker) faults(p, what, host string, rf rawFaults) (Faults, error) {
+	switch {
+	case !rf.set && isLoopback(host):
+		return Faults{Local: true}, nil
+	case !rf.set:
+		return Faults{}, c.bad(p, "%s: faults: missing; a source not on this host (%s) needs commands (%s)", what, host, strings.Join(Kinds(), ", "))
+	case rf.local:
+		return Faults{Local: true}, nil
+	}
+	cmds := rf.commands
+	if len(cmds) == 0 {
+		return Faults{}, c.bad(p+".faults", "%s: faults: no commands (want `local` or some of %s)", what, actionList())
+	}
+	if _, ok := cmds[fault.ActionStall]; ok {
+		if _, ok := cmds[fault.ActionResume]; !ok {
+			return Faults{}, c.bad(p+".faults", "%s: faults: a stall command needs a resume command (p2pfault never leaves a source stopped)", what)
+		}
+	}
+	return Faults{Commands: cmds}, nil
 }
 
 // decode is go-yaml's strict decoding, with its panics turned into errors:

@@ -58,18 +58,7 @@ func (p *Printer) Run(ch <-chan event.Event) {
 func (p *Printer) Print(ev event.Event) {
 	switch ev.Kind {
 	case event.KindRun:
-		r := ev.Run
-		p.sources = r.Sources
-		p.content = check.ContentRuleOf(*r)
-		mode := ""
-		if event.ModeOf(r.Mode) != event.ModeP2P {
-			mode = ", mode " + r.Mode
-		}
-		p.line(ev.T, "run: arm %s%s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
-			r.Arm, mode, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
-		if r.Timeline != "" && r.Nemesis == "" { // a nemesis' schedule is printed from its event
-			p.line(ev.T, "timeline: %s", r.Timeline)
-		}
+		p.run(ev.T, ev.Run)
 	case event.KindSchedule:
 		if ev.Schedule != nil {
 			p.schedule(ev.T, ev.Schedule)
@@ -78,36 +67,11 @@ func (p *Printer) Print(ev event.Event) {
 		p.flush()
 		p.line(ev.T, "phase %s", ev.Phase)
 	case event.KindEngine:
-		e := ev.Engine
-		if p.states[e.Name] == e.State {
-			return
-		}
-		p.states[e.Name] = e.State
-		detail := fmt.Sprintf("pid %d, sid %d, http :%d, p2p :%d", e.Pid, e.Sid, e.HTTPPort, e.P2PPort)
-		if e.URL != "" {
-			// An attached engine: what p2pfault can know of it.
-			detail = fmt.Sprintf("%s, /health %s", e.URL, e.Health)
-			if e.Pid != 0 {
-				detail = fmt.Sprintf("pid %d, sid %d, ", e.Pid, e.Sid) + detail
-			}
-		}
-		if e.Exit != "" {
-			detail = e.Exit
-		}
-		p.line(ev.T, "%s %s (%s)", e.Name, e.State, detail)
+		p.engine(ev.T, ev.Engine)
 	case event.KindLog:
 		p.line(ev.T, "%s: %s", ev.Log.Engine, ev.Log.Line)
 	case event.KindFault:
-		f := ev.Fault
-		msg := fmt.Sprintf("fault: %s source-%d", f.Action, f.Source)
-		if f.Duration > 0 {
-			msg += " for " + secs(f.Duration)
-		}
-		msg += " (" + f.By + ")"
-		if f.Err != "" {
-			msg += ": failed: " + f.Err
-		}
-		p.line(ev.T, "%s", msg)
+		p.fault(ev.T, ev.Fault)
 	case event.KindWindow:
 		w := ev.Window
 		if w.End == 0 {
@@ -130,35 +94,13 @@ func (p *Printer) Print(ev event.Event) {
 			p.windowVerdict(ev.T, ev.WindowVerdict)
 		}
 	case event.KindSamples:
-		for _, s := range ev.Samples {
-			if p.content.Wrong(s) {
-				p.mismatch(ev.T, s)
-			}
-		}
-		if !p.Summaries {
-			return
-		}
-		for _, s := range ev.Samples {
-			delete(p.inflight, s.Trial)
-			sec := s.End().Truncate(time.Second)
-			if sec > p.second {
-				p.flush()
-				p.second = sec
-			}
-			p.pending = append(p.pending, s)
-		}
+		p.samples(ev.T, ev.Samples)
 	case event.KindWarning:
 		p.line(ev.T, "warning: %s", ev.Message)
 	case event.KindVerification:
-		v := ev.Verification
-		if v == nil {
-			return
+		if v := ev.Verification; v != nil {
+			p.verification(ev.T, v)
 		}
-		what := "took effect"
-		if !v.Verified {
-			what = "did NOT take effect"
-		}
-		p.line(ev.T, "verified: %s source-%d %s after %s: %s", v.Action, v.Source, what, secs(v.After), v.Detail)
 	case event.KindAddress:
 		// The first address of each source is the one the run started
 		// with (the engine lines show its ports); a new one is news.
@@ -172,6 +114,85 @@ func (p *Printer) Print(ev event.Event) {
 			p.line(ev.T, "end: %s", ev.Message)
 		}
 	}
+}
+
+// run prints the run's header: what is run, and its timeline.
+func (p *Printer) run(t time.Duration, r *event.RunInfo) {
+	p.sources = r.Sources
+	p.content = check.ContentRuleOf(*r)
+	mode := ""
+	if event.ModeOf(r.Mode) != event.ModeP2P {
+		mode = ", mode " + r.Mode
+	}
+	p.line(t, "run: arm %s%s, case %s, engine %s, %d sources, time scale %g, a trial every %s per source",
+		r.Arm, mode, r.Case, r.Engine, r.Sources, r.TimeScale, secs(r.Interval))
+	if r.Timeline != "" && r.Nemesis == "" { // a nemesis' schedule is printed from its event
+		p.line(t, "timeline: %s", r.Timeline)
+	}
+}
+
+// engine prints an engine's state when it changes.
+func (p *Printer) engine(t time.Duration, e *event.EngineInfo) {
+	if p.states[e.Name] == e.State {
+		return
+	}
+	p.states[e.Name] = e.State
+	detail := fmt.Sprintf("pid %d, sid %d, http :%d, p2p :%d", e.Pid, e.Sid, e.HTTPPort, e.P2PPort)
+	if e.URL != "" {
+		// An attached engine: what p2pfault can know of it.
+		detail = fmt.Sprintf("%s, /health %s", e.URL, e.Health)
+		if e.Pid != 0 {
+			detail = fmt.Sprintf("pid %d, sid %d, ", e.Pid, e.Sid) + detail
+		}
+	}
+	if e.Exit != "" {
+		detail = e.Exit
+	}
+	p.line(t, "%s %s (%s)", e.Name, e.State, detail)
+}
+
+// fault prints a fault action as it was fired.
+func (p *Printer) fault(t time.Duration, f *event.FaultInfo) {
+	msg := fmt.Sprintf("fault: %s source-%d", f.Action, f.Source)
+	if f.Duration > 0 {
+		msg += " for " + secs(f.Duration)
+	}
+	msg += " (" + f.By + ")"
+	if f.Err != "" {
+		msg += ": failed: " + f.Err
+	}
+	p.line(t, "%s", msg)
+}
+
+// samples prints the wrong texts of ended pulls at once and, with
+// Summaries, gathers the pulls into their second's summary line.
+func (p *Printer) samples(t time.Duration, ss []event.Sample) {
+	for _, s := range ss {
+		if p.content.Wrong(s) {
+			p.mismatch(t, s)
+		}
+	}
+	if !p.Summaries {
+		return
+	}
+	for _, s := range ss {
+		delete(p.inflight, s.Trial)
+		sec := s.End().Truncate(time.Second)
+		if sec > p.second {
+			p.flush()
+			p.second = sec
+		}
+		p.pending = append(p.pending, s)
+	}
+}
+
+// verification prints whether a fault action took effect.
+func (p *Printer) verification(t time.Duration, v *event.Verification) {
+	what := "took effect"
+	if !v.Verified {
+		what = "did NOT take effect"
+	}
+	p.line(t, "verified: %s source-%d %s after %s: %s", v.Action, v.Source, what, secs(v.After), v.Detail)
 }
 
 // schedule prints a nemesis' schedule: its seed and settings, then one

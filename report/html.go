@@ -212,34 +212,58 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 		Checks:     row.Checks,
 		Log:        run.html.log,
 		LogDropped: run.html.logDropped,
+		Notes:      htmlNotes(run, row),
+		Tables:     htmlTables(id, row),
+		Charts:     htmlCharts(id, run, row),
 	}
 	if !row.Passed {
 		h.SeedLine = row.SeedLine()
 	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // html/template escapes it where it lands
+	if err := enc.Encode(row); err == nil {
+		h.JSON = b.String()
+	}
+	return h
+}
+
+// htmlNotes say what the row's figures lack: a run cut short, pulls
+// that never ended.
+func htmlNotes(run Run, row Row) []string {
+	var notes []string
 	if row.Truncated {
 		n := "The events end without an end event or with a partial line: the run crashed or was still running."
 		if row.Recomputed {
 			n += " Its checks were evaluated from the samples logged before that."
 		}
-		h.Notes = append(h.Notes, n)
+		notes = append(notes, n)
 	}
 	if p := run.pending(); len(p) > 0 {
-		h.Notes = append(h.Notes, fmt.Sprintf("%d pull(s) started and never ended in the events (in flight when they stop); the charts mark them at their age then.", len(p)))
+		notes = append(notes, fmt.Sprintf("%d pull(s) started and never ended in the events (in flight when they stop); the charts mark them at their age then.", len(p)))
 	}
+	return notes
+}
+
+// htmlTables are the row's tables, those report.md has and those only
+// the page shows, each where the row has something to put in it.
+func htmlTables(id string, row Row) []htmlTable {
+	var ts []htmlTable
 	if len(row.Windows) > 0 {
 		// Fault by fault, then per kind: the tables report.md has.
 		wt := plainHTMLTable(id+"-windows", "Fault by fault", windowsCaption+".", windowsHeader(false), windowsCells([]Row{row}))
 		for i, w := range row.Windows {
 			wt.Rows[i].Failed = !w.Passed
 		}
-		h.Tables = append(h.Tables, wt,
+		ts = append(ts, wt,
 			plainHTMLTable(id+"-kinds", "Per kind", "", kindsHeader(false), kindsCells([]Row{row})))
 	}
 	if cells := decoderCells([]Row{row}); len(cells) > 0 {
-		h.Tables = append(h.Tables, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(false), cells))
+		ts = append(ts, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(false), cells))
 	}
 	if len(row.TTFT) > 0 {
-		h.Tables = append(h.Tables, plainHTMLTable(id+"-ttft", "Time to first token (streamed pulls)", "", ttftHeader(), ttftCells(row)))
+		ts = append(ts, plainHTMLTable(id+"-ttft", "Time to first token (streamed pulls)", "", ttftHeader(), ttftCells(row)))
 	}
 	if c := row.Content; c != nil && len(c.Mismatches) > 0 {
 		var cells [][]string
@@ -251,7 +275,7 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 		if c.Wrong > len(c.Mismatches) {
 			caption = fmt.Sprintf("the first %d of %d", len(c.Mismatches), c.Wrong)
 		}
-		h.Tables = append(h.Tables, plainHTMLTable(id+"-content", "Pulls that returned other text than the source's completion", caption,
+		ts = append(ts, plainHTMLTable(id+"-content", "Pulls that returned other text than the source's completion", caption,
 			[]string{"source", "trial", "start", "cached tokens", "pull's text", "source's text"}, cells))
 	}
 	if len(row.Verifications) > 0 {
@@ -263,31 +287,29 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 			}
 			cells = append(cells, []string{v.Action, fmt.Sprintf("source-%d", v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
 		}
-		h.Tables = append(h.Tables, plainHTMLTable(id+"-verified", "Faults verified on the host", "", []string{"action", "source", "at", "result", "after", "detail"}, cells))
+		ts = append(ts, plainHTMLTable(id+"-verified", "Faults verified on the host", "", []string{"action", "source", "at", "result", "after", "detail"}, cells))
 	}
+	return ts
+}
 
+// htmlCharts are the row's charts: latency per source, then hit rate,
+// time to first token and the decoder's metrics where there are any.
+func htmlCharts(id string, run Run, row Row) []htmlChart {
+	var cs []htmlChart
 	for _, s := range chartSources(run) {
-		h.Charts = append(h.Charts, htmlChart{ID: fmt.Sprintf("%s-latency-%d", id, s), Kind: "latency", Source: s,
+		cs = append(cs, htmlChart{ID: fmt.Sprintf("%s-latency-%d", id, s), Kind: "latency", Source: s,
 			Title: fmt.Sprintf("source-%d: pull latency at start time", s)})
 	}
 	if len(run.Samples) > 0 {
-		h.Charts = append(h.Charts, htmlChart{ID: id + "-hit-rate", Kind: "hit_rate", Title: "Hit rate over time, per source"})
+		cs = append(cs, htmlChart{ID: id + "-hit-rate", Kind: "hit_rate", Title: "Hit rate over time, per source"})
 	}
 	if len(row.TTFT) > 0 {
-		h.Charts = append(h.Charts, htmlChart{ID: id + "-ttft", Kind: "ttft", Title: "Time to first token at start time"})
+		cs = append(cs, htmlChart{ID: id + "-ttft", Kind: "ttft", Title: "Time to first token at start time"})
 	}
 	if len(run.html.decoder) > 0 {
-		h.Charts = append(h.Charts, htmlChart{ID: id + "-decoder", Kind: "decoder", Title: "The decoder's /metrics"})
+		cs = append(cs, htmlChart{ID: id + "-decoder", Kind: "decoder", Title: "The decoder's /metrics"})
 	}
-
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false) // html/template escapes it where it lands
-	if err := enc.Encode(row); err == nil {
-		h.JSON = b.String()
-	}
-	return h
+	return cs
 }
 
 // htmlRowID is the id of the i-th row's section, its tables' and charts'

@@ -57,52 +57,11 @@ func timelinePlot(run Run) (*plot.Plot, error) {
 	p.Legend.XOffs = vg.Points(8)
 	p.Add(plotter.NewGrid())
 
+	addWindowBands(p, run)
+	if err := addLatencySeries(p, run); err != nil {
+		return nil, err
+	}
 	bound := run.Info.Bounds.FaultedMax.Seconds()
-	for _, win := range run.Windows {
-		p.Add(&band{from: win.Start.Seconds(), to: win.End.Seconds(), color: faultShade()})
-		if win.Recovers && run.Info.Bounds.RecoveryWindow > 0 {
-			to := min(win.End+run.Info.Bounds.RecoveryWindow, max(run.RunEnd, win.End))
-			p.Add(&band{from: win.End.Seconds(), to: to.Seconds(), color: recoveryShade()})
-		}
-	}
-	if len(run.Windows) > 0 {
-		p.Legend.Add("fault window", &band{color: faultShade()})
-		if run.Windows[0].Recovers {
-			p.Legend.Add("recovery window", &band{color: recoveryShade()})
-		}
-	}
-
-	for _, src := range sources(run) {
-		col := sourceColor(src)
-		kinds := []struct {
-			label string
-			glyph draw.GlyphDrawer
-			keep  func(event.Sample) bool
-		}{
-			{"hit", draw.CircleGlyph{}, func(s event.Sample) bool { return s.Hit() }},
-			{"miss", draw.CrossGlyph{}, func(s event.Sample) bool { return s.Status == 200 && !s.Hit() }},
-			{"error", draw.TriangleGlyph{}, func(s event.Sample) bool { return s.Status != 200 }},
-		}
-		for _, k := range kinds {
-			var xys plotter.XYs
-			for _, s := range run.Samples {
-				if s.Source == src && k.keep(s) {
-					xys = append(xys, plotter.XY{X: s.Start.Seconds(), Y: s.Latency.Seconds()})
-				}
-			}
-			if len(xys) == 0 {
-				continue
-			}
-			sc, err := plotter.NewScatter(xys)
-			if err != nil {
-				return nil, fmt.Errorf("timeline %s: source %d %s series: %w", run.Name(), src, k.label, err)
-			}
-			sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(2.5), Shape: k.glyph}
-			p.Add(sc)
-			p.Legend.Add(fmt.Sprintf("source %d %s", src, k.label), sc)
-		}
-	}
-
 	if bound > 0 {
 		line := plotter.NewFunction(func(float64) float64 { return bound })
 		line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
@@ -125,6 +84,59 @@ func timelinePlot(run Run) (*plot.Plot, error) {
 		p.X.Max = p.X.Min + 1
 	}
 	return p, nil
+}
+
+// addWindowBands shades each fault window and its recovery window.
+func addWindowBands(p *plot.Plot, run Run) {
+	for _, win := range run.Windows {
+		p.Add(&band{from: win.Start.Seconds(), to: win.End.Seconds(), color: faultShade()})
+		if win.Recovers && run.Info.Bounds.RecoveryWindow > 0 {
+			to := min(win.End+run.Info.Bounds.RecoveryWindow, max(run.RunEnd, win.End))
+			p.Add(&band{from: win.End.Seconds(), to: to.Seconds(), color: recoveryShade()})
+		}
+	}
+	if len(run.Windows) > 0 {
+		p.Legend.Add("fault window", &band{color: faultShade()})
+		if run.Windows[0].Recovers {
+			p.Legend.Add("recovery window", &band{color: recoveryShade()})
+		}
+	}
+}
+
+// addLatencySeries plots every pull at its start time and latency, one
+// series per source and outcome (hit, miss, error).
+func addLatencySeries(p *plot.Plot, run Run) error {
+	kinds := []struct {
+		label string
+		glyph draw.GlyphDrawer
+		keep  func(event.Sample) bool
+	}{
+		{"hit", draw.CircleGlyph{}, func(s event.Sample) bool { return s.Hit() }},
+		{"miss", draw.CrossGlyph{}, func(s event.Sample) bool { return s.Status == 200 && !s.Hit() }},
+		{"error", draw.TriangleGlyph{}, func(s event.Sample) bool { return s.Status != 200 }},
+	}
+	for _, src := range sources(run) {
+		col := sourceColor(src)
+		for _, k := range kinds {
+			var xys plotter.XYs
+			for _, s := range run.Samples {
+				if s.Source == src && k.keep(s) {
+					xys = append(xys, plotter.XY{X: s.Start.Seconds(), Y: s.Latency.Seconds()})
+				}
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			sc, err := plotter.NewScatter(xys)
+			if err != nil {
+				return fmt.Errorf("timeline %s: source %d %s series: %w", run.Name(), src, k.label, err)
+			}
+			sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(2.5), Shape: k.glyph}
+			p.Add(sc)
+			p.Legend.Add(fmt.Sprintf("source %d %s", src, k.label), sc)
+		}
+	}
+	return nil
 }
 
 // sources is every source index the samples name, in order.

@@ -99,6 +99,55 @@ func decodeTop(body []byte, model string) (map[string]json.RawMessage, *apiError
 // kv_transfer_params. defMax 0 means vLLM's chat default: the rest of the
 // context.
 func decodeSampling(top map[string]json.RawMessage, out *completionRequest, defMax, maxModelLen int) *apiError {
+	if e := decodeMaxTokens(top, out, defMax, maxModelLen); e != nil {
+		return e
+	}
+	if raw, ok := top["temperature"]; ok && !isNull(raw) {
+		var t float64
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return badRequest("temperature", "temperature must be a number, got %s", clip(raw))
+		}
+		if t < 0 {
+			return badRequest("temperature", "temperature must be non-negative, got %g", t)
+		}
+		out.Temperature = t
+	}
+	if raw, ok := top["seed"]; ok && !isNull(raw) {
+		n, err := jsonInteger(raw)
+		if err != nil {
+			return badRequest("seed", "seed must be an integer, got %s", clip(raw))
+		}
+		out.Seed = &n
+	}
+	if e := decodeStream(top, out); e != nil {
+		return e
+	}
+	if raw, ok := top["n"]; ok && !isNull(raw) {
+		if n, err := jsonInteger(raw); err != nil || n != 1 {
+			return badRequest("n", "n must be 1 (the simulated engine gives one choice), got %s", clip(raw))
+		}
+	}
+	if raw, ok := top["cache_salt"]; ok && !isNull(raw) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil || s == "" {
+			return badRequest("cache_salt", "cache_salt must be a non-empty string, got %s", clip(raw))
+		}
+		out.CacheSalt = s
+	}
+	if raw, ok := top["kv_transfer_params"]; ok && !isNull(raw) {
+		src, decoder, apiErr := decodeKVTransferParams(raw)
+		if apiErr != nil {
+			return apiErr
+		}
+		out.Source, out.RemoteDecoder = src, decoder
+	}
+	return nil
+}
+
+// decodeMaxTokens reads max_tokens (and a chat's max_completion_tokens),
+// defaulting to defMax or, without one, the room the prompt leaves, and
+// refuses a request that does not fit the model's context as vLLM does.
+func decodeMaxTokens(top map[string]json.RawMessage, out *completionRequest, defMax, maxModelLen int) *apiError {
 	out.MaxTokens = defMax
 	if defMax == 0 {
 		out.MaxTokens = maxModelLen - len(out.Tokens)
@@ -133,63 +182,34 @@ func decodeSampling(top map[string]json.RawMessage, out *completionRequest, defM
 		return badRequest(what, "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the %s, %d for the completion). Please reduce the length of the %s or max_tokens.",
 			maxModelLen, len(out.Tokens)+n, len(out.Tokens), what, n, what)
 	}
-	if raw, ok := top["temperature"]; ok && !isNull(raw) {
-		var t float64
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return badRequest("temperature", "temperature must be a number, got %s", clip(raw))
-		}
-		if t < 0 {
-			return badRequest("temperature", "temperature must be non-negative, got %g", t)
-		}
-		out.Temperature = t
-	}
-	if raw, ok := top["seed"]; ok && !isNull(raw) {
-		n, err := jsonInteger(raw)
-		if err != nil {
-			return badRequest("seed", "seed must be an integer, got %s", clip(raw))
-		}
-		out.Seed = &n
-	}
+	return nil
+}
+
+// decodeStream reads stream and its stream_options.
+func decodeStream(top map[string]json.RawMessage, out *completionRequest) *apiError {
 	if raw, ok := top["stream"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &out.Stream); err != nil {
 			return badRequest("stream", "stream must be a boolean, got %s", clip(raw))
 		}
 	}
-	if raw, ok := top["stream_options"]; ok && !isNull(raw) {
-		if !out.Stream {
-			// vLLM's words (protocol.py, check_stream_options).
-			return badRequest("stream_options", "Stream options can only be defined when `stream=True`.")
-		}
-		var so map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &so); err != nil || so == nil {
-			return badRequest("stream_options", "stream_options must be an object, got %s", clip(raw))
-		}
-		for key, dst := range map[string]*bool{"include_usage": &out.IncludeUsage, "continuous_usage_stats": &out.ContinuousUsage} {
-			if v, ok := so[key]; ok && !isNull(v) {
-				if err := json.Unmarshal(v, dst); err != nil {
-					return badRequest("stream_options", "stream_options.%s must be a boolean, got %s", key, clip(v))
-				}
+	raw, ok := top["stream_options"]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if !out.Stream {
+		// vLLM's words (protocol.py, check_stream_options).
+		return badRequest("stream_options", "Stream options can only be defined when `stream=True`.")
+	}
+	var so map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &so); err != nil || so == nil {
+		return badRequest("stream_options", "stream_options must be an object, got %s", clip(raw))
+	}
+	for key, dst := range map[string]*bool{"include_usage": &out.IncludeUsage, "continuous_usage_stats": &out.ContinuousUsage} {
+		if v, ok := so[key]; ok && !isNull(v) {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return badRequest("stream_options", "stream_options.%s must be a boolean, got %s", key, clip(v))
 			}
 		}
-	}
-	if raw, ok := top["n"]; ok && !isNull(raw) {
-		if n, err := jsonInteger(raw); err != nil || n != 1 {
-			return badRequest("n", "n must be 1 (the simulated engine gives one choice), got %s", clip(raw))
-		}
-	}
-	if raw, ok := top["cache_salt"]; ok && !isNull(raw) {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil || s == "" {
-			return badRequest("cache_salt", "cache_salt must be a non-empty string, got %s", clip(raw))
-		}
-		out.CacheSalt = s
-	}
-	if raw, ok := top["kv_transfer_params"]; ok && !isNull(raw) {
-		src, decoder, apiErr := decodeKVTransferParams(raw)
-		if apiErr != nil {
-			return apiErr
-		}
-		out.Source, out.RemoteDecoder = src, decoder
 	}
 	return nil
 }

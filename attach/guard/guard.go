@@ -76,36 +76,10 @@ type Guard struct {
 // Start starts a guard for cfg and returns once it is waiting, so a stall
 // sent after Start returns is covered.
 func Start(cfg Config) (*Guard, error) {
-	if len(cfg.Argv) == 0 {
-		return nil, errors.New("guard: no command to run the guard")
+	args, err := guardArgs(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if (cfg.Sid == 0) == (len(cfg.Resume) == 0) {
-		return nil, fmt.Errorf("guard for %s: give a session or a resume command, not both or neither", cfg.Source)
-	}
-	if cfg.Sid != 0 {
-		if err := session.Guard(cfg.Sid); err != nil {
-			return nil, fmt.Errorf("guard for %s: %w", cfg.Source, err)
-		}
-		if len(cfg.Members) == 0 {
-			return nil, fmt.Errorf("guard for %s: no stalled process given for session %d", cfg.Source, cfg.Sid)
-		}
-	}
-	args := append([]string{}, cfg.Argv[1:]...)
-	args = append(args, "--source", cfg.Source)
-	if cfg.Sid != 0 {
-		args = append(args, "--sid", strconv.Itoa(cfg.Sid))
-		for _, m := range cfg.Members {
-			args = append(args, "--member", fmt.Sprintf("%d:%d", m.Pid, m.StartTicks))
-		}
-	} else {
-		t := cfg.ResumeTimeout
-		if t <= 0 {
-			t = time.Minute
-		}
-		args = append(args, "--timeout", t.String(), "--")
-		args = append(args, cfg.Resume...)
-	}
-
 	relR, relW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("guard for %s: %w", cfg.Source, err)
@@ -149,9 +123,52 @@ func Start(cfg Config) (*Guard, error) {
 	if st, err := session.Stat(cmd.Process.Pid); err == nil {
 		g.id = runner.ProcID{Pid: st.Pid, StartTicks: st.StartTicks}
 	}
+	if err := waitReady(cfg, readyR); err != nil {
+		g.kill()
+		return nil, err
+	}
+	return g, nil
+}
 
-	// The guard writes "ready" on fd 4 once it waits on fd 3; EOF first
-	// means it failed (its reason is in its log).
+// guardArgs checks cfg and returns the guard command's arguments after
+// its program: what it watches (a session and its stopped members) or
+// what it runs (a resume command, with its timeout).
+func guardArgs(cfg Config) ([]string, error) {
+	if len(cfg.Argv) == 0 {
+		return nil, errors.New("guard: no command to run the guard")
+	}
+	if (cfg.Sid == 0) == (len(cfg.Resume) == 0) {
+		return nil, fmt.Errorf("guard for %s: give a session or a resume command, not both or neither", cfg.Source)
+	}
+	if cfg.Sid != 0 {
+		if err := session.Guard(cfg.Sid); err != nil {
+			return nil, fmt.Errorf("guard for %s: %w", cfg.Source, err)
+		}
+		if len(cfg.Members) == 0 {
+			return nil, fmt.Errorf("guard for %s: no stalled process given for session %d", cfg.Source, cfg.Sid)
+		}
+	}
+	args := append([]string{}, cfg.Argv[1:]...)
+	args = append(args, "--source", cfg.Source)
+	if cfg.Sid != 0 {
+		args = append(args, "--sid", strconv.Itoa(cfg.Sid))
+		for _, m := range cfg.Members {
+			args = append(args, "--member", fmt.Sprintf("%d:%d", m.Pid, m.StartTicks))
+		}
+		return args, nil
+	}
+	t := cfg.ResumeTimeout
+	if t <= 0 {
+		t = time.Minute
+	}
+	args = append(args, "--timeout", t.String(), "--")
+	return append(args, cfg.Resume...), nil
+}
+
+// waitReady waits, up to ReadyTimeout, for the guard to write "ready" on
+// its fd 4 (readyR's other end) once it waits on fd 3; EOF first means it
+// failed (its reason is in its log). It closes readyR.
+func waitReady(cfg Config, readyR *os.File) error {
 	ready := make(chan error, 1)
 	go func() {
 		b := make([]byte, 16)
@@ -164,15 +181,11 @@ func Start(cfg Config) (*Guard, error) {
 		ready <- nil
 	}()
 	select {
-	case err = <-ready:
+	case err := <-ready:
+		return err
 	case <-time.After(ReadyTimeout):
-		err = fmt.Errorf("guard for %s not ready after %v", cfg.Source, ReadyTimeout)
+		return fmt.Errorf("guard for %s not ready after %v", cfg.Source, ReadyTimeout)
 	}
-	if err != nil {
-		g.kill()
-		return nil, err
-	}
-	return g, nil
 }
 
 func logName(p string) string {
