@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 )
 
 // FileHTML is report.html: the tables, the checks and interactive charts of
@@ -244,7 +246,7 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 	if c := row.Content; c != nil && len(c.Mismatches) > 0 {
 		var cells [][]string
 		for _, m := range c.Mismatches {
-			cells = append(cells, []string{fmt.Sprintf("source-%d", m.Source), fmt.Sprint(m.Trial), fmt.Sprintf("%.1f s", m.StartS),
+			cells = append(cells, []string{event.SourceName(m.Source), fmt.Sprint(m.Trial), fmt.Sprintf("%.1f s", m.StartS),
 				fmt.Sprint(m.Cached), m.PullText, m.SourceText})
 		}
 		caption := ""
@@ -261,14 +263,14 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 			if !tookEffect(v) {
 				seen = "did not take effect"
 			}
-			cells = append(cells, []string{v.Action, fmt.Sprintf("source-%d", v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
+			cells = append(cells, []string{v.Action, event.SourceName(v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
 		}
 		h.Tables = append(h.Tables, plainHTMLTable(id+"-verified", "Faults verified on the host", "", []string{"action", "source", "at", "result", "after", "detail"}, cells))
 	}
 
 	for _, s := range chartSources(run) {
 		h.Charts = append(h.Charts, htmlChart{ID: fmt.Sprintf("%s-latency-%d", id, s), Kind: "latency", Source: s,
-			Title: fmt.Sprintf("source-%d: pull latency at start time", s)})
+			Title: fmt.Sprintf("%s: pull latency at start time", event.SourceName(s))})
 	}
 	if len(run.Samples) > 0 {
 		h.Charts = append(h.Charts, htmlChart{ID: id + "-hit-rate", Kind: "hit_rate", Title: "Hit rate over time, per source"})

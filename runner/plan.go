@@ -15,9 +15,6 @@ import (
 // DecoderName is the name of the cluster's single decoder.
 const DecoderName = "decoder"
 
-// SourceName is the name of source i ("source-0").
-func SourceName(i int) string { return "source-" + strconv.Itoa(i) }
-
 // Spec is how one engine is started: never through a shell.
 type Spec struct {
 	Name     string // "source-0", ..., "decoder"
@@ -151,7 +148,7 @@ func checkPortPlans(sources int, plans []portPlan) error {
 
 func engineName(sources, i int) string {
 	if i < sources {
-		return SourceName(i)
+		return event.SourceName(i)
 	}
 	return DecoderName
 }
