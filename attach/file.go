@@ -232,9 +232,7 @@ func Parse(name string, data []byte) (f *File, err error) {
 	if strings.TrimSpace(raw.Model) == "" {
 		return nil, bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
 	}
-	switch raw.Mode {
-	case "", event.ModeP2P, event.ModePD:
-	default:
+	if event.CheckMode(raw.Mode) != nil {
 		return nil, bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
 	}
 	if raw.Decoder.URL == "" {

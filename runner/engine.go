@@ -320,7 +320,7 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 // healthClient asks /health: a short timeout, and no connection kept, so
 // a restarted engine is asked on a connection of its own.
 func healthClient() *http.Client {
-	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	return &http.Client{Timeout: HealthTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 }
 
 // health asks the engine's GET /health once: nil when it answers 200.

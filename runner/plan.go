@@ -213,7 +213,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			"--enable-prompt-tokens-details",
 			"--kv-transfer-config", kvTransferJSON(Host, p.p2p, cfg.LoadFailurePolicy),
 		)
-		if cfg.Engine == EngineSim && cfg.TimeScale != 1 {
+		if cfg.Engine == EngineSim && cfg.TimeScale != event.DefaultTimeScale {
 			s.Args = append(s.Args, "--sim-time-scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
 		}
 		s.Args = append(s.Args, cfg.ExtraArgs...)

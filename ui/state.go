@@ -209,10 +209,10 @@ func (st *state) up() bool {
 }
 
 func (st *state) timeScale() float64 {
-	if st.run == nil || st.run.TimeScale <= 0 {
-		return 1
+	if st.run == nil {
+		return event.DefaultTimeScale
 	}
-	return st.run.TimeScale
+	return event.TimeScaleOf(st.run.TimeScale)
 }
 
 func (st *state) addLog(at time.Duration, level logLevel, format string, args ...any) {
