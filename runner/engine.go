@@ -441,18 +441,8 @@ func (e *Engine) end(ctx context.Context, p *process, endFn EndFunc) error {
 			sigErr = err
 		}
 	}
-	graceCtx, cancel := context.WithTimeout(ctx, e.c.cfg.StopGrace)
-	err := waitGone(graceCtx, p)
-	cancel()
-	if err == nil {
-		return nil
-	}
-	if _, err := session.Signal(p.sid, unix.SIGKILL); err != nil && !errors.Is(err, session.ErrNoMembers) {
-		sigErr = errors.Join(sigErr, err)
-	}
-	killCtx, cancel := context.WithTimeout(context.Background(), killWait)
-	defer cancel()
-	if err := waitGone(killCtx, p); err != nil {
+	gone := func(ctx context.Context) error { return waitGone(ctx, p) }
+	if err := session.Drain(ctx, p.sid, e.c.cfg.StopGrace, killWait, gone); err != nil {
 		return fmt.Errorf("end %s session %d: %w", e.spec.Name, p.sid, errors.Join(sigErr, err))
 	}
 	return nil
