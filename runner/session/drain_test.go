@@ -31,7 +31,13 @@ func TestDrainReturnsOnceASessionEndsWithinTheGrace(t *testing.T) {
 func TestDrainKillsWhatOutlivesTheGrace(t *testing.T) {
 	sid := enginetest.StartSession(t)
 	bystander := enginetest.StartSession(t)
-	if _, err := Signal(sid, unix.SIGSTOP); err != nil {
+	ms, err := Members(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopped before the SIGTERM is sent: a SIGSTOP still pending would be
+	// taken after the lower-numbered SIGTERM, which would end the session.
+	if _, _, err := Stop(context.Background(), sid, ms); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Signal(sid, unix.SIGTERM); err != nil {
