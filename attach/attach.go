@@ -36,8 +36,8 @@ type Options struct {
 	GuardEnv []string
 
 	CommandTimeout time.Duration // per fault command; default 60 s
-	ReadyTimeout   time.Duration // Ready's wait for /health 200; default 1200 s (vLLM's model load)
-	HealthTimeout  time.Duration // one /health request; default 2 s
+	ReadyTimeout   time.Duration // Ready's wait for /health 200; default runner.DefaultVLLMReadyTimeout (1200 s, vLLM's model load)
+	HealthTimeout  time.Duration // one /health request; default runner.HealthTimeout (2 s)
 	StopGrace      time.Duration // remove: SIGTERM, then SIGKILL after this; default runner.DefaultStopGrace (10 s)
 	// Client sends the /health requests; default a client without proxy.
 	Client *http.Client
@@ -48,10 +48,10 @@ func (o Options) withDefaults() Options {
 		o.CommandTimeout = time.Minute
 	}
 	if o.ReadyTimeout <= 0 {
-		o.ReadyTimeout = 1200 * time.Second
+		o.ReadyTimeout = runner.DefaultVLLMReadyTimeout
 	}
 	if o.HealthTimeout <= 0 {
-		o.HealthTimeout = 2 * time.Second
+		o.HealthTimeout = runner.HealthTimeout
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = runner.DefaultStopGrace

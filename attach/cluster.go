@@ -58,7 +58,7 @@ func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 // canTake says why source s.Source cannot take step s at all.
 func (c *Cluster) canTake(s fault.Step) error {
 	t := c.sources[s.Source]
-	where := fmt.Sprintf("attach %s: source-%d (%s)", c.file.Path, s.Source, t.Name())
+	where := fmt.Sprintf("attach %s: %s (%s)", c.file.Path, event.SourceName(s.Source), t.Name())
 	if _, ours := commandActs[s.Action]; ours {
 		if err := t.cannot(s.Action); err != nil {
 			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.Action, err, s.String())

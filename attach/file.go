@@ -260,9 +260,7 @@ func (c fileChecker) header(raw rawFile) (Endpoint, error) {
 	if strings.TrimSpace(raw.Model) == "" {
 		return Endpoint{}, c.bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
 	}
-	switch raw.Mode {
-	case "", event.ModeP2P, event.ModePD:
-	default:
+	if event.CheckMode(raw.Mode) != nil {
 		return Endpoint{}, c.bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
 	}
 	if raw.Decoder.URL == "" {

@@ -2,7 +2,6 @@ package attach
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -143,8 +142,14 @@ func (f *localFaulter) doResume(ctx context.Context) (Result, error) {
 	return Result{Sid: st.sid, Pids: sent, At: at}, err
 }
 
+// localKillWait bounds the wait for a local source's session to empty
+// after SIGKILL.
+const localKillWait = 10 * time.Second
+
 // endSession ends sid with first (SIGKILL, or SIGTERM with a grace before
-// SIGKILL) and waits until no process of it is left.
+// SIGKILL) and waits until no process of it is left: the runner's
+// escalation (session.Drain), after a first signal sent to the members
+// read here so that the pids it reached are reported.
 func (f *localFaulter) endSession(ctx context.Context, sid int, first unix.Signal) ([]int, time.Time, error) {
 	ms, err := session.Members(sid)
 	if err != nil {
@@ -155,22 +160,13 @@ func (f *localFaulter) endSession(ctx context.Context, sid int, first unix.Signa
 	if err != nil {
 		return sent, at, err
 	}
+	var grace time.Duration // SIGKILL: only the wait is left
 	if first != unix.SIGKILL {
 		// A stopped process acts on SIGTERM only once continued.
 		_, _ = session.Signal(sid, unix.SIGCONT)
-		gctx, cancel := context.WithTimeout(ctx, f.t.opts.StopGrace)
-		err := session.WaitGone(gctx, sid, 10*time.Millisecond)
-		cancel()
-		if err == nil {
-			return sent, at, nil
-		}
-		if _, err := session.Signal(sid, unix.SIGKILL); err != nil && !errors.Is(err, session.ErrNoMembers) {
-			return sent, at, err
-		}
+		grace = f.t.opts.StopGrace
 	}
-	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return sent, at, session.WaitGone(kctx, sid, 5*time.Millisecond)
+	return sent, at, session.Drain(ctx, sid, grace, localKillWait, nil)
 }
 
 // capture finds the source's session and reads how its leader was
@@ -191,6 +187,16 @@ func (f *localFaulter) capture() (Listener, launch, error) {
 	return l, ln, nil
 }
 
+// doKill is the local form of the runner's kill (runner.Target.Kill):
+// SIGKILL the session, wait until it is gone, start the engine again. It
+// ends the session with the runner's pieces (session.Members,
+// SignalMembers, Drain), but it cannot be runner.Engine's restart: that
+// restarts an engine p2pfault started, from its Spec, as its child, reaped
+// by it and tied to its life (Pdeathsig). A local source was started by
+// someone else: it is started again from its leader's /proc command line,
+// environment and folder (capture), detached so that it outlives p2pfault
+// as the engine it replaces would have (start), and p2pfault cannot reap
+// it. For the same reason it cannot be replaced on new ports (actions.go).
 func (f *localFaulter) doKill(ctx context.Context) (Result, error) {
 	l, ln, err := f.capture()
 	if err != nil {

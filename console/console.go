@@ -75,9 +75,9 @@ func (p *Printer) Print(ev event.Event) {
 	case event.KindWindow:
 		w := ev.Window
 		if w.End == 0 {
-			p.line(ev.T, "fault window on source-%d opened", w.Source)
+			p.line(ev.T, "fault window on %s opened", event.SourceName(w.Source))
 		} else {
-			p.line(ev.T, "fault window on source-%d closed after %s", w.Source, secs(w.End-w.Start))
+			p.line(ev.T, "fault window on %s closed after %s", event.SourceName(w.Source), secs(w.End-w.Start))
 		}
 	case event.KindPullStart:
 		if p.Summaries {
@@ -105,7 +105,7 @@ func (p *Printer) Print(ev event.Event) {
 		// The first address of each source is the one the run started
 		// with (the engine lines show its ports); a new one is news.
 		if a := ev.Address; a != nil && a.Prev != "" {
-			p.line(ev.T, "source-%d: pulls name %s (%s) from %s on, not %s", a.Source, a.P2P, a.URL, secs(a.At), a.Prev)
+			p.line(ev.T, "%s: pulls name %s (%s) from %s on, not %s", event.SourceName(a.Source), a.P2P, a.URL, secs(a.At), a.Prev)
 		}
 	case event.KindEnd:
 		p.flush()
@@ -153,7 +153,7 @@ func (p *Printer) engine(t time.Duration, e *event.EngineInfo) {
 
 // fault prints a fault action as it was fired.
 func (p *Printer) fault(t time.Duration, f *event.FaultInfo) {
-	msg := fmt.Sprintf("fault: %s source-%d", f.Action, f.Source)
+	msg := fmt.Sprintf("fault: %s %s", f.Action, event.SourceName(f.Source))
 	if f.Duration > 0 {
 		msg += " for " + secs(f.Duration)
 	}
@@ -192,7 +192,7 @@ func (p *Printer) verification(t time.Duration, v *event.Verification) {
 	if !v.Verified {
 		what = "did NOT take effect"
 	}
-	p.line(t, "verified: %s source-%d %s after %s: %s", v.Action, v.Source, what, secs(v.After), v.Detail)
+	p.line(t, "verified: %s %s %s after %s: %s", v.Action, event.SourceName(v.Source), what, secs(v.After), v.Detail)
 }
 
 // schedule prints a nemesis' schedule: its seed and settings, then one
@@ -203,7 +203,7 @@ func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
 	}
 	srcs := make([]string, len(s.Sources))
 	for i, src := range s.Sources {
-		srcs[i] = fmt.Sprintf("source-%d", src)
+		srcs[i] = event.SourceName(src)
 	}
 	p.line(t, "schedule: nemesis %s, seed %d: %d faults from %s on %s, gap %s ± %s, length %s ± %s, a kill %s, at most %d at a time",
 		s.Nemesis, s.Seed, len(s.Steps), strings.Join(s.Kinds, ", "), strings.Join(srcs, ", "),
@@ -213,7 +213,7 @@ func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
 		if f.Arg != "" {
 			what += " " + f.Arg
 		}
-		line := fmt.Sprintf("schedule:   at %s %s source-%d", secs(f.At), what, f.Source)
+		line := fmt.Sprintf("schedule:   at %s %s %s", secs(f.At), what, event.SourceName(f.Source))
 		if f.For > 0 {
 			line += " for " + secs(f.For)
 		}
@@ -224,7 +224,7 @@ func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
 // windowVerdict prints a fault window's verdict once it is settled: a
 // soak's log says fault by fault how each went.
 func (p *Printer) windowVerdict(t time.Duration, w *event.WindowVerdict) {
-	head := fmt.Sprintf("window %d: %s source-%d at %s for %s", w.Index, w.Kind, w.Source, secs(w.Start), secs(w.End-w.Start))
+	head := fmt.Sprintf("window %d: %s %s at %s for %s", w.Index, w.Kind, event.SourceName(w.Source), secs(w.Start), secs(w.End-w.Start))
 	times := fmt.Sprintf("detect %s, recover %s", fmtTime(w.Times.DetectS), fmtTime(w.Times.RecoverS))
 	if w.Passed {
 		p.line(t, "%s: pass (%s)", head, times)
@@ -307,8 +307,8 @@ func (p *Printer) mismatch(t time.Duration, s event.Sample) {
 	p.wrong++
 	switch {
 	case p.wrong <= maxMismatchLines:
-		p.line(t, "content: pull of source-%d sent at %.2fs (trial %d, cached %d) returned %s, the source's completion is %s",
-			s.Source, s.Start.Seconds(), s.Trial, s.CachedTokens, check.QuoteText(s.PullText), check.QuoteText(s.SourceText))
+		p.line(t, "content: pull of %s sent at %.2fs (trial %d, cached %d) returned %s, the source's completion is %s",
+			event.SourceName(s.Source), s.Start.Seconds(), s.Trial, s.CachedTokens, check.QuoteText(s.PullText), check.QuoteText(s.SourceText))
 	case p.wrong == maxMismatchLines+1:
 		p.line(t, "content: more pulls returned other text than the source's; the summary lines count them (wrong=N), report.md lists them")
 	}
@@ -317,7 +317,7 @@ func (p *Printer) mismatch(t time.Duration, s event.Sample) {
 // summarise renders one source's pulls of one second.
 func summarise(source int, ss []event.Sample, content check.ContentRule) string {
 	if len(ss) == 0 {
-		return fmt.Sprintf("source-%d n=0", source)
+		return fmt.Sprintf("%s n=0", event.SourceName(source))
 	}
 	lat := make([]time.Duration, len(ss))
 	hits, errs, wrong := 0, 0, 0
@@ -334,7 +334,7 @@ func summarise(source int, ss []event.Sample, content check.ContentRule) string 
 		}
 	}
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-	out := fmt.Sprintf("source-%d n=%d hit=%d p50=%s max=%s", source, len(ss), hits, secs(lat[(len(lat)-1)/2]), secs(lat[len(lat)-1]))
+	out := fmt.Sprintf("%s n=%d hit=%d p50=%s max=%s", event.SourceName(source), len(ss), hits, secs(lat[(len(lat)-1)/2]), secs(lat[len(lat)-1]))
 	if errs > 0 {
 		out += fmt.Sprintf(" non-200=%d", errs)
 	}

@@ -1,6 +1,9 @@
 package event
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Modes of a run: which leg of the tier a trial exercises (RunInfo.Mode).
 const (
@@ -19,6 +22,18 @@ func ModeOf(mode string) string {
 		return ModeP2P
 	}
 	return mode
+}
+
+// CheckMode is nil for a mode p2pfault knows (ModeOf: "" is p2p), else
+// `mode "x": want p2p or pd`: the one test of a mode, wherever one is
+// given (a flag, an attach file, a Config); a caller may word the refusal
+// its own way.
+func CheckMode(mode string) error {
+	switch ModeOf(mode) {
+	case ModeP2P, ModePD:
+		return nil
+	}
+	return fmt.Errorf("mode %q: want %s or %s", mode, ModeP2P, ModePD)
 }
 
 // AddressInfo is the address the probe names a source by, from the

@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"context"
 	"fmt"
 	"p2pfault/event"
 	"sync/atomic"
@@ -26,17 +27,28 @@ func init() {
 // actKill returns once the kill is sent; the window opens then and closes
 // when the restarted target is ready on the same ports.
 func actKill(f *Fire) error {
+	return restart(f, ActionKill, f.Target.Kill, func(f *Fire, readyAt time.Time, err error) {
+		restarted(f, "restart", readyAt, err)
+	})
+}
+
+// restart is the one way a kind ends a target at once and brings it back,
+// kill on the same ports and replace on new ones: do is the target's
+// Kill or Replace. It returns once the kill is sent (or failed); the
+// window opens at the signal, and back records the outcome of the
+// restart, which goes on in the background.
+func restart(f *Fire, action string, do func(context.Context, func(time.Time, error)) (time.Time, error), back func(f *Fire, readyAt time.Time, err error)) error {
 	env := f.Env
 	env.SetCondition(event.CondRestarting)
-	// The old session, read before it goes, for verifyKill.
+	// The old session and addresses, read before they go, for the Verify.
 	f.before, f.hasHost = host(f.Target)
 	f.restart = make(chan error, 1)
 	killed := make(chan error, 1)
 	env.Go(func() {
 		var signalled atomic.Bool
-		readyAt, err := f.Target.Kill(env.Context(), func(at time.Time, err error) {
+		readyAt, err := do(env.Context(), func(at time.Time, err error) {
 			if err == nil {
-				env.Record(ActionKill, 0, f.By, nil)
+				env.Record(action, 0, f.By, nil)
 				env.OpenWindow(at, true)
 				env.Changed()
 			}
@@ -50,12 +62,12 @@ func actKill(f *Fire) error {
 			f.restart <- err
 			return
 		}
-		restarted(f, "restart", readyAt, err)
+		back(f, readyAt, err)
 		f.restart <- err
 	})
 	if err := <-killed; err != nil {
-		err = fmt.Errorf("kill %s: %w", f.Target.Name(), err)
-		env.Record(ActionKill, 0, f.By, err)
+		err = fmt.Errorf("%s %s: %w", action, f.Target.Name(), err)
+		env.Record(action, 0, f.By, err)
 		return err
 	}
 	return nil

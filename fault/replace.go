@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"p2pfault/event"
@@ -63,37 +62,7 @@ func actReplace(f *Fire) error {
 		env.Record(ActionReplace, 0, f.By, err)
 		return err
 	}
-	env.SetCondition(event.CondRestarting)
-	// The old session and addresses, read before they go, for verifyReplace.
-	f.before, f.hasHost = host(f.Target)
-	f.restart = make(chan error, 1)
-	killed := make(chan error, 1)
-	env.Go(func() {
-		var signalled atomic.Bool
-		readyAt, err := r.Replace(env.Context(), func(at time.Time, err error) {
-			if err == nil {
-				env.Record(ActionReplace, 0, f.By, nil)
-				env.OpenWindow(at, true)
-				env.Changed()
-			}
-			signalled.Store(true)
-			killed <- err
-		})
-		if !signalled.Load() {
-			env.SetCondition(event.CondUp)
-			killed <- err
-			f.restart <- err
-			return
-		}
-		replaced(f, readyAt, err)
-		f.restart <- err
-	})
-	if err := <-killed; err != nil {
-		err = fmt.Errorf("replace %s: %w", f.Target.Name(), err)
-		env.Record(ActionReplace, 0, f.By, err)
-		return err
-	}
-	return nil
+	return restart(f, ActionReplace, r.Replace, replaced)
 }
 
 // replaced records the new engine ready. Changed comes first: it makes

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 )
 
@@ -25,9 +26,9 @@ type Step struct {
 
 // String renders the step in the timeline language; Parse reads it back.
 func (s Step) String() string {
-	out := fmt.Sprintf("at %v %s source-%d", s.At, s.Action, s.Source)
+	out := fmt.Sprintf("at %v %s %s", s.At, s.Action, event.SourceName(s.Source))
 	if s.Arg != "" {
-		out = fmt.Sprintf("at %v %s %s source-%d", s.At, s.Action, s.Arg, s.Source)
+		out = fmt.Sprintf("at %v %s %s %s", s.At, s.Action, s.Arg, event.SourceName(s.Source))
 	}
 	if s.For > 0 {
 		out += fmt.Sprintf(" for %v", s.For)
@@ -232,8 +233,8 @@ func joinTokens(toks []token) string {
 func (t Timeline) Check(sources int) error {
 	for _, s := range t {
 		if s.Source >= sources {
-			return exitcode.Usagef("timeline:%d:%d: %s names source-%d, but the cluster has sources 0-%d",
-				s.Line, s.Col, s.String(), s.Source, sources-1)
+			return exitcode.Usagef("timeline:%d:%d: %s names %s, but the cluster has sources 0-%d",
+				s.Line, s.Col, s.String(), event.SourceName(s.Source), sources-1)
 		}
 	}
 	return nil

@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"fmt"
-
 	"github.com/google/uuid"
 
 	"p2pfault/event"
@@ -62,11 +60,11 @@ func (pdMode) requestID(id string) string { return id }
 
 // strategyFor is the strategy of mode ("" is p2p).
 func strategyFor(mode string) (strategy, error) {
-	switch event.ModeOf(mode) {
-	case event.ModeP2P:
-		return p2pMode{}, nil
-	case event.ModePD:
+	if err := event.CheckMode(mode); err != nil {
+		return nil, err
+	}
+	if event.ModeOf(mode) == event.ModePD {
 		return pdMode{}, nil
 	}
-	return nil, fmt.Errorf("mode %q: want %s or %s", mode, event.ModeP2P, event.ModePD)
+	return p2pMode{}, nil
 }

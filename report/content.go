@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"p2pfault/check"
+	"p2pfault/event"
 )
 
 // ContentRow is a row's content check (check content_matches) as
@@ -96,7 +97,7 @@ func contentCells(rows []Row, withMode bool) [][]string {
 		var by []string
 		for _, s := range c.BySource {
 			if s.Wrong > 0 {
-				by = append(by, fmt.Sprintf("source-%d %d", s.Source, s.Wrong))
+				by = append(by, fmt.Sprintf("%s %d", event.SourceName(s.Source), s.Wrong))
 			}
 		}
 		if len(by) > 0 {
@@ -138,7 +139,7 @@ func writeContent(b *strings.Builder, rows []Row) {
 		}
 		b.WriteString(":\n\n")
 		for _, m := range r.Content.Mismatches {
-			fmt.Fprintf(b, "- source-%d, trial %d at %.1fs (%s): pull %s, source %s\n", m.Source, m.Trial, m.StartS,
+			fmt.Fprintf(b, "- %s, trial %d at %.1fs (%s): pull %s, source %s\n", event.SourceName(m.Source), m.Trial, m.StartS,
 				cachedWords(m.Cached), check.QuoteText(m.PullText), check.QuoteText(m.SourceText))
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 )
 
 // FileHTML is report.html: the tables, the checks and interactive charts of
@@ -268,7 +270,7 @@ func htmlTables(id string, row Row) []htmlTable {
 	if c := row.Content; c != nil && len(c.Mismatches) > 0 {
 		var cells [][]string
 		for _, m := range c.Mismatches {
-			cells = append(cells, []string{fmt.Sprintf("source-%d", m.Source), fmt.Sprint(m.Trial), fmt.Sprintf("%.1f s", m.StartS),
+			cells = append(cells, []string{event.SourceName(m.Source), fmt.Sprint(m.Trial), fmt.Sprintf("%.1f s", m.StartS),
 				fmt.Sprint(m.Cached), m.PullText, m.SourceText})
 		}
 		caption := ""
@@ -285,7 +287,7 @@ func htmlTables(id string, row Row) []htmlTable {
 			if !tookEffect(v) {
 				seen = "did not take effect"
 			}
-			cells = append(cells, []string{v.Action, fmt.Sprintf("source-%d", v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
+			cells = append(cells, []string{v.Action, event.SourceName(v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
 		}
 		ts = append(ts, plainHTMLTable(id+"-verified", "Faults verified on the host", "", []string{"action", "source", "at", "result", "after", "detail"}, cells))
 	}
@@ -298,7 +300,7 @@ func htmlCharts(id string, run Run, row Row) []htmlChart {
 	var cs []htmlChart
 	for _, s := range chartSources(run) {
 		cs = append(cs, htmlChart{ID: fmt.Sprintf("%s-latency-%d", id, s), Kind: "latency", Source: s,
-			Title: fmt.Sprintf("source-%d: pull latency at start time", s)})
+			Title: fmt.Sprintf("%s: pull latency at start time", event.SourceName(s))})
 	}
 	if len(run.Samples) > 0 {
 		cs = append(cs, htmlChart{ID: id + "-hit-rate", Kind: "hit_rate", Title: "Hit rate over time, per source"})

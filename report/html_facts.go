@@ -62,11 +62,11 @@ func (f *htmlFacts) add(ev event.Event) {
 	case event.KindFault:
 		if fi := ev.Fault; fi != nil {
 			f.faults = append(f.faults, faultMark{T: ev.T, Action: fi.Action, Source: fi.Source, By: fi.By, Err: fi.Err})
-			text := fmt.Sprintf("%s source-%d (%s)", fi.Action, fi.Source, fi.By)
+			text := fmt.Sprintf("%s %s (%s)", fi.Action, event.SourceName(fi.Source), fi.By)
 			if fi.Err != "" {
 				text += ": " + fi.Err
 			}
-			f.logf(ev, fmt.Sprintf("source-%d", fi.Source), text)
+			f.logf(ev, event.SourceName(fi.Source), text)
 		}
 	case event.KindLog:
 		if l := ev.Log; l != nil {
@@ -91,13 +91,13 @@ func (f *htmlFacts) add(ev event.Event) {
 		f.logf(ev, "", string(ev.Phase))
 	case event.KindVerification:
 		if v := ev.Verification; v != nil {
-			f.logf(ev, fmt.Sprintf("source-%d", v.Source), v.Action+": "+v.Detail)
+			f.logf(ev, event.SourceName(v.Source), v.Action+": "+v.Detail)
 		}
 	case event.KindAddress:
 		// A source's first address is the run's own; a new one (a replace)
 		// is a line.
 		if a := ev.Address; a != nil && a.Prev != "" {
-			f.logf(ev, fmt.Sprintf("source-%d", a.Source), fmt.Sprintf("pulls name %s (%s) from %.2fs on, not %s", a.P2P, a.URL, a.At.Seconds(), a.Prev))
+			f.logf(ev, event.SourceName(a.Source), fmt.Sprintf("pulls name %s (%s) from %.2fs on, not %s", a.P2P, a.URL, a.At.Seconds(), a.Prev))
 		}
 	case event.KindEnd:
 		f.logf(ev, "", fmt.Sprintf("%s (exit %d)", ev.Message, ev.ExitCode))

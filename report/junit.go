@@ -141,7 +141,7 @@ func windowSuites(r Run, class string) []junitSuite {
 			Time: junitSeconds(0),
 			Properties: []junitProperty{
 				{Name: "kind", Value: w.Kind},
-				{Name: "source", Value: fmt.Sprintf("source-%d", w.Source)},
+				{Name: "source", Value: event.SourceName(w.Source)},
 				{Name: "start_s", Value: fmt.Sprintf("%.3f", w.StartS)},
 				{Name: "length_s", Value: fmt.Sprintf("%.3f", w.LengthS)},
 				{Name: "detect_s", Value: junitSeconds3(w.Times.DetectS)},

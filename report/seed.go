@@ -130,9 +130,7 @@ func (s SeedScale) rate() float64 {
 // seconds are divided by the time scale and counts by the rate (relative to
 // the seed's 2 trials/s), so every figure is in the seed's units.
 func CompareSeed(rows []Row, sc SeedScale) []Comparison {
-	if sc.TimeScale <= 0 {
-		sc.TimeScale = 1
-	}
+	sc.TimeScale = event.TimeScaleOf(sc.TimeScale)
 	var out []Comparison
 	for _, r := range rows {
 		s, ok := seedRow(r.Arm, r.Case)

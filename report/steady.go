@@ -89,7 +89,7 @@ func steadyCells(rows []Row) [][]string {
 	var out [][]string
 	for _, r := range rows {
 		for _, s := range r.Steady {
-			c := append(r.keyCells(withMode), fmt.Sprintf("source-%d", s.Source), fmt.Sprint(s.N), fmt.Sprint(s.OK), fmt.Sprint(s.Errors))
+			c := append(r.keyCells(withMode), event.SourceName(s.Source), fmt.Sprint(s.N), fmt.Sprint(s.OK), fmt.Sprint(s.Errors))
 			if s.N == 0 {
 				c = append(c, notApplicable, notApplicable, notApplicable, notApplicable, notApplicable)
 			} else {

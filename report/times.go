@@ -82,8 +82,8 @@ func writeVerifications(b *strings.Builder, rows []Row) {
 			if !tookEffect(v) {
 				seen = "**did not take effect**"
 			}
-			fmt.Fprintf(b, "- %s: %s source-%d at %.1fs %s after %.2fs: %s\n",
-				r.title(), v.Action, v.Source, v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
+			fmt.Fprintf(b, "- %s: %s %s at %.1fs %s after %.2fs: %s\n",
+				r.title(), v.Action, event.SourceName(v.Source), v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
 		}
 	}
 }

@@ -101,7 +101,7 @@ func windowsCells(rows []Row) [][]string {
 			if w.Open {
 				length += "+"
 			}
-			line := []string{fmt.Sprint(w.Index), w.Kind, fmt.Sprintf("source-%d", w.Source), fmtSecs(w.StartS), length, passFail(w.Passed)}
+			line := []string{fmt.Sprint(w.Index), w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), length, passFail(w.Passed)}
 			if many {
 				line = append([]string{r.Arm, r.Case}, line...)
 			}
@@ -208,7 +208,7 @@ func windowFailures(r Row) []string {
 	for _, w := range r.Windows {
 		for _, c := range w.Checks {
 			if !c.Passed {
-				out = append(out, fmt.Sprintf("window %d (%s source-%d at %s): %s: %s", w.Index, w.Kind, w.Source, fmtSecs(w.StartS), c.Name, c.Detail))
+				out = append(out, fmt.Sprintf("window %d (%s %s at %s): %s: %s", w.Index, w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), c.Name, c.Detail))
 			}
 		}
 	}

@@ -46,10 +46,21 @@ const (
 	MaxModelLen            = 512
 	DefaultStopGrace       = 10 * time.Second
 	DefaultSimReadyTimeout = 60 * time.Second
-	// The script waits 1200 s for each vllm serve: model load can be slow.
+	// DefaultVLLMReadyTimeout is how long a vllm serve may take to answer
+	// /health: the script waits 1200 s for each, model load can be slow.
+	// An attached engine is waited for as long (package attach).
 	DefaultVLLMReadyTimeout = 1200 * time.Second
-	DefaultLogTail          = 1000
-	Host                    = "127.0.0.1"
+	// DefaultRestartLength is a real vLLM restart of Llama-3.2-1B from
+	// SIGKILL to ready: the seed's kill row saw n = 58 pulls at 2 trials/s
+	// in that window, so ~29 s. It is the default of RestartDelay's flag
+	// (--restart-length): the simulated engine waits this long on a
+	// restart, and ~1 s on a first start, so p2pfault opens fast.
+	DefaultRestartLength = 29 * time.Second
+	// HealthTimeout bounds one GET /health, of an engine p2pfault started
+	// or of an attached one.
+	HealthTimeout  = 2 * time.Second
+	DefaultLogTail = 1000
+	Host           = "127.0.0.1"
 )
 
 // Ports are the base ports of a run. Source i listens on SourceHTTP+i and
@@ -78,14 +89,14 @@ type Config struct {
 	GPUs    []string // CUDA_VISIBLE_DEVICES round-robin over engines (vllm only); empty: unset
 
 	HashSeed         string        // PYTHONHASHSEED of every engine; default "42"
-	TimeScale        float64       // the simulator's --sim-time-scale; 0 = 1
+	TimeScale        float64       // the simulator's --sim-time-scale; 0 = event.DefaultTimeScale
 	HandshakeTimeout time.Duration // VLLM_P2P_HANDSHAKE_TIMEOUT_S; 0 = the engine's default (30 s)
 	// RestartDelay is how long a simulated engine restarted by Restart or
 	// Restore takes to load its model (its --sim-startup-delay, which the
-	// sim scales by the time scale): a real vLLM restart of Llama-3.2-1B
-	// takes ~29 s from SIGKILL to ready, a first start of the sim ~1 s so
-	// the tool opens fast. 0 = as long as the first start. No effect on
-	// vllm, whose restart takes what it takes.
+	// sim scales by the time scale): a real vLLM restart takes
+	// DefaultRestartLength, a first start of the sim ~1 s so the tool opens
+	// fast. 0 = as long as the first start. No effect on vllm, whose
+	// restart takes what it takes.
 	RestartDelay time.Duration
 
 	// LoadFailurePolicy goes into every engine's kv-transfer-config as
@@ -141,9 +152,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if strings.ContainsAny(cfg.HashSeed, " \t\n=") {
 		return cfg, exitcode.Usagef("hash seed %q: want a number", cfg.HashSeed)
 	}
-	if cfg.TimeScale == 0 {
-		cfg.TimeScale = 1
-	}
+	cfg.TimeScale = event.TimeScaleOf(cfg.TimeScale)
 	for i, g := range cfg.GPUs {
 		if g == "" || strings.ContainsAny(g, ", \t\n") {
 			return cfg, exitcode.Usagef("GPU %d %q: want one device id or UUID", i, g)

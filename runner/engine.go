@@ -320,7 +320,7 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 // healthClient asks /health: a short timeout, and no connection kept, so
 // a restarted engine is asked on a connection of its own.
 func healthClient() *http.Client {
-	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	return &http.Client{Timeout: HealthTimeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
 }
 
 // health asks the engine's GET /health once: nil when it answers 200.
@@ -441,18 +441,8 @@ func (e *Engine) end(ctx context.Context, p *process, endFn EndFunc) error {
 			sigErr = err
 		}
 	}
-	graceCtx, cancel := context.WithTimeout(ctx, e.c.cfg.StopGrace)
-	err := waitGone(graceCtx, p)
-	cancel()
-	if err == nil {
-		return nil
-	}
-	if _, err := session.Signal(p.sid, unix.SIGKILL); err != nil && !errors.Is(err, session.ErrNoMembers) {
-		sigErr = errors.Join(sigErr, err)
-	}
-	killCtx, cancel := context.WithTimeout(context.Background(), killWait)
-	defer cancel()
-	if err := waitGone(killCtx, p); err != nil {
+	gone := func(ctx context.Context) error { return waitGone(ctx, p) }
+	if err := session.Drain(ctx, p.sid, e.c.cfg.StopGrace, killWait, gone); err != nil {
 		return fmt.Errorf("end %s session %d: %w", e.spec.Name, p.sid, errors.Join(sigErr, err))
 	}
 	return nil
@@ -468,44 +458,49 @@ func waitGone(ctx context.Context, p *process) error {
 	return session.WaitGone(ctx, p.sid, 10*time.Millisecond)
 }
 
+// begin is the opening every engine operation shares (Restart, Replace,
+// Remove, Restore): a context the cluster's Stop also cancels, the
+// engine's op lock, and a refusal once the cluster is stopping. what
+// names the operation in that refusal. On success the caller defers done.
+func (e *Engine) begin(ctx context.Context, what string) (opCtx context.Context, done func(), err error) {
+	ctx, cancel := e.c.opContext(ctx)
+	e.op.Lock()
+	done = func() {
+		e.op.Unlock()
+		cancel()
+	}
+	if e.c.life.Err() != nil {
+		done()
+		return nil, nil, fmt.Errorf("%s %s: %w", what, e.spec.Name, errStopping)
+	}
+	return ctx, done, nil
+}
+
 // Restart ends the engine's session with endFn (nil: SIGTERM, SIGKILL after
 // the grace) and starts it again on the same ports in a new session once
 // the ports are free, then waits until it is ready.
 func (e *Engine) Restart(ctx context.Context, endFn EndFunc) error {
-	ctx, cancel := e.c.opContext(ctx)
-	defer cancel()
-	e.op.Lock()
-	defer e.op.Unlock()
-	if e.c.life.Err() != nil {
-		return fmt.Errorf("restart %s: %w", e.spec.Name, errStopping)
-	}
-	e.mu.Lock()
-	p := e.proc
-	e.intent = intentRestart
-	e.changeLocked(event.StateRestarting)
-	e.mu.Unlock()
-	if p != nil {
-		if err := e.end(ctx, p, endFn); err != nil {
-			return e.failRestart(fmt.Errorf("restart %s: %w", e.spec.Name, err))
-		}
-	}
-	return e.relaunch(ctx, "restart")
+	return e.restart(ctx, endFn, "restart", false)
 }
 
-// Replace ends the engine's session with endFn (nil: SIGTERM, SIGKILL
-// after the grace) and starts a new engine in its place on new ports, HTTP
-// and P2P, drawn from the cluster's pool of free ports, in a new session
-// (recorded in sessions.json as a restart is), then waits until it is
-// ready. From the moment the new ports are drawn the engine's ports, URL,
-// state and command line are the new engine's.
+// Replace is Restart on new ports: it ends the engine's session with endFn
+// (nil: SIGTERM, SIGKILL after the grace) and starts a new engine in its
+// place on new ports, HTTP and P2P, drawn from the cluster's pool of free
+// ports, in a new session (recorded in sessions.json as a restart is),
+// then waits until it is ready. From the moment the new ports are drawn
+// the engine's ports, URL, state and command line are the new engine's.
 func (e *Engine) Replace(ctx context.Context, endFn EndFunc) error {
-	ctx, cancel := e.c.opContext(ctx)
-	defer cancel()
-	e.op.Lock()
-	defer e.op.Unlock()
-	if e.c.life.Err() != nil {
-		return fmt.Errorf("replace %s: %w", e.spec.Name, errStopping)
+	return e.restart(ctx, endFn, "replace", true)
+}
+
+// restart is Restart and Replace: what names it in errors, newPorts moves
+// the engine to new ports between the end and the new start.
+func (e *Engine) restart(ctx context.Context, endFn EndFunc, what string, newPorts bool) error {
+	ctx, done, err := e.begin(ctx, what)
+	if err != nil {
+		return err
 	}
+	defer done()
 	e.mu.Lock()
 	p := e.proc
 	e.intent = intentRestart
@@ -513,31 +508,40 @@ func (e *Engine) Replace(ctx context.Context, endFn EndFunc) error {
 	e.mu.Unlock()
 	if p != nil {
 		if err := e.end(ctx, p, endFn); err != nil {
-			return e.failRestart(fmt.Errorf("replace %s: %w", e.spec.Name, err))
+			return e.failRestart(fmt.Errorf("%s %s: %w", what, e.spec.Name, err))
 		}
 	}
+	if newPorts {
+		if err := e.movePorts(); err != nil {
+			return e.failRestart(fmt.Errorf("%s %s: %w", what, e.spec.Name, err))
+		}
+	}
+	return e.relaunch(ctx, what)
+}
+
+// movePorts draws the engine's new ports (and the argv naming them) from
+// the cluster's pool; the faces see them at once. The caller holds e.op.
+func (e *Engine) movePorts() error {
 	next, err := e.c.replacementSpec(e)
 	if err != nil {
-		return e.failRestart(fmt.Errorf("replace %s: %w", e.spec.Name, err))
+		return err
 	}
 	e.mu.Lock()
 	e.spec.HTTPPort, e.spec.P2PPort, e.spec.Args = next.HTTPPort, next.P2PPort, next.Args
 	e.changeLocked(event.StateRestarting) // the faces see the new ports
 	e.mu.Unlock()
 	_ = e.c.writeSessions()
-	return e.relaunch(ctx, "replace")
+	return nil
 }
 
 // Remove ends the engine's session with endFn (nil: SIGTERM, SIGKILL after
 // the grace) and leaves it down; Restore brings it back.
 func (e *Engine) Remove(ctx context.Context, endFn EndFunc) error {
-	ctx, cancel := e.c.opContext(ctx)
-	defer cancel()
-	e.op.Lock()
-	defer e.op.Unlock()
-	if e.c.life.Err() != nil {
-		return fmt.Errorf("remove %s: %w", e.spec.Name, errStopping)
+	ctx, done, err := e.begin(ctx, "remove")
+	if err != nil {
+		return err
 	}
+	defer done()
 	e.mu.Lock()
 	p := e.proc
 	if e.state == event.StateRemoved {
@@ -546,7 +550,6 @@ func (e *Engine) Remove(ctx context.Context, endFn EndFunc) error {
 	}
 	e.intent = intentRemove
 	e.mu.Unlock()
-	var err error
 	if p != nil {
 		err = e.end(ctx, p, endFn)
 	}
@@ -566,13 +569,11 @@ func (e *Engine) Remove(ctx context.Context, endFn EndFunc) error {
 // Restore starts a removed (or exited) engine again on its ports and waits
 // until it is ready.
 func (e *Engine) Restore(ctx context.Context) error {
-	ctx, cancel := e.c.opContext(ctx)
-	defer cancel()
-	e.op.Lock()
-	defer e.op.Unlock()
-	if e.c.life.Err() != nil {
-		return fmt.Errorf("restore %s: %w", e.spec.Name, errStopping)
+	ctx, done, err := e.begin(ctx, "restore")
+	if err != nil {
+		return err
 	}
+	defer done()
 	e.mu.Lock()
 	state, p := e.state, e.proc
 	e.mu.Unlock()

@@ -15,9 +15,6 @@ import (
 // DecoderName is the name of the cluster's single decoder.
 const DecoderName = "decoder"
 
-// SourceName is the name of source i ("source-0").
-func SourceName(i int) string { return "source-" + strconv.Itoa(i) }
-
 // Spec is how one engine is started: never through a shell.
 type Spec struct {
 	Name     string // "source-0", ..., "decoder"
@@ -151,7 +148,7 @@ func checkPortPlans(sources int, plans []portPlan) error {
 
 func engineName(sources, i int) string {
 	if i < sources {
-		return SourceName(i)
+		return event.SourceName(i)
 	}
 	return DecoderName
 }
@@ -216,7 +213,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			"--enable-prompt-tokens-details",
 			"--kv-transfer-config", kvTransferJSON(Host, p.p2p, cfg.LoadFailurePolicy),
 		)
-		if cfg.Engine == EngineSim && cfg.TimeScale != 1 {
+		if cfg.Engine == EngineSim && cfg.TimeScale != event.DefaultTimeScale {
 			s.Args = append(s.Args, "--sim-time-scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
 		}
 		s.Args = append(s.Args, cfg.ExtraArgs...)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"p2pfault/runner/session"
 )
 
@@ -291,16 +289,5 @@ func endSession(ctx context.Context, sid int) error {
 	if err := terminate(sid); err != nil {
 		return err
 	}
-	graceCtx, cancel := context.WithTimeout(ctx, cleanupGrace)
-	err := session.WaitGone(graceCtx, sid, 10*time.Millisecond)
-	cancel()
-	if err == nil {
-		return nil
-	}
-	if _, err := session.Signal(sid, unix.SIGKILL); err != nil && !errors.Is(err, session.ErrNoMembers) {
-		return err
-	}
-	killCtx, cancel := context.WithTimeout(context.Background(), killWait)
-	defer cancel()
-	return session.WaitGone(killCtx, sid, 10*time.Millisecond)
+	return session.Drain(ctx, sid, cleanupGrace, killWait, nil)
 }

@@ -63,22 +63,49 @@ func (t Target) Continue(ctx context.Context) error {
 	return nil
 }
 
+// signal is the EndFunc of Kill, Replace and Terminate, the one place a
+// target's signal is sent: sig to every process of the session, the time
+// and error told to signalled (if set) as soon as it is sent, then each of
+// then (an empty session by then is no error).
+func signal(sig unix.Signal, signalled func(time.Time, error), then ...unix.Signal) EndFunc {
+	return func(sid int) error {
+		at := time.Now()
+		_, err := session.Signal(sid, sig)
+		if signalled != nil {
+			signalled(at, err)
+		}
+		for _, s := range then {
+			if _, serr := session.Signal(sid, s); serr != nil && !errors.Is(serr, session.ErrNoMembers) {
+				err = errors.Join(err, serr)
+			}
+		}
+		return err
+	}
+}
+
 // Kill SIGKILLs every process of the session, restarts the engine on the
 // same ports in a new session once they are free, and returns when it is
 // ready.
 func (t Target) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	return t.killThen(ctx, t.Engine.Restart, signalled)
+}
+
+// Replace SIGKILLs every process of the session and starts a new engine in
+// its place on new ports (HTTP and P2P) in a new session, and returns when
+// it is ready (Engine.Replace); the target's ports and URL are then the
+// new engine's.
+func (t Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	return t.killThen(ctx, t.Engine.Replace, signalled)
+}
+
+// killThen is Kill and Replace: restart is the engine's Restart (same
+// ports) or Replace (new ones), ending the session with SIGKILL; it
+// returns when the engine is ready again.
+func (t Target) killThen(ctx context.Context, restart func(context.Context, EndFunc) error, signalled func(time.Time, error)) (time.Time, error) {
 	if _, _, ok := t.Session(); !ok {
 		return time.Time{}, t.notRunning()
 	}
-	err := t.Restart(ctx, func(sid int) error {
-		at := time.Now()
-		_, err := session.Signal(sid, unix.SIGKILL)
-		if signalled != nil {
-			signalled(at, err)
-		}
-		return err
-	})
-	if err != nil {
+	if err := restart(ctx, signal(unix.SIGKILL, signalled)); err != nil {
 		return time.Time{}, err
 	}
 	return t.ReadyAt(), nil
@@ -92,45 +119,13 @@ func (t Target) Terminate(ctx context.Context, signalled func(time.Time, error))
 	if _, _, ok := t.Session(); !ok {
 		return t.notRunning()
 	}
-	return t.Engine.Remove(ctx, func(sid int) error {
-		at := time.Now()
-		_, err := session.Signal(sid, unix.SIGTERM)
-		if signalled != nil {
-			signalled(at, err)
-		}
-		if _, cerr := session.Signal(sid, unix.SIGCONT); cerr != nil && !errors.Is(cerr, session.ErrNoMembers) {
-			err = errors.Join(err, cerr)
-		}
-		return err
-	})
+	return t.Engine.Remove(ctx, signal(unix.SIGTERM, signalled, unix.SIGCONT))
 }
 
 // Restore starts a removed engine again on its ports and returns when it
 // is ready.
 func (t Target) Restore(ctx context.Context) (time.Time, error) {
 	if err := t.Engine.Restore(ctx); err != nil {
-		return time.Time{}, err
-	}
-	return t.ReadyAt(), nil
-}
-
-// Replace SIGKILLs every process of the session and starts a new engine in
-// its place on new ports (HTTP and P2P) in a new session, and returns when
-// it is ready (Engine.Replace); the target's ports and URL are then the
-// new engine's.
-func (t Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
-	if _, _, ok := t.Session(); !ok {
-		return time.Time{}, t.notRunning()
-	}
-	err := t.Engine.Replace(ctx, func(sid int) error {
-		at := time.Now()
-		_, err := session.Signal(sid, unix.SIGKILL)
-		if signalled != nil {
-			signalled(at, err)
-		}
-		return err
-	})
-	if err != nil {
 		return time.Time{}, err
 	}
 	return t.ReadyAt(), nil

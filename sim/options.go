@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/sim/engine"
 )
@@ -72,7 +73,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.pendingHandshake, "p2p-pending-handshake", "wait", "a request meeting a pending P2P handshake: wait (vLLM main) or prefill (vLLM PR #64501)")
 
 	// Sim knobs.
-	fs.Float64Var(&f.timeScale, "sim-time-scale", 1, "multiplies every sim timeout and delay (not the tick, compute or transfer time)")
+	fs.Float64Var(&f.timeScale, "sim-time-scale", event.DefaultTimeScale, "multiplies every sim timeout and delay (not the tick, compute or transfer time)")
 	fs.DurationVar(&f.lookupTimeout, "sim-lookup-timeout", 8*time.Second, "a lookup not answered within this kills the P2P session")
 	fs.DurationVar(&f.heartbeatInterval, "sim-heartbeat-interval", 2*time.Second, "ping interval on ready P2P sessions")
 	fs.DurationVar(&f.heartbeatTimeout, "sim-heartbeat-timeout", 10*time.Second, "silence after a ping that kills a P2P session")
@@ -168,7 +169,7 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 	default:
 		return fail("--p2p-pending-handshake %q: want wait or prefill", f.pendingHandshake)
 	}
-	if !(f.timeScale > 0) || math.IsInf(f.timeScale, 0) {
+	if !event.ValidTimeScale(f.timeScale) {
 		return fail("--sim-time-scale %g: must be a positive number", f.timeScale)
 	}
 	if !(f.transferBandwidth > 0) || math.IsInf(f.transferBandwidth, 0) {

@@ -51,7 +51,7 @@ func simulateArm(tb testing.TB, m Model, arm string, sources int, interval, run 
 		if t%time.Second == 0 {
 			for i := 0; i < sources; i++ {
 				batch = append(batch, event.Event{Kind: event.KindEngine, T: t, Wall: wallAt(t),
-					Engine: engineInfo(sourceEngine(i), i, event.StateReady, 4200+10*i, warmup+t)})
+					Engine: engineInfo(event.SourceName(i), i, event.StateReady, 4200+10*i, warmup+t)})
 			}
 			batch = append(batch, event.Event{Kind: event.KindVerdict, T: t, Wall: wallAt(t), Verdict: &verdict})
 		}

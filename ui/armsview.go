@@ -92,7 +92,7 @@ func (m Model) armKey(msg tea.KeyMsg) (Model, tea.Cmd, bool) {
 		return m, nil, true
 	case key.Matches(msg, k.Log):
 		m.mode = modeLog
-		m.logEngine = m.keyArms()[0] + "/" + sourceEngine(m.selected)
+		m.logEngine = m.keyArms()[0] + "/" + event.SourceName(m.selected)
 		m.logLines = nil
 		if m.ctrl != nil {
 			return m, fetchLogTail(m.ctrl, m.logEngine, logTailLines), true
@@ -420,7 +420,7 @@ func (m Model) diffLine(w int, nowT time.Duration) string {
 	for _, a := range m.arms.order {
 		mm := m.forArm(a)
 		if i >= len(mm.st.sources) {
-			parts = append(parts, a+": no "+sourceEngine(i))
+			parts = append(parts, a+": no "+event.SourceName(i))
 			continue
 		}
 		st := mm.sourcePanel(i, mm.st.nowT(m.opts.Now())).stats
@@ -433,7 +433,7 @@ func (m Model) diffLine(w int, nowT time.Duration) string {
 	}
 	_ = nowT
 	body := strings.Join(parts, "  |  ")
-	full := s.Selected.Render(sourceEngine(i)) + s.Dim.Render(" last "+fmtSpan(m.recent())+"  ") + body
+	full := s.Selected.Render(event.SourceName(i)) + s.Dim.Render(" last "+fmtSpan(m.recent())+"  ") + body
 	if lipgloss.Width(full) > w {
 		full = body // the figures matter more than their label
 	}

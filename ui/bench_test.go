@@ -44,7 +44,7 @@ func simulate(tb testing.TB, m Model, sources int, interval, run time.Duration) 
 		if t%time.Second == 0 {
 			for i := 0; i < sources; i++ {
 				batch = append(batch, event.Event{Kind: event.KindEngine, T: t, Wall: wallAt(t),
-					Engine: engineInfo(sourceEngine(i), i, event.StateReady, 4200+10*i, warmup+t)})
+					Engine: engineInfo(event.SourceName(i), i, event.StateReady, 4200+10*i, warmup+t)})
 			}
 			batch = append(batch, event.Event{Kind: event.KindVerdict, T: t, Wall: wallAt(t), Verdict: &verdict})
 		}
@@ -145,7 +145,7 @@ func BenchmarkViewInFlight(b *testing.B) {
 	for i := range sources + 1 {
 		name := "decoder"
 		if i < sources {
-			name = sourceEngine(i)
+			name = event.SourceName(i)
 		}
 		evs = append(evs, event.Event{Kind: event.KindMetrics, T: run, Wall: wallAt(run), Metrics: &event.MetricsInfo{Engine: name}})
 	}

@@ -128,11 +128,11 @@ func (s *script) engine(t time.Duration, info *event.EngineInfo) {
 // upCluster brings two sources and the decoder up and reaches t0.
 func (s *script) upCluster(sources int) {
 	for i := 0; i < sources; i++ {
-		s.engine(-19*time.Second, engineInfo(sourceEngine(i), i, event.StateStarting, 4200+10*i, 0))
+		s.engine(-19*time.Second, engineInfo(event.SourceName(i), i, event.StateStarting, 4200+10*i, 0))
 	}
 	s.engine(-19*time.Second, engineInfo("decoder", 0, event.StateStarting, 4300, 0))
 	for i := 0; i < sources; i++ {
-		s.engine(-16*time.Second, engineInfo(sourceEngine(i), i, event.StateReady, 4200+10*i, 3*time.Second))
+		s.engine(-16*time.Second, engineInfo(event.SourceName(i), i, event.StateReady, 4200+10*i, 3*time.Second))
 	}
 	s.engine(-15*time.Second, engineInfo("decoder", 0, event.StateReady, 4300, 4*time.Second))
 	for i := 0; i < sources; i++ {

@@ -212,7 +212,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, cmd
 	case actionDoneMsg:
 		if msg.err != nil {
-			m.st.addLog(m.nowT(), levelError, "%s %s: %v", msg.action, sourceEngine(msg.source), msg.err)
+			m.st.addLog(m.nowT(), levelError, "%s %s: %v", msg.action, event.SourceName(msg.source), msg.err)
 		}
 		return m, nil
 	case logTailMsg:
@@ -385,7 +385,7 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, setProbing(m.ctrl, m.st.probing)
 	case key.Matches(msg, k.Log):
 		m.mode = modeLog
-		m.logEngine = sourceEngine(m.selected)
+		m.logEngine = event.SourceName(m.selected)
 		m.logLines = nil
 		if m.ctrl != nil {
 			return m, fetchLogTail(m.ctrl, m.logEngine, logTailLines)
@@ -433,7 +433,7 @@ func (m Model) refusal(k *fault.Kind, i int) string {
 	if c == nil {
 		return ""
 	}
-	return k.Refusal(sourceEngine(i), c.Condition)
+	return k.Refusal(event.SourceName(i), c.Condition)
 }
 
 // nextEngine cycles the full-screen log through every known engine.
@@ -478,7 +478,7 @@ func (m Model) startupEngines() []startupEngine {
 	}
 	if m.st.run != nil {
 		for i := 0; i < m.st.run.Sources && i < maxSources; i++ {
-			add(sourceEngine(i))
+			add(event.SourceName(i))
 		}
 		add("decoder")
 	}
@@ -774,7 +774,7 @@ func (m Model) nextFault(nowT time.Duration) string {
 		what, at = "", 0
 		for _, f := range m.st.schedule {
 			if f.At > nowT {
-				what, at = fmt.Sprintf("%s %s", f.Action, sourceEngine(f.Source)), f.At
+				what, at = fmt.Sprintf("%s %s", f.Action, event.SourceName(f.Source)), f.At
 				break
 			}
 		}
@@ -805,10 +805,10 @@ func firstFault(run *event.RunInfo) (string, bool) {
 		return "", false
 	}
 	if tl, err := fault.Parse(run.Timeline); err == nil && len(tl) > 0 {
-		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
+		return fmt.Sprintf("%s %s", tl[0].Action, event.SourceName(tl[0].Source)), true
 	}
 	if tl, err := fault.Preset(run.Case, run.FaultAt, run.FaultFor); err == nil && len(tl) > 0 {
-		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
+		return fmt.Sprintf("%s %s", tl[0].Action, event.SourceName(tl[0].Source)), true
 	}
 	return "", false
 }

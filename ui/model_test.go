@@ -90,7 +90,7 @@ func engineEv(source int, state event.State) event.Event {
 }
 
 func engineEvPid(source int, state event.State, pid int) event.Event {
-	return event.Event{Kind: event.KindEngine, Engine: engineInfo(sourceEngine(source), source, state, pid, time.Second)}
+	return event.Event{Kind: event.KindEngine, Engine: engineInfo(event.SourceName(source), source, state, pid, time.Second)}
 }
 
 func TestKeysCallTheControllerForTheSelectedSource(t *testing.T) {

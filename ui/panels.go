@@ -111,7 +111,7 @@ func (h headerPanel) Render(width int) string {
 		probe = s.Dim.Render("run over")
 	}
 	parts = append(parts, probe)
-	line2 := spread(strings.Join(parts, "  "), "target "+s.Selected.Render(sourceEngine(h.selected)), width)
+	line2 := spread(strings.Join(parts, "  "), "target "+s.Selected.Render(event.SourceName(h.selected)), width)
 	return fit(line1, width) + "\n" + fit(line2, width)
 }
 
@@ -149,7 +149,7 @@ func (p sourcePanel) Render(w, h int) string {
 	if inner < 10 || h < 1 {
 		return blankBlock(w, h)
 	}
-	name := sourceEngine(p.index)
+	name := event.SourceName(p.index)
 	if p.selected {
 		name = s.Selected.Render("▶ " + name)
 	} else {

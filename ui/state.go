@@ -209,10 +209,10 @@ func (st *state) up() bool {
 }
 
 func (st *state) timeScale() float64 {
-	if st.run == nil || st.run.TimeScale <= 0 {
-		return 1
+	if st.run == nil {
+		return event.DefaultTimeScale
 	}
-	return st.run.TimeScale
+	return event.TimeScaleOf(st.run.TimeScale)
 }
 
 func (st *state) addLog(at time.Duration, level logLevel, format string, args ...any) {
@@ -234,9 +234,6 @@ func (st *state) source(i int) *sourceState {
 	}
 	return st.sources[i]
 }
-
-// sourceEngine names the engine of source i, as the runner does.
-func sourceEngine(i int) string { return fmt.Sprintf("source-%d", i) }
 
 // engineOrder lists engines as the process table shows them: sources by
 // index, then the decoder and anything else by name.
@@ -263,7 +260,7 @@ func (st *state) engineOrder() []*engineState {
 
 // engineOf returns the engine of source i, if any event named it.
 func (st *state) engineOf(i int) *engineState {
-	if e, ok := st.engines[sourceEngine(i)]; ok && e.reported {
+	if e, ok := st.engines[event.SourceName(i)]; ok && e.reported {
 		return e
 	}
 	for _, e := range st.engines {
@@ -353,7 +350,7 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		// A source's first address is the run's own (the process table
 		// shows its ports); a new one (a replace) goes in the log.
 		if a := ev.Address; a != nil && a.Prev != "" {
-			st.addLog(ev.T, levelInfo, "%s: pulls name %s from now on, not %s", sourceEngine(a.Source), a.P2P, a.Prev)
+			st.addLog(ev.T, levelInfo, "%s: pulls name %s from now on, not %s", event.SourceName(a.Source), a.P2P, a.Prev)
 		}
 	case event.KindVerification:
 		if v := ev.Verification; v != nil {
@@ -361,7 +358,7 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 			if !v.Verified || v.After > check.DefaultVerifyWithin {
 				level, what = levelWarn, "did NOT take effect"
 			}
-			st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, sourceEngine(v.Source), what, fmtLatency(v.After), v.Detail)
+			st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, event.SourceName(v.Source), what, fmtLatency(v.After), v.Detail)
 		}
 	}
 }
@@ -448,7 +445,7 @@ func (st *state) applyFault(ev event.Event) {
 		by = "script"
 	}
 	if f.Err != "" {
-		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, sourceEngine(f.Source), by, f.Err)
+		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, event.SourceName(f.Source), by, f.Err)
 		return
 	}
 	s := st.source(f.Source)
@@ -456,7 +453,7 @@ func (st *state) applyFault(ev event.Event) {
 		st.addLog(ev.T, levelWarn, "%s on source %d, which is out of range", f.Action, f.Source)
 		return
 	}
-	what := fmt.Sprintf("%s %s (%s)", f.Action, sourceEngine(f.Source), by)
+	what := fmt.Sprintf("%s %s (%s)", f.Action, event.SourceName(f.Source), by)
 	k, _ := fault.Lookup(f.Action)
 	switch {
 	case k != nil && k.Opens:
@@ -496,7 +493,7 @@ func (st *state) applyWindow(ev event.Event) {
 		} else {
 			s.spans.Push(span{start: w.Start, open: true})
 		}
-		st.addLog(ev.T, levelFault, "fault window opened on %s", sourceEngine(w.Source))
+		st.addLog(ev.T, levelFault, "fault window opened on %s", event.SourceName(w.Source))
 		return
 	}
 	switch sp := s.lastSpan(); {
@@ -505,7 +502,7 @@ func (st *state) applyWindow(ev event.Event) {
 	default:
 		s.spans.Push(span{start: w.Start, end: w.End})
 	}
-	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", sourceEngine(w.Source), fmtLatency(w.End-w.Start))
+	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", event.SourceName(w.Source), fmtLatency(w.End-w.Start))
 }
 
 func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
@@ -558,7 +555,7 @@ func (st *state) logWrong(sm event.Sample) {
 	switch {
 	case st.wrongLogged <= maxWrongLogged:
 		st.addLog(sm.End(), levelError, "wrong text: %s pull sent at %s (cached %d) returned %s, the source's is %s",
-			sourceEngine(sm.Source), fmtRunTime(sm.Start), sm.CachedTokens, check.QuoteText(sm.PullText), check.QuoteText(sm.SourceText))
+			event.SourceName(sm.Source), fmtRunTime(sm.Start), sm.CachedTokens, check.QuoteText(sm.PullText), check.QuoteText(sm.SourceText))
 	case st.wrongLogged == maxWrongLogged+1:
 		st.addLog(sm.End(), levelError, "wrong text: more pulls returned other text than the source's; the source panels count them (wrong N)")
 	}

@@ -31,7 +31,7 @@ func steadyLines(s *Styles, v *event.Verdict) []string {
 	}
 	rows := [][]string{head}
 	for _, src := range v.Steady {
-		row := []string{sourceEngine(src.Source), strconv.Itoa(src.N), strconv.Itoa(src.OK), strconv.Itoa(src.Errors)}
+		row := []string{event.SourceName(src.Source), strconv.Itoa(src.N), strconv.Itoa(src.OK), strconv.Itoa(src.Errors)}
 		if src.N > 0 {
 			l := src.Latency
 			row = append(row, fmtPercent(float64(src.Pulled)/float64(src.N)), fmtQuantile(l.P50), fmtQuantile(l.P90), fmtQuantile(l.P99), fmtQuantile(l.Max))

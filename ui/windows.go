@@ -37,7 +37,7 @@ func (st *state) applySettled(ev event.Event) {
 	}
 	st.applyWindowVerdict(*w)
 	if w.Passed {
-		st.addLog(ev.T, levelInfo, "window %d (%s %s): pass", w.Index, w.Kind, sourceEngine(w.Source))
+		st.addLog(ev.T, levelInfo, "window %d (%s %s): pass", w.Index, w.Kind, event.SourceName(w.Source))
 		return
 	}
 	var failed []string
@@ -46,7 +46,7 @@ func (st *state) applySettled(ev event.Event) {
 			failed = append(failed, c.Name)
 		}
 	}
-	st.addLog(ev.T, levelError, "window %d (%s %s): FAIL (%s)", w.Index, w.Kind, sourceEngine(w.Source), strings.Join(failed, ", "))
+	st.addLog(ev.T, levelError, "window %d (%s %s): FAIL (%s)", w.Index, w.Kind, event.SourceName(w.Source), strings.Join(failed, ", "))
 }
 
 // windowsPanel is a run of many fault windows judged fault by fault: a
@@ -107,7 +107,7 @@ func (p windowsPanel) Render(w, h int) string {
 		if win.End == 0 {
 			open = "+"
 		}
-		line := fmt.Sprintf("  #%-3d %-9s %-9s at %-8s %-7s %s ", win.Index, fit(win.Kind, 9), sourceEngine(win.Source),
+		line := fmt.Sprintf("  #%-3d %-9s %-9s at %-8s %-7s %s ", win.Index, fit(win.Kind, 9), event.SourceName(win.Source),
 			fmtRunTime(win.Start), fmtLatency(max(win.End-win.Start, 0))+open, fit(res, 4))
 		for _, c := range windowChecks {
 			mark := s.Dim.Render("–")
