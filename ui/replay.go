@@ -218,23 +218,17 @@ func (r *Replay) add(evs []event.Event) {
 
 // windowMark is where ev says a fault window opened: at the window's own
 // event, or for a window only seen closed, its start on the run's clock.
+// Window events are the one source of fault windows, here as on the
+// charts (state.applyWindow).
 func windowMark(ev event.Event, at time.Time) (time.Time, bool) {
-	switch ev.Kind {
-	case event.KindWindow:
-		if w := ev.Window; w != nil {
-			if w.End == 0 || ev.T < w.Start {
-				return at, true
-			}
-			return at.Add(w.Start - ev.T), true
-		}
-	case event.KindFault:
-		if f := ev.Fault; f != nil && f.Err == "" {
-			if k, _ := fault.Lookup(f.Action); k != nil && k.Opens {
-				return at, true
-			}
-		}
+	w := ev.Window
+	if ev.Kind != event.KindWindow || w == nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	if w.End == 0 || ev.T < w.Start {
+		return at, true
+	}
+	return at.Add(w.Start - ev.T), true
 }
 
 // mergeMarks sorts the marks and merges those within markMerge into the
