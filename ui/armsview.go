@@ -198,7 +198,7 @@ func (m Model) armsView(w, h int) string {
 	head := headerPanel{
 		run: run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
+		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.mark, styles: s,
 	}.Render(w)
 	hv := m.help.View(m.footer(armsKeys{k: m.keys, mode: m.armMode()}))
 	banner := ""

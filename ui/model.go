@@ -87,7 +87,11 @@ type Model struct {
 	events <-chan event.Event // the live bus; nil when a replay feeds the Model (replay.go)
 	done   <-chan struct{}
 	opts   Options
-	replay *Replay // the replay feeding the Model, nil live: the header's mark and the keys' help
+	// A feed other than the live bus (a replay, replay.go) shows its mark
+	// in the header, in place of the elapsed time, and its keys in the
+	// footer and `?`; it sets them, the Model does not know it. Zero live.
+	mark     string
+	feedKeys help.KeyMap
 
 	arms    *arms
 	st      *state // the arm shown: arms.first()
@@ -532,7 +536,7 @@ func (m Model) startupView(w, h int) string {
 		failures: m.st.failures,
 		ended:    m.st.ended,
 		exitCode: m.st.exitCode,
-		replay:   m.replayTag(),
+		replay:   m.mark,
 		tails:    tails,
 		recent:   m.st.log.Last(8),
 		styles:   m.styles,
@@ -550,7 +554,7 @@ func (m Model) dashboard(w, h int) string {
 	head := headerPanel{
 		run: m.st.run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: m.st.ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
+		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.mark, styles: s,
 	}.Render(w)
 	hv := m.help.View(m.footer(m.keys))
 	var banner string
@@ -758,61 +762,6 @@ func nearestRank(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// nextFault is the header's countdown to the next scheduled fault (the
-// first scripted one for a stream without a schedule event), or when the
-// run ends.
-func (m Model) nextFault(nowT time.Duration) string {
-	run := m.st.run
-	if run == nil || m.st.ended {
-		return ""
-	}
-	what, scripted := firstFault(run)
-	at := run.FaultAt
-	if len(m.st.schedule) > 0 {
-		// The schedule's next fault, as its event gave it (a nemesis'
-		// steps, or a timeline's); none left once the last has fired.
-		what, at = "", 0
-		for _, f := range m.st.schedule {
-			if f.At > nowT {
-				what, at = fmt.Sprintf("%s %s", f.Action, sourceEngine(f.Source)), f.At
-				break
-			}
-		}
-	}
-	beforeT0 := m.st.phase == "" || m.st.phase == event.PhaseStarting || m.st.phase == event.PhaseWarmup
-	switch {
-	case !scripted:
-		if run.Duration > 0 && !beforeT0 {
-			return "ends in " + fmtCountdown(run.Duration-nowT)
-		}
-		return "no scripted fault"
-	case beforeT0:
-		return fmt.Sprintf("%s at %s", what, fmtRunTime(at))
-	case nowT < at:
-		return fmt.Sprintf("%s in %s", what, fmtCountdown(at-nowT))
-	case run.Duration > 0:
-		return "ends in " + fmtCountdown(run.Duration-nowT)
-	default:
-		return ""
-	}
-}
-
-// firstFault names the run's first scripted fault ("kill source-1"): the
-// timeline's first step, or for a stream without one the case on
-// source-0.
-func firstFault(run *event.RunInfo) (string, bool) {
-	if run.FaultAt <= 0 {
-		return "", false
-	}
-	if tl, err := fault.Parse(run.Timeline); err == nil && len(tl) > 0 {
-		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
-	}
-	if tl, err := fault.Preset(run.Case, run.FaultAt, run.FaultFor); err == nil && len(tl) > 0 {
-		return fmt.Sprintf("%s %s", tl[0].Action, sourceEngine(tl[0].Source)), true
-	}
-	return "", false
-}
-
 // clip cuts the view to the window, so a small terminal never scrolls.
 func clip(s string, w, h int) string {
 	lines := strings.Split(s, "\n")
@@ -825,4 +774,12 @@ func clip(s string, w, h int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// footer is the help the footer shows: the live keys given, or the feed's.
+func (m Model) footer(live help.KeyMap) help.KeyMap {
+	if m.feedKeys != nil {
+		return m.feedKeys
+	}
+	return live
 }

@@ -56,65 +56,6 @@ func spread(left, right string, w int) string {
 	return left + strings.Repeat(" ", gap) + right
 }
 
-// headerPanel is the top two lines: what runs, where it is, what comes next.
-type headerPanel struct {
-	run       *event.RunInfo
-	phase     event.Phase
-	nowT      time.Duration
-	elapsed   time.Duration
-	scale     float64
-	probing   bool
-	ended     bool
-	selected  int
-	nextFault string
-	replay    string // a replay's mark and position, in place of the elapsed time (replay.go)
-	styles    *Styles
-}
-
-func (h headerPanel) Render(width int) string {
-	s := h.styles
-	var what []string
-	if h.run != nil {
-		what = append(what,
-			"case "+orDash(h.run.Case),
-			"arm "+orDash(h.run.Arm))
-		if m := event.ModeOf(h.run.Mode); m != event.ModeP2P {
-			what = append(what, "mode "+m) // p2p, the seed's, goes unsaid
-		}
-		what = append(what,
-			orDash(h.run.Engine),
-			fmt.Sprintf("%d sources", h.run.Sources))
-	}
-	what = append(what, "scale ×"+strconv.FormatFloat(h.scale, 'g', 4, 64))
-	phase := string(h.phase)
-	if phase == "" {
-		phase = "starting"
-	}
-	left := s.Title.Render("p2pfault") + "  " + strings.Join(what, " · ")
-	line1 := spread(left, "phase "+s.Phase.Render(strings.ToUpper(phase)), width)
-
-	parts := []string{
-		"elapsed " + fmtClock(h.elapsed),
-		fmtRunTime(h.nowT),
-	}
-	if h.replay != "" {
-		parts[0] = h.replay
-	}
-	if h.nextFault != "" {
-		parts = append(parts, s.Countdown.Render(h.nextFault))
-	}
-	probe := s.Ready.Render("probing")
-	if !h.probing {
-		probe = s.Stalled.Render("probing PAUSED")
-	}
-	if h.ended {
-		probe = s.Dim.Render("run over")
-	}
-	parts = append(parts, probe)
-	line2 := spread(strings.Join(parts, "  "), "target "+s.Selected.Render(sourceEngine(h.selected)), width)
-	return fit(line1, width) + "\n" + fit(line2, width)
-}
-
 // latencyStats summarise the pulls of a rolling window.
 type latencyStats struct {
 	n             int
