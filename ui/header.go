@@ -20,7 +20,7 @@ type headerPanel struct {
 	ended     bool
 	selected  int
 	nextFault string
-	replay    string // a replay's mark and position, in place of the elapsed time (replay.go)
+	mark      string // a replay's mark and position, in place of the elapsed time (replay.go)
 	styles    *Styles
 }
 
@@ -50,8 +50,8 @@ func (h headerPanel) Render(width int) string {
 		"elapsed " + fmtClock(h.elapsed),
 		fmtRunTime(h.nowT),
 	}
-	if h.replay != "" {
-		parts[0] = h.replay
+	if h.mark != "" {
+		parts[0] = h.mark
 	}
 	if h.nextFault != "" {
 		parts = append(parts, s.Countdown.Render(h.nextFault))
@@ -75,7 +75,7 @@ func (m Model) header(run *event.RunInfo, ended bool, now time.Time, w int) stri
 	return headerPanel{
 		run: run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.mark, styles: m.styles,
+		selected: m.selected, nextFault: m.nextFault(nowT), mark: m.mark, styles: m.styles,
 	}.Render(w)
 }
 

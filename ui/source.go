@@ -2,19 +2,11 @@ package ui
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"p2pfault/probe"
 )
-
-// latencyStats summarise the pulls of a rolling window.
-type latencyStats struct {
-	n             int
-	p50, p95, max time.Duration
-	hits          int
-}
 
 // sourcePanel is one source: badge, latency chart, rolling stats, hit-rate
 // sparkline and counts.
@@ -105,9 +97,6 @@ func (p sourcePanel) Render(w, h int) string {
 // chart has no room; above panelMax it only stretches.
 const panelMin, panelMax = 9, 22
 
-// sparkBuckets is how many columns the hit-rate sparkline has.
-const sparkBuckets = 20
-
 // sourcePanel gathers what source i's panel shows. Its work is bounded by
 // the ring, which holds only the windows shown.
 func (m Model) sourcePanel(i int, nowT time.Duration) sourcePanel {
@@ -120,38 +109,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 	recent, window := m.recent(), m.window()
 	from := nowT - recent
 
-	var lats []time.Duration
-	var hitB, nB [sparkBuckets]int
-	st := latencyStats{}
-	for j := 0; j < src.points.Len(); j++ {
-		p := src.points.At(j)
-		if p.end <= from || p.end > nowT {
-			continue
-		}
-		lats = append(lats, p.latency)
-		if p.hit {
-			st.hits++
-		}
-		b := int(float64(p.end-from) / float64(recent) * sparkBuckets)
-		b = min(max(b, 0), sparkBuckets-1)
-		nB[b]++
-		if p.hit {
-			hitB[b]++
-		}
-	}
-	st.n = len(lats)
-	if st.n > 0 {
-		sort.Slice(lats, func(a, b int) bool { return lats[a] < lats[b] })
-		st.p50 = nearestRank(lats, 0.50)
-		st.p95 = nearestRank(lats, 0.95)
-		st.max = lats[len(lats)-1]
-	}
-	spark := make([]float64, sparkBuckets)
-	for b := range spark {
-		if nB[b] > 0 {
-			spark[b] = float64(hitB[b]) / float64(nB[b])
-		}
-	}
+	st, spark := rollingStats(&src.points, from, nowT)
 	kind, text := m.st.badge(i, nowT)
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,

@@ -22,7 +22,7 @@ type startupView struct {
 	exitCode int
 	tails    []engineTail
 	recent   []logEntry
-	replay   string // a replay's mark and position (replay.go)
+	mark     string // a replay's mark and position (replay.go)
 	styles   *Styles
 }
 
@@ -40,8 +40,8 @@ type engineTail struct {
 func (v startupView) Render(w, h int) string {
 	s := v.styles
 	title := s.Title.Render("p2pfault")
-	if v.replay != "" {
-		title += "  " + v.replay
+	if v.mark != "" {
+		title += "  " + v.mark
 	}
 	if v.run != nil {
 		title += fmt.Sprintf("  case %s · arm %s · %d sources on %s", orDash(v.run.Case), orDash(v.run.Arm), v.run.Sources, orDash(v.run.Engine))
@@ -77,37 +77,56 @@ func (v startupView) Render(w, h int) string {
 	}
 	rest := h - len(lines) - 1
 	if v.failed {
-		for _, t := range v.tails {
-			if rest < 3 {
-				break
-			}
-			lines = append(lines, "", s.Section.Render("last log lines of "+t.engine))
-			rest -= 2
-			ls := t.lines
-			if len(ls) > rest {
-				ls = ls[len(ls)-rest:]
-			}
-			if len(ls) == 0 {
-				lines = append(lines, s.Dim.Render("  (no output)"))
-				rest--
-			}
-			for _, l := range ls {
-				lines = append(lines, "  "+l)
-			}
-			rest -= len(ls)
-		}
-	} else if len(v.recent) > 0 && rest >= 3 {
-		lines = append(lines, "", s.Section.Render("recent"))
-		rest -= 2
-		rec := v.recent
-		if len(rec) > rest {
-			rec = rec[len(rec)-rest:]
-		}
-		for _, e := range rec {
-			lines = append(lines, "  "+s.level(e.level).Render(e.text))
-		}
+		lines = append(lines, v.tailLines(rest)...)
+	} else {
+		lines = append(lines, v.recentLines(rest)...)
 	}
 	return block(lines, w, h)
+}
+
+// tailLines are the failed engines' last log lines, in at most rest lines.
+func (v startupView) tailLines(rest int) []string {
+	s := v.styles
+	var lines []string
+	for _, t := range v.tails {
+		if rest < 3 {
+			break
+		}
+		lines = append(lines, "", s.Section.Render("last log lines of "+t.engine))
+		rest -= 2
+		ls := t.lines
+		if len(ls) > rest {
+			ls = ls[len(ls)-rest:]
+		}
+		if len(ls) == 0 {
+			lines = append(lines, s.Dim.Render("  (no output)"))
+			rest--
+		}
+		for _, l := range ls {
+			lines = append(lines, "  "+l)
+		}
+		rest -= len(ls)
+	}
+	return lines
+}
+
+// recentLines are the latest entries of the event log, in at most rest
+// lines; none when fewer than three fit.
+func (v startupView) recentLines(rest int) []string {
+	if len(v.recent) == 0 || rest < 3 {
+		return nil
+	}
+	s := v.styles
+	lines := []string{"", s.Section.Render("recent")}
+	rest -= 2
+	rec := v.recent
+	if len(rec) > rest {
+		rec = rec[len(rec)-rest:]
+	}
+	for _, e := range rec {
+		lines = append(lines, "  "+s.level(e.level).Render(e.text))
+	}
+	return lines
 }
 
 func (m Model) startupView(w, h int) string {
@@ -130,7 +149,7 @@ func (m Model) startupView(w, h int) string {
 		failures: m.st.failures,
 		ended:    m.st.ended,
 		exitCode: m.st.exitCode,
-		replay:   m.mark,
+		mark:     m.mark,
 		tails:    tails,
 		recent:   m.st.log.Last(8),
 		styles:   m.styles,
