@@ -6,8 +6,19 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 )
+
+// logTailLines is how many lines the full-screen log asks for.
+const logTailLines = 500
+
+// logScreen is the full-screen log of m.logEngine and its keys in w×h.
+func (m Model) logScreen(w, h int) string {
+	hv := m.help.View(logKeys{m.keys})
+	body := logView{engine: m.logEngine, lines: m.logLines, styles: m.styles}.Render(w, h-lipgloss.Height(hv))
+	return body + "\n" + hv
+}
 
 // logView is an engine's log, full screen.
 type logView struct {
@@ -58,9 +69,6 @@ func wrapLine(line string, w int) []string {
 	}
 	return out
 }
-
-// logTailLines is how many lines the full-screen log asks for.
-const logTailLines = 500
 
 // nextEngine cycles the full-screen log through every known engine.
 func (m Model) nextEngine(cur string) string {

@@ -74,7 +74,10 @@ const (
 )
 
 // Model is the dashboard, a tea.Model. It owns all state and routes every
-// message; panels only render what it hands them.
+// message (Update, its keys in handleKey); panels only render what it
+// hands them. View picks the screen: the one-arm dashboard (layout.go),
+// several arms (armsview.go), start-up (startup.go) or an engine's log
+// (logview.go).
 type Model struct {
 	ctrl   Controller
 	events <-chan event.Event // the live bus; nil when a replay feeds the Model (replay.go)
@@ -386,10 +389,7 @@ func (m Model) View() string {
 	}
 	switch {
 	case m.mode == modeLog:
-		hv := m.help.View(logKeys{m.keys})
-		hh := lipgloss.Height(hv)
-		body := logView{engine: m.logEngine, lines: m.logLines, styles: m.styles}.Render(w, h-hh)
-		return clip(body+"\n"+hv, w, h)
+		return clip(m.logScreen(w, h), w, h)
 	case m.arms.multi():
 		return clip(m.armsView(w, h), w, h)
 	case !m.st.up():
