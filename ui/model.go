@@ -149,15 +149,22 @@ func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts O
 	stop := make(chan struct{})
 	defer close(stop)
 	m.done = stop
+	return runProgram(ctx, "dashboard", m)
+}
+
+// runProgram shows m on the terminal's alternate screen until it quits or
+// ctx is done; its error names what ran: ctrl+c is
+// exitcode.ErrInterrupted, an ended ctx its cause.
+func runProgram(ctx context.Context, what string, m tea.Model) error {
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil {
 		if errors.Is(err, tea.ErrInterrupted) {
-			return fmt.Errorf("dashboard: %w", exitcode.ErrInterrupted)
+			return fmt.Errorf("%s: %w", what, exitcode.ErrInterrupted)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("dashboard: %w", ctx.Err())
+			return fmt.Errorf("%s: %w", what, ctx.Err())
 		}
-		return fmt.Errorf("dashboard: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"p2pfault/event"
-	"p2pfault/exitcode"
 	"p2pfault/fault"
 )
 
@@ -136,17 +135,7 @@ func RunReplay(ctx context.Context, cfg ReplayConfig, opts Options) error {
 	if len(cfg.Events) == 0 && cfg.Follow == nil {
 		return fmt.Errorf("replay %s: no events", cfg.Name)
 	}
-	p := tea.NewProgram(NewReplay(cfg, opts), tea.WithAltScreen(), tea.WithContext(ctx))
-	if _, err := p.Run(); err != nil {
-		if errors.Is(err, tea.ErrInterrupted) {
-			return fmt.Errorf("replay: %w", exitcode.ErrInterrupted)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("replay: %w", ctx.Err())
-		}
-		return fmt.Errorf("replay: %w", err)
-	}
-	return nil
+	return runProgram(ctx, "replay", NewReplay(cfg, opts))
 }
 
 // position is the replay's instant: the player moves it, the Model's clock
