@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"p2pfault/event"
 	"sort"
 	"strings"
 	"time"
@@ -10,7 +11,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"p2pfault/event"
 	"p2pfault/fault"
 )
 
@@ -78,12 +78,8 @@ func (m Model) armKey(msg tea.KeyMsg) (Model, tea.Cmd, bool) {
 		if !key.Matches(msg, k.Next) {
 			return m, nil, false
 		}
-		m.logEngine = m.nextArmEngine(m.logEngine)
-		m.logLines = nil
-		if m.ctrl != nil {
-			return m, fetchLogTail(m.ctrl, m.logEngine, logTailLines), true
-		}
-		return m, nil, true
+		mm, cmd := m.openLog(m.nextArmEngine(m.logEngine))
+		return mm, cmd, true
 	}
 	switch {
 	case key.Matches(msg, k.Arm):
@@ -91,13 +87,8 @@ func (m Model) armKey(msg tea.KeyMsg) (Model, tea.Cmd, bool) {
 		m.st.addLog(m.nowT(), levelInfo, "%s", m.armMode())
 		return m, nil, true
 	case key.Matches(msg, k.Log):
-		m.mode = modeLog
-		m.logEngine = m.keyArms()[0] + "/" + event.SourceName(m.selected)
-		m.logLines = nil
-		if m.ctrl != nil {
-			return m, fetchLogTail(m.ctrl, m.logEngine, logTailLines), true
-		}
-		return m, nil, true
+		mm, cmd := m.openLog(m.keyArms()[0] + "/" + event.SourceName(m.selected))
+		return mm, cmd, true
 	}
 	for _, f := range k.Faults {
 		if key.Matches(msg, f.Binding) {
@@ -183,7 +174,6 @@ func (m Model) armsView(w, h int) string {
 	}
 	now := m.opts.Now()
 	nowT := m.st.nowT(now)
-	s := m.styles
 
 	run := m.st.run
 	if run != nil {
@@ -195,11 +185,7 @@ func (m Model) armsView(w, h int) string {
 	for _, a := range m.arms.order {
 		ended = ended && m.arms.by[a].ended
 	}
-	head := headerPanel{
-		run: run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
-		scale: m.st.timeScale(), probing: m.st.probing, ended: ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), replay: m.replayTag(), styles: s,
-	}.Render(w)
+	head := m.header(run, ended, now, w)
 	hv := m.help.View(m.footer(armsKeys{k: m.keys, mode: m.armMode()}))
 	banner := ""
 	if ended {
@@ -210,42 +196,7 @@ func (m Model) armsView(w, h int) string {
 	if banner != "" {
 		avail--
 	}
-	side := w >= sideBySideMin
-	n := len(m.arms.order)
-	const logMin = 3
-	blocksH := max(avail-logMin, 0)
-	var body string
-	if side {
-		want := 0
-		for _, a := range m.arms.order {
-			want = max(want, m.forArm(a).armWant(w/n))
-		}
-		blocksH = min(blocksH, want)
-		var cols []string
-		used := 0
-		for i, a := range m.arms.order {
-			cw := w / n
-			if i == n-1 {
-				cw = w - used
-			}
-			used += cw
-			cols = append(cols, m.forArm(a).armBlock(cw, blocksH, nowT))
-		}
-		body = lipgloss.JoinHorizontal(lipgloss.Top, cols...)
-	} else {
-		each := blocksH / n
-		want := 0
-		for _, a := range m.arms.order {
-			want = max(want, m.forArm(a).armWant(w))
-		}
-		each = min(each, want)
-		blocksH = each * n
-		var rows []string
-		for _, a := range m.arms.order {
-			rows = append(rows, m.forArm(a).armBlock(w, each, nowT))
-		}
-		body = strings.Join(rows, "\n")
-	}
+	body, blocksH := m.armBlocks(w, max(avail-logMin, 0), nowT)
 	logH := max(avail-blocksH, 0)
 
 	parts := []string{head}
@@ -254,13 +205,49 @@ func (m Model) armsView(w, h int) string {
 	}
 	parts = append(parts, m.diffLine(w, nowT))
 	if logH > 0 {
-		parts = append(parts, eventLog{entries: m.mergedLog(logH), styles: s}.Render(w, logH))
+		parts = append(parts, eventLog{entries: m.mergedLog(logH), styles: m.styles}.Render(w, logH))
 	}
 	if banner != "" {
 		parts = append(parts, banner)
 	}
 	parts = append(parts, hv)
 	return strings.Join(parts, "\n")
+}
+
+// armBlocks draws every arm's block in at most h lines: side by side on a
+// wide terminal, stacked on a narrow one, each no taller than it wants.
+// It returns them and the lines they took.
+func (m Model) armBlocks(w, h int, nowT time.Duration) (string, int) {
+	n := len(m.arms.order)
+	if w >= sideBySideMin {
+		want := 0
+		for _, a := range m.arms.order {
+			want = max(want, m.forArm(a).armWant(w/n))
+		}
+		h = min(h, want)
+		var cols []string
+		used := 0
+		for i, a := range m.arms.order {
+			cw := w / n
+			if i == n-1 {
+				cw = w - used
+			}
+			used += cw
+			cols = append(cols, m.forArm(a).armBlock(cw, h, nowT))
+		}
+		return lipgloss.JoinHorizontal(lipgloss.Top, cols...), h
+	}
+	each := h / n
+	want := 0
+	for _, a := range m.arms.order {
+		want = max(want, m.forArm(a).armWant(w))
+	}
+	each = min(each, want)
+	var rows []string
+	for _, a := range m.arms.order {
+		rows = append(rows, m.forArm(a).armBlock(w, each, nowT))
+	}
+	return strings.Join(rows, "\n"), each * n
 }
 
 // armsBanner is the end of a several-arm run: each arm's outcome.
@@ -293,8 +280,6 @@ type armParts struct {
 	cols, rows              int
 	panels, procs, verdicts int
 }
-
-const panelMin, panelMax = 9, 22
 
 // armLayout fits an arm's parts into w×h, giving way in this order when
 // space is short: the process table to one line, then the verdict table
@@ -386,29 +371,6 @@ func (m Model) armStatus() string {
 func (m Model) faultedFigures() string {
 	f := m.st.verdict.Summary.Faulted
 	return fmt.Sprintf(" · faulted n %d, p50 %s, max %s", f.N, fmtSeconds(f.P50), fmtSeconds(f.Max))
-}
-
-// verdictLine is the final verdict in one line, when space is short.
-func verdictLine(v *event.Verdict, s *Styles, w int) string {
-	var b strings.Builder
-	b.WriteString(s.Section.Render("verdict"))
-	for _, r := range v.Checks {
-		b.WriteString("  " + checkMark(s, r) + " " + r.Name)
-	}
-	return fit(b.String(), w)
-}
-
-// procLine is the process table in one line, when space is short.
-func procLine(engines []*engineState, s *Styles, w int) string {
-	if len(engines) == 0 {
-		return fit(s.Dim.Render("no engine has reported yet"), w)
-	}
-	var parts []string
-	for _, e := range engines {
-		i := e.info
-		parts = append(parts, i.Name+" "+s.badge(engineBadge(i.State)).Render(string(i.State))+" "+s.Dim.Render(pidOrDash(i.Pid)))
-	}
-	return fit(strings.Join(parts, " · "), w)
 }
 
 // diffLine sets the arms side by side for the selected source: pulls in

@@ -52,6 +52,8 @@ func simulate(tb testing.TB, m Model, sources int, interval, run time.Duration) 
 			batch = append(batch,
 				event.Event{Kind: event.KindFault, T: t, Wall: wallAt(t), Fault: &event.FaultInfo{Action: fault.ActionStall, Source: 0, Duration: 30 * time.Second, By: "key"}},
 				event.Event{Kind: event.KindCondition, T: t, Wall: wallAt(t), Condition: &event.ConditionInfo{Source: 0, Condition: event.CondStalled, Fault: fault.ActionStall, Label: "STALLED", Until: t + 30*time.Second}},
+				// The window the stall opens, as the experiment sends it: the chart's mark.
+				event.Event{Kind: event.KindWindow, T: t, Wall: wallAt(t), Window: &event.Window{Source: 0, Start: t, Recovers: true}},
 				event.Event{Kind: event.KindLog, T: t, Wall: wallAt(t), Log: &event.LogLine{Engine: "decoder", Line: fmt.Sprintf("P2P %d: peer 127.0.0.1:7777 down", t)}},
 			)
 		}

@@ -129,13 +129,35 @@ func (g *runeGrid) frame(w, h int, yFmt func(i int) string) chartFrame {
 	return f
 }
 
-// Render draws the chart in w columns and h rows.
+// Render draws the chart in w columns and h rows: the frame, the line of
+// finished pulls, then the marks over it.
 func (c latencyChart) Render(w, h int) string {
 	if w < 16 || h < 4 || c.to <= c.from {
 		return blankBlock(w, h)
 	}
-	window := (c.to - c.from).Seconds()
+	ymax := c.ymax()
+	var own chartScratch
+	sc := c.scratch
+	if sc == nil {
+		sc = &own
+	}
+	g := &sc.grid
+	g.reset(w, h)
+	f := g.frame(w, h, yLabels(ymax, h-2))
+	if f.gw < 4 || f.gh < 1 {
+		return blankBlock(w, h)
+	}
+	origin := canvas.Point{X: f.origin.x, Y: f.origin.y}
+	c.drawLine(g, origin, f.gw, f.gh, ymax)
+	c.drawSpans(g, origin, f.gw)
+	c.drawMarks(g, origin, f.gw, f.gh, ymax)
+	c.drawTimeLabels(g, origin, f.gw, (c.to - c.from).Seconds())
+	return renderGrid(g, c.styles)
+}
 
+// ymax is the top of the latency axis: the slowest pull sent in the
+// window, finished or still in flight, rounded up.
+func (c latencyChart) ymax() float64 {
 	var maxLat time.Duration
 	for i := 0; i < c.points.Len(); i++ {
 		p := c.points.At(i)
@@ -148,22 +170,13 @@ func (c latencyChart) Render(w, h int) string {
 			maxLat = max(maxLat, c.to-s)
 		}
 	}
-	ymax := niceCeil(math.Max(maxLat.Seconds(), 0.1))
+	return niceCeil(math.Max(maxLat.Seconds(), 0.1))
+}
 
-	var own chartScratch
-	sc := c.scratch
-	if sc == nil {
-		sc = &own
-	}
-	g := &sc.grid
-	g.reset(w, h)
-	f := g.frame(w, h, yLabels(ymax, h-2))
-	origin := canvas.Point{X: f.origin.x, Y: f.origin.y}
-	gw, gh := f.gw, f.gh
-	if gw < 4 || gh < 1 {
-		return blankBlock(w, h)
-	}
-
+// drawLine plots the slowest pull per braille column of the gw×gh graph,
+// joining columns no further apart than maxGap.
+func (c latencyChart) drawLine(g *runeGrid, origin canvas.Point, gw, gh int, ymax float64) {
+	window := (c.to - c.from).Seconds()
 	// The slowest pull per braille column; -1 marks a column without one.
 	cols := 2 * gw
 	colMax := make([]float64, cols)
@@ -207,8 +220,10 @@ func (c latencyChart) Render(w, h int) string {
 			}
 		}
 	}
+}
 
-	// Fault windows: a heavy stretch of the time axis.
+// drawSpans marks the fault windows: a heavy stretch of the time axis.
+func (c latencyChart) drawSpans(g *runeGrid, origin canvas.Point, gw int) {
 	for i := 0; i < c.spans.Len(); i++ {
 		sp := c.spans.At(i)
 		end := sp.end
@@ -224,25 +239,24 @@ func (c latencyChart) Render(w, h int) string {
 			g.set(x, origin.Y, markRune)
 		}
 	}
+}
 
-	// Wrong answers: a mark at their start, as high as their latency.
+// drawMarks marks, over the line, the wrong answers at their start as
+// high as their latency, then the pulls in flight at their start as high
+// as their age now.
+func (c latencyChart) drawMarks(g *runeGrid, origin canvas.Point, gw, gh int, ymax float64) {
 	for i := 0; i < c.points.Len(); i++ {
 		p := c.points.At(i)
 		if s := p.start(); p.wrong && s >= c.from && s <= c.to {
 			g.set(origin.X+1+c.column(s, gw), c.row(p.latency, ymax, origin, gh), wrongRune)
 		}
 	}
-
-	// Pulls in flight: a mark at their start, as high as their age now.
 	for _, s := range c.inflight {
 		if s < c.from || s > c.to {
 			continue
 		}
 		g.set(origin.X+1+c.column(s, gw), c.row(c.to-s, ymax, origin, gh), inflightRune)
 	}
-
-	c.drawTimeLabels(g, origin, gw, window)
-	return renderGrid(g, c.styles)
 }
 
 // row maps a latency to the graph row that shows it, inside the graph.
@@ -490,18 +504,15 @@ func renderGrid(g *runeGrid, styles *Styles) string {
 	return out.String()
 }
 
-// blankBlock is h lines of w spaces.
-func blankBlock(w, h int) string {
-	if w < 0 {
-		w = 0
+// renderScratch is each source panel's chartScratch, by source index.
+type renderScratch struct {
+	sources []*chartScratch
+	perArm  map[string]*renderScratch // every arm's but the first (armsview.go)
+}
+
+func (r *renderScratch) source(i int) *chartScratch {
+	for len(r.sources) <= i {
+		r.sources = append(r.sources, &chartScratch{})
 	}
-	if h <= 0 {
-		return ""
-	}
-	line := strings.Repeat(" ", w)
-	lines := make([]string, h)
-	for i := range lines {
-		lines[i] = line
-	}
-	return strings.Join(lines, "\n")
+	return r.sources[i]
 }

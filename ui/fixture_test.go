@@ -105,9 +105,37 @@ func runInfo(faultCase string, sources int, scale float64) *event.RunInfo {
 	}
 }
 
+// run starts the stream as the experiment does: the run event, its
+// schedule when it has one (the header counts down to it), the starting
+// phase.
 func (s *script) run(info *event.RunInfo) {
 	s.add(-warmup, event.Event{Kind: event.KindRun, Run: info})
+	if sched := scheduleOf(info); sched != nil {
+		s.add(-warmup, event.Event{Kind: event.KindSchedule, Schedule: sched})
+	}
 	s.add(-warmup, event.Event{Kind: event.KindPhase, Phase: event.PhaseStarting})
+}
+
+// scheduleOf is the schedule event the experiment sends for info: its
+// timeline's steps (scaled), or its case's preset; nil without a fault.
+func scheduleOf(info *event.RunInfo) *event.ScheduleInfo {
+	tl, err := fault.Preset(info.Case, info.FaultAt, info.FaultFor)
+	if info.Timeline != "" {
+		tl, err = fault.Parse(info.Timeline)
+	}
+	if err != nil || len(tl) == 0 || info.FaultAt <= 0 {
+		return nil
+	}
+	scale := info.TimeScale
+	if info.Timeline == "" || scale <= 0 {
+		scale = 1 // a preset is built at the run's (scaled) fault time
+	}
+	sc := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+	si := &event.ScheduleInfo{Timeline: info.Timeline}
+	for _, st := range tl {
+		si.Steps = append(si.Steps, event.ScheduledFault{At: sc(st.At), Action: st.Action, Arg: st.Arg, Source: st.Source, For: sc(st.For)})
+	}
+	return si
 }
 
 func engineInfo(name string, index int, state event.State, pid int, up time.Duration) *event.EngineInfo {

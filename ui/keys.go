@@ -101,22 +101,3 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		},
 	}
 }
-
-// logKeys are the bindings in force in the full-screen log.
-type logKeys struct{ k KeyMap }
-
-func (l logKeys) ShortHelp() []key.Binding {
-	next := l.k.Next
-	next.SetHelp("tab", "next engine")
-	return []key.Binding{l.k.Back, next, l.k.Quit}
-}
-
-func (l logKeys) FullHelp() [][]key.Binding { return [][]key.Binding{l.ShortHelp()} }
-
-// startupKeys are the bindings in force while engines come up: faults
-// need a cluster.
-type startupKeys struct{ k KeyMap }
-
-func (s startupKeys) ShortHelp() []key.Binding { return []key.Binding{s.k.Log, s.k.Quit} }
-
-func (s startupKeys) FullHelp() [][]key.Binding { return [][]key.Binding{s.ShortHelp()} }

@@ -547,3 +547,48 @@ func TestHeaderCountsDownToTheNemesisNextFault(t *testing.T) {
 		})
 	}
 }
+
+// The header counts down to the schedule the run's schedule event gives,
+// not to the run's timeline text (parsed once by the experiment, which
+// sends the schedule before playing it); a stream with no schedule event
+// has no scripted fault to count down to.
+func TestHeaderReadsTheScheduleEvent(t *testing.T) {
+	sched := &event.ScheduleInfo{Timeline: "at 12s remove source-1", Steps: []event.ScheduledFault{
+		{At: 12 * time.Second, Action: fault.ActionRemove, Source: 1},
+	}}
+	tests := []struct {
+		name  string
+		sched *event.ScheduleInfo // nil: no schedule event at all
+		now   time.Duration
+		want  string
+	}{
+		{"before t0 it names the schedule's first step and its time", sched, -15 * time.Second, "remove source-1 at t+12.0s"},
+		{"after t0 it counts down to it", sched, 6 * time.Second, "remove source-1 in 6.0s"},
+		{"once it fired, to the end", sched, 13 * time.Second, "ends in 47s"},
+		{"without a schedule event, no scripted fault", nil, -15 * time.Second, "no scripted fault"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The run's text names another fault than the schedule: the
+			// header must follow the schedule.
+			info := runInfo("stall", 2, 1)
+			info.Timeline = "at 10s kill source-0"
+			var s script
+			s.add(-warmup, event.Event{Kind: event.KindRun, Run: info})
+			if tt.sched != nil {
+				s.add(-warmup, event.Event{Kind: event.KindSchedule, Schedule: tt.sched})
+			}
+			s.add(-warmup, event.Event{Kind: event.KindPhase, Phase: event.PhaseStarting})
+			if tt.now >= 0 {
+				s.upCluster(2)
+			}
+			m := feed(t, scene{events: s.events, now: tt.now, ctrl: newFakeCtrl()}, 160, 48)
+			if got := m.nextFault(m.nowT()); got != tt.want {
+				t.Errorf("header countdown = %q, want %q", got, tt.want)
+			}
+			if v := m.View(); m.st.up() && !strings.Contains(v, tt.want) {
+				t.Errorf("header does not say %q:\n%s", tt.want, strings.Join(strings.Split(v, "\n")[:2], "\n"))
+			}
+		})
+	}
+}

@@ -10,12 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"p2pfault/event"
-	"p2pfault/exitcode"
 	"p2pfault/fault"
 )
 
@@ -90,7 +88,7 @@ type Replay struct {
 	arms   map[string]bool // every arm the events name: true once its end event came
 	ended  bool            // every arm's run has ended
 
-	pos       atomic.Int64 // the replay's instant (unix ns): the Model's clock
+	pos       *position // the replay's instant: the Model's clock
 	speed     float64
 	paused    bool
 	lastTick  time.Time // real time of the previous tick
@@ -112,17 +110,19 @@ type followMsg struct {
 // end with FromEnd), playing at ×1. opts are the dashboard's; its clock is
 // replaced by the replay's position.
 func NewReplay(cfg ReplayConfig, opts Options) *Replay {
-	r := &Replay{cfg: cfg, keys: DefaultReplayKeyMap(), speed: 1, following: cfg.Follow != nil, arms: map[string]bool{}}
-	opts.Now = r.now
-	r.m = New(replayCtrl{r}, nil, opts)
-	r.m.replay = r
+	r := &Replay{cfg: cfg, keys: DefaultReplayKeyMap(), speed: 1, following: cfg.Follow != nil, arms: map[string]bool{}, pos: &position{}}
+	// The Model reads the position (its clock, its controller's logs) and
+	// shows the replay's keys; it holds no pointer to the Replay.
+	opts.Now = r.pos.now
+	r.m = New(replayCtrl{pos: r.pos, logTail: cfg.LogTail}, nil, opts)
+	r.m.feedKeys = r.keys
 	r.add(cfg.Events)
 	if len(r.at) > 0 {
 		to := r.at[0]
 		if cfg.FromEnd {
 			to = r.at[len(r.at)-1]
 		}
-		r.pos.Store(to.UnixNano())
+		r.pos.set(to)
 		r.feed()
 	}
 	r.onEdge = r.following && cfg.FromEnd
@@ -135,28 +135,25 @@ func RunReplay(ctx context.Context, cfg ReplayConfig, opts Options) error {
 	if len(cfg.Events) == 0 && cfg.Follow == nil {
 		return fmt.Errorf("replay %s: no events", cfg.Name)
 	}
-	p := tea.NewProgram(NewReplay(cfg, opts), tea.WithAltScreen(), tea.WithContext(ctx))
-	if _, err := p.Run(); err != nil {
-		if errors.Is(err, tea.ErrInterrupted) {
-			return fmt.Errorf("replay: %w", exitcode.ErrInterrupted)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("replay: %w", ctx.Err())
-		}
-		return fmt.Errorf("replay: %w", err)
-	}
-	return nil
+	return runProgram(ctx, "replay", NewReplay(cfg, opts))
 }
 
-// now is the replay's position: the Model's clock. It reads only pos, so
-// a command's goroutine (the log's LogTail) may call it.
-func (r *Replay) now() time.Time {
-	ns := r.pos.Load()
+// position is the replay's instant: the player moves it, the Model's clock
+// and the replay's controller read it, the latter in a command's goroutine.
+type position struct{ ns atomic.Int64 }
+
+func (p *position) now() time.Time {
+	ns := p.ns.Load()
 	if ns == 0 {
 		return time.Time{} // no event yet
 	}
 	return time.Unix(0, ns).UTC()
 }
+
+func (p *position) set(t time.Time) { p.ns.Store(t.UnixNano()) }
+
+// now is the replay's position.
+func (r *Replay) now() time.Time { return r.pos.now() }
 
 func (r *Replay) start() time.Time {
 	if len(r.at) == 0 {
@@ -218,23 +215,17 @@ func (r *Replay) add(evs []event.Event) {
 
 // windowMark is where ev says a fault window opened: at the window's own
 // event, or for a window only seen closed, its start on the run's clock.
+// Window events are the one source of fault windows, here as on the
+// charts (state.applyWindow).
 func windowMark(ev event.Event, at time.Time) (time.Time, bool) {
-	switch ev.Kind {
-	case event.KindWindow:
-		if w := ev.Window; w != nil {
-			if w.End == 0 || ev.T < w.Start {
-				return at, true
-			}
-			return at.Add(w.Start - ev.T), true
-		}
-	case event.KindFault:
-		if f := ev.Fault; f != nil && f.Err == "" {
-			if k, _ := fault.Lookup(f.Action); k != nil && k.Opens {
-				return at, true
-			}
-		}
+	w := ev.Window
+	if ev.Kind != event.KindWindow || w == nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	if w.End == 0 || ev.T < w.Start {
+		return at, true
+	}
+	return at.Add(w.Start - ev.T), true
 }
 
 // mergeMarks sorts the marks and merges those within markMerge into the
@@ -269,7 +260,7 @@ func (r *Replay) seek(to time.Time) tea.Cmd {
 		r.m = r.m.refed()
 		r.fed = 0
 	}
-	r.pos.Store(to.UnixNano())
+	r.pos.set(to)
 	r.onEdge = r.live() && !to.Before(r.end())
 	return r.feed()
 }
@@ -382,9 +373,9 @@ func (r *Replay) followed(msg followMsg) tea.Cmd {
 		first := len(r.at) == 0
 		r.add(msg.events)
 		if first {
-			r.pos.Store(r.at[0].UnixNano())
+			r.pos.set(r.at[0])
 			if r.cfg.FromEnd {
-				r.pos.Store(r.at[len(r.at)-1].UnixNano())
+				r.pos.set(r.at[len(r.at)-1])
 			}
 			r.onEdge = r.cfg.FromEnd
 		}
@@ -480,8 +471,13 @@ func (r *Replay) jumpFault(keyName string, next bool) tea.Cmd {
 	return nil
 }
 
-// View is the dashboard's, at the replay's position.
-func (r *Replay) View() string { return r.m.View() }
+// View is the dashboard's at the replay's position, the replay's mark in
+// its header.
+func (r *Replay) View() string {
+	m := r.m
+	m.mark = r.tag()
+	return m.View()
+}
 
 // tag is the header's mark of a replay: its speed, whether it plays, its
 // position and the run's length, on the run's clock from its first event.
@@ -513,25 +509,12 @@ func fmtSpeed(v float64) string {
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
-// replayTag is the header's replay mark, "" live.
-func (m Model) replayTag() string {
-	if m.replay == nil {
-		return ""
-	}
-	return m.replay.tag()
-}
-
-// footer is the help the footer shows: live keys, or a replay's.
-func (m Model) footer(live help.KeyMap) help.KeyMap {
-	if m.replay == nil {
-		return live
-	}
-	return m.replay.keys
-}
-
 // replayCtrl is the Controller of a replayed run: nothing to fire or
 // pause, and the engines' logs as they were at the replay's position.
-type replayCtrl struct{ r *Replay }
+type replayCtrl struct {
+	pos     *position
+	logTail func(engine string, n int, at time.Time) []string // ReplayConfig.LogTail
+}
 
 func (c replayCtrl) Fire(string, int, fault.Options) error { return ErrReplayFault }
 
@@ -541,10 +524,10 @@ func (c replayCtrl) SetProbing(bool) {}
 
 // LogTail runs in a command: it reads the position atomically.
 func (c replayCtrl) LogTail(engine string, n int) []string {
-	if c.r.cfg.LogTail == nil {
+	if c.logTail == nil {
 		return []string{"replay: no engine logs for this run"}
 	}
-	return c.r.cfg.LogTail(engine, n, c.r.now())
+	return c.logTail(engine, n, c.pos.now())
 }
 
 var _ ArmController = replayCtrl{}

@@ -332,7 +332,7 @@ func TestReplayRefusesFaultKeys(t *testing.T) {
 			t.Errorf("no %q in the event log:\n%s", want, text)
 		}
 	}
-	if err := (replayCtrl{r}).Fire("stall", 0, fault.Options{}); err != ErrReplayFault {
+	if err := (replayCtrl{pos: r.pos}).Fire("stall", 0, fault.Options{}); err != ErrReplayFault {
 		t.Errorf("the replay's controller fired: %v", err)
 	}
 }

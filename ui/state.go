@@ -274,38 +274,16 @@ func (st *state) engineOf(i int) *engineState {
 // apply folds one event into the state. keep is how far back, in run time,
 // samples are still needed (the longest window shown).
 func (st *state) apply(ev event.Event, keep time.Duration) {
-	if !ev.Wall.IsZero() {
-		if st.firstWall.IsZero() {
-			st.firstWall = ev.Wall
-		}
-		if !st.ended {
-			st.anchorT, st.anchorWall = ev.T, ev.Wall
-		}
-	} else if !st.ended {
-		st.anchorT = ev.T
-	}
-	if ev.T > st.latestT {
-		st.latestT = ev.T
-	}
-
+	st.anchor(ev)
 	switch ev.Kind {
 	case event.KindRun:
 		st.applyRun(ev)
 	case event.KindPhase:
-		if ev.Phase != "" && ev.Phase != st.phase {
-			st.phase = ev.Phase
-			st.addLog(ev.T, levelInfo, "phase: %s", ev.Phase)
-		}
+		st.applyPhase(ev)
 	case event.KindEngine:
 		st.applyEngine(ev)
 	case event.KindLog:
-		if ev.Log == nil {
-			return
-		}
-		if e := st.engine(ev.Log.Engine); e != nil {
-			e.logs.Push(clean(ev.Log.Line))
-		}
-		st.addLog(ev.T, levelInfo, "[%s] %s", ev.Log.Engine, ev.Log.Line)
+		st.applyLog(ev)
 	case event.KindFault:
 		st.applyFault(ev)
 	case event.KindWindow:
@@ -313,11 +291,7 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 	case event.KindSamples:
 		st.applySamples(ev.Samples, keep)
 	case event.KindWarning:
-		st.addLog(ev.T, levelWarn, "warning: %s", ev.Message)
-		if !st.up() {
-			st.startFailed = true
-			st.addFailure(ev.Message)
-		}
+		st.applyWarning(ev)
 	case event.KindVerdict:
 		st.applyVerdict(ev)
 	case event.KindEnd:
@@ -340,26 +314,81 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 	case event.KindWindowVerdict:
 		st.applySettled(ev)
 	case event.KindCondition:
-		if c := ev.Condition; c != nil {
-			if s := st.source(c.Source); s != nil {
-				cc := *c
-				s.cond = &cc
-			}
-		}
+		st.applyCondition(ev)
 	case event.KindAddress:
-		// A source's first address is the run's own (the process table
-		// shows its ports); a new one (a replace) goes in the log.
-		if a := ev.Address; a != nil && a.Prev != "" {
-			st.addLog(ev.T, levelInfo, "%s: pulls name %s from now on, not %s", event.SourceName(a.Source), a.P2P, a.Prev)
-		}
+		st.applyAddress(ev)
 	case event.KindVerification:
-		if v := ev.Verification; v != nil {
-			level, what := levelInfo, "took effect"
-			if !v.Verified || v.After > check.DefaultVerifyWithin {
-				level, what = levelWarn, "did NOT take effect"
-			}
-			st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, event.SourceName(v.Source), what, fmtLatency(v.After), v.Detail)
+		st.applyVerification(ev)
+	}
+}
+
+// anchor moves the run clock to ev: the latest event's (T, Wall), so the
+// clock keeps moving between events.
+func (st *state) anchor(ev event.Event) {
+	if !ev.Wall.IsZero() {
+		if st.firstWall.IsZero() {
+			st.firstWall = ev.Wall
 		}
+		if !st.ended {
+			st.anchorT, st.anchorWall = ev.T, ev.Wall
+		}
+	} else if !st.ended {
+		st.anchorT = ev.T
+	}
+	if ev.T > st.latestT {
+		st.latestT = ev.T
+	}
+}
+
+func (st *state) applyPhase(ev event.Event) {
+	if ev.Phase != "" && ev.Phase != st.phase {
+		st.phase = ev.Phase
+		st.addLog(ev.T, levelInfo, "phase: %s", ev.Phase)
+	}
+}
+
+func (st *state) applyLog(ev event.Event) {
+	if ev.Log == nil {
+		return
+	}
+	if e := st.engine(ev.Log.Engine); e != nil {
+		e.logs.Push(clean(ev.Log.Line))
+	}
+	st.addLog(ev.T, levelInfo, "[%s] %s", ev.Log.Engine, ev.Log.Line)
+}
+
+func (st *state) applyWarning(ev event.Event) {
+	st.addLog(ev.T, levelWarn, "warning: %s", ev.Message)
+	if !st.up() {
+		st.startFailed = true
+		st.addFailure(ev.Message)
+	}
+}
+
+func (st *state) applyCondition(ev event.Event) {
+	if c := ev.Condition; c != nil {
+		if s := st.source(c.Source); s != nil {
+			cc := *c
+			s.cond = &cc
+		}
+	}
+}
+
+// applyAddress: a source's first address is the run's own (the process
+// table shows its ports); a new one (a replace) goes in the log.
+func (st *state) applyAddress(ev event.Event) {
+	if a := ev.Address; a != nil && a.Prev != "" {
+		st.addLog(ev.T, levelInfo, "%s: pulls name %s from now on, not %s", event.SourceName(a.Source), a.P2P, a.Prev)
+	}
+}
+
+func (st *state) applyVerification(ev event.Event) {
+	if v := ev.Verification; v != nil {
+		level, what := levelInfo, "took effect"
+		if !v.Verified || v.After > check.DefaultVerifyWithin {
+			level, what = levelWarn, "did NOT take effect"
+		}
+		st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, event.SourceName(v.Source), what, fmtLatency(v.After), v.Detail)
 	}
 }
 
@@ -435,6 +464,10 @@ func (st *state) applyEngine(ev event.Event) {
 	}
 }
 
+// applyFault logs a fault action. The chart's fault windows come from the
+// window events alone (applyWindow): the experiment sends one for every
+// window a fault opens or closes, at the instant it took effect (a stall's
+// stop, a kill's signal), which the fault event does not carry.
 func (st *state) applyFault(ev event.Event) {
 	f := ev.Fault
 	if f == nil {
@@ -448,34 +481,15 @@ func (st *state) applyFault(ev event.Event) {
 		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, event.SourceName(f.Source), by, f.Err)
 		return
 	}
-	s := st.source(f.Source)
-	if s == nil {
+	if st.source(f.Source) == nil {
 		st.addLog(ev.T, levelWarn, "%s on source %d, which is out of range", f.Action, f.Source)
 		return
 	}
 	what := fmt.Sprintf("%s %s (%s)", f.Action, event.SourceName(f.Source), by)
-	k, _ := fault.Lookup(f.Action)
-	switch {
-	case k != nil && k.Opens:
-		if k.TakesFor && f.Duration > 0 {
-			what += " for " + fmtSpan(f.Duration)
-		}
-		st.openSpan(s, ev.T)
-	case k != nil && k.Closes, f.Action == fault.ActionReady:
-		if sp := s.openSpan(); sp != nil {
-			sp.end, sp.open = ev.T, false
-		}
+	if k, _ := fault.Lookup(f.Action); k != nil && k.Opens && k.TakesFor && f.Duration > 0 {
+		what += " for " + fmtSpan(f.Duration)
 	}
 	st.addLog(ev.T, levelFault, "%s", what)
-}
-
-// openSpan marks a fault on the source's chart unless one is already open
-// (the KindWindow event and the fault action describe the same window).
-func (st *state) openSpan(s *sourceState, at time.Duration) {
-	if s.openSpan() != nil {
-		return
-	}
-	s.spans.Push(span{start: at, open: true})
 }
 
 func (st *state) applyWindow(ev event.Event) {
@@ -489,7 +503,7 @@ func (st *state) applyWindow(ev event.Event) {
 	}
 	if w.End == 0 {
 		if sp := s.openSpan(); sp != nil {
-			sp.start = w.Start
+			sp.start = w.Start // the same window sent again
 		} else {
 			s.spans.Push(span{start: w.Start, open: true})
 		}

@@ -58,6 +58,11 @@ type windowsPanel struct {
 	styles  *Styles
 }
 
+// windowsPanel is the panel over the state shown.
+func (m Model) windowsPanel() windowsPanel {
+	return windowsPanel{windows: m.st.windows, kinds: m.st.kinds, styles: m.styles}
+}
+
 // shown says whether the run has a per-window table: more than one window.
 func (p windowsPanel) shown() bool {
 	return len(p.windows) > 1 || len(p.kinds) > 0 && p.kinds[0].Count > 1

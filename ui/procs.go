@@ -1,0 +1,152 @@
+package ui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"p2pfault/event"
+)
+
+// procTable lists every engine process.
+type procTable struct {
+	engines []*engineState
+	metrics map[string]event.MetricsInfo // latest /metrics per engine (metrics.go); none: no columns
+	styles  *Styles
+}
+
+func (t procTable) Render(w, h int) string {
+	s := t.styles
+	if h <= 0 {
+		return ""
+	}
+	rows := t.rows()
+	widths := columnWidths(rows, w)
+	var lines []string
+	for ri, r := range rows {
+		var b strings.Builder
+		for c, cell := range r {
+			cell = fit(cell, widths[c])
+			switch {
+			case ri == 0:
+				cell = s.Dim.Render(cell)
+			case c == procStateColumn:
+				cell = s.badge(engineBadge(t.engines[ri-1].info.State)).Render(cell)
+			}
+			if c > 0 {
+				b.WriteString("  ")
+			}
+			b.WriteString(cell)
+		}
+		lines = append(lines, b.String())
+	}
+	if len(t.engines) == 0 {
+		lines = append(lines, s.Dim.Render("no engine has reported yet"))
+	}
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	return block(lines, w, h)
+}
+
+// The process table's columns that a cell's place says something of.
+const (
+	procMembersColumn = 4 // MEMBERS: can grow without bound, gives way first
+	procStateColumn   = 5 // STATE: in the state's badge colours
+)
+
+// rows are the table's head and a row per engine, unstyled.
+func (t procTable) rows() [][]string {
+	head := []string{"ENGINE", "ROLE", "PID", "SID", "MEMBERS", "STATE", "HTTP/P2P", "UPTIME", "RESTARTS"}
+	// Attached engines (run --attach) add what p2pfault knows of the ones
+	// it cannot see in /proc: their URL and what /health said.
+	attached := false
+	for _, e := range t.engines {
+		attached = attached || e.info.URL != ""
+	}
+	if attached {
+		head = append(head, "URL", "/HEALTH")
+	}
+	scraped := len(t.metrics) > 0
+	if scraped {
+		head = append(head, metricsHead...)
+	}
+	rows := [][]string{head}
+	for _, e := range t.engines {
+		i := e.info
+		state := string(i.State)
+		if i.Exit != "" && i.State == event.StateExited {
+			state += " (" + i.Exit + ")"
+		}
+		row := []string{
+			i.Name, orDash(string(i.Role)), pidOrDash(i.Pid), pidOrDash(i.Sid), orDash(fmtPids(i.Members)), orDash(state),
+			fmt.Sprintf("%d/%d", i.HTTPPort, i.P2PPort), fmtUptime(i.Uptime), strconv.Itoa(i.Restarts),
+		}
+		if attached {
+			row = append(row, orDash(i.URL), orDash(i.Health))
+		}
+		if scraped {
+			m, ok := t.metrics[i.Name]
+			row = append(row, metricsCells(m, ok)...)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// columnWidths are the widest cell of each column, MEMBERS narrowed so the
+// table fits w when it can.
+func columnWidths(rows [][]string, w int) []int {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for c, cell := range r {
+			widths[c] = max(widths[c], textWidth(cell))
+		}
+	}
+	total := 2 * (len(widths) - 1)
+	for _, cw := range widths {
+		total += cw
+	}
+	if over := total - w; over > 0 {
+		widths[procMembersColumn] = max(len("MEMBERS"), widths[procMembersColumn]-over)
+	}
+	return widths
+}
+
+func pidOrDash(p int) string {
+	if p <= 0 {
+		return "-"
+	}
+	return strconv.Itoa(p)
+}
+
+// engineBadge maps a process state to the badge colours.
+func engineBadge(state event.State) badgeKind {
+	switch state {
+	case event.StateReady:
+		return badgeReady
+	case event.StateStopped:
+		return badgeStalled
+	case event.StateExited:
+		return badgeKilled
+	case event.StateRestarting:
+		return badgeRestarting
+	case event.StateRemoved:
+		return badgeRemoved
+	default:
+		return badgeStarting
+	}
+}
+
+// procLine is the process table in one line, when space is short.
+func procLine(engines []*engineState, s *Styles, w int) string {
+	if len(engines) == 0 {
+		return fit(s.Dim.Render("no engine has reported yet"), w)
+	}
+	var parts []string
+	for _, e := range engines {
+		i := e.info
+		parts = append(parts, i.Name+" "+s.badge(engineBadge(i.State)).Render(string(i.State))+" "+s.Dim.Render(pidOrDash(i.Pid)))
+	}
+	return fit(strings.Join(parts, " · "), w)
+}

@@ -1,0 +1,157 @@
+package ui
+
+import (
+	"fmt"
+	"p2pfault/event"
+	"strings"
+	"time"
+
+	"p2pfault/probe"
+)
+
+// sourcePanel is one source: badge, latency chart, rolling stats, hit-rate
+// sparkline and counts.
+type sourcePanel struct {
+	index     int
+	selected  bool
+	badge     badgeKind
+	badgeText string
+	chart     latencyChart
+	window    time.Duration
+	recent    time.Duration
+	stats     latencyStats
+	ttft      ttftStats    // ttft.go
+	inflight  inflightLine // inflight.go
+	spark     []float64
+	n, ok200  int64
+	errs      int64
+	pulled    int64
+	wrong     int64 // pulls that returned other text than the source's
+	styles    *Styles
+}
+
+func (p sourcePanel) Render(w, h int) string {
+	s := p.styles
+	inner := w - 1 // one column between panels
+	if inner < 10 || h < 1 {
+		return blankBlock(w, h)
+	}
+	name := event.SourceName(p.index)
+	if p.selected {
+		name = s.Selected.Render("▶ " + name)
+	} else {
+		name = s.Title.Render("  " + name)
+	}
+	left := name + "  " + s.badge(p.badge).Render(p.badgeText)
+	right := "latency, last " + fmtSpan(p.window)
+	if textWidth(left)+len(right)+1 > inner {
+		right = "last " + fmtSpan(p.window)
+	}
+	title := spread(left, s.Dim.Render(right), inner)
+
+	st := p.stats
+	var stats string
+	if st.n == 0 {
+		stats = s.Dim.Render("no pulls in the last " + fmtSpan(p.recent))
+	} else {
+		stats = fmt.Sprintf("%s %s  %s %s  %s %s",
+			s.Label.Render("p50"), fmtLatency(st.p50),
+			s.Label.Render("p95"), fmtLatency(st.p95),
+			s.Label.Render("max"), fmtLatency(st.max))
+		if suffix := "  " + s.Dim.Render("last "+fmtSpan(p.recent)); textWidth(stats+suffix) <= inner {
+			stats += suffix
+		}
+	}
+	hitLabel := s.Label.Render("hits") + " "
+	var rate string
+	if st.n == 0 {
+		rate = "  - "
+	} else {
+		rate = fmt.Sprintf("%4s", fmtPercent(float64(st.hits)/float64(st.n)))
+	}
+	hits := hitLabel + rate + " " + hitSparkline(p.spark, s)
+	if p.wrong > 0 {
+		// Beside the hits: a hit that answered the wrong text. Only once
+		// there is one, so a run of right answers reads as before.
+		hits += "  " + s.Fail.Render(fmt.Sprintf("wrong %d", p.wrong))
+	}
+	counts := fmt.Sprintf("%s %d  %s %d  %s %d  %s %d",
+		s.Label.Render("n"), p.n, s.Label.Render("200s"), p.ok200,
+		s.Label.Render("errors"), p.errs, s.Label.Render("pulled"), p.pulled)
+
+	// The chart takes what the four text lines leave; below four rows it
+	// cannot show an axis and a line, so it goes first.
+	ttft := append(p.inflight.lines(s), p.ttft.lines(s)...)
+	lines := []string{title}
+	chartH := h - 4 - len(ttft)
+	if chartH >= 4 {
+		lines = append(lines, strings.Split(p.chart.Render(inner, chartH), "\n")...)
+	}
+	lines = append(append(append(lines, stats), ttft...), hits, counts)
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	return block(lines, w, h)
+}
+
+// panelMin and panelMax bound a source panel's height: below panelMin its
+// chart has no room; above panelMax it only stretches.
+const panelMin, panelMax = 9, 22
+
+// sourcePanel gathers what source i's panel shows. Its work is bounded by
+// the ring, which holds only the windows shown.
+func (m Model) sourcePanel(i int, nowT time.Duration) sourcePanel {
+	return m.sourcePanelWith(i, nowT, m.st.pending(nowT)[i])
+}
+
+// sourcePanelWith is sourcePanel with source i's pulls in flight given.
+func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) sourcePanel {
+	src := m.st.sources[i]
+	recent, window := m.recent(), m.window()
+	from := nowT - recent
+
+	st, spark := rollingStats(&src.points, from, nowT)
+	kind, text := m.st.badge(i, nowT)
+	return sourcePanel{
+		index: i, selected: i == m.selected, badge: kind, badgeText: text,
+		inflight: inflightLine{shown: m.st.sawStarts, n: pend.N, oldest: pend.Oldest},
+		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
+			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
+		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),
+		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled, wrong: src.wrong,
+		styles: m.styles,
+	}
+}
+
+// renderSources tiles the source panels cols wide and rows high.
+func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
+	if len(m.st.sources) == 0 {
+		return block([]string{m.styles.Dim.Render("waiting for the run's sources…")}, w, h)
+	}
+	rowH := h / rows
+	pend := m.st.pending(nowT) // once a frame, for every panel
+	var rowStrs []string
+	for r := 0; r < rows; r++ {
+		var cells []string
+		used := 0
+		for c := 0; c < cols; c++ {
+			i := r*cols + c
+			if i >= len(m.st.sources) {
+				break
+			}
+			pw := w / cols
+			if c == cols-1 {
+				pw = w - used
+			}
+			used += pw
+			cells = append(cells, m.sourcePanelWith(i, nowT, pend[i]).Render(pw, rowH))
+		}
+		rowStrs = append(rowStrs, joinBlocks(cells, rowH, w-used))
+	}
+	// Every row is w wide now: joined, not measured and padded again.
+	out := strings.Join(rowStrs, "\n")
+	if extra := h - rowH*rows; extra > 0 {
+		out += "\n" + blankBlock(w, extra)
+	}
+	return out
+}

@@ -1,0 +1,66 @@
+package ui
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// The figures of a source panel: what the pulls that ended in the rolling
+// window say, worked out from the source's ring each frame.
+
+// nearestRank is the q-quantile of sorted values.
+func nearestRank(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// latencyStats summarise the pulls of a rolling window.
+type latencyStats struct {
+	n             int
+	p50, p95, max time.Duration
+	hits          int
+}
+
+// sparkBuckets is how many columns the hit-rate sparkline has.
+const sparkBuckets = 20
+
+// rollingStats summarises the points that ended in (from, to]: their
+// latency figures and hits, and the hit rate of each of sparkBuckets
+// equal stretches of the window (0 for a stretch without a pull).
+func rollingStats(points *ring[point], from, to time.Duration) (latencyStats, []float64) {
+	recent := to - from
+	var lats []time.Duration
+	var hitB, nB [sparkBuckets]int
+	st := latencyStats{}
+	for j := 0; j < points.Len(); j++ {
+		p := points.At(j)
+		if p.end <= from || p.end > to {
+			continue
+		}
+		lats = append(lats, p.latency)
+		if p.hit {
+			st.hits++
+		}
+		b := int(float64(p.end-from) / float64(recent) * sparkBuckets)
+		b = min(max(b, 0), sparkBuckets-1)
+		nB[b]++
+		if p.hit {
+			hitB[b]++
+		}
+	}
+	st.n = len(lats)
+	if st.n > 0 {
+		sort.Slice(lats, func(a, b int) bool { return lats[a] < lats[b] })
+		st.p50 = nearestRank(lats, 0.50)
+		st.p95 = nearestRank(lats, 0.95)
+		st.max = lats[len(lats)-1]
+	}
+	spark := make([]float64, sparkBuckets)
+	for b := range spark {
+		if nB[b] > 0 {
+			spark[b] = float64(hitB[b]) / float64(nB[b])
+		}
+	}
+	return st, spark
+}
