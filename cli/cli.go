@@ -63,7 +63,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	runCmd, runOpts := newRunCommand()
 	sliceCmd, _ := newSliceCommand()
 	runOnly := runOnlyFlags(runCmd.Flags(), sliceCmd.Flags())
-	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand(), newDoctorCommand(), newReplayCommand())
+	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand(), newDoctorCommand(), newReplayCommand(), newGenDocsCommand())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if os.Getenv("FAULTS") == "1" {
 			// The seed's knob: the slice, with the flags given to bare
