@@ -41,9 +41,9 @@ const (
 	armsJoiner = "+"               // between the arms in a default folder's name
 )
 
-// Label names a row: ARM + sep + CASE in mode p2p (the seed's), with the
+// label names a row: ARM + sep + CASE in mode p2p (the seed's), with the
 // mode between them otherwise. Folders use "-", progress lines "/".
-func Label(arm, mode, caseName, sep string) string {
+func label(arm, mode, caseName, sep string) string {
 	if mode == "" || mode == event.ModeP2P {
 		return arm + sep + caseName
 	}
@@ -53,14 +53,14 @@ func Label(arm, mode, caseName, sep string) string {
 // RowLabel is how progress lines and errors name a row: ARM/CASE or
 // ARM/MODE/CASE.
 func RowLabel(arm, mode, caseName string) string {
-	return Label(arm, mode, caseName, labelSep)
+	return label(arm, mode, caseName, labelSep)
 }
 
 // RowName is the folder of one arm × mode × case inside a slice's or a
 // several-arm run's folder: ARM-CASE, or ARM-MODE-CASE outside mode p2p,
 // with the arm's name made safe for a file name.
 func RowName(arm, mode, caseName string) string {
-	return Label(FileSafe(arm), mode, caseName, rowSep)
+	return label(FileSafe(arm), mode, caseName, rowSep)
 }
 
 // Row is RowName's folder inside dir.
@@ -77,7 +77,7 @@ func RowOf(dir string, run event.RunInfo) string {
 // RunName names a run's default folder: its arms joined by '+', then its
 // mode outside p2p, then its case (main+fixed-pd-stall).
 func RunName(arms []string, mode, caseName string) string {
-	return Label(FileSafe(strings.Join(arms, armsJoiner)), mode, caseName, rowSep)
+	return label(FileSafe(strings.Join(arms, armsJoiner)), mode, caseName, rowSep)
 }
 
 // Default is the folder under Root of a run started at now whose --out
