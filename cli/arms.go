@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -15,6 +14,7 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/runfolder"
 	"p2pfault/runner"
 )
 
@@ -64,23 +64,13 @@ func (o *runOptions) armSpecs() ([]armSpec, error) {
 	return specs, nil
 }
 
-// armLabel names a run's default folder: its arms joined by '+'.
-func armLabel(specs []armSpec) string {
+// armNames are the arms' names, in order.
+func armNames(specs []armSpec) []string {
 	var names []string
 	for _, s := range specs {
 		names = append(names, s.name)
 	}
-	return fileSafe(strings.Join(names, "+"))
-}
-
-func fileSafe(s string) string {
-	return strings.Map(func(c rune) rune {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-', c == '+':
-			return c
-		}
-		return '_'
-	}, s)
+	return names
 }
 
 // runArms are the arms' configurations and output folders, in order.
@@ -90,8 +80,8 @@ type runArms struct {
 }
 
 // armConfigs configures one experiment per arm. One arm writes into out
-// itself, as run always did; several write each into out/ARM-CASE (as a
-// slice's rows) and take free ports from one pool, and with --engine vllm
+// itself, as run always did; several write each into its row folder
+// (runfolder.Row: out/ARM-CASE or out/ARM-MODE-CASE, as a slice's rows) and take free ports from one pool, and with --engine vllm
 // split --gpus into one contiguous share per arm. Each arm launches its
 // own engines; with --attach the one arm's cluster is opened later (its
 // Cluster is left nil here).
@@ -113,7 +103,7 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 	for k, s := range specs {
 		dir := out
 		if n > 1 {
-			dir = filepath.Join(out, modeLabel(fileSafe(s.name), o.flags.mode, caseName, "-"))
+			dir = runfolder.Row(out, s.name, o.flags.mode, caseName)
 		}
 		cfg, err := o.flags.experimentConfig(s.name, caseName, dir)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"p2pfault/attach/guard"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
+	"p2pfault/runfolder"
 )
 
 // launchFlags are the flags that say how p2pfault launches its engines:
@@ -52,7 +53,7 @@ func openAttach(ctx context.Context, path, out string) (*attach.Cluster, error) 
 	if err != nil {
 		return nil, exitcode.Usagef("--attach: find p2pfault's own binary for the stall guards: %w", err)
 	}
-	book, err := guard.NewBook(filepath.Join(out, guard.RecordFile))
+	book, err := guard.NewBook(filepath.Join(out, runfolder.Stalls))
 	if err != nil {
 		return nil, exitcode.AsUsage(err)
 	}
@@ -94,14 +95,12 @@ func newGuardCommand() *cobra.Command {
 func resumeStalls(ctx context.Context, dirs []string, w io.Writer) (int, error) {
 	total := 0
 	for _, d := range dirs {
-		for _, pattern := range []string{guard.RecordFile, "*/" + guard.RecordFile} {
-			found, _ := filepath.Glob(filepath.Join(d, pattern))
-			for _, rec := range found {
-				n, err := guard.ResumeRecorded(ctx, rec, w)
-				total += n
-				if err != nil {
-					return total, exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", rec, err))
-				}
+		for _, dir := range runfolder.Holding(d, runfolder.Stalls) {
+			rec := filepath.Join(dir, runfolder.Stalls)
+			n, err := guard.ResumeRecorded(ctx, rec, w)
+			total += n
+			if err != nil {
+				return total, exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", rec, err))
 			}
 		}
 	}
@@ -117,8 +116,7 @@ func stallDirs(args []string) []string {
 	if len(args) > 0 {
 		return args
 	}
-	found, _ := filepath.Glob("p2pfault-runs/*")
-	return found
+	return runfolder.Runs()
 }
 
 // attachSlice fits a slice to an attached cluster: one arm (the cluster

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"p2pfault/exitcode"
 	"p2pfault/fault"
@@ -61,7 +62,8 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 
 	runCmd, runOpts := newRunCommand()
 	sliceCmd, _ := newSliceCommand()
-	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand(), newDoctorCommand(), newReplayCommand())
+	runOnly := runOnlyFlags(runCmd.Flags(), sliceCmd.Flags())
+	root.AddCommand(runCmd, sliceCmd, newReportCommand(), newCleanupCommand(), withUsageErrors(sim.Command()), newGuardCommand(), newDoctorCommand(), newReplayCommand(), newGenDocsCommand())
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		if os.Getenv("FAULTS") == "1" {
 			// The seed's knob: the slice, with the flags given to bare
@@ -71,7 +73,7 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if cmd.Flags().Changed("arms") {
 				return exitcode.Usagef("FAULTS=1 runs the slice of arms main,fixed: to choose its arms run `p2pfault slice --arms ...`")
 			}
-			for _, name := range append([]string{"case", "arm", "headless", "duration", "timeline", "nemesis", "events-compress"}, nemesisFlagNames...) {
+			for _, name := range runOnly {
 				if cmd.Flags().Changed(name) {
 					return exitcode.Usagef("FAULTS=1 runs the slice, which has no --%s (see `p2pfault slice --help`: --arms, --cases)", name)
 				}
@@ -83,6 +85,24 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	// The root also accepts run's flags, so `p2pfault --time-scale 0.5` works.
 	root.Flags().AddFlagSet(runCmd.Flags())
 	return root
+}
+
+// runOnlyFlags are the flags of run (whose flags bare p2pfault takes)
+// that a slice does not carry: those the slice has not, and those it has
+// under the same name with another meaning (run's --arm names a simulated
+// arm too; the slice's is a vLLM build only). A flag the two share is
+// registered by the same code, so it has the same type and help text.
+// Read from the flag sets, a new run flag is refused under FAULTS=1
+// without being listed anywhere.
+func runOnlyFlags(run, slice *pflag.FlagSet) []string {
+	var names []string
+	run.VisitAll(func(f *pflag.Flag) {
+		s := slice.Lookup(f.Name)
+		if s == nil || s.Usage != f.Usage || s.Value.Type() != f.Value.Type() {
+			names = append(names, f.Name)
+		}
+	})
+	return names
 }
 
 // flagError turns cobra's flag errors into usage errors (exit 2).

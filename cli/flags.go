@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -246,16 +245,6 @@ func checkMode(flag, mode string) error {
 	return nil
 }
 
-// modeLabel is how a row's folder and its progress lines name it: "ARM" +
-// sep + "CASE" in mode p2p (the seed's), with the mode between them
-// otherwise.
-func modeLabel(arm, mode, caseName, sep string) string {
-	if mode == "" || mode == event.ModeP2P {
-		return arm + sep + caseName
-	}
-	return arm + sep + mode + sep + caseName
-}
-
 // modeCase is a case as a progress line's prefix names it: "CASE", or
 // "MODE/CASE" outside mode p2p.
 func modeCase(mode, caseName string) string {
@@ -263,9 +252,4 @@ func modeCase(mode, caseName string) string {
 		return caseName
 	}
 	return mode + "/" + caseName
-}
-
-// defaultOut is the output folder of a run whose --out was not given.
-func defaultOut(label string) string {
-	return fmt.Sprintf("p2pfault-runs/%s-%s", time.Now().Format("20060102-150405"), label)
 }

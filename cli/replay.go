@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/report"
+	"p2pfault/runfolder"
 	"p2pfault/ui"
 )
 
@@ -41,7 +40,7 @@ func newReplayCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := replayPath(args[0])
+			path, err := eventsArg("replay", args[0])
 			if err != nil {
 				return err
 			}
@@ -60,37 +59,28 @@ func newReplayCommand() *cobra.Command {
 	return cmd
 }
 
-// replayPath is the events file arg names: the file itself, or a run
-// folder's events file as report finds it (report.EventsIn: events.jsonl,
-// or events.jsonl.zst when only that is there). A slice's folder holds no
-// events of its own, one run per row: the error lists the rows to replay.
-func replayPath(arg string) (string, error) {
-	st, err := os.Stat(arg)
-	if err != nil {
-		return "", exitcode.Usagef("replay: %w", err)
-	}
-	if !st.IsDir() {
-		return arg, nil
-	}
-	path := report.EventsIn(arg)
-	if _, err := os.Stat(path); err == nil {
+// eventsArg is the events file the argument of `p2pfault VERB` (report,
+// replay) names, as runfolder.Find finds it; what it cannot find is a
+// usage error naming the argument. A slice's folder holds no events of its
+// own, one run per row: the error lists the commands for its rows.
+func eventsArg(verb, arg string) (string, error) {
+	path, err := runfolder.Find(arg)
+	var rows *runfolder.RowsError
+	var none *runfolder.NoEventsError
+	switch {
+	case err == nil:
 		return path, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", exitcode.Usagef("replay: %w", err)
+	case errors.As(err, &rows):
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s; %s a row:", verb, rows, verb)
+		for _, r := range rows.Rows {
+			fmt.Fprintf(&b, "\n  p2pfault %s %s", verb, r)
+		}
+		return "", exitcode.Usagef("%s", b.String())
+	case errors.As(err, &none):
+		return "", exitcode.Usagef("%s %s", verb, none)
 	}
-	rows, _ := filepath.Glob(filepath.Join(arg, "*", report.FileEvents))
-	zrows, _ := filepath.Glob(filepath.Join(arg, "*", report.FileEventsZstd))
-	rows = append(rows, zrows...)
-	if len(rows) == 0 {
-		return "", exitcode.Usagef("replay %s: no %s or %s in this folder (give a run's output folder or its events file)", arg, report.FileEvents, report.FileEventsZstd)
-	}
-	sort.Strings(rows)
-	var b strings.Builder
-	fmt.Fprintf(&b, "replay %s: a slice's folder has no %s of its own, one run per row; replay a row:", arg, report.FileEvents)
-	for _, r := range rows {
-		fmt.Fprintf(&b, "\n  p2pfault replay %s", filepath.Dir(r))
-	}
-	return "", exitcode.Usagef("%s", b.String())
+	return "", exitcode.Usagef("%s: %w", verb, err)
 }
 
 // openReplay reads path's events with report's reader (a file cut short
@@ -154,7 +144,8 @@ func checkReplayEvents(path string, evs []event.Event, follow bool) error {
 	return nil
 }
 
-// armFolders maps each arm of a several-arm run to its folder (DIR/ARM-CASE,
+// armFolders maps each arm of a several-arm run to its folder
+// (runfolder.RowOf: DIR/ARM-CASE, or DIR/ARM-MODE-CASE outside mode p2p,
 // where its engines' logs are); a one-arm run's logs are in dir itself.
 func armFolders(dir string, evs []event.Event) map[string]string {
 	out := map[string]string{}
@@ -162,7 +153,7 @@ func armFolders(dir string, evs []event.Event) map[string]string {
 		if ev.Kind != event.KindRun || ev.Run == nil {
 			continue
 		}
-		d := filepath.Join(dir, fileSafe(ev.Run.Arm)+"-"+ev.Run.Case)
+		d := runfolder.RowOf(dir, *ev.Run)
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
 			out[ev.Run.Arm] = d
 		}
@@ -192,7 +183,7 @@ func (l replayLogs) tail(engine string, n int, at time.Time) []string {
 		}
 		engine = name
 	}
-	path := filepath.Join(dir, engine+".log")
+	path := runfolder.Log(dir, engine)
 	f, err := os.Open(path)
 	if err != nil {
 		return []string{fmt.Sprintf("replay: no log of %s: %v", engine, err)}

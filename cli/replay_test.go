@@ -25,7 +25,7 @@ func writeRunWith(t *testing.T, dir string, c report.Compression) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, c.File())
+	path := c.Path(dir)
 	log, err := report.NewEventLogWith(path, c)
 	if err != nil {
 		t.Fatal(err)

@@ -29,11 +29,9 @@ func newReportCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := args[0]
-			if st, err := os.Stat(path); err != nil {
-				return exitcode.Usagef("report: %w", err)
-			} else if st.IsDir() {
-				path = report.EventsIn(path)
+			path, err := eventsArg("report", args[0])
+			if err != nil {
+				return err
 			}
 			dir := out
 			if dir == "" {

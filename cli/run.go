@@ -19,6 +19,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/report"
+	"p2pfault/runfolder"
 	"p2pfault/runner"
 	"p2pfault/ui"
 )
@@ -78,8 +79,7 @@ type runPlan struct {
 	out      string
 	headless bool
 	arms     runArms
-	events   string // the events file's name (report.Compression.File)
-	compress report.Compression
+	compress report.Compression // of the events file (its name too: Compression.Path)
 }
 
 // configure reads and checks run's flags and environment (exit 2 on any
@@ -137,7 +137,7 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	headless := o.headless || !isTerminal(cmd.OutOrStdout())
 	out := o.flags.out
 	if out == "" {
-		out = defaultOut(modeLabel(armLabel(specs), o.flags.mode, caseName, "-"))
+		out = runfolder.Default(runfolder.RunName(armNames(specs), o.flags.mode, caseName), time.Now())
 	}
 	arms, err := o.armConfigs(cmd, specs, caseName, out, headless)
 	if err != nil {
@@ -146,7 +146,7 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	for i := range arms.configs {
 		arms.configs[i].Nemesis = nemesis // every arm draws the same schedule
 	}
-	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, events: comp.File(), compress: comp}, nil
+	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, compress: comp}, nil
 }
 
 func runRun(cmd *cobra.Command, o *runOptions) error {
@@ -184,11 +184,11 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
 	var faces sync.WaitGroup
-	logErrs := []<-chan error{writeEvents(&faces, g.Subscribe(), filepath.Join(out, p.events), p.compress)}
+	logErrs := []<-chan error{writeEvents(&faces, g.Subscribe(), p.compress.Path(out), p.compress)}
 	if len(specs) > 1 {
 		// Each arm's folder holds its own events too, as a slice's row does.
 		for i, d := range arms.dirs {
-			logErrs = append(logErrs, writeEvents(&faces, armOnly(g.Subscribe(), specs[i].name), filepath.Join(d, p.events), p.compress))
+			logErrs = append(logErrs, writeEvents(&faces, armOnly(g.Subscribe(), specs[i].name), p.compress.Path(d), p.compress))
 		}
 	}
 	if headless {
@@ -248,7 +248,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	// A run that could not start (a port in use, an engine that failed)
 	// has no verdict to show: the error says what went wrong.
 	printTable := headless && exitcode.Code(runErr) != exitcode.Usage
-	if werr := writeReports(cmd.OutOrStdout(), out, p.events, arms.dirs, printTable); werr != nil && runErr == nil {
+	if werr := writeReports(cmd.OutOrStdout(), out, p.compress, arms.dirs, printTable); werr != nil && runErr == nil {
 		runErr = werr
 	}
 	if runErr != nil {
@@ -297,8 +297,7 @@ func prepareOut(out string, stderr io.Writer) error {
 // sessions.json (a slice's rows are one level deeper).
 func runDirs() []string {
 	var dirs []string
-	found, _ := filepath.Glob("p2pfault-runs/*")
-	for _, d := range found {
+	for _, d := range runfolder.Runs() {
 		dirs = append(dirs, sessionDirs(d)...)
 	}
 	return dirs
@@ -306,16 +305,7 @@ func runDirs() []string {
 
 // sessionDirs returns dir if it holds a sessions.json, and the row folders
 // of a slice in dir that do.
-func sessionDirs(dir string) []string {
-	var dirs []string
-	for _, pattern := range []string{runner.SessionsFile, "*/" + runner.SessionsFile} {
-		found, _ := filepath.Glob(filepath.Join(dir, pattern))
-		for _, f := range found {
-			dirs = append(dirs, filepath.Dir(f))
-		}
-	}
-	return dirs
-}
+func sessionDirs(dir string) []string { return runfolder.Holding(dir, runfolder.Sessions) }
 
 // writeEvents writes every event to path as it comes (compressed with c),
 // flushed at once, so a crashed run still leaves its events for
@@ -353,17 +343,17 @@ func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c repor
 	return errc
 }
 
-// writeReports rebuilds every report from the run's events file, named
-// events (events.jsonl or events.jsonl.zst; the same path `p2pfault
+// writeReports rebuilds every report from the run's events file, written
+// with c (events.jsonl or events.jsonl.zst; the same path `p2pfault
 // report` takes), and prints the verdict table.
-func writeReports(stdout io.Writer, out, events string, armDirs []string, printTable bool) error {
-	runs, err := report.RebuildAll(filepath.Join(out, events), out)
+func writeReports(stdout io.Writer, out string, c report.Compression, armDirs []string, printTable bool) error {
+	runs, err := report.RebuildAll(c.Path(out), out)
 	if err != nil {
 		return fmt.Errorf("write reports in %s: %w", out, err)
 	}
 	if len(armDirs) > 1 {
 		for _, d := range armDirs {
-			if _, err := report.RebuildAll(filepath.Join(d, events), d); err != nil {
+			if _, err := report.RebuildAll(c.Path(d), d); err != nil {
 				return fmt.Errorf("write reports in %s: %w", d, err)
 			}
 		}

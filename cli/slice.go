@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/report"
+	"p2pfault/runfolder"
 	"p2pfault/runner"
 )
 
@@ -66,7 +66,7 @@ type sliceRow struct {
 
 // label names the row in progress lines and errors: "arm/case", or
 // "arm/mode/case" outside mode p2p.
-func (r sliceRow) label() string { return modeLabel(r.arm, r.mode, r.caseName, "/") }
+func (r sliceRow) label() string { return runfolder.RowLabel(r.arm, r.mode, r.caseName) }
 
 // slicePlan is a slice as its flags describe it: its rows, how many run
 // at once and one experiment configuration per row (without the attached
@@ -114,7 +114,7 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	rows, parallel := p.rows, p.parallel
 	out := o.flags.out
 	if out == "" {
-		out = defaultOut("slice")
+		out = runfolder.Default("slice", time.Now())
 	}
 	exps, err := o.experiments(cmd, p)
 	if err != nil {
@@ -267,7 +267,7 @@ func rebuildRows(rows []sliceRow, errs []error) ([]report.Run, error) {
 		if errs[i] != nil && firstErr == nil {
 			firstErr = fmt.Errorf("%s: %w", r.label(), errs[i])
 		}
-		run, err := report.Rebuild(filepath.Join(r.out, "events.jsonl"), r.out)
+		run, err := report.Rebuild(runfolder.EventsFile(r.out, false), r.out)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("%s: %w", r.label(), err)
@@ -376,7 +376,7 @@ func (o *sliceOptions) plan(modes []string) ([]sliceRow, error) {
 	}
 	out := o.flags.out
 	if out == "" {
-		out = defaultOut("slice")
+		out = runfolder.Default("slice", time.Now())
 		o.flags.out = out
 	}
 	var rows []sliceRow
@@ -389,7 +389,7 @@ func (o *sliceOptions) plan(modes []string) ([]sliceRow, error) {
 		for _, m := range modes {
 			for _, c := range o.cases {
 				rows = append(rows, sliceRow{arm: a.name, mode: m, caseName: c, vllmBin: a.bin,
-					out: filepath.Join(out, modeLabel(a.name, m, c, "-"))})
+					out: runfolder.Row(out, a.name, m, c)})
 			}
 		}
 	}
@@ -399,7 +399,7 @@ func (o *sliceOptions) plan(modes []string) ([]sliceRow, error) {
 // runRow runs one row with its event log and a prefixed progress printer.
 func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool) error {
 	var faces sync.WaitGroup
-	logErr := writeEvents(&faces, exp.Subscribe(), filepath.Join(r.out, report.FileEvents), report.CompressNone)
+	logErr := writeEvents(&faces, exp.Subscribe(), runfolder.EventsFile(r.out, false), report.CompressNone)
 	ch := exp.Subscribe()
 	p := console.New(stdout, fmt.Sprintf("%-*s ", width, r.label()))
 	p.Summaries = !quiet

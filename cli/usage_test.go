@@ -2,12 +2,15 @@ package cli_test
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"p2pfault/cli"
 )
@@ -136,5 +139,63 @@ func TestFixedPortTakenIsExit2NamingThePort(t *testing.T) {
 	// The run never started: no verdict table, which would read as a FAIL.
 	if strings.Contains(stdout.String(), "faulted source p50") {
 		t.Errorf("a run that could not start printed a verdict table:\n%s", stdout.String())
+	}
+}
+
+// TestFaultsRefusesEveryRunOnlyFlag: FAULTS=1 makes bare p2pfault the
+// slice, with run's flags. Every flag of run that the two commands' flag
+// sets do not share (and --arm and --arms, which name run's arms where
+// FAULTS=1 runs main,fixed) is refused with exit 2 naming it, before
+// anything starts; a flag they share is not refused as run-only (a bad
+// --time-scale ends those calls before a slice could start).
+func TestFaultsRefusesEveryRunOnlyFlag(t *testing.T) {
+	t.Setenv("FAULTS", "1")
+	root := cli.NewRoot(strings.NewReader(""), io.Discard, io.Discard)
+	var run, slice *pflag.FlagSet
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "run":
+			run = c.Flags()
+		case "slice":
+			slice = c.Flags()
+		}
+	}
+	if run == nil || slice == nil {
+		t.Fatal("no run or slice command")
+	}
+	refused := 0
+	run.VisitAll(func(f *pflag.Flag) {
+		runOnly := slice.Lookup(f.Name) == nil || f.Name == "arm" || f.Name == "arms"
+		t.Run(f.Name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			value := f.DefValue // given, it is Changed all the same
+			if f.Value.Type() == "intSlice" {
+				value = "0" // "[]" does not parse as one
+			}
+			args := []string{"--" + f.Name + "=" + value, "--time-scale=-1", "--out", out}
+			var stdout, stderr bytes.Buffer
+			code := cli.Main(args, strings.NewReader(""), &stdout, &stderr)
+			if code != 2 {
+				t.Fatalf("FAULTS=1 p2pfault %s: exit %d, want 2\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+			}
+			said := strings.Contains(stderr.String(), "FAULTS=1 runs the slice") && strings.Contains(stderr.String(), "--"+f.Name)
+			switch {
+			case runOnly && !said:
+				t.Errorf("FAULTS=1 took run's --%s: stderr %q, want it refused by name", f.Name, stderr.String())
+			case !runOnly && strings.Contains(stderr.String(), "FAULTS=1 runs the slice"):
+				t.Errorf("FAULTS=1 refused --%s, which the slice has too: %q", f.Name, stderr.String())
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("a usage error left the output folder %s behind", out)
+			}
+		})
+		if runOnly {
+			refused++
+		}
+	})
+	// case, arm, arms, headless, duration, timeline, events-compress, the
+	// nemesis' nine: a list that comes out short lost its run-only flags.
+	if refused < 16 {
+		t.Errorf("%d run-only flags, want at least 16", refused)
 	}
 }

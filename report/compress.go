@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/klauspost/compress/zstd"
+
+	"p2pfault/runfolder"
 )
 
 // Compression is how events.jsonl is written: plain or zstd
@@ -23,7 +24,7 @@ const (
 )
 
 // FileEventsZstd is events.jsonl written with zstd.
-const FileEventsZstd = FileEvents + ".zst"
+const FileEventsZstd = runfolder.EventsZstd
 
 // ParseCompression reads --events-compress: "none" (or "") or "zstd".
 func ParseCompression(s string) (Compression, error) {
@@ -36,27 +37,11 @@ func ParseCompression(s string) (Compression, error) {
 	return "", fmt.Errorf("want none or zstd")
 }
 
-// File is the events file's name in a run's folder.
-func (c Compression) File() string {
-	if c == CompressZstd {
-		return FileEventsZstd
-	}
-	return FileEvents
+// Path is the events file a run writing with c keeps in its folder dir
+// (runfolder.EventsFile: events.jsonl or events.jsonl.zst).
+func (c Compression) Path(dir string) string {
+	return runfolder.EventsFile(dir, c == CompressZstd)
 }
-
-// EventsIn is the events file of the run folder dir: events.jsonl, or
-// events.jsonl.zst when only that one is there.
-func EventsIn(dir string) string {
-	plain := filepath.Join(dir, FileEvents)
-	if _, err := os.Stat(plain); err != nil {
-		if z := filepath.Join(dir, FileEventsZstd); exists(z) {
-			return z
-		}
-	}
-	return plain
-}
-
-func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
 // zstdMagic starts every zstd frame (RFC 8878 §3.1.1).
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"p2pfault/runfolder"
 )
 
 // zstdEvents writes the main stall fixture's events to a zstd events log
@@ -107,17 +109,17 @@ func TestRebuildReadsEitherEventsFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := EventsIn(zDir); got != filepath.Join(zDir, FileEventsZstd) {
-		t.Fatalf("EventsIn(a folder with only the .zst) = %s", got)
+	if got := runfolder.EventsIn(zDir); got != filepath.Join(zDir, FileEventsZstd) {
+		t.Fatalf("runfolder.EventsIn(a folder with only the .zst) = %s", got)
 	}
-	if got := EventsIn(plainDir); got != filepath.Join(plainDir, FileEvents) {
-		t.Fatalf("EventsIn(a folder with events.jsonl) = %s", got)
+	if got := runfolder.EventsIn(plainDir); got != filepath.Join(plainDir, FileEvents) {
+		t.Fatalf("runfolder.EventsIn(a folder with events.jsonl) = %s", got)
 	}
-	a, err := RebuildAll(EventsIn(plainDir), plainDir)
+	a, err := RebuildAll(runfolder.EventsIn(plainDir), plainDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := RebuildAll(EventsIn(zDir), zDir)
+	b, err := RebuildAll(runfolder.EventsIn(zDir), zDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"p2pfault/event"
+	"p2pfault/runfolder"
 )
 
 // Report file names in the output folder.
@@ -16,7 +17,7 @@ const (
 	FileMarkdown = "report.md"
 	FileJSON     = "report.json"
 	FileJUnit    = "junit.xml"
-	FileEvents   = "events.jsonl"
+	FileEvents   = runfolder.Events
 	FileTimeline = "timeline.svg"
 )
 

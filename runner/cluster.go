@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
+	"p2pfault/runfolder"
 )
 
 // errStopping is returned by an engine operation that the cluster's Stop
@@ -246,7 +246,7 @@ func (c *Cluster) opContext(ctx context.Context) (context.Context, context.Cance
 }
 
 func (c *Cluster) logPath(name string) string {
-	return filepath.Join(c.cfg.OutDir, name+".log")
+	return runfolder.Log(c.cfg.OutDir, name)
 }
 
 // spawner starts every engine from one goroutine locked to its OS thread.

@@ -12,12 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"p2pfault/runfolder"
 	"p2pfault/runner/session"
 )
 
 // SessionsFile is the name, in a run's output folder, of the record of the
-// run's engine sessions, rewritten whenever one starts or ends.
-const SessionsFile = "sessions.json"
+// run's engine sessions, rewritten whenever one starts or ends (its name
+// is the run folder layout's, runfolder.Sessions).
+const SessionsFile = runfolder.Sessions
 
 // ProcID identifies a process across pid reuse: its pid and its start time
 // in clock ticks after boot (field 22 of /proc/PID/stat).

@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"p2pfault/runfolder"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
 )
 
-// RecordFile is the record's name in a run's folder.
-const RecordFile = "stalls.json"
+// RecordFile is the record's name in a run's folder (the run folder
+// layout's, runfolder.Stalls).
+const RecordFile = runfolder.Stalls
 
 // Stall is one stall in force, written before SIGSTOP (or the stall
 // command) is sent and removed once it is resumed, so that `p2pfault

@@ -1,0 +1,23 @@
+package cli
+
+import (
+	"time"
+
+	"p2pfault/event"
+)
+
+// OpenReplay opens what `p2pfault replay ARG` would play, without the
+// dashboard: the events and the engines' logs as they stood at an instant
+// (engine "ARM/ENGINE" with several arms).
+func OpenReplay(arg string) ([]event.Event, func(engine string, n int, at time.Time) []string, error) {
+	path, err := eventsArg("replay", arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, closeFile, err := openReplay(path, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeFile()
+	return cfg.Events, cfg.LogTail, nil
+}
