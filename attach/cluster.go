@@ -59,20 +59,21 @@ func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 func (c *Cluster) canTake(s fault.Step) error {
 	t := c.sources[s.Source]
 	where := fmt.Sprintf("attach %s: source-%d (%s)", c.file.Path, s.Source, t.Name())
-	if _, ours := commandActs[s.Action]; ours {
-		if err := t.cannot(s.Action); err != nil {
-			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.Action, err, s.String())
+	k := s.Kind
+	if _, ours := commandActs[k.Name]; ours {
+		if err := t.cannot(k.Name); err != nil {
+			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, k.Name, err, s.String())
 		}
-		if s.Action == fault.ActionRemove && c.file.RestoreAtEnd && !t.Supports(fault.ActionRestore) {
+		if k.Name == fault.ActionRemove && c.file.RestoreAtEnd && !t.Supports(fault.ActionRestore) {
 			return exitcode.Usagef("%s: restore: restore_at_end is set but the attach file gives no restore command for this source", where)
 		}
 		return nil
 	}
 	// A kind attach has no executor for acts through what it needs of the
 	// target (its Can says whether an attached source has it).
-	if k, ok := fault.Lookup(s.Action); ok && k.Can != nil {
+	if k.Can != nil {
 		if err := k.Can(t); err != nil {
-			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.Action, err, s.String())
+			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, k.Name, err, s.String())
 		}
 	}
 	return nil

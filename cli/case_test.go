@@ -178,10 +178,10 @@ type zapCtrl struct {
 	called chan string
 }
 
-func (c *zapCtrl) Fire(kind string, source int, _ fault.Options) error {
+func (c *zapCtrl) Fire(a fault.Action) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.called <- kind + " " + string(rune('0'+source))
+	c.called <- a.Kind.Name + " " + string(rune('0'+a.Source))
 	return nil
 }
 func (c *zapCtrl) SetProbing(bool)              {}

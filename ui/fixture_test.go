@@ -40,8 +40,8 @@ func (f *fakeCtrl) record(call string) error {
 	return err
 }
 
-func (f *fakeCtrl) Fire(kind string, i int, _ fault.Options) error {
-	return f.record(fmt.Sprintf("%s %d", kind, i))
+func (f *fakeCtrl) Fire(a fault.Action) error {
+	return f.record(fmt.Sprintf("%s %d", a.Kind.Name, a.Source))
 }
 func (f *fakeCtrl) SetProbing(on bool) {
 	f.mu.Lock()

@@ -533,9 +533,9 @@ func (m Model) footer(live help.KeyMap) help.KeyMap {
 // pause, and the engines' logs as they were at the replay's position.
 type replayCtrl struct{ r *Replay }
 
-func (c replayCtrl) Fire(string, int, fault.Options) error { return ErrReplayFault }
+func (c replayCtrl) Fire(fault.Action) error { return ErrReplayFault }
 
-func (c replayCtrl) FireArm(string, string, int, fault.Options) error { return ErrReplayFault }
+func (c replayCtrl) FireArm(string, fault.Action) error { return ErrReplayFault }
 
 func (c replayCtrl) SetProbing(bool) {}
 
