@@ -27,7 +27,7 @@ func init() {
 // when the restarted target is ready on the same ports.
 func actKill(f *Fire) error {
 	env := f.Env
-	env.SetCondition(event.CondRestarting)
+	f.Enter()
 	// The old session, read before it goes, for verifyKill.
 	f.before, f.hasHost = host(f.Target)
 	f.restart = make(chan error, 1)
@@ -45,7 +45,7 @@ func actKill(f *Fire) error {
 		})
 		if !signalled.Load() {
 			// It failed before the kill was sent: nothing went down.
-			env.SetCondition(event.CondUp)
+			f.Lift()
 			killed <- err
 			f.restart <- err
 			return
@@ -73,7 +73,7 @@ func restarted(f *Fire, what string, readyAt time.Time, err error) {
 		}
 		return
 	}
-	env.SetCondition(event.CondUp)
+	f.Lift()
 	env.Record(ActionReady, 0, f.By, nil)
 	env.CloseWindow(readyAt)
 	env.Changed()

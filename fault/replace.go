@@ -63,7 +63,7 @@ func actReplace(f *Fire) error {
 		env.Record(ActionReplace, 0, f.By, err)
 		return err
 	}
-	env.SetCondition(event.CondRestarting)
+	f.Enter()
 	// The old session and addresses, read before they go, for verifyReplace.
 	f.before, f.hasHost = host(f.Target)
 	f.restart = make(chan error, 1)
@@ -80,7 +80,7 @@ func actReplace(f *Fire) error {
 			killed <- err
 		})
 		if !signalled.Load() {
-			env.SetCondition(event.CondUp)
+			f.Lift()
 			killed <- err
 			f.restart <- err
 			return
@@ -106,7 +106,7 @@ func replaced(f *Fire, readyAt time.Time, err error) {
 	}
 	env := f.Env
 	env.Changed()
-	env.SetCondition(event.CondUp)
+	f.Lift()
 	env.Record(ActionReady, 0, f.By, nil)
 	env.CloseWindow(time.Now())
 }
