@@ -169,7 +169,7 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 		f := toks[next]
 		next++
 		if !k.TakesFor {
-			return s, syntaxError(f.line, f.col, `"for" goes only with %s, not %s`, takesForList(), k.Name)
+			return s, syntaxError(f.line, f.col, `"for" goes only with %s, not %s`, TakesForList(), k.Name)
 		}
 		d, err := want("a duration")
 		if err != nil {
@@ -209,8 +209,9 @@ func parseTarget(tok token) (int, error) {
 	return i, nil
 }
 
-// takesForList names the kinds that take "for", for messages.
-func takesForList() string {
+// TakesForList names the kinds that take "for", for messages and help:
+// "stall, partition, loss".
+func TakesForList() string {
 	var names []string
 	for _, k := range Kinds() {
 		if k.TakesFor {
