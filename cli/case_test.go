@@ -32,7 +32,7 @@ func registerZap(t *testing.T) {
 		TakesFor: true, Leaves: "zapped", Opens: true, Ending: fault.EndsAfterFor, Case: fault.OwnCase,
 		Act: func(f *fault.Fire) error {
 			env := f.Env
-			env.SetCondition("zapped")
+			f.Enter()
 			env.Record("zap", f.For, f.By, nil)
 			env.OpenWindow(time.Now(), true)
 			env.Go(func() {
@@ -40,7 +40,7 @@ func registerZap(t *testing.T) {
 				case <-time.After(f.For):
 				case <-env.Context().Done():
 				}
-				env.SetCondition(event.CondUp)
+				f.Lift()
 				env.CloseWindow(time.Now())
 			})
 			return nil
