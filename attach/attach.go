@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,12 +150,15 @@ type Result struct {
 	Moved *Address
 }
 
-// faulter is one way of faulting a source: its executor per kind
-// (actions.go).
+// faulter is one way of faulting a source: an executor per kind
+// (actions.go). The caller of an executor holds the target's lock.
 type faulter interface {
-	// do takes kind on the source; the caller holds the target's lock and
-	// has checked the kind may act now.
-	do(ctx context.Context, kind string) (Result, error)
+	doStall(ctx context.Context) (Result, error)
+	doResume(ctx context.Context) (Result, error)
+	doKill(ctx context.Context) (Result, error)
+	doRemove(ctx context.Context) (Result, error)
+	doRestore(ctx context.Context) (Result, error)
+	doReplace(ctx context.Context) (Result, error)
 	// readyWait snapshots what the Ready wait needs, under the target's
 	// lock; the wait itself (minutes for a model load) runs without it.
 	readyWait() func(context.Context) (Result, error)
@@ -218,33 +218,29 @@ func (t *Target) moveTo(a Address) {
 func (t *Target) Local() bool { return t.src.Faults.Local }
 
 // cannot says why the source cannot take action a at all, nil when it can
-// (Supports).
+// (Supports): a local source every kind attach knows but replace; a
+// commands source the ones the file gives a command for; ready always
+// (it waits for /health).
 func (t *Target) cannot(a string) error {
+	_, known := executors[a]
 	switch {
-	case t.Supports(a):
+	case a == fault.ActionReady:
 		return nil
-	case t.src.Faults.Local && localRefusals[a] != "":
-		return errors.New(localRefusals[a])
+	case t.src.Faults.Local && a == fault.ActionReplace:
+		return errors.New(localReplace)
+	case t.src.Faults.Local && !known:
+		return fmt.Errorf("a local source cannot take %s (it takes %s)", a, localKinds())
 	case t.src.Faults.Local:
-		return fmt.Errorf("a local source cannot take %s (it takes %s)", a, strings.Join(slices.Sorted(maps.Keys(localActs)), ", "))
+		return nil
 	}
-	return fmt.Errorf("the attach file gives no %s command for this source", a)
+	if _, ok := t.src.Faults.Commands[a]; !ok {
+		return fmt.Errorf("the attach file gives no %s command for this source", a)
+	}
+	return nil
 }
 
-// Supports reports whether the source can take action a: a local source
-// every kind attach knows (localActs); a commands source the ones the
-// file gives a command for, and ready always (it waits for /health).
-func (t *Target) Supports(a string) bool {
-	if a == fault.ActionReady {
-		return true
-	}
-	if t.src.Faults.Local {
-		_, ok := localActs[a]
-		return ok
-	}
-	_, ok := t.src.Faults.Commands[a]
-	return ok
-}
+// Supports reports whether the source can take action a (cannot).
+func (t *Target) Supports(a string) bool { return t.cannot(a) == nil }
 
 // Stalled reports whether p2pfault holds a stall of the source.
 func (t *Target) Stalled() bool {
@@ -279,16 +275,52 @@ func (t *Target) condition() event.Condition {
 // experiment refuses it. An error names the source and the action and
 // wraps the cause.
 func (t *Target) Do(ctx context.Context, a string) (Result, error) {
-	r, err := t.act(ctx, a)
+	r, err := t.do(ctx, a)
 	if err != nil {
 		return r, fmt.Errorf("%s: %s: %w", t.src.Name, a, err)
 	}
 	return r, nil
 }
 
-// act is Do with an error that names neither the source nor the action:
-// the fault kinds acting through the Target methods name both.
-func (t *Target) act(ctx context.Context, a string) (Result, error) {
+// do is Do with an error that names neither the source nor the action.
+// It is the edge where a word becomes a kind: it is looked up once, and
+// refused by the kind's rule over what p2pfault did to the source (a run
+// refuses its actions in the experiment, before they reach the target's
+// methods).
+func (t *Target) do(ctx context.Context, a string) (Result, error) {
+	if a == fault.ActionReady {
+		return t.act(ctx, a, nil)
+	}
+	k, ok := fault.Lookup(a)
+	ex, known := executors[a]
+	if !ok || !known {
+		return Result{}, fmt.Errorf("unknown action %q (want %s)", a, actionList())
+	}
+	take := t.taking(a, ex)
+	return t.act(ctx, a, func(f faulter, ctx context.Context) (Result, error) {
+		if why := k.Refusal(t.src.Name, t.condition()); why != "" {
+			return Result{}, errors.New(why)
+		}
+		return take(f, ctx)
+	})
+}
+
+// taking is executor ex of action a once the source can take a at all
+// (cannot): a file without the command, a local replace, is refused.
+func (t *Target) taking(a string, ex executor) executor {
+	return func(f faulter, ctx context.Context) (Result, error) {
+		if err := t.cannot(a); err != nil {
+			return Result{}, err
+		}
+		return ex(f, ctx)
+	}
+}
+
+// act runs executor ex of action a (ready: the wait for the source to
+// answer; ex is nil) under the target's lock, and fills in the result's
+// source, action and timing. Its error names neither the source nor the
+// action: the fault kinds acting through the Target methods name both.
+func (t *Target) act(ctx context.Context, a string, ex executor) (Result, error) {
 	if t.faulter == nil {
 		return Result{}, errors.New("the decoder of an attached cluster is not faulted")
 	}
@@ -302,7 +334,7 @@ func (t *Target) act(ctx context.Context, a string) (Result, error) {
 		r, err = wait(ctx)
 	} else {
 		t.mu.Lock()
-		r, err = t.take(ctx, a)
+		r, err = ex(t.faulter, ctx)
 		t.mu.Unlock()
 	}
 	r.Source, r.Action = t.src.Name, a
@@ -311,19 +343,6 @@ func (t *Target) act(ctx context.Context, a string) (Result, error) {
 	}
 	r.Took = r.At.Sub(start)
 	return r, err
-}
-
-// take looks kind up, refuses it when the source is not in the condition
-// it needs, and runs its executor; the caller holds t.mu.
-func (t *Target) take(ctx context.Context, kind string) (Result, error) {
-	k, ok := fault.Lookup(kind)
-	if !ok {
-		return Result{}, fmt.Errorf("unknown action %q (want %s)", kind, actionList())
-	}
-	if why := k.Refusal(t.src.Name, t.condition()); why != "" {
-		return Result{}, errors.New(why)
-	}
-	return t.faulter.do(ctx, kind)
 }
 
 // Process is the local process listening on the source's P2P port (its

@@ -59,20 +59,21 @@ func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 func (c *Cluster) canTake(s fault.Step) error {
 	t := c.sources[s.Source]
 	where := fmt.Sprintf("attach %s: %s (%s)", c.file.Path, event.SourceName(s.Source), t.Name())
-	if _, ours := commandActs[s.Action]; ours {
-		if err := t.cannot(s.Action); err != nil {
-			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.Action, err, s.String())
+	k := s.Kind
+	if _, ours := executors[k.Name]; ours {
+		if err := t.cannot(k.Name); err != nil {
+			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, k.Name, err, s.String())
 		}
-		if s.Action == fault.ActionRemove && c.file.RestoreAtEnd && !t.Supports(fault.ActionRestore) {
+		if k.Name == fault.ActionRemove && c.file.RestoreAtEnd && !t.Supports(fault.ActionRestore) {
 			return exitcode.Usagef("%s: restore: restore_at_end is set but the attach file gives no restore command for this source", where)
 		}
 		return nil
 	}
 	// A kind attach has no executor for acts through what it needs of the
 	// target (its Can says whether an attached source has it).
-	if k, ok := fault.Lookup(s.Action); ok && k.Can != nil {
+	if k.Can != nil {
 		if err := k.Can(t); err != nil {
-			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.Action, err, s.String())
+			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, k.Name, err, s.String())
 		}
 	}
 	return nil
@@ -278,7 +279,7 @@ func (t *Target) Host() (fault.Host, bool) {
 
 // Stop stalls the source.
 func (t *Target) Stop(ctx context.Context) (time.Time, error) {
-	r, err := t.act(ctx, fault.ActionStall)
+	r, err := t.act(ctx, fault.ActionStall, t.taking(fault.ActionStall, faulter.doStall))
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
@@ -288,7 +289,7 @@ func (t *Target) Stop(ctx context.Context) (time.Time, error) {
 // Continue resumes the stall. A stall that is no longer held was resumed
 // by someone else on the way out (Close, at the run's end): done.
 func (t *Target) Continue(ctx context.Context) error {
-	if _, err := t.act(ctx, fault.ActionResume); err != nil {
+	if _, err := t.act(ctx, fault.ActionResume, t.taking(fault.ActionResume, faulter.doResume)); err != nil {
 		if !t.Stalled() {
 			return nil
 		}
@@ -301,7 +302,7 @@ func (t *Target) Continue(ctx context.Context) error {
 func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
 	t.setBusy(true)
 	defer t.setBusy(false)
-	r, err := t.act(ctx, fault.ActionKill)
+	r, err := t.act(ctx, fault.ActionKill, t.taking(fault.ActionKill, faulter.doKill))
 	// Sent: the command ran, or signals reached the session (a local
 	// restart may still fail after that).
 	if signalled != nil && (err == nil || len(r.Pids) > 0) {
@@ -316,7 +317,7 @@ func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (ti
 
 // CanReplace (fault.Replacer): a source faulted by commands can be
 // replaced when the file gives it a replace command; a local one cannot
-// (localRefusals says why).
+// (localReplace says why).
 func (t *Target) CanReplace() error {
 	if t.faulter == nil {
 		return errors.New("the decoder of an attached cluster is not faulted")
@@ -335,7 +336,7 @@ func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) 
 	}
 	t.setBusy(true)
 	defer t.setBusy(false)
-	r, err := t.act(ctx, fault.ActionReplace)
+	r, err := t.act(ctx, fault.ActionReplace, t.taking(fault.ActionReplace, faulter.doReplace))
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
@@ -349,7 +350,7 @@ func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) 
 
 // Terminate removes the source and leaves it down.
 func (t *Target) Terminate(ctx context.Context, signalled func(time.Time, error)) error {
-	r, err := t.act(ctx, fault.ActionRemove)
+	r, err := t.act(ctx, fault.ActionRemove, t.taking(fault.ActionRemove, faulter.doRemove))
 	if signalled != nil && (err == nil || len(r.Pids) > 0) {
 		signalled(r.At, fault.NotTaken(err))
 	}
@@ -362,7 +363,7 @@ func (t *Target) Terminate(ctx context.Context, signalled func(time.Time, error)
 func (t *Target) Restore(ctx context.Context) (time.Time, error) {
 	t.setBusy(true)
 	defer t.setBusy(false)
-	if _, err := t.act(ctx, fault.ActionRestore); err != nil {
+	if _, err := t.act(ctx, fault.ActionRestore, t.taking(fault.ActionRestore, faulter.doRestore)); err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
 	return t.backUp(ctx)
@@ -374,7 +375,7 @@ func (t *Target) backUp(ctx context.Context) (time.Time, error) {
 	t.stateMu.Lock()
 	t.restarts++
 	t.stateMu.Unlock()
-	r, err := t.act(ctx, fault.ActionReady)
+	r, err := t.act(ctx, fault.ActionReady, nil)
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}

@@ -46,17 +46,10 @@ func (f *commandFaulter) run(ctx context.Context, a string) (Result, error) {
 	return r, nil
 }
 
-// do looks the kind's command executor up (actions.go); a kind the file
-// gives no command for is refused.
-func (f *commandFaulter) do(ctx context.Context, kind string) (Result, error) {
-	act, ok := commandActs[kind]
-	if !ok || !f.t.Supports(kind) {
-		return Result{}, fmt.Errorf("the attach file gives no %s command for this source", kind)
-	}
-	return act(f, ctx)
-}
-
 func (f *commandFaulter) doResume(ctx context.Context) (Result, error) {
+	if !f.stall {
+		return Result{}, errNotStalled
+	}
 	r, err := f.run(ctx, fault.ActionResume)
 	if err != nil {
 		return r, err // the guard stays: it retries when p2pfault ends
@@ -96,6 +89,9 @@ func (f *commandFaulter) doRemove(ctx context.Context) (Result, error) {
 }
 
 func (f *commandFaulter) doRestore(ctx context.Context) (Result, error) {
+	if !f.gone {
+		return Result{}, errNotRemoved
+	}
 	r, err := f.run(ctx, fault.ActionRestore)
 	if err == nil {
 		f.gone = false

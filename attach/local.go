@@ -2,6 +2,7 @@ package attach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,15 +44,6 @@ type relaunch struct {
 
 func (f *localFaulter) stalled() bool { return f.stall != nil }
 func (f *localFaulter) removed() bool { return f.gone != nil }
-
-// do looks the kind's local executor up (actions.go).
-func (f *localFaulter) do(ctx context.Context, kind string) (Result, error) {
-	act, ok := localActs[kind]
-	if !ok {
-		return Result{}, fmt.Errorf("a local source cannot take %s (it takes %s)", kind, strings.Join(Kinds(), ", "))
-	}
-	return act(f, ctx)
-}
 
 // find returns the source's session now, checked against the guards.
 func (f *localFaulter) find() (Listener, error) {
@@ -129,6 +121,9 @@ func (f *localFaulter) unguard(st *localStall) {
 
 func (f *localFaulter) doResume(ctx context.Context) (Result, error) {
 	st := f.stall
+	if st == nil {
+		return Result{}, errNotStalled
+	}
 	at := time.Now()
 	sent, err := guard.Continue(st.sid, ids(st.members))
 	if err != nil {
@@ -226,12 +221,21 @@ func (f *localFaulter) doRemove(ctx context.Context) (Result, error) {
 }
 
 func (f *localFaulter) doRestore(context.Context) (Result, error) {
+	if f.gone == nil {
+		return Result{}, errNotRemoved
+	}
 	rl, err := f.start(*f.gone, "restore")
 	if err != nil {
 		return Result{}, err
 	}
 	f.gone = nil
 	return Result{NewPid: rl.pid, Log: rl.log}, nil
+}
+
+// doReplace: a local source cannot take a replace (Target.cannot refuses
+// it before it gets here).
+func (*localFaulter) doReplace(context.Context) (Result, error) {
+	return Result{}, errors.New(localReplace)
 }
 
 // readyWait returns the wait for the source's /health, holding what it

@@ -32,7 +32,7 @@ func registerZap(t *testing.T) {
 		TakesFor: true, Leaves: "zapped", Opens: true, Ending: fault.EndsAfterFor, Case: fault.OwnCase,
 		Act: func(f *fault.Fire) error {
 			env := f.Env
-			env.SetCondition("zapped")
+			f.Enter()
 			env.Record("zap", f.For, f.By, nil)
 			env.OpenWindow(time.Now(), true)
 			env.Go(func() {
@@ -40,7 +40,7 @@ func registerZap(t *testing.T) {
 				case <-time.After(f.For):
 				case <-env.Context().Done():
 				}
-				env.SetCondition(event.CondUp)
+				f.Lift()
 				env.CloseWindow(time.Now())
 			})
 			return nil
@@ -178,10 +178,10 @@ type zapCtrl struct {
 	called chan string
 }
 
-func (c *zapCtrl) Fire(kind string, source int, _ fault.Options) error {
+func (c *zapCtrl) Fire(a fault.Action) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.called <- kind + " " + string(rune('0'+source))
+	c.called <- a.Kind.Name + " " + string(rune('0'+a.Source))
 	return nil
 }
 func (c *zapCtrl) SetProbing(bool)              {}

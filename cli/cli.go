@@ -47,9 +47,9 @@ func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "p2pfault",
 		Short: "Fault experiments on vLLM's peer-to-peer KV-offload tier",
-		Long: "p2pfault starts a small cluster (N source engines and a decoder), pulls cached KV\n" +
-			"blocks from the sources through the decoder, fires faults on a source (stall, kill,\n" +
-			"remove) and checks that the decoder notices fast and prefills locally.\n\n" +
+		Long: wrap("p2pfault starts a small cluster (N source engines and a decoder), pulls cached KV "+
+			"blocks from the sources through the decoder, fires faults on a source ("+seedCasesList()+
+			") and checks that the decoder notices fast and prefills locally.", 84) + "\n\n" +
 			"Bare `p2pfault` opens the dashboard on the simulated cluster.",
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -92,7 +92,7 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 			return exitcode.AsUsage(err)
 		}
 		for _, s := range tl {
-			plan.Kinds = append(plan.Kinds, s.Action)
+			plan.Kinds = append(plan.Kinds, s.Kind.Name)
 		}
 		if attachPath != "" {
 			continue // checked against the file once it is open (Attached.Fits)

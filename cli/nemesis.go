@@ -46,7 +46,7 @@ func (f *nemesisFlags) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.kinds, "nemesis-kinds", nil, "fault kinds to draw from, NAME or NAME=ARG (loss=30%); any kind that can fire repeatedly (default: every case kind that can: "+drawList(fault.DefaultDraws())+")")
 	fs.DurationVar(&f.gap, "nemesis-gap", defaultNemesisGap, "mean time from a fault's end to the next fault")
 	fs.DurationVar(&f.gapSpread, "nemesis-gap-spread", defaultNemesisGapSpread, "the gap is drawn uniformly within this of its mean")
-	fs.DurationVar(&f.length, "nemesis-length", defaultNemesisLength, "mean length of a fault that takes \"for\" (stall, partition, loss); a kill lasts its restart (--restart-length)")
+	fs.DurationVar(&f.length, "nemesis-length", defaultNemesisLength, "mean length of a fault that takes \"for\" ("+fault.TakesForList()+"); a kill lasts its restart (--restart-length)")
 	fs.DurationVar(&f.lengthSpread, "nemesis-length-spread", defaultNemesisLengthSpread, "the length is drawn uniformly within this of its mean")
 	fs.IntSliceVar(&f.sources, "nemesis-sources", nil, "source indexes to fault, e.g. 0,1 (default every source)")
 	fs.IntVar(&f.atOnce, "nemesis-at-once", 1, "how many faults may be in force at once, each on its own source")

@@ -37,7 +37,7 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	cmd := &cobra.Command{
 		Use:   "slice",
 		Short: "Run the seed's three fault cases for each arm, headless, and print its table",
-		Long: "Run stall, kill and remove on source-0 for every arm, check the bounds and print\n" +
+		Long: "Run " + seedCasesProse() + " on source-0 for every arm, check the bounds and print\n" +
 			"the seed's table. With the simulated engine the arms are main (vLLM main: wait on a\n" +
 			"pending handshake) and fixed (main + PR #64501: prefill locally) and all rows run at\n" +
 			"once on separate ports; with --engine vllm each --arm NAME=VLLM_BIN is a build, and\n" +

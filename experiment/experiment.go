@@ -160,9 +160,8 @@ func (e *Experiment) plannedEnd() time.Duration {
 	var end time.Duration
 	for _, s := range e.timeline {
 		t := s.At
-		k, _ := fault.Lookup(s.Action)
+		k := s.Kind
 		switch {
-		case k == nil:
 		case k.Ending == fault.EndsAfterFor:
 			if s.For > 0 {
 				t += s.For + e.cfg.scale(e.cfg.Recovery)

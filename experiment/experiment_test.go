@@ -107,16 +107,16 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 
 	rec.waitFor(t, "baseline", time.Minute, func(ev event.Event) bool { return ev.Phase == event.PhaseBaseline })
 
-	if err := exp.Fire(fault.ActionStall, 0, fault.Options{}); err != nil {
+	if err := exp.Fire(act(fault.ActionStall, 0, fault.Options{})); err != nil {
 		t.Fatalf("stall source-0: %v", err)
 	}
-	if err := exp.Fire(fault.ActionStall, 0, fault.Options{}); err == nil || !strings.Contains(err.Error(), "stalled") {
+	if err := exp.Fire(act(fault.ActionStall, 0, fault.Options{})); err == nil || !strings.Contains(err.Error(), "stalled") {
 		t.Errorf("a second stall of source-0: %v, want a refusal saying it is stalled", err)
 	}
 	rec.waitFor(t, "a stopped source-0", 10*time.Second, func(ev event.Event) bool {
 		return ev.Kind == event.KindEngine && ev.Engine.Name == "source-0" && ev.Engine.State == event.StateStopped
 	})
-	if err := exp.Fire(fault.ActionResume, 0, fault.Options{}); err != nil {
+	if err := exp.Fire(act(fault.ActionResume, 0, fault.Options{})); err != nil {
 		t.Fatalf("resume source-0: %v", err)
 	}
 	w := rec.waitFor(t, "the stall window closing", 10*time.Second, func(ev event.Event) bool {
@@ -125,27 +125,27 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	if w.Window.Source != 0 || w.Window.End <= w.Window.Start {
 		t.Errorf("stall window %+v, want source 0 with End > Start", *w.Window)
 	}
-	if err := exp.Fire(fault.ActionResume, 0, fault.Options{}); err == nil {
+	if err := exp.Fire(act(fault.ActionResume, 0, fault.Options{})); err == nil {
 		t.Error("resume of a source that is not stalled: no error")
 	}
 
-	if err := exp.Fire(fault.ActionKill, 0, fault.Options{}); err != nil {
+	if err := exp.Fire(act(fault.ActionKill, 0, fault.Options{})); err != nil {
 		t.Fatalf("kill source-0: %v", err)
 	}
 	rec.waitFor(t, "source-0 ready after the kill", 30*time.Second, faultOK(fault.ActionReady, 0))
 
-	if err := exp.Fire(fault.ActionRemove, 1, fault.Options{}); err != nil {
+	if err := exp.Fire(act(fault.ActionRemove, 1, fault.Options{})); err != nil {
 		t.Fatalf("remove source-1: %v", err)
 	}
 	for _, kind := range []string{fault.ActionStall, fault.ActionKill, fault.ActionRemove} {
-		if err := exp.Fire(kind, 1, fault.Options{}); err == nil || !strings.Contains(err.Error(), "removed") {
+		if err := exp.Fire(act(kind, 1, fault.Options{})); err == nil || !strings.Contains(err.Error(), "removed") {
 			t.Errorf("%s of removed source-1: %v, want a refusal saying it is removed", kind, err)
 		}
 	}
 	rec.waitFor(t, "the refusal in the events", 5*time.Second, func(ev event.Event) bool {
 		return ev.Kind == event.KindFault && ev.Fault.Source == 1 && strings.Contains(ev.Fault.Err, "removed")
 	})
-	if err := exp.Fire(fault.ActionRestore, 1, fault.Options{}); err != nil {
+	if err := exp.Fire(act(fault.ActionRestore, 1, fault.Options{})); err != nil {
 		t.Fatalf("restore source-1: %v", err)
 	}
 	rec.waitFor(t, "source-1 ready after the restore", 30*time.Second, faultOK(fault.ActionReady, 1))

@@ -33,7 +33,7 @@ func (e *Experiment) play(ctx context.Context, t0 time.Time) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		err := e.fire(s.Action, s.Source, fault.Options{For: s.For, Arg: s.Arg}, byScript)
+		err := e.fire(s.Action, byScript)
 		if errors.Is(err, fault.ErrNotTaken) && e.ctx.Err() == nil {
 			// An action the cluster's own means could not take (an attach
 			// file's kubectl or ssh that failed) is the cluster's failure,
@@ -90,54 +90,56 @@ func (e *Experiment) scriptEnd() (time.Duration, bool) {
 	return end, true
 }
 
-// Fire takes fault kind on source i for the dashboard's keys; a kind
-// that takes a duration and is given none lasts the run's stall length.
-func (e *Experiment) Fire(kind string, i int, opts fault.Options) error {
-	if k, ok := fault.Lookup(kind); ok && k.TakesFor && opts.For == 0 {
-		opts.For = e.cfg.scale(e.cfg.FaultFor)
+// Fire takes action a for the dashboard's keys; a kind that takes a
+// duration and is given none lasts the run's stall length.
+func (e *Experiment) Fire(a fault.Action) error {
+	if a.Kind.TakesFor && a.For == 0 {
+		a.For = e.cfg.scale(e.cfg.FaultFor)
 	}
-	return e.fire(kind, i, opts, byKey)
+	return e.fire(a, byKey)
 }
 
-// fire looks kind up, refuses it when its target is not in the condition
-// it needs, and lets the kind act through a firing (the run's bookkeeping
-// for that source).
-func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) error {
-	k, ok := fault.Lookup(kind)
-	if !ok {
-		return e.refused(kind, src, by, fmt.Errorf("unknown fault %q (want %s)", kind, fault.Names()))
-	}
-	if why := e.refuse(src, k); why != "" {
-		return e.refused(kind, src, by, errors.New(why))
-	}
+// fire refuses action a when its source is not in the condition its kind
+// needs, and lets the kind act through a firing (the run's bookkeeping
+// for that source). The kind came with the action, as the edge that made
+// it found it: it is not looked up again.
+func (e *Experiment) fire(a fault.Action, by string) error {
+	k, src := a.Kind, a.Source
 	// The last action on src is verified before the next acts, or a resume
-	// right after a stall would undo it before the stall was seen; what
-	// may act is asked again after the wait.
-	e.awaitVerify(src)
+	// right after a stall would undo it before the stall was seen. What
+	// may act is asked once, after that wait; while a verification is
+	// still going it is asked first too, so an action the source refuses
+	// now is refused at once rather than after the wait.
+	if done := e.pendingVerify(src); done != nil {
+		if why := e.refuse(src, k); why != "" {
+			return e.refused(a, by, errors.New(why))
+		}
+		e.awaitVerify(done)
+	}
 	if why := e.refuse(src, k); why != "" {
-		return e.refused(kind, src, by, errors.New(why))
+		return e.refused(a, by, errors.New(why))
 	}
 	if k.Arg != nil {
-		if err := k.Arg.Check(opts.Arg); err != nil {
-			return e.refused(kind, src, by, fmt.Errorf("%s %q: %w", kind, opts.Arg, err))
+		if err := k.Arg.Check(a.Arg); err != nil {
+			return e.refused(a, by, fmt.Errorf("%s %q: %w", k.Name, a.Arg, err))
 		}
 	}
 	if k.Setup != nil {
 		if err := k.Setup(); err != nil {
-			return e.refused(kind, src, by, err)
+			return e.refused(a, by, err)
 		}
 	}
 	t, err := e.source(src)
 	if err != nil {
-		return e.refused(kind, src, by, err)
+		return e.refused(a, by, err)
 	}
 	if k.Can != nil {
 		if err := k.Can(t); err != nil {
-			return e.refused(kind, src, by, err)
+			return e.refused(a, by, err)
 		}
 	}
-	env := &firing{e: e, src: src, kind: k, opts: opts}
-	f := &fault.Fire{Kind: k, Target: t, Options: opts, By: by, Env: env}
+	env := &firing{e: e, src: src, kind: k, opts: a.Options}
+	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env}
 	at := e.since()
 	if err := k.Act(f); err != nil {
 		return err
@@ -155,17 +157,30 @@ func (e *Experiment) fire(kind string, src int, opts fault.Options, by string) e
 	return nil
 }
 
-// awaitVerify waits for the verification of the last action on src, if
-// one is still going (at most its deadline, 2 s; a kill's waits for the
-// restart, which the next action on the source waits for anyway).
-func (e *Experiment) awaitVerify(src int) {
+// pendingVerify is the verification of the last action on src while it is
+// still going (closed when it ends), nil when none is.
+func (e *Experiment) pendingVerify(src int) <-chan struct{} {
 	e.mu.Lock()
 	done := e.verifying[src]
-	ctx := e.ctx
 	e.mu.Unlock()
 	if done == nil {
-		return
+		return nil
 	}
+	select {
+	case <-done:
+		return nil
+	default:
+		return done
+	}
+}
+
+// awaitVerify waits for a verification of the last action on a source
+// (pendingVerify) to end: at most its deadline, 2 s; a kill's waits for the
+// restart, which the next action on the source waits for anyway.
+func (e *Experiment) awaitVerify(done <-chan struct{}) {
+	e.mu.Lock()
+	ctx := e.ctx
+	e.mu.Unlock()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -196,13 +211,13 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 // work on this host (a partition needs CAP_NET_ADMIN and nftables): a
 // setup error, exit 2, naming what is missing.
 func setupKinds(tl fault.Timeline) error {
-	seen := map[string]bool{}
+	seen := map[*fault.Kind]bool{}
 	for _, s := range tl {
-		k, ok := fault.Lookup(s.Action)
-		if !ok || k.Setup == nil || seen[k.Name] {
+		k := s.Kind
+		if k.Setup == nil || seen[k] {
 			continue
 		}
-		seen[k.Name] = true
+		seen[k] = true
 		if err := k.Setup(); err != nil {
 			return exitcode.AsUsage(err)
 		}
@@ -227,8 +242,8 @@ func (e *Experiment) source(i int) (Target, error) {
 
 // refused records an action that could not be taken and returns why,
 // its chain kept (a setup error is still a netfault.SetupError).
-func (e *Experiment) refused(action string, src int, by string, why error) error {
-	e.faultEvent(action, src, 0, by, why)
+func (e *Experiment) refused(a fault.Action, by string, why error) error {
+	e.faultEvent(a.Kind.Name, a.Source, 0, by, why)
 	return why
 }
 

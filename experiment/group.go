@@ -90,25 +90,25 @@ func (g *Group) Run(ctx context.Context) []Result {
 	return res
 }
 
-// Fire takes fault kind on source i of every arm at the same instant: one
-// goroutine per arm, all released together, so each arm's fault event is
-// stamped within scheduling noise of the others'.
-func (g *Group) Fire(kind string, i int, opts fault.Options) error {
-	return g.fireOn(g.arms, kind, i, opts)
+// Fire takes action a on every arm at the same instant: one goroutine
+// per arm, all released together, so each arm's fault event is stamped
+// within scheduling noise of the others'.
+func (g *Group) Fire(a fault.Action) error {
+	return g.fireOn(g.arms, a)
 }
 
-// FireArm takes fault kind on source i of one arm.
-func (g *Group) FireArm(arm, kind string, i int, opts fault.Options) error {
+// FireArm takes action a on one arm.
+func (g *Group) FireArm(arm string, a fault.Action) error {
 	e := g.arm(arm)
 	if e == nil {
 		return fmt.Errorf("no arm %q (the run's arms: %s)", arm, strings.Join(g.names(), ", "))
 	}
-	return g.fireOn([]*Experiment{e}, kind, i, opts)
+	return g.fireOn([]*Experiment{e}, a)
 }
 
-func (g *Group) fireOn(arms []*Experiment, kind string, i int, opts fault.Options) error {
+func (g *Group) fireOn(arms []*Experiment, a fault.Action) error {
 	if len(arms) == 1 {
-		return arms[0].Fire(kind, i, opts)
+		return arms[0].Fire(a)
 	}
 	errs := make([]error, len(arms))
 	release := make(chan struct{})
@@ -116,7 +116,7 @@ func (g *Group) fireOn(arms []*Experiment, kind string, i int, opts fault.Option
 	for j, e := range arms {
 		wg.Go(func() {
 			<-release
-			if err := e.Fire(kind, i, opts); err != nil {
+			if err := e.Fire(a); err != nil {
 				errs[j] = fmt.Errorf("%s: %w", e.cfg.Arm, err)
 			}
 		})

@@ -187,7 +187,7 @@ func TestGroupKeyFiresEveryArmAtOnce(t *testing.T) {
 	var calls []time.Duration // how long each Group.Fire took, both arms acting
 	for i := 0; i < tries; i++ {
 		start := time.Now()
-		if err := g.Fire(fault.ActionStall, 0, fault.Options{For: time.Minute}); err != nil {
+		if err := g.Fire(act(fault.ActionStall, 0, fault.Options{For: time.Minute})); err != nil {
 			t.Fatalf("try %d: stall: %v", i, err)
 		}
 		calls = append(calls, time.Since(start))
@@ -196,7 +196,7 @@ func TestGroupKeyFiresEveryArmAtOnce(t *testing.T) {
 		// key's release, not how long each arm's /proc took to show it.
 		waitBothArms(t, rec, "both arms' stall verified", fault.ActionStall)
 		start = time.Now()
-		if err := g.Fire(fault.ActionResume, 0, fault.Options{}); err != nil {
+		if err := g.Fire(act(fault.ActionResume, 0, fault.Options{})); err != nil {
 			t.Fatalf("try %d: resume: %v", i, err)
 		}
 		calls = append(calls, time.Since(start))
@@ -205,13 +205,13 @@ func TestGroupKeyFiresEveryArmAtOnce(t *testing.T) {
 		waitBothArms(t, rec, "both arms resumed and verified", fault.ActionResume)
 	}
 	// One arm only: the other must see no fault.
-	if err := g.FireArm("fixed", fault.ActionStall, 1, fault.Options{For: time.Minute}); err != nil {
+	if err := g.FireArm("fixed", act(fault.ActionStall, 1, fault.Options{For: time.Minute})); err != nil {
 		t.Fatalf("stall fixed's source-1: %v", err)
 	}
-	if err := g.FireArm("nope", fault.ActionStall, 1, fault.Options{}); err == nil || !strings.Contains(err.Error(), `no arm "nope"`) {
+	if err := g.FireArm("nope", act(fault.ActionStall, 1, fault.Options{})); err == nil || !strings.Contains(err.Error(), `no arm "nope"`) {
 		t.Errorf("FireArm on an unknown arm: %v", err)
 	}
-	if err := g.FireArm("fixed", fault.ActionResume, 1, fault.Options{}); err != nil {
+	if err := g.FireArm("fixed", act(fault.ActionResume, 1, fault.Options{})); err != nil {
 		t.Fatalf("resume fixed's source-1: %v", err)
 	}
 	rec.waitFor(t, "fixed's source-1 resumed", 10*time.Second, func(ev event.Event) bool {
@@ -351,4 +351,14 @@ func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
 	if d := signalSkews(t, seen); len(d) > 0 {
 		t.Logf("skew between the two arms (script, SIGSTOP/SIGCONT instants): median %v, max %v over %d actions", d[len(d)/2], d[len(d)-1], len(d))
 	}
+}
+
+// act is the action a key makes: the named kind, as the key's edge finds
+// it in the registry, on source src.
+func act(kind string, src int, o fault.Options) fault.Action {
+	k, ok := fault.Lookup(kind)
+	if !ok {
+		panic("no kind " + kind)
+	}
+	return fault.Action{Kind: k, Source: src, Options: o}
 }

@@ -24,7 +24,7 @@ func nemesisConfig(t *testing.T, seed int64) experiment.Config {
 		Duration:  150 * time.Second,
 		Recovery:  10 * time.Second,
 		Nemesis: &fault.Nemesis{
-			Seed: seed, Kinds: []fault.Draw{{Kind: fault.ActionStall}, {Kind: fault.ActionKill}},
+			Seed: seed, Kinds: []fault.Draw{{Kind: act(fault.ActionStall, 0, fault.Options{}).Kind}, {Kind: act(fault.ActionKill, 0, fault.Options{}).Kind}},
 			Gap: 20 * time.Second, GapSpread: 5 * time.Second,
 			Length: 10 * time.Second, LengthSpread: 5 * time.Second, Settle: 5 * time.Second,
 		},
@@ -190,7 +190,7 @@ func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	cfg := nemesisConfig(t, 3)
-	cfg.Nemesis.Kinds = []fault.Draw{{Kind: "flaky"}}
+	cfg.Nemesis.Kinds = []fault.Draw{{Kind: act("flaky", 0, fault.Options{}).Kind}}
 	cfg.Nemesis.Gap, cfg.Nemesis.GapSpread = 30*time.Second, 5*time.Second // past the recovery window
 	cfg.Duration = 240 * time.Second
 	b := check.DefaultBounds()

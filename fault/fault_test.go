@@ -363,7 +363,7 @@ func TestKindsPlayATimelineOnARealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = tl.Play(context.Background(), time.Now(), func(_ context.Context, s fault.Step) error {
-		return fire(envs[s.Source], s.Action, c.Sources()[s.Source].Target(), s.For)
+		return fire(envs[s.Source], s.Kind.Name, c.Sources()[s.Source].Target(), s.For)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func actKill(f *Fire) error {
 // restart, which goes on in the background.
 func restart(f *Fire, action string, do func(context.Context, func(time.Time, error)) (time.Time, error), back func(f *Fire, readyAt time.Time, err error)) error {
 	env := f.Env
-	env.SetCondition(event.CondRestarting)
+	f.Enter()
 	// The old session and addresses, read before they go, for the Verify.
 	f.before, f.hasHost = host(f.Target)
 	f.restart = make(chan error, 1)
@@ -57,7 +57,7 @@ func restart(f *Fire, action string, do func(context.Context, func(time.Time, er
 		})
 		if !signalled.Load() {
 			// It failed before the kill was sent: nothing went down.
-			env.SetCondition(event.CondUp)
+			f.Lift()
 			killed <- err
 			f.restart <- err
 			return
@@ -85,7 +85,7 @@ func restarted(f *Fire, what string, readyAt time.Time, err error) {
 		}
 		return
 	}
-	env.SetCondition(event.CondUp)
+	f.Lift()
 	env.Record(ActionReady, 0, f.By, nil)
 	env.CloseWindow(readyAt)
 	env.Changed()

@@ -139,6 +139,14 @@ type Fire struct {
 	restart chan error
 }
 
+// Enter records that the fault is in force on the target: it is in the
+// condition its kind Leaves it in, stated once, in the registration.
+func (f *Fire) Enter() { f.Env.SetCondition(f.Kind.Leaves) }
+
+// Lift records that the fault in force on the target ended: it is up
+// again (a stall resumed, a restart ready, a cut healed).
+func (f *Fire) Lift() { f.Env.SetCondition(event.CondUp) }
+
 // Env is what a kind acts in: the run's bookkeeping for the fired target,
 // owned by the experiment.
 type Env interface {
@@ -146,7 +154,7 @@ type Env interface {
 	Record(action string, d time.Duration, by string, err error) // a fault event on the target
 	OpenWindow(at time.Time, recovers bool)                      // a fault window opens on the target
 	CloseWindow(at time.Time)                                    // ... and closes
-	SetCondition(c event.Condition)                              // what the target is in now
+	SetCondition(c event.Condition)                              // what the target is in now (kinds call Fire.Enter and Fire.Lift)
 	Hold(h any)                                                  // keep the open fault's handle (a stall to resume); nil drops it
 	Held() any
 	Go(fn func())   // run fn in the background; a panic fails the run

@@ -22,15 +22,15 @@ const CaseNemesis = "nemesis"
 // Draw is one kind a nemesis draws from, with the word it takes when it
 // takes one (loss's share): "stall", "loss=30%".
 type Draw struct {
-	Kind string
+	Kind *Kind
 	Arg  string
 }
 
 func (d Draw) String() string {
 	if d.Arg != "" {
-		return d.Kind + "=" + d.Arg
+		return d.Kind.Name + "=" + d.Arg
 	}
-	return d.Kind
+	return d.Kind.Name
 }
 
 // Repeatable reports whether a nemesis can fire k again and again: it
@@ -67,7 +67,7 @@ func DefaultDraws() []Draw {
 	var out []Draw
 	for _, k := range Kinds() {
 		if k.Case != NoCase && k.Repeatable() && k.Arg == nil {
-			out = append(out, Draw{Kind: k.Name})
+			out = append(out, Draw{Kind: k})
 		}
 	}
 	return out
@@ -94,7 +94,7 @@ func ParseDraw(s string) (Draw, error) {
 			return Draw{}, fmt.Errorf("%s %q: %w", name, arg, err)
 		}
 	}
-	return Draw{Kind: name, Arg: arg}, nil
+	return Draw{Kind: k, Arg: arg}, nil
 }
 
 func whyNotRepeatable(k *Kind) string {
@@ -180,10 +180,10 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 		}
 		t := lanes[li]
 		d := kinds[uniformN(r, len(kinds))]
-		k, _ := Lookup(d.Kind)
+		k := d.Kind
 		length := uniform(r, n.Length, n.LengthSpread, scheduleStep)
 		down := length
-		if k == nil || !k.TakesFor {
+		if !k.TakesFor {
 			down = cmp.Or(n.Settle, n.Length)
 		}
 		// A source already faulted over [t, t+down) is not drawn; when
@@ -216,8 +216,8 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 			continue
 		}
 		src := free[uniformN(r, len(free))]
-		s := Step{At: t, Action: d.Kind, Source: src, Arg: d.Arg}
-		if k != nil && k.TakesFor {
+		s := Step{At: t, Action: Action{Kind: k, Source: src, Options: Options{Arg: d.Arg}}}
+		if k.TakesFor {
 			s.For = length
 		}
 		tl = append(tl, s)

@@ -45,7 +45,7 @@ func TestNemesisDrawsTheSameScheduleFromTheSameSeed(t *testing.T) {
 // the drawing is a change to this test.
 func TestNemesisScheduleOfSeed7IsPinned(t *testing.T) {
 	n := seedNemesis(7)
-	n.Kinds = []fault.Draw{{Kind: "stall"}, {Kind: "kill"}}
+	n.Kinds = []fault.Draw{{Kind: kind("stall")}, {Kind: kind("kill")}}
 	got := n.Schedule(10*time.Second, 5*time.Minute, 25*time.Second, 2).String()
 	const want = "at 10s stall source-1 for 19.5s; at 1m11.9s stall source-0 for 15.4s; at 2m2.8s stall source-0 for 30.2s; at 3m12.6s kill source-1"
 	if got != want {
@@ -55,7 +55,7 @@ func TestNemesisScheduleOfSeed7IsPinned(t *testing.T) {
 
 func TestNemesisKeepsToItsSettings(t *testing.T) {
 	n := seedNemesis(42)
-	n.Kinds = []fault.Draw{{Kind: "stall"}, {Kind: "kill"}, {Kind: "loss", Arg: "30%"}}
+	n.Kinds = []fault.Draw{{Kind: kind("stall")}, {Kind: kind("kill")}, {Kind: kind("loss"), Arg: "30%"}}
 	n.Sources = []int{1, 2}
 	from, until, recovery := 10*time.Second, 2*time.Hour, 25*time.Second
 	tl := n.Schedule(from, until, recovery, 3)
@@ -65,15 +65,15 @@ func TestNemesisKeepsToItsSettings(t *testing.T) {
 	seen := map[string]int{}
 	var prevEnd time.Duration
 	for i, s := range tl {
-		seen[s.Action]++
+		seen[s.Kind.Name]++
 		if s.Source != 1 && s.Source != 2 {
 			t.Errorf("step %d %s names a source not in --nemesis-sources", i, s)
 		}
-		if s.Action == "loss" && s.Arg != "30%" || s.Action != "loss" && s.Arg != "" {
+		if s.Kind.Name == "loss" && s.Arg != "30%" || s.Kind.Name != "loss" && s.Arg != "" {
 			t.Errorf("step %d %s: wrong argument", i, s)
 		}
 		length := 29 * time.Second // a kill lasts its restart
-		if s.Action != "kill" {
+		if s.Kind.Name != "kill" {
 			length = s.For
 			if s.For < 15*time.Second || s.For > 45*time.Second {
 				t.Errorf("step %d %s: length outside 30s ± 15s", i, s)
@@ -113,7 +113,7 @@ func TestNemesisAtOnceOverlapsOnlyOnDistinctSources(t *testing.T) {
 	overlapped := false
 	for _, s := range tl {
 		end := s.At + s.For
-		if s.Action == "kill" {
+		if s.Kind.Name == "kill" {
 			end = s.At + n.Settle
 		}
 		inForce := 0
@@ -172,16 +172,16 @@ func TestNemesisDrawsANewlyRegisteredKind(t *testing.T) {
 		Act: func(*fault.Fire) error { return nil },
 	})()
 	ds := fault.DefaultDraws()
-	if ds[len(ds)-1].Kind != "zap" {
+	if ds[len(ds)-1].Kind.Name != "zap" {
 		t.Fatalf("default draws %v lack the new case kind zap", ds)
 	}
 	if _, err := fault.ParseDraw("zap"); err != nil {
 		t.Fatal(err)
 	}
 	n := seedNemesis(5)
-	n.Kinds = []fault.Draw{{Kind: "zap"}}
+	n.Kinds = []fault.Draw{{Kind: kind("zap")}}
 	tl := n.Schedule(10*time.Second, 10*time.Minute, 25*time.Second, 2)
-	if len(tl) == 0 || tl[0].Action != "zap" || tl[0].For != 0 {
+	if len(tl) == 0 || tl[0].Kind.Name != "zap" || tl[0].For != 0 {
 		t.Fatalf("schedule %s", tl)
 	}
 }
@@ -202,7 +202,16 @@ func TestParseDrawErrorsSayWhy(t *testing.T) {
 		}
 	}
 	d, err := fault.ParseDraw("loss=30%")
-	if err != nil || d != (fault.Draw{Kind: "loss", Arg: "30%"}) || d.String() != "loss=30%" {
+	if err != nil || d != (fault.Draw{Kind: kind("loss"), Arg: "30%"}) || d.String() != "loss=30%" {
 		t.Errorf("ParseDraw(loss=30%%) = %+v, %v", d, err)
 	}
+}
+
+// kind is the registered kind name, as a face's edge looks it up once.
+func kind(name string) *fault.Kind {
+	k, ok := fault.Lookup(name)
+	if !ok {
+		panic("no kind " + name)
+	}
+	return k
 }

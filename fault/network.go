@@ -3,7 +3,6 @@ package fault
 import (
 	"context"
 	"fmt"
-	"p2pfault/event"
 	"sync"
 	"time"
 )
@@ -95,14 +94,14 @@ func actNet(f *Fire, action string, pct int) error {
 	}
 	cut := &NetCut{net: nw, target: nt.Name(), at: time.Now(), done: make(chan struct{})}
 	env.Hold(cut)
-	env.SetCondition(event.CondNetwork)
+	f.Enter()
 	env.Record(action, f.For, f.By, nil)
 	env.OpenWindow(cut.at, true)
 	env.Changed()
 	env.Go(func() {
 		cut.healLater(env.Context(), f.For)
 		env.Hold(nil)
-		env.SetCondition(event.CondUp)
+		f.Lift()
 		by := f.By
 		if rb := cut.healedBy; rb != "" {
 			by = rb

@@ -17,10 +17,10 @@ func TestParseReadsNetworkSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fault.Timeline{
-		{At: 10 * time.Second, Action: "partition", Source: 0, For: 30 * time.Second, Line: 1, Col: 1},
-		{At: 10 * time.Second, Action: "loss", Arg: "30%", Source: 1, For: 20 * time.Second, Line: 1, Col: 36},
-		{At: 45 * time.Second, Action: "heal", Source: 1, Line: 1, Col: 70},
-		{At: 50 * time.Second, Action: "partition", Source: 2, Line: 1, Col: 92},
+		{At: 10 * time.Second, Action: fault.Action{Kind: kind("partition"), Source: 0, Options: fault.Options{For: 30 * time.Second}}, Line: 1, Col: 1},
+		{At: 10 * time.Second, Action: fault.Action{Kind: kind("loss"), Source: 1, Options: fault.Options{For: 20 * time.Second, Arg: "30%"}}, Line: 1, Col: 36},
+		{At: 45 * time.Second, Action: fault.Action{Kind: kind("heal"), Source: 1}, Line: 1, Col: 70},
+		{At: 50 * time.Second, Action: fault.Action{Kind: kind("partition"), Source: 2}, Line: 1, Col: 92},
 	}
 	if len(tl) != len(want) {
 		t.Fatalf("Parse = %+v", tl)

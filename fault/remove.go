@@ -36,7 +36,7 @@ func actRemove(f *Fire) error {
 		env.Record(ActionRemove, 0, f.By, err)
 		return err
 	}
-	env.SetCondition(event.CondRemoved)
+	f.Enter()
 	env.Record(ActionRemove, 0, f.By, nil)
 	env.OpenWindow(at, false)
 	env.Changed()

@@ -75,7 +75,7 @@ func replaced(f *Fire, readyAt time.Time, err error) {
 	}
 	env := f.Env
 	env.Changed()
-	env.SetCondition(event.CondUp)
+	f.Lift()
 	env.Record(ActionReady, 0, f.By, nil)
 	env.CloseWindow(time.Now())
 }

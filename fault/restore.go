@@ -21,7 +21,7 @@ func init() {
 // returns; the restart goes on in the background.
 func actRestore(f *Fire) error {
 	env := f.Env
-	env.SetCondition(event.CondRestarting)
+	f.Enter()
 	env.Record(ActionRestore, 0, f.By, nil)
 	env.OpenWindow(time.Now(), true)
 	env.Go(func() {

@@ -32,7 +32,7 @@ func actStall(f *Fire) error {
 		return err
 	}
 	env.Hold(st)
-	env.SetCondition(event.CondStalled)
+	f.Enter()
 	env.Record(ActionStall, f.For, f.By, nil)
 	env.OpenWindow(st.StoppedAt(), true)
 	env.Changed()
@@ -41,7 +41,7 @@ func actStall(f *Fire) error {
 		// or by resume.
 		<-st.Done()
 		env.Hold(nil)
-		env.SetCondition(event.CondUp)
+		f.Lift()
 		by := f.By
 		if rb := st.ResumedBy(); rb != "" {
 			by = rb

@@ -14,21 +14,22 @@ import (
 )
 
 // Step is one line of a timeline: `at 10s stall source-0 for 30s`.
+// Its Action's Options hold the kind's word before the target (Arg:
+// "30%" for loss, "" for kinds without one) and, for kinds that take
+// "for" (stall, partition, loss), how long until it is undone (For; 0 =
+// until undone: resume, heal).
 type Step struct {
-	At     time.Duration // since the timeline's start (the run's t0)
-	Action string
-	Source int
-	Arg    string        // the kind's word before the target ("30%" for loss), "" for kinds without one
-	For    time.Duration // kinds that take "for" (stall, partition, loss): undone after this long; 0 = until undone (resume, heal)
-	Line   int           // position in the script, for errors; 0 for presets
-	Col    int
+	At time.Duration // since the timeline's start (the run's t0)
+	Action
+	Line int // position in the script, for errors; 0 for presets
+	Col  int
 }
 
 // String renders the step in the timeline language; Parse reads it back.
 func (s Step) String() string {
-	out := fmt.Sprintf("at %v %s %s", s.At, s.Action, event.SourceName(s.Source))
+	out := fmt.Sprintf("at %v %s %s", s.At, s.Kind.Name, event.SourceName(s.Source))
 	if s.Arg != "" {
-		out = fmt.Sprintf("at %v %s %s %s", s.At, s.Action, s.Arg, event.SourceName(s.Source))
+		out = fmt.Sprintf("at %v %s %s %s", s.At, s.Kind.Name, s.Arg, event.SourceName(s.Source))
 	}
 	if s.For > 0 {
 		out += fmt.Sprintf(" for %v", s.For)
@@ -147,14 +148,14 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 	if !ok {
 		return s, syntaxError(a.line, a.col, "unknown action %q (want %s)", a.text, Names())
 	}
-	s.Action = a.text
+	s.Kind = k
 	if k.Arg != nil {
 		arg, err := want(k.Arg.Name)
 		if err != nil {
 			return s, err
 		}
 		if err := k.Arg.Check(arg.text); err != nil {
-			return s, syntaxError(arg.line, arg.col, "%s %q: %v", s.Action, arg.text, err)
+			return s, syntaxError(arg.line, arg.col, "%s %q: %v", k.Name, arg.text, err)
 		}
 		s.Arg = arg.text
 	}
@@ -169,7 +170,7 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 		f := toks[next]
 		next++
 		if !k.TakesFor {
-			return s, syntaxError(f.line, f.col, `"for" goes only with %s, not %s`, takesForList(), s.Action)
+			return s, syntaxError(f.line, f.col, `"for" goes only with %s, not %s`, TakesForList(), k.Name)
 		}
 		d, err := want("a duration")
 		if err != nil {
@@ -179,7 +180,7 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 			return s, err
 		}
 		if s.For == 0 {
-			return s, syntaxError(d.line, d.col, "%s for %q: want a positive duration", s.Action, d.text)
+			return s, syntaxError(d.line, d.col, "%s for %q: want a positive duration", k.Name, d.text)
 		}
 	}
 	if next < len(toks) {
@@ -209,8 +210,9 @@ func parseTarget(tok token) (int, error) {
 	return i, nil
 }
 
-// takesForList names the kinds that take "for", for messages.
-func takesForList() string {
+// TakesForList names the kinds that take "for", for messages and help:
+// "stall, partition, loss".
+func TakesForList() string {
 	var names []string
 	for _, k := range Kinds() {
 		if k.TakesFor {
@@ -289,7 +291,7 @@ func Preset(name string, at, d time.Duration) (Timeline, error) {
 	if !ok {
 		return nil, exitcode.Usagef("case %q: want one of %s", name, strings.Join(append(Cases(), CaseNone), ", "))
 	}
-	s := Step{At: at, Action: k.Name, Source: 0}
+	s := Step{At: at, Action: Action{Kind: k, Source: 0}}
 	if k.TakesFor {
 		s.For = d
 	}

@@ -18,21 +18,21 @@ func TestParseReadsSteps(t *testing.T) {
 		want fault.Timeline
 	}{
 		{"two steps separated by a semicolon", "at 10s stall source-0 for 30s; at 50s remove source-1", fault.Timeline{
-			{At: 10 * time.Second, Action: "stall", Source: 0, For: 30 * time.Second, Line: 1, Col: 1},
-			{At: 50 * time.Second, Action: "remove", Source: 1, Line: 1, Col: 32},
+			{At: 10 * time.Second, Action: fault.Action{Kind: kind("stall"), Source: 0, Options: fault.Options{For: 30 * time.Second}}, Line: 1, Col: 1},
+			{At: 50 * time.Second, Action: fault.Action{Kind: kind("remove"), Source: 1}, Line: 1, Col: 32},
 		}},
 		{"newlines, comments and blank lines", "# the seed's kill\n\n  at 1.5s kill source-12   # then back\nat 3s restore source-12;\n", fault.Timeline{
-			{At: 1500 * time.Millisecond, Action: "kill", Source: 12, Line: 3, Col: 3},
-			{At: 3 * time.Second, Action: "restore", Source: 12, Line: 4, Col: 1},
+			{At: 1500 * time.Millisecond, Action: fault.Action{Kind: kind("kill"), Source: 12}, Line: 3, Col: 3},
+			{At: 3 * time.Second, Action: fault.Action{Kind: kind("restore"), Source: 12}, Line: 4, Col: 1},
 		}},
 		{"steps sorted by time, ties kept in order", "at 2s resume source-0; at 1s stall source-0; at 2s kill source-1", fault.Timeline{
-			{At: time.Second, Action: "stall", Source: 0, Line: 1, Col: 24},
-			{At: 2 * time.Second, Action: "resume", Source: 0, Line: 1, Col: 1},
-			{At: 2 * time.Second, Action: "kill", Source: 1, Line: 1, Col: 46},
+			{At: time.Second, Action: fault.Action{Kind: kind("stall"), Source: 0}, Line: 1, Col: 24},
+			{At: 2 * time.Second, Action: fault.Action{Kind: kind("resume"), Source: 0}, Line: 1, Col: 1},
+			{At: 2 * time.Second, Action: fault.Action{Kind: kind("kill"), Source: 1}, Line: 1, Col: 46},
 		}},
 		{"empty script", "  \n# nothing\n;;", nil},
 		{"tabs and minutes", "at\t2m\tstall\tsource-0\tfor\t1m30s", fault.Timeline{
-			{At: 2 * time.Minute, Action: "stall", Source: 0, For: 90 * time.Second, Line: 1, Col: 1},
+			{At: 2 * time.Minute, Action: fault.Action{Kind: kind("stall"), Source: 0, Options: fault.Options{For: 90 * time.Second}}, Line: 1, Col: 1},
 		}},
 	}
 	for _, tt := range tests {
@@ -161,9 +161,9 @@ func TestPlayFiresStepsInOrderOnTimeAndStopsAtAFailure(t *testing.T) {
 	at := map[string]time.Duration{}
 	start := time.Now()
 	err = tl.Play(context.Background(), start, func(_ context.Context, s fault.Step) error {
-		fired = append(fired, s.Action)
-		at[s.Action] = time.Since(start)
-		if s.Action == "remove" {
+		fired = append(fired, s.Kind.Name)
+		at[s.Kind.Name] = time.Since(start)
+		if s.Kind.Name == "remove" {
 			return errors.New("it would not go")
 		}
 		return nil
@@ -176,7 +176,7 @@ func TestPlayFiresStepsInOrderOnTimeAndStopsAtAFailure(t *testing.T) {
 	}
 	for _, s := range tl[:3] {
 		// Margins: the machine is shared; a step must not fire early.
-		if got := at[s.Action]; got < s.At || got > s.At+350*time.Millisecond {
+		if got := at[s.Kind.Name]; got < s.At || got > s.At+350*time.Millisecond {
 			t.Errorf("%s fired at %v, want within [%v, %v]", s, got, s.At, s.At+350*time.Millisecond)
 		}
 	}

@@ -26,14 +26,12 @@ func (t Target) notRunning() error {
 
 // Stop SIGSTOPs every process of the session and returns once /proc shows
 // all of them stopped (state T); if they do not all stop, it SIGCONTs them
-// (session.Stop).
+// (session.Stop, which runs the session's guard: once, before anything is
+// signalled).
 func (t Target) Stop(ctx context.Context) (time.Time, error) {
 	_, sid, ok := t.Session()
 	if !ok {
 		return time.Time{}, t.notRunning()
-	}
-	if err := session.Guard(sid); err != nil {
-		return time.Time{}, err
 	}
 	ms, err := session.Members(sid)
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 )
 
 // FireArm lets the fake stand for a several-arm run (ArmController).
-func (f *fakeCtrl) FireArm(arm, kind string, i int, _ fault.Options) error {
-	return f.record(fmt.Sprintf("%s: %s %d", arm, kind, i))
+func (f *fakeCtrl) FireArm(arm string, a fault.Action) error {
+	return f.record(fmt.Sprintf("%s: %s %d", arm, a.Kind.Name, a.Source))
 }
 
 var _ ArmController = (*fakeCtrl)(nil)

@@ -103,10 +103,11 @@ func (m Model) armKey(msg tea.KeyMsg) (Model, tea.Cmd, bool) {
 // on, or, when any of them refuses, on none (an A/B comparison needs the
 // same fault on both): each refusal is logged with its arm.
 func (m Model) fireArms(keyName string, k *fault.Kind) (Model, tea.Cmd) {
+	act := fault.Action{Kind: k, Source: m.selected}
 	targets := m.keyArms()
 	refused := false
 	for _, a := range targets {
-		if why := m.forArm(a).refusal(k, m.selected); why != "" {
+		if why := m.forArm(a).refusal(act); why != "" {
 			m.arms.by[a].addLog(m.nowT(), levelWarn, "%s: %s", keyName, why)
 			refused = true
 		}
@@ -115,18 +116,14 @@ func (m Model) fireArms(keyName string, k *fault.Kind) (Model, tea.Cmd) {
 		return m, nil
 	}
 	if len(targets) == len(m.arms.order) {
-		return m, controllerAction(m.ctrl, k.Name, m.selected)
+		return m, controllerAction(m.ctrl, act)
 	}
 	ac, ok := m.ctrl.(ArmController)
 	if !ok {
 		m.st.addLog(m.nowT(), levelWarn, "%s: this run cannot fire on one arm", keyName)
 		return m, nil
 	}
-	arm, src := targets[0], m.selected
-	return m, func() tea.Msg {
-		err := ac.FireArm(arm, k.Name, src, fault.Options{})
-		return actionDoneMsg{action: k.Name, source: src, err: err}
-	}
+	return m, armAction(ac, targets[0], act)
 }
 
 // nextArmEngine cycles the full-screen log through every arm's engines,

@@ -7,10 +7,10 @@ import "p2pfault/fault"
 // experiment (one arm: experiment.Experiment; several: experiment.Group)
 // implements it.
 type Controller interface {
-	// Fire takes fault kind (a registered name: stall, kill, ...) on
-	// source; a kind that takes a duration and is given none lasts the
-	// run's fault length.
-	Fire(kind string, source int, opts fault.Options) error
+	// Fire takes action a (a key's kind on the selected source); a kind
+	// that takes a duration and is given none lasts the run's fault
+	// length.
+	Fire(a fault.Action) error
 	SetProbing(on bool) // pause or resume the probe
 	LogTail(engine string, n int) []string
 }
@@ -21,5 +21,5 @@ type Controller interface {
 // arm's).
 type ArmController interface {
 	Controller
-	FireArm(arm, kind string, source int, opts fault.Options) error
+	FireArm(arm string, a fault.Action) error
 }

@@ -21,8 +21,7 @@ type clockMsg struct{}
 
 // actionDoneMsg is the outcome of a Controller call a key made.
 type actionDoneMsg struct {
-	action string
-	source int
+	action fault.Action
 	err    error
 }
 
@@ -84,11 +83,17 @@ func clockTick(d time.Duration) tea.Cmd {
 	return tea.Tick(d, func(time.Time) tea.Msg { return clockMsg{} })
 }
 
-// controllerAction fires one fault kind a key asked for.
-func controllerAction(ctrl Controller, kind string, source int) tea.Cmd {
+// controllerAction fires the action a key made.
+func controllerAction(ctrl Controller, a fault.Action) tea.Cmd {
 	return func() tea.Msg {
-		err := ctrl.Fire(kind, source, fault.Options{})
-		return actionDoneMsg{action: kind, source: source, err: err}
+		return actionDoneMsg{action: a, err: ctrl.Fire(a)}
+	}
+}
+
+// armAction fires the action a key made on one arm.
+func armAction(ctrl ArmController, arm string, a fault.Action) tea.Cmd {
+	return func() tea.Msg {
+		return actionDoneMsg{action: a, err: ctrl.FireArm(arm, a)}
 	}
 }
 

@@ -40,8 +40,8 @@ func (f *fakeCtrl) record(call string) error {
 	return err
 }
 
-func (f *fakeCtrl) Fire(kind string, i int, _ fault.Options) error {
-	return f.record(fmt.Sprintf("%s %d", kind, i))
+func (f *fakeCtrl) Fire(a fault.Action) error {
+	return f.record(fmt.Sprintf("%s %d", a.Kind.Name, a.Source))
 }
 func (f *fakeCtrl) SetProbing(on bool) {
 	f.mu.Lock()
@@ -133,7 +133,7 @@ func scheduleOf(info *event.RunInfo) *event.ScheduleInfo {
 	sc := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	si := &event.ScheduleInfo{Timeline: info.Timeline}
 	for _, st := range tl {
-		si.Steps = append(si.Steps, event.ScheduledFault{At: sc(st.At), Action: st.Action, Arg: st.Arg, Source: st.Source, For: sc(st.For)})
+		si.Steps = append(si.Steps, event.ScheduledFault{At: sc(st.At), Action: st.Kind.Name, Arg: st.Arg, Source: st.Source, For: sc(st.For)})
 	}
 	return si
 }

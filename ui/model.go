@@ -206,7 +206,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, cmd
 	case actionDoneMsg:
 		if msg.err != nil {
-			m.st.addLog(m.nowT(), levelError, "%s %s: %v", msg.action, event.SourceName(msg.source), msg.err)
+			m.st.addLog(m.nowT(), levelError, "%s: %v", msg.action, msg.err)
 		}
 		return m, nil
 	case logTailMsg:
@@ -346,11 +346,12 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			if !key.Matches(msg, f.Binding) {
 				continue
 			}
-			if why := m.refusal(f.Kind, m.selected); why != "" {
+			a := fault.Action{Kind: f.Kind, Source: m.selected}
+			if why := m.refusal(a); why != "" {
 				m.st.addLog(m.nowT(), levelWarn, "%s: %s", msg.String(), why)
 				return m, nil
 			}
-			return m, controllerAction(m.ctrl, f.Kind.Name, m.selected)
+			return m, controllerAction(m.ctrl, a)
 		}
 	}
 	return m, nil
@@ -363,11 +364,12 @@ func (m Model) cannotProbe() string {
 	return "the run has ended"
 }
 
-// refusal says why kind k cannot act on source i now, or "" when it can:
+// refusal says why action a cannot be taken now, or "" when it can:
 // fault's one rule (fault.Kind.Refusal) over the condition the experiment
 // sent, the one it refuses by itself. A source whose condition has not
 // come yet is left to the experiment to judge.
-func (m Model) refusal(k *fault.Kind, i int) string {
+func (m Model) refusal(a fault.Action) string {
+	i := a.Source
 	switch {
 	case m.ctrl == nil:
 		return "no experiment to control"
@@ -382,7 +384,7 @@ func (m Model) refusal(k *fault.Kind, i int) string {
 	if c == nil {
 		return ""
 	}
-	return k.Refusal(event.SourceName(i), c.Condition)
+	return a.Kind.Refusal(event.SourceName(i), c.Condition)
 }
 
 // View draws the screen for the current mode, clipped to the window.

@@ -516,9 +516,9 @@ type replayCtrl struct {
 	logTail func(engine string, n int, at time.Time) []string // ReplayConfig.LogTail
 }
 
-func (c replayCtrl) Fire(string, int, fault.Options) error { return ErrReplayFault }
+func (c replayCtrl) Fire(fault.Action) error { return ErrReplayFault }
 
-func (c replayCtrl) FireArm(string, string, int, fault.Options) error { return ErrReplayFault }
+func (c replayCtrl) FireArm(string, fault.Action) error { return ErrReplayFault }
 
 func (c replayCtrl) SetProbing(bool) {}
 

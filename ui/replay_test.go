@@ -332,7 +332,7 @@ func TestReplayRefusesFaultKeys(t *testing.T) {
 			t.Errorf("no %q in the event log:\n%s", want, text)
 		}
 	}
-	if err := (replayCtrl{pos: r.pos}).Fire("stall", 0, fault.Options{}); err != ErrReplayFault {
+	if err := (replayCtrl{pos: r.pos}).Fire(fault.Action{Kind: stallKind(t), Source: 0}); err != ErrReplayFault {
 		t.Errorf("the replay's controller fired: %v", err)
 	}
 }
@@ -564,4 +564,14 @@ func TestReplayRunsInAProgram(t *testing.T) {
 	if final, ok := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Replay); !ok || !final.m.quitting {
 		t.Errorf("final model %T did not quit", final)
 	}
+}
+
+// stallKind is the registered stall, as a key's edge finds it.
+func stallKind(t *testing.T) *fault.Kind {
+	t.Helper()
+	k, ok := fault.Lookup(fault.ActionStall)
+	if !ok {
+		t.Fatal("no stall kind")
+	}
+	return k
 }

@@ -207,6 +207,11 @@ func SignalMembers(sid int, ms []Proc, sig unix.Signal) ([]int, error) {
 	if err := Guard(sid); err != nil {
 		return nil, err
 	}
+	return signalMembers(sid, ms, sig)
+}
+
+// signalMembers is SignalMembers once the caller has run the guard.
+func signalMembers(sid int, ms []Proc, sig unix.Signal) ([]int, error) {
 	var sent []int
 	var errs []error
 	for _, p := range ms {
@@ -327,15 +332,18 @@ const stopPoll = 500 * time.Microsecond
 // tell. When not every member stops within StopWait (or ctx ends first),
 // the session is continued again and the error says which did not: a
 // stall is whole or not at all. The runner and attach both stall through
-// it.
+// it, and its guard is the one a stall runs.
 func Stop(ctx context.Context, sid int, ms []Proc) (time.Time, []int, error) {
+	if err := Guard(sid); err != nil {
+		return time.Time{}, nil, err
+	}
 	for _, m := range ms {
 		if m.Live() && m.Sid == sid && m.Stopped() {
 			return time.Time{}, nil, fmt.Errorf("pid %d of session %d is already stopped", m.Pid, sid)
 		}
 	}
 	at := time.Now()
-	pids, err := SignalMembers(sid, ms, unix.SIGSTOP)
+	pids, err := signalMembers(sid, ms, unix.SIGSTOP)
 	if err != nil {
 		if len(pids) > 0 {
 			_, _ = Signal(sid, unix.SIGCONT)
