@@ -275,8 +275,8 @@ func WithContent(v event.Verdict, samples []event.Sample, r ContentRule) event.V
 }
 
 // WithContentResult adds content_matches's res to the verdict of a run
-// judged on a fault window, before fault_took_effect (the order Evaluate
-// and WithFaultChecks give): there it is judged even when nothing could
+// judged on a fault window, before fault_took_effect (the order the
+// judge's verdict and the tests' oracle give): there it is judged even when nothing could
 // be compared.
 func WithContentResult(v event.Verdict, res event.Result) event.Verdict {
 	checks := slices.Clone(v.Checks)

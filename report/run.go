@@ -195,21 +195,6 @@ func FromEvents(events []event.Event) (Run, error) {
 	return r, nil
 }
 
-// checkInput is what the checks judge the run on: its samples and the
-// pulls its events say were sent and never ended, in flight until the
-// stream's last timestamp, as the experiment counts the ones in flight.
-func (r Run) checkInput() check.Input {
-	return check.Input{
-		Samples: r.Samples,
-		Pending: r.pending(),
-		Now:     max(r.html.lastT, r.RunEnd),
-		Window:  r.Window,
-		RunEnd:  r.RunEnd,
-		Bounds:  r.Info.Bounds,
-		Content: check.ContentRuleOf(r.Info),
-	}
-}
-
 // addWindow records a window event: End == 0 opens a window, anything else
 // closes the open one on the same source and start (or records a window
 // whose opening was not logged).
