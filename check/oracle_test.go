@@ -52,15 +52,15 @@ func Evaluate(in Input) event.Verdict {
 		return src == w.Source && inWindow(start, w.End, recEnd)
 	}
 
-	all := selectPulls(ended, func(s event.Sample) bool { return inRun(s.Start) })
+	all := only(ended, func(s event.Sample) bool { return inRun(s.Start) })
 	allP := selectInflight(pending, func(p inflight) bool { return inRun(p.Start) })
-	faulted := selectPulls(ended, func(s event.Sample) bool { return isFaulted(s.Source, s.Start) })
+	faulted := only(ended, func(s event.Sample) bool { return isFaulted(s.Source, s.Start) })
 	faultedP := selectInflight(pending, func(p inflight) bool { return isFaulted(p.Source, p.Start) })
-	afterDetect := selectPulls(faulted, func(s event.Sample) bool { return s.Start >= detectFrom })
+	afterDetect := only(faulted, func(s event.Sample) bool { return s.Start >= detectFrom })
 	afterDetectP := selectInflight(faultedP, func(p inflight) bool { return p.Start >= detectFrom })
-	healthy := selectPulls(ended, func(s event.Sample) bool { return isHealthy(s.Source, s.Start) })
+	healthy := only(ended, func(s event.Sample) bool { return isHealthy(s.Source, s.Start) })
 	healthyP := selectInflight(pending, func(p inflight) bool { return isHealthy(p.Source, p.Start) })
-	recovery := selectPulls(ended, func(s event.Sample) bool { return isRecovery(s.Source, s.Start) })
+	recovery := only(ended, func(s event.Sample) bool { return isRecovery(s.Source, s.Start) })
 	recoveryP := selectInflight(pending, func(p inflight) bool { return isRecovery(p.Source, p.Start) })
 
 	fs, hs, rs := setOf(faulted), setOf(healthy), setOf(recovery)
@@ -87,16 +87,6 @@ func Evaluate(in Input) event.Verdict {
 		sum.Recovery = rs.stats()
 	}
 	return event.Verdict{Passed: passed, Checks: checks, Summary: sum}
-}
-
-func selectPulls(in []event.Sample, keep func(event.Sample) bool) []event.Sample {
-	var out []event.Sample
-	for _, s := range in {
-		if keep(s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // Steady is each source's summary over the pulls of in started in

@@ -53,36 +53,32 @@ func aggregate(windows []event.WindowVerdict) []event.Result {
 	return out
 }
 
-// worstTimes are the worst detect_s and recover_s of windows: none when a
-// window never detected (or, of those that recover, never recovered).
+// worstTimes are the worst detect_s and recover_s of windows (over the
+// per-kind summary's): none when a window never detected (or, of those
+// that recover, never recovered).
 func worstTimes(windows []event.WindowVerdict) event.Times {
 	var t event.Times
-	never := false
-	for _, w := range windows {
-		if w.Times.DetectS == nil {
-			never = true
-		} else if t.DetectS == nil || *w.Times.DetectS > *t.DetectS {
-			t.DetectS = w.Times.DetectS
-		}
+	undetected, unrecovered := false, false
+	for _, k := range Kinds(windows) {
+		undetected = undetected || k.NotDetected > 0
+		unrecovered = unrecovered || k.NotRecovered > 0
+		t.DetectS, t.RecoverS = worse(t.DetectS, k.WorstDetectS), worse(t.RecoverS, k.WorstRecoverS)
 	}
-	if never {
+	if undetected {
 		t.DetectS = nil
 	}
-	never = false
-	for _, w := range windows {
-		if !w.Recovers {
-			continue
-		}
-		if w.Times.RecoverS == nil {
-			never = true
-		} else if t.RecoverS == nil || *w.Times.RecoverS > *t.RecoverS {
-			t.RecoverS = w.Times.RecoverS
-		}
-	}
-	if never {
+	if unrecovered {
 		t.RecoverS = nil
 	}
 	return t
+}
+
+// worse is the longer of two times (nil: none).
+func worse(a, b *float64) *float64 {
+	if a == nil || b != nil && *b > *a {
+		return b
+	}
+	return a
 }
 
 // Kinds is what the windows of each fault kind came to, in the order the
@@ -106,16 +102,16 @@ func Kinds(windows []event.WindowVerdict) []event.KindSummary {
 		}
 		if d := w.Times.DetectS; d == nil {
 			k.NotDetected++
-		} else if k.WorstDetectS == nil || *d > *k.WorstDetectS {
-			k.WorstDetectS = d
+		} else {
+			k.WorstDetectS = worse(k.WorstDetectS, d)
 		}
 		if !w.Recovers {
 			continue
 		}
 		if r := w.Times.RecoverS; r == nil {
 			k.NotRecovered++
-		} else if k.WorstRecoverS == nil || *r > *k.WorstRecoverS {
-			k.WorstRecoverS = r
+		} else {
+			k.WorstRecoverS = worse(k.WorstRecoverS, r)
 		}
 	}
 	return out

@@ -273,7 +273,58 @@ func TestJudgeJudgesEachWindowAsIfAlone(t *testing.T) {
 			if len(kinds) != 2 || kinds[0].Count+kinds[1].Count != len(ws) {
 				t.Errorf("kinds %+v", kinds)
 			}
+			checkRunOfWindows(t, v)
 		})
+	}
+}
+
+// checkRunOfWindows: a run of several windows sums its windows' faulted,
+// healthy and recovery pulls up (each pull is judged in one window at
+// most), and its times are its windows' worst, none when one window has
+// none (of those that recover, for recover_s).
+func checkRunOfWindows(t *testing.T, v event.Verdict) {
+	t.Helper()
+	var want event.Summary
+	sum := func(dst *event.Stats, w event.Stats) {
+		dst.N, dst.Pulled, dst.Max = dst.N+w.N, dst.Pulled+w.Pulled, max(dst.Max, w.Max)
+	}
+	var detect, recover *float64
+	undetected, unrecovered := false, false
+	for _, w := range v.Windows {
+		sum(&want.Faulted, w.Summary.Faulted)
+		sum(&want.Healthy, w.Summary.Healthy)
+		sum(&want.Recovery, w.Summary.Recovery)
+		if d := w.Times.DetectS; d == nil {
+			undetected = true
+		} else if detect == nil || *d > *detect {
+			detect = d
+		}
+		if !w.Recovers {
+			continue
+		}
+		if r := w.Times.RecoverS; r == nil {
+			unrecovered = true
+		} else if recover == nil || *r > *recover {
+			recover = r
+		}
+	}
+	got := v.Summary
+	for _, g := range []struct {
+		name      string
+		got, want event.Stats
+	}{{"faulted", got.Faulted, want.Faulted}, {"healthy", got.Healthy, want.Healthy}, {"recovery", got.Recovery, want.Recovery}} {
+		if g.got.N != g.want.N || g.got.Pulled != g.want.Pulled || g.got.Max != g.want.Max {
+			t.Errorf("run's %s pulls %+v, its windows' %+v", g.name, g.got, g.want)
+		}
+	}
+	if undetected {
+		detect = nil
+	}
+	if unrecovered {
+		recover = nil
+	}
+	if v.Times == nil || js(t, v.Times.DetectS) != js(t, detect) || js(t, v.Times.RecoverS) != js(t, recover) {
+		t.Errorf("run's times %s, want detect %s recover %s", js(t, v.Times), js(t, detect), js(t, recover))
 	}
 }
 
