@@ -44,6 +44,7 @@ type Judge struct {
 	b        event.Bounds
 	sources  int
 	scripted bool
+	content  *ContentTally // every pull that ended, for content_matches
 
 	inflight map[int64]event.PullStart
 	buf      []event.Sample // ended, not judged yet, in start order
@@ -67,12 +68,19 @@ type Judge struct {
 // fault window is known to the judge within milliseconds of its start.
 const Lag = 500 * time.Millisecond
 
-// NewJudge returns a judge of a run of sources sources with bounds b
-// (scaled); scripted says the run plays a timeline (check.Judged).
-func NewJudge(b event.Bounds, sources int, scripted bool) *Judge {
-	j := &Judge{b: b, sources: sources, scripted: scripted,
+// Setup is what a run is judged by.
+type Setup struct {
+	Bounds   event.Bounds // scaled
+	Sources  int          // each gets a steady-state line, also one no pull named
+	Scripted bool         // the run plays a timeline (Judged)
+	Content  ContentRule  // content_matches's rule; off leaves the check out
+}
+
+// NewJudge returns a judge of a run set up as s.
+func NewJudge(s Setup) *Judge {
+	j := &Judge{b: s.Bounds, sources: s.Sources, scripted: s.Scripted, content: NewContentTally(s.Content),
 		inflight: map[int64]event.PullStart{}, steady: map[int]*Figures{}}
-	for i := range sources {
+	for i := range s.Sources {
 		j.steady[i] = NewFigures()
 	}
 	return j
@@ -137,8 +145,11 @@ func (j *Judge) Started(p event.PullStart) {
 }
 
 // Ended tells the judge a pull ended (or was cut short: Aborted).
+// content_matches reads every pull that ended, also one sent after the
+// run stopped: a wrong text is wrong whenever it was asked for.
 func (j *Judge) Ended(s event.Sample) {
 	delete(j.inflight, s.Trial)
+	j.content.Add(s)
 	if j.stopped(s.Start) {
 		return
 	}

@@ -24,7 +24,9 @@ func Judged(windows []event.Window, scripted bool) (w event.Window, ok bool) {
 
 // Verdict is the run's verdict at now (since t0) for a run that ended, or
 // is judged so far, at runEnd; ok is false when no fault window opened
-// (the verdict then holds only all_200, and the steady state when final).
+// (the verdict then holds only all_200, fault_took_effect when a fault
+// without a window was verified, content_matches once a pull could be
+// compared, and the steady state when final).
 // With one window, or on the dashboard (no script: the latest window), the
 // run is judged on that window as the tests' oracle (Evaluate and
 // WithFaultChecks) judges it; with several scripted windows every check is judged in every window and holds when
@@ -48,9 +50,14 @@ func (j *Judge) Verdict(now, runEnd time.Duration, final bool) (event.Verdict, b
 		v.Steady = t.steadySummaries()
 	}
 	if len(windows) == 0 {
-		// Without a fault only all_200 means anything.
-		v.Checks, v.Passed = []event.Result{runAll}, runAll.Passed
-		return v, false
+		// Without a fault only all_200 means anything (and the faults
+		// without a window of their own, and the texts).
+		v.Checks = []event.Result{runAll}
+		if len(j.verifs) > 0 {
+			v.Checks = append(v.Checks, FaultTookEffect(j.verifs, 0))
+		}
+		v.Passed = passed(v.Checks)
+		return withContent(v, j.content), false
 	}
 	if several {
 		v.Checks = append([]event.Result{runAll}, aggregate(windows)...)
@@ -74,13 +81,13 @@ func (j *Judge) Verdict(now, runEnd time.Duration, final bool) (event.Verdict, b
 		tm := jv.Times
 		v.Times = &tm
 	}
+	if j.content.rule.On {
+		v.Checks = append(v.Checks, j.content.Result())
+	}
 	if len(j.verifs) > 0 {
 		v.Checks = append(v.Checks, FaultTookEffect(j.verifs, 0))
 	}
-	v.Passed = true
-	for _, c := range v.Checks {
-		v.Passed = v.Passed && c.Passed
-	}
+	v.Passed = passed(v.Checks)
 	v.Kinds = Kinds(windows)
 	for _, w := range windows {
 		if final || !w.Settled {
@@ -88,6 +95,16 @@ func (j *Judge) Verdict(now, runEnd time.Duration, final bool) (event.Verdict, b
 		}
 	}
 	return v, true
+}
+
+// passed reports whether every check of cs passed.
+func passed(cs []event.Result) bool {
+	for _, c := range cs {
+		if !c.Passed {
+			return false
+		}
+	}
+	return true
 }
 
 // windowOnly drops a window's own all_200 and fault_took_effect: the
@@ -238,10 +255,7 @@ func (j *Judge) windowVerdict(wj *winJudge, f *winFigs, now, runEnd time.Duratio
 		checks = append(checks, FaultTookEffect(wj.verifs, 0))
 	}
 	v := event.WindowVerdict{Index: wj.index, Kind: w.Kind, Source: w.Source, Start: w.Start, End: wj.w.End,
-		Recovers: w.Recovers, Passed: true, Checks: checks}
-	for _, c := range checks {
-		v.Passed = v.Passed && c.Passed
-	}
+		Recovers: w.Recovers, Passed: passed(checks), Checks: checks}
 	if d, ok := f.det.result(w.Start); ok {
 		v.Times.DetectS = seconds(d)
 	}

@@ -116,7 +116,7 @@ func feedLive(t *testing.T, st stream, b event.Bounds, scripted bool) (event.Ver
 	}
 	facts = append(facts, fact{st.runEnd, func(j *Judge) { j.Stop(st.runEnd) }})
 	slices.SortStableFunc(facts, func(a, b fact) int { return cmp.Compare(a.at, b.at) })
-	j := NewJudge(b, 2, scripted)
+	j := NewJudge(Setup{Bounds: b, Sources: 2, Scripted: scripted})
 	var settled []event.WindowVerdict
 	for _, f := range facts {
 		f.do(j)
@@ -176,7 +176,8 @@ func TestJudgeOfOneWindowIsEvaluate(t *testing.T) {
 			}
 			// JudgeRun takes a window open at the end as open (End 0), as
 			// the events leave it.
-			all, _ := JudgeRun(b, 2, true, []event.Window{w}, st.samples, st.inflight, st.verifs, st.now, st.runEnd)
+			all, _ := JudgeRun(RunFacts{Setup: Setup{Bounds: b, Sources: 2, Scripted: true}, Windows: []event.Window{w},
+				Samples: st.samples, Pending: st.inflight, Verifications: st.verifs, Now: st.now, RunEnd: st.runEnd})
 			all.Windows, all.Kinds = nil, nil
 			if got, exp := js(t, all), js(t, want); got != exp {
 				t.Errorf("JudgeRun:\n%s\nEvaluate:\n%s", got, exp)
@@ -349,7 +350,8 @@ func TestJudgeAll200OfAWindow(t *testing.T) {
 	}
 	add(1, 30*time.Second, 500) // in window 1's recovery, naming the other source
 	add(0, 60*time.Second, 503) // after window 1's recovery window: the run's
-	v, ok := JudgeRun(b, 2, true, ws, samples, nil, nil, 120*time.Second, 120*time.Second)
+	v, ok := JudgeRun(RunFacts{Setup: Setup{Bounds: b, Sources: 2, Scripted: true}, Windows: ws, Samples: samples,
+		Now: 120 * time.Second, RunEnd: 120 * time.Second})
 	if !ok {
 		t.Fatal("no windows")
 	}
@@ -403,7 +405,8 @@ func TestJudgeOverlappingWindowsJudgeEachPullOnce(t *testing.T) {
 			samples = append(samples, s)
 		}
 	}
-	v, _ := JudgeRun(b, 3, true, ws, samples, nil, nil, 100*time.Second, 100*time.Second)
+	v, _ := JudgeRun(RunFacts{Setup: Setup{Bounds: b, Sources: 3, Scripted: true}, Windows: ws, Samples: samples,
+		Now: 100 * time.Second, RunEnd: 100 * time.Second})
 	w1, w2 := v.Windows[0].Summary, v.Windows[1].Summary
 	if w1.Faulted.N != 60 || w2.Faulted.N != 60 {
 		t.Errorf("faulted pulls %d and %d, want 60 each (30 s at 2/s)", w1.Faulted.N, w2.Faulted.N)
@@ -432,7 +435,7 @@ func TestJudgeOverlappingWindowsJudgeEachPullOnce(t *testing.T) {
 // experiment used to keep every sample, ~350 B each).
 func BenchmarkJudgeRetainsNothingPerTrial(b *testing.B) {
 	bounds := DefaultBounds()
-	j := NewJudge(bounds, 2, true)
+	j := NewJudge(Setup{Bounds: bounds, Sources: 2, Scripted: true})
 	var trial int64
 	at := time.Duration(0)
 	step := func(n int) {
@@ -482,7 +485,7 @@ func BenchmarkJudgeRetainsNothingPerTrial(b *testing.B) {
 // undo's to the window it closed; not to the source's previous window.
 func TestJudgeGivesAVerificationToItsWindow(t *testing.T) {
 	b := DefaultBounds()
-	j := NewJudge(b, 2, false)
+	j := NewJudge(Setup{Bounds: b, Sources: 2})
 	s := func(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
 	w1 := event.Window{Source: 1, Start: s(50.2), Recovers: true, Kind: "partition"}
 	j.Open(w1)

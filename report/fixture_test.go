@@ -184,11 +184,11 @@ func (f fixture) events() []event.Event {
 // fields a stream written before verdicts carried times, windows and the
 // steady state has (FromEvents fills those in from its own judging).
 func (f fixture) verdict(info event.RunInfo) event.Verdict {
-	v, _ := check.JudgeRun(info.Bounds, info.Sources, info.Timeline != "", []event.Window{f.window}, f.samples,
-		nil, nil, runDuration, runDuration)
-	if rule := check.ContentRuleOf(info); rule.On {
-		v = check.WithContentResult(v, check.ContentMatches(f.samples, rule))
-	}
+	v, _ := check.JudgeRun(check.RunFacts{
+		Setup: check.Setup{Bounds: info.Bounds, Sources: info.Sources, Scripted: info.Timeline != "",
+			Content: check.ContentRuleOf(info)},
+		Windows: []event.Window{f.window}, Samples: f.samples, Now: runDuration, RunEnd: runDuration,
+	})
 	return event.Verdict{Passed: v.Passed, Checks: v.Checks, Summary: v.Summary}
 }
 

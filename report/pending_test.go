@@ -94,7 +94,8 @@ func TestRebuildOfAnInterruptedStallGivesTheRunsVerdict(t *testing.T) {
 	evs = append(evs, event.Event{T: end, Kind: event.KindSamples, Samples: cut, Seq: int64(len(evs) + 1), Wall: wall0().Add(end)})
 	samples = append(samples, cut...)
 	w := event.Window{Source: 0, Start: 10 * time.Second, End: end, Recovers: true}
-	judged, _ := check.JudgeRun(info.Bounds, info.Sources, info.Timeline != "", []event.Window{w}, samples, nil, nil, end, end)
+	judged, _ := check.JudgeRun(check.RunFacts{Setup: check.Setup{Bounds: info.Bounds, Sources: info.Sources, Scripted: true},
+		Windows: []event.Window{w}, Samples: samples, Now: end, RunEnd: end})
 	// The final verdict as the experiment's judge gave it before verdicts
 	// carried windows and the steady state.
 	final := event.Verdict{Passed: judged.Passed, Checks: judged.Checks, Summary: judged.Summary, Times: judged.Times}

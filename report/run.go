@@ -152,22 +152,12 @@ func FromEvents(events []event.Event) (Run, error) {
 
 	// The same judge as the experiment's, fed the whole run at once: every
 	// window on its own, the run on the judged one (or on all of them).
-	computed, ok := check.JudgeRun(r.Info.Bounds, r.Info.Sources, r.Info.Timeline != "", judged,
-		r.Samples, r.pending(), r.Verifications, max(r.html.lastT, r.RunEnd), r.RunEnd)
-	content := check.ContentRuleOf(r.Info)
-	if ok && content.On {
-		computed = check.WithContentResult(computed, check.ContentMatches(r.Samples, content))
-	}
-	if !ok {
-		// Without a fault only all_200 means anything: the other checks
-		// would fail on windows that were never meant to exist.
-		if len(r.Verifications) > 0 {
-			fe := check.FaultTookEffect(r.Verifications, 0)
-			computed.Checks = append(computed.Checks, fe)
-			computed.Passed = computed.Passed && fe.Passed
-		}
-		computed = check.WithContent(computed, r.Samples, content)
-	}
+	computed, _ := check.JudgeRun(check.RunFacts{
+		Setup: check.Setup{Bounds: r.Info.Bounds, Sources: r.Info.Sources, Scripted: r.Info.Timeline != "",
+			Content: check.ContentRuleOf(r.Info)},
+		Windows: judged, Samples: r.Samples, Pending: r.pending(), Verifications: r.Verifications,
+		Now: max(r.html.lastT, r.RunEnd), RunEnd: r.RunEnd,
+	})
 	if final == nil {
 		r.Verdict, r.Recomputed = computed, true
 		return r, nil

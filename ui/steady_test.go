@@ -27,7 +27,8 @@ func sceneSoakEnded() scene {
 	for _, ev := range s.events {
 		samples = append(samples, ev.Samples...)
 	}
-	judged, _ := check.JudgeRun(check.DefaultBounds(), 2, false, nil, samples, nil, nil, 60*time.Second, 60*time.Second)
+	judged, _ := check.JudgeRun(check.RunFacts{Setup: check.Setup{Bounds: check.DefaultBounds(), Sources: 2},
+		Samples: samples, Now: 60 * time.Second, RunEnd: 60 * time.Second})
 	v := event.Verdict{Passed: true, Steady: judged.Steady}
 	s.add(60*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})
 	s.verdict(60*time.Second, v, true)
