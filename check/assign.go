@@ -154,9 +154,16 @@ func (t liveTally) steadyFigs(src int) *Figures {
 type bucket struct {
 	set pullSet
 	cut []inflight
+	// shared says set and cut are another bucket's (a verdict's copy,
+	// clone): they are copied before the first pull is added, so a
+	// verdict copies only what it changes.
+	shared bool
 }
 
 func (b *bucket) add(s event.Sample) {
+	if b.shared {
+		b.set, b.cut, b.shared = b.set.clone(), slices.Clone(b.cut), false
+	}
 	if s.Aborted {
 		b.cut = append(b.cut, cutOf(s))
 		return
@@ -164,7 +171,8 @@ func (b *bucket) add(s event.Sample) {
 	b.set.add(s)
 }
 
-func (b *bucket) clone() bucket { return bucket{set: b.set.clone(), cut: slices.Clone(b.cut)} }
+// clone is a copy of b that leaves b as it is, whatever is added to it.
+func (b *bucket) clone() bucket { return bucket{set: b.set, cut: b.cut, shared: true} }
 
 // figs are a window's (or the run's) pulls by category, as its checks
 // read them: every pull (all_200's), and those of each category.
