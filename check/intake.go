@@ -14,7 +14,7 @@ import (
 // Started, Ended, Verified; Advance now and then) and asks it for the
 // verdict; `p2pfault report` feeds it a finished run's events (JudgeRun).
 // For a run of one window it gives exactly the verdict of the tests'
-// oracle (Evaluate and WithFaultChecks in evaluate_test.go), which selects
+// oracle (Evaluate and WithFaultChecks in oracle_test.go), which selects
 // every window's pulls from the whole run anew.
 //
 // Its parts, one file each: this file takes in the facts; assign.go says
