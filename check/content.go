@@ -256,35 +256,21 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// WithContent adds content_matches to the verdict of a run without a fault
-// window (case none, or a run that ended before its fault), which judges
-// no window: the answers can be wrong with no fault at all. It is left out
-// while nothing could be compared, so a run that checked nothing still
-// says only that.
-func WithContent(v event.Verdict, samples []event.Sample, r ContentRule) event.Verdict {
-	if !r.On {
+// withContent adds content_matches, over the pulls t counted, to the
+// verdict of a run without a fault window (case none, or a run that ended
+// before its fault), which judges no window: the answers can be wrong with
+// no fault at all. It is left out while nothing could be compared, so a
+// run that checked nothing still says only that. (A run judged on a fault
+// window judges it even when nothing could be compared: Judge.Verdict.)
+func withContent(v event.Verdict, t *ContentTally) event.Verdict {
+	if !t.rule.On {
 		return v
 	}
-	res := ContentMatches(samples, r)
+	res := t.Result()
 	if res.Empty {
 		return v
 	}
 	v.Checks = append(append([]event.Result(nil), v.Checks...), res)
-	v.Passed = v.Passed && res.Passed
-	return v
-}
-
-// WithContentResult adds content_matches's res to the verdict of a run
-// judged on a fault window, before fault_took_effect (the order Evaluate
-// and WithFaultChecks give): there it is judged even when nothing could
-// be compared.
-func WithContentResult(v event.Verdict, res event.Result) event.Verdict {
-	checks := slices.Clone(v.Checks)
-	at := len(checks)
-	if at > 0 && checks[at-1].Name == NameFaultTookEffect {
-		at--
-	}
-	v.Checks = slices.Insert(checks, at, res)
 	v.Passed = v.Passed && res.Passed
 	return v
 }

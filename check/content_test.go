@@ -172,14 +172,27 @@ func TestEvaluateAddsContentMatchesWhenOn(t *testing.T) {
 		t.Errorf("content check on, a wrong text: last check %+v, passed %v", last, v.Passed)
 	}
 
+	// The judge gives the same: content_matches after the seed's checks,
+	// before fault_took_effect.
+	setup := Setup{Bounds: in.Bounds, Sources: 2, Scripted: true, Content: ContentRule{On: true}}
+	facts := RunFacts{Setup: setup, Windows: []event.Window{in.Window}, Samples: in.Samples, Now: in.RunEnd, RunEnd: in.RunEnd,
+		Verifications: []event.Verification{{Action: "stall", Source: 0, At: 10 * time.Second, Verified: true}}}
+	judged, ok := JudgeRun(facts)
+	if got, want := strings.Join(names(judged), ","), strings.Join(append(names(v), NameFaultTookEffect), ","); !ok || got != want || judged.Passed {
+		t.Errorf("judge's checks %s (passed %v), want %s failed", got, judged.Passed, want)
+	}
+
 	// Without a fault window only a content check that compared something
 	// joins the verdict.
-	none := WithContent(event.Verdict{Passed: true}, nil, ContentRule{On: true})
-	if !none.Passed || len(none.Checks) != 0 {
+	facts.Windows, facts.Verifications = nil, nil
+	facts.Samples = []event.Sample{{Source: 0, Start: 15 * time.Second, Status: 200, Latency: 10 * time.Millisecond}}
+	none, ok := JudgeRun(facts)
+	if ok || !none.Passed || strings.Join(names(none), ",") != NameAll200 {
 		t.Errorf("nothing compared: %+v", none)
 	}
-	got := WithContent(event.Verdict{Passed: true}, in.Samples, ContentRule{On: true})
-	if got.Passed || len(got.Checks) != 1 || got.Checks[0].Name != NameContentMatches {
+	facts.Samples = in.Samples
+	got, _ := JudgeRun(facts)
+	if got.Passed || strings.Join(names(got), ",") != NameAll200+","+NameContentMatches {
 		t.Errorf("a wrong text without a fault: %+v", got)
 	}
 }

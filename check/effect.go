@@ -47,18 +47,3 @@ func FaultTookEffect(vs []event.Verification, within time.Duration) event.Result
 	r.Detail = fmt.Sprintf("all %d fault actions took effect within %s", len(vs), secs1(within))
 	return r
 }
-
-// WithFaultChecks adds to v what a run that fired a fault is judged on
-// besides the seed's checks: the judged window's detect and recover times
-// (event.Times) and, when any fault action was verified, fault_took_effect.
-// The experiment and `p2pfault report` both call it.
-func WithFaultChecks(v event.Verdict, in Input, vs []event.Verification) event.Verdict {
-	t := FaultTimes(in)
-	v.Times = &t
-	if len(vs) > 0 {
-		r := FaultTookEffect(vs, 0)
-		v.Checks = append(append([]event.Result(nil), v.Checks...), r)
-		v.Passed = v.Passed && r.Passed
-	}
-	return v
-}

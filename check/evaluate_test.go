@@ -433,19 +433,26 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-func BenchmarkEvaluate(b *testing.B) {
+// BenchmarkJudgeRun is the judge's cost per pull over a finished run
+// (what `p2pfault report` pays; the oracle's cost does not matter).
+func BenchmarkJudgeRun(b *testing.B) {
 	// A 60-s run of 4 sources at the default 2 pulls per second per source.
 	var samples []event.Sample
+	trial := int64(0)
 	for t := time.Duration(0); t < 60*time.Second; t += 500 * ms {
 		for src := range 4 {
-			samples = append(samples, pull(src, t, 10*ms))
+			trial++
+			s := pull(src, t, 10*ms)
+			s.Trial = trial
+			samples = append(samples, s)
 		}
 	}
-	in := Input{Samples: samples, Window: event.Window{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true},
-		RunEnd: 60 * time.Second, Bounds: DefaultBounds()}
+	f := RunFacts{Setup: Setup{Bounds: DefaultBounds(), Sources: 4, Scripted: true}, Samples: samples,
+		Windows: []event.Window{{Source: 0, Start: 10 * time.Second, End: 40 * time.Second, Recovers: true}},
+		Now:     60 * time.Second, RunEnd: 60 * time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		Evaluate(in)
+		JudgeRun(f)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(samples)), "ns/sample")
 }

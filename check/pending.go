@@ -9,7 +9,7 @@ import (
 
 // inflight is a pull in flight as the checks see it: sent, not answered,
 // with its age so far. It comes from a pull_start without its sample
-// (Input.Pending, aged at Input.Now) or from a sample cut short by the
+// (Judge.Started, aged at the verdict's now) or from a sample cut short by the
 // run's end (event.Sample.Aborted, aged by its Latency: how long it had
 // waited when it was cut). Either way its outcome is unknown; only its age
 // is a fact, and an age past a bound has broken that bound, whatever the
@@ -18,36 +18,6 @@ type inflight struct {
 	Source int
 	Start  time.Duration
 	Age    time.Duration
-}
-
-// split sorts in's pulls into the ones that ended (with an answer, an
-// error or a timeout) and the ones in flight.
-func split(in Input) (ended []event.Sample, pending []inflight) {
-	now := in.Now
-	if now == 0 {
-		now = in.RunEnd
-	}
-	for _, s := range in.Samples {
-		if s.Aborted {
-			pending = append(pending, inflight{Source: s.Source, Start: s.Start, Age: max(s.Latency, 0)})
-			continue
-		}
-		ended = append(ended, s)
-	}
-	for _, p := range in.Pending {
-		pending = append(pending, inflight{Source: p.Source, Start: p.Start, Age: max(now-p.Start, 0)})
-	}
-	return ended, pending
-}
-
-func selectInflight(in []inflight, keep func(inflight) bool) []inflight {
-	var out []inflight
-	for _, p := range in {
-		if keep(p) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // past is the pulls of in whose age is over bound, and the oldest age.
@@ -103,7 +73,7 @@ func Crossed(pending []event.PullStart, w event.Window, b event.Bounds, from, to
 		return at >= from && at < to
 	}
 	for _, p := range pending {
-		if !inWindow(p.Start, w.Start, windowEnd(w, to)) {
+		if !inFault(w, p.Start) {
 			continue
 		}
 		if p.Source == w.Source {
@@ -115,12 +85,4 @@ func Crossed(pending []event.PullStart, w event.Window, b event.Bounds, from, to
 		}
 	}
 	return false
-}
-
-// windowEnd is w's end, or now for a window still open.
-func windowEnd(w event.Window, now time.Duration) time.Duration {
-	if w.End == 0 {
-		return now
-	}
-	return w.End
 }

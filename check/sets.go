@@ -86,31 +86,16 @@ func (p *pullSet) add(s event.Sample) {
 	p.lat.add(s.Latency)
 }
 
-// plus is p with extra pulls added, p left as it is.
-func (p *pullSet) plus(extra []event.Sample) pullSet {
-	if len(extra) == 0 {
-		return *p
-	}
+// clone is a copy of p sharing nothing with it.
+func (p *pullSet) clone() pullSet {
 	c := *p
 	c.lat = p.lat.clone()
-	for _, s := range extra {
-		c.add(s)
-	}
 	return c
 }
 
 // stats are the set's figures as the seed's summary line has them.
 func (p *pullSet) stats() event.Stats {
 	return event.Stats{N: p.n, Pulled: p.hits, P50: p.lat.median(nil), Max: p.max}
-}
-
-// setOf is the pullSet of pulls.
-func setOf(pulls []event.Sample) pullSet {
-	var p pullSet
-	for _, s := range pulls {
-		p.add(s)
-	}
-	return p
 }
 
 // allSet is what all_200 reads of the pulls that ended: how many, how many
@@ -129,21 +114,6 @@ func (a *allSet) add(s event.Sample) {
 		a.first = s
 	}
 	a.bad++
-}
-
-func (a allSet) plus(extra []event.Sample) allSet {
-	for _, s := range extra {
-		a.add(s)
-	}
-	return a
-}
-
-func allOf(pulls []event.Sample) allSet {
-	var a allSet
-	for _, s := range pulls {
-		a.add(s)
-	}
-	return a
 }
 
 func ages(in []inflight) []time.Duration {

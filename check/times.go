@@ -1,59 +1,45 @@
 package check
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
-
-	"p2pfault/event"
 )
-
-// FaultTimes gives detect_s (Detect) and recover_s (Recover) of the fault
-// window in.Window, over in's pulls that ended and those in flight.
-func FaultTimes(in Input) event.Times {
-	var t event.Times
-	if d, ok := Detect(in); ok {
-		t.DetectS = seconds(d)
-	}
-	if d, ok := Recover(in); ok {
-		t.RecoverS = seconds(d)
-	}
-	return t
-}
 
 func seconds(d time.Duration) *float64 {
 	s := d.Seconds()
 	return &s
 }
 
-// The two times are defined so that each is one pass over the pulls naming
-// the faulted source in start order, plus the pulls still in flight: what
-// a running accumulator can keep per fault window without holding the
-// samples (detectAcc, recoverAcc). Evaluated here over a run's samples,
-// they are sorted first; an accumulator fed live must meet them in start
-// order too, which the probe's schedule gives but their ends do not.
-
-// Detect is detect_s of the window w = in.Window: the time from the fault
-// action (w.Start) to the start of the first pull naming the faulted
-// source from which on every pull started until the window closed
-// returned 200 within the faulted_median bound (inclusive): the decoder
-// stopped waiting on the faulted source and kept not waiting. ok is false
-// when there is no such pull ("not detected"): on vLLM main a stalled
-// source's pulls wait on a reconnect's handshake until the window closes.
+// A fault window's two times (event.Times):
 //
-// A pull is bad when it returned anything but 200, took longer than the
-// bound, or is in flight past it; detect is the first good pull started
-// after the last bad one. A pull in flight younger than the bound is
-// neither: it breaks nothing yet, and is no evidence of detection either.
-func Detect(in Input) (d time.Duration, ok bool) {
-	w, b := in.Window, in.Bounds
-	var acc detectAcc
-	for _, p := range faultedInStartOrder(in, w.Start, w.End) {
-		acc.feed(p, b.FaultedMedian)
-	}
-	return acc.result(w.Start)
-}
+// detect_s is the time from the fault action (the window's start) to the
+// start of the first pull naming the faulted source from which on every
+// pull started until the window closed returned 200 within the
+// faulted_median bound (inclusive): the decoder stopped waiting on the
+// faulted source and kept not waiting. None ("not detected") when there is
+// no such pull: on vLLM main a stalled source's pulls wait on a
+// reconnect's handshake until the window closes. A pull is bad when it
+// returned anything but 200, took longer than the bound, or is in flight
+// past it; detect is the first good pull started after the last bad one.
+// A pull in flight younger than the bound is neither: it breaks nothing
+// yet, and is no evidence of detection either.
+//
+// recover_s is the time from the end of the window (SIGCONT, or the
+// restarted source ready) to the start of the first pull naming the
+// faulted source, started from then on, that hit and from which on at
+// least the recovery bound's share of the pulls naming it hit, until the
+// run's end (or the next window's start). None for a window that does not
+// recover (remove) or when no such pull exists. Pulls in flight have not
+// hit or missed yet and are left out.
+//
+// Both are defined so that each is one pass over the pulls naming the
+// faulted source in start order, plus the pulls still in flight: what a
+// running accumulator can keep per fault window without holding the
+// samples (detectAcc, recoverAcc). The judge meets the pulls in start
+// order (it judges a pull once every pull started before it ended), which
+// the probe's schedule gives but their ends do not; the tests' oracle
+// (Detect, Recover) sorts a run's samples first.
 
 // feed takes the next pull naming the faulted source, in start order.
 func (a *detectAcc) feed(p timedPull, bound time.Duration) {
@@ -94,31 +80,6 @@ func (a *detectAcc) good(start time.Duration) {
 	if !a.found && (!a.sawBad || start > a.lastBad) {
 		a.at, a.found = start, true
 	}
-}
-
-// Recover is recover_s of the window w = in.Window: the time from the end
-// of the window (SIGCONT, or the restarted source ready) to the start of
-// the first pull naming the faulted source, started from then on, that hit
-// and from which on at least the recovery bound's share of the pulls
-// naming it hit, until the run's end (in.RunEnd). ok is false for a window
-// that does not recover (remove) or when no such pull exists. Pulls in
-// flight have not hit or missed yet and are left out.
-func Recover(in Input) (d time.Duration, ok bool) {
-	w := in.Window
-	if !w.Recovers {
-		return 0, false
-	}
-	acc := recoverAcc{rate: in.Bounds.RecoveryHitRate}
-	for _, p := range faultedInStartOrder(in, w.End, in.RunEnd) {
-		if !p.pending {
-			acc.add(p.start, p.hit)
-		}
-	}
-	at, ok := acc.result()
-	if !ok {
-		return 0, false
-	}
-	return at - w.End, true
 }
 
 // clone is a copy sharing nothing with a.
@@ -176,39 +137,6 @@ type timedPull struct {
 	status              int
 	hit, pending        bool
 	trial               int64
-}
-
-// faultedInStartOrder is the pulls naming in.Window's source started in
-// [from, to), ended and in flight, in start order.
-func faultedInStartOrder(in Input, from, to time.Duration) []timedPull {
-	src := in.Window.Source
-	now := in.Now
-	if now == 0 {
-		now = in.RunEnd
-	}
-	var out []timedPull
-	for _, s := range in.Samples {
-		if s.Source != src || !inWindow(s.Start, from, to) {
-			continue
-		}
-		if s.Aborted {
-			out = append(out, timedPull{start: s.Start, age: max(s.Latency, 0), pending: true, trial: s.Trial})
-			continue
-		}
-		out = append(out, timedPull{start: s.Start, latency: s.Latency, status: s.Status, hit: s.Hit(), trial: s.Trial})
-	}
-	for _, p := range in.Pending {
-		if p.Source == src && inWindow(p.Start, from, to) {
-			out = append(out, timedPull{start: p.Start, age: max(now-p.Start, 0), pending: true, trial: p.Trial})
-		}
-	}
-	slices.SortFunc(out, func(a, b timedPull) int {
-		if c := cmp.Compare(a.start, b.start); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.trial, b.trial)
-	})
-	return out
 }
 
 // FormatSeconds shows a time of event.Times as "12.34s", or "–" when it is nil.

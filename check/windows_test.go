@@ -116,7 +116,7 @@ func feedLive(t *testing.T, st stream, b event.Bounds, scripted bool) (event.Ver
 	}
 	facts = append(facts, fact{st.runEnd, func(j *Judge) { j.Stop(st.runEnd) }})
 	slices.SortStableFunc(facts, func(a, b fact) int { return cmp.Compare(a.at, b.at) })
-	j := NewJudge(b, 2, scripted)
+	j := NewJudge(Setup{Bounds: b, Sources: 2, Scripted: scripted})
 	var settled []event.WindowVerdict
 	for _, f := range facts {
 		f.do(j)
@@ -176,7 +176,8 @@ func TestJudgeOfOneWindowIsEvaluate(t *testing.T) {
 			}
 			// JudgeRun takes a window open at the end as open (End 0), as
 			// the events leave it.
-			all, _ := JudgeRun(b, 2, true, []event.Window{w}, st.samples, st.inflight, st.verifs, st.now, st.runEnd)
+			all, _ := JudgeRun(RunFacts{Setup: Setup{Bounds: b, Sources: 2, Scripted: true}, Windows: []event.Window{w},
+				Samples: st.samples, Pending: st.inflight, Verifications: st.verifs, Now: st.now, RunEnd: st.runEnd})
 			all.Windows, all.Kinds = nil, nil
 			if got, exp := js(t, all), js(t, want); got != exp {
 				t.Errorf("JudgeRun:\n%s\nEvaluate:\n%s", got, exp)
@@ -273,7 +274,58 @@ func TestJudgeJudgesEachWindowAsIfAlone(t *testing.T) {
 			if len(kinds) != 2 || kinds[0].Count+kinds[1].Count != len(ws) {
 				t.Errorf("kinds %+v", kinds)
 			}
+			checkRunOfWindows(t, v)
 		})
+	}
+}
+
+// checkRunOfWindows: a run of several windows sums its windows' faulted,
+// healthy and recovery pulls up (each pull is judged in one window at
+// most), and its times are its windows' worst, none when one window has
+// none (of those that recover, for recover_s).
+func checkRunOfWindows(t *testing.T, v event.Verdict) {
+	t.Helper()
+	var want event.Summary
+	sum := func(dst *event.Stats, w event.Stats) {
+		dst.N, dst.Pulled, dst.Max = dst.N+w.N, dst.Pulled+w.Pulled, max(dst.Max, w.Max)
+	}
+	var detect, recover *float64
+	undetected, unrecovered := false, false
+	for _, w := range v.Windows {
+		sum(&want.Faulted, w.Summary.Faulted)
+		sum(&want.Healthy, w.Summary.Healthy)
+		sum(&want.Recovery, w.Summary.Recovery)
+		if d := w.Times.DetectS; d == nil {
+			undetected = true
+		} else if detect == nil || *d > *detect {
+			detect = d
+		}
+		if !w.Recovers {
+			continue
+		}
+		if r := w.Times.RecoverS; r == nil {
+			unrecovered = true
+		} else if recover == nil || *r > *recover {
+			recover = r
+		}
+	}
+	got := v.Summary
+	for _, g := range []struct {
+		name      string
+		got, want event.Stats
+	}{{"faulted", got.Faulted, want.Faulted}, {"healthy", got.Healthy, want.Healthy}, {"recovery", got.Recovery, want.Recovery}} {
+		if g.got.N != g.want.N || g.got.Pulled != g.want.Pulled || g.got.Max != g.want.Max {
+			t.Errorf("run's %s pulls %+v, its windows' %+v", g.name, g.got, g.want)
+		}
+	}
+	if undetected {
+		detect = nil
+	}
+	if unrecovered {
+		recover = nil
+	}
+	if v.Times == nil || js(t, v.Times.DetectS) != js(t, detect) || js(t, v.Times.RecoverS) != js(t, recover) {
+		t.Errorf("run's times %s, want detect %s recover %s", js(t, v.Times), js(t, detect), js(t, recover))
 	}
 }
 
@@ -298,7 +350,8 @@ func TestJudgeAll200OfAWindow(t *testing.T) {
 	}
 	add(1, 30*time.Second, 500) // in window 1's recovery, naming the other source
 	add(0, 60*time.Second, 503) // after window 1's recovery window: the run's
-	v, ok := JudgeRun(b, 2, true, ws, samples, nil, nil, 120*time.Second, 120*time.Second)
+	v, ok := JudgeRun(RunFacts{Setup: Setup{Bounds: b, Sources: 2, Scripted: true}, Windows: ws, Samples: samples,
+		Now: 120 * time.Second, RunEnd: 120 * time.Second})
 	if !ok {
 		t.Fatal("no windows")
 	}
@@ -352,7 +405,8 @@ func TestJudgeOverlappingWindowsJudgeEachPullOnce(t *testing.T) {
 			samples = append(samples, s)
 		}
 	}
-	v, _ := JudgeRun(b, 3, true, ws, samples, nil, nil, 100*time.Second, 100*time.Second)
+	v, _ := JudgeRun(RunFacts{Setup: Setup{Bounds: b, Sources: 3, Scripted: true}, Windows: ws, Samples: samples,
+		Now: 100 * time.Second, RunEnd: 100 * time.Second})
 	w1, w2 := v.Windows[0].Summary, v.Windows[1].Summary
 	if w1.Faulted.N != 60 || w2.Faulted.N != 60 {
 		t.Errorf("faulted pulls %d and %d, want 60 each (30 s at 2/s)", w1.Faulted.N, w2.Faulted.N)
@@ -381,7 +435,7 @@ func TestJudgeOverlappingWindowsJudgeEachPullOnce(t *testing.T) {
 // experiment used to keep every sample, ~350 B each).
 func BenchmarkJudgeRetainsNothingPerTrial(b *testing.B) {
 	bounds := DefaultBounds()
-	j := NewJudge(bounds, 2, true)
+	j := NewJudge(Setup{Bounds: bounds, Sources: 2, Scripted: true})
 	var trial int64
 	at := time.Duration(0)
 	step := func(n int) {
@@ -431,7 +485,7 @@ func BenchmarkJudgeRetainsNothingPerTrial(b *testing.B) {
 // undo's to the window it closed; not to the source's previous window.
 func TestJudgeGivesAVerificationToItsWindow(t *testing.T) {
 	b := DefaultBounds()
-	j := NewJudge(b, 2, false)
+	j := NewJudge(Setup{Bounds: b, Sources: 2})
 	s := func(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
 	w1 := event.Window{Source: 1, Start: s(50.2), Recovers: true, Kind: "partition"}
 	j.Open(w1)

@@ -4,7 +4,7 @@ import "time"
 
 // SourceSummary is what a run says of the pulls naming one source outside
 // every fault window: for a run without a fault (a soak), its whole run.
-// Package check computes it (check.Steady); report.json gives it as
+// Package check computes it (check.Judge's verdict); report.json gives it as
 // rows[].steady.
 type SourceSummary struct {
 	Source int `json:"source"`

@@ -91,7 +91,7 @@ type Verdict struct {
 	// absent from a verdict without a fault window.
 	Times *Times `json:"times,omitempty"`
 	// Steady is each source's pulls outside every fault window (a soak's
-	// whole run): check.Steady. Only the final verdict carries it.
+	// whole run): check.Judge's. Only the final verdict carries it.
 	Steady []SourceSummary `json:"steady,omitempty"`
 	// Windows are every fault window judged on its own and Kinds what
 	// they came to per kind (windows.go), for a run of more than one

@@ -43,15 +43,11 @@ type Experiment struct {
 	prober  *probe.Prober
 	// judge judges the run as it goes, from running figures: the
 	// experiment keeps no sample once it is sent (check.Judge).
-	judge *check.Judge
-	// content tallies check content_matches as pulls end (its rule is
-	// the run's --content-match; off, it counts nothing).
-	content *check.ContentTally
+	judge   *check.Judge
 	pending []event.Sample
 	starts  []event.PullStart // pulls sent since the last batch (KindPullStart)
 	// judgedAt is when the last live verdict was computed, since t0.
 	judgedAt time.Duration
-	verifs   []event.Verification // every fault action verified on the host
 	// verifying is, per source, closed when the last action's
 	// verification is done (faults.go).
 	verifying map[int]chan struct{}
@@ -105,14 +101,14 @@ func New(cfg Config) (*Experiment, error) {
 	}
 	cfg.Timeline = text
 	return &Experiment{
-		cfg:       cfg,
-		plan:      plan,
-		timeline:  tl,
-		faults:    map[int]inForce{},
-		conds:     map[int]event.ConditionInfo{},
-		held:      map[int]any{},
-		judge:     check.NewJudge(cfg.Bounds.Scaled(cfg.TimeScale), plan.Sources, len(tl) > 0),
-		content:   check.NewContentTally(cfg.ContentMatch),
+		cfg:      cfg,
+		plan:     plan,
+		timeline: tl,
+		faults:   map[int]inForce{},
+		conds:    map[int]event.ConditionInfo{},
+		held:     map[int]any{},
+		judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources,
+			Scripted: len(tl) > 0, Content: cfg.ContentMatch}),
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),
 		line:      newStartLine(1),
@@ -427,7 +423,6 @@ func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{})
 	keep := func(s event.Sample) {
 		e.mu.Lock()
 		e.judge.Ended(s)
-		e.content.Add(s)
 		e.pending = append(e.pending, s)
 		e.mu.Unlock()
 	}
@@ -532,28 +527,19 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 	e.mu.Lock()
 	e.judgedAt = now
 	v, ok := e.judge.Verdict(max(now, runEnd), runEnd, final)
-	verifs := append([]event.Verification(nil), e.verifs...)
-	content := e.content.Result()
 	e.mu.Unlock()
 	if !ok {
-		steady := v.Steady
-		v = e.noWindowVerdict(runEnd, verifs)
-		v.Steady = steady
-		if e.cfg.ContentMatch.On && !content.Empty {
-			// Without a fault window, only once a pull was compared,
-			// after the others (check.WithContent's order).
-			v.Checks = append(v.Checks, content)
-			v.Passed = v.Passed && content.Passed
-		}
-	} else if e.cfg.ContentMatch.On {
-		v = check.WithContentResult(v, content)
+		v = e.noWindowVerdict(v, runEnd)
 	}
 	return v
 }
 
-// noWindowVerdict is the verdict of a run no fault window opened in.
-func (e *Experiment) noWindowVerdict(runEnd time.Duration, verifs []event.Verification) event.Verdict {
-	v := event.Verdict{Passed: true}
+// noWindowVerdict is the judge's verdict v of a run no fault window opened
+// in, as the run gives it: without the judge's all_200 (a report rebuilt
+// from the events keeps it), and for a scripted run failing fault_window
+// first.
+func (e *Experiment) noWindowVerdict(v event.Verdict, runEnd time.Duration) event.Verdict {
+	var checks []event.Result
 	if len(e.timeline) > 0 {
 		// A scripted run that ended before its fault checked nothing:
 		// say so rather than pass.
@@ -562,13 +548,19 @@ func (e *Experiment) noWindowVerdict(runEnd time.Duration, verifs []event.Verifi
 		if runEnd > e.timeline[0].At {
 			detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
 		}
-		v = event.Verdict{Checks: []event.Result{{Name: NameFaultWindow, Empty: true, Detail: detail}}}
+		checks = append(checks, event.Result{Name: NameFaultWindow, Empty: true, Detail: detail})
 	}
-	if len(verifs) > 0 {
-		// Faults without a window (a kind of its own) were still fired.
-		r := check.FaultTookEffect(verifs, 0)
-		v.Checks = append(v.Checks, r)
-		v.Passed = v.Passed && r.Passed
+	// Faults without a window (a kind of its own) were still fired, and
+	// the texts are compared (the judge's fault_took_effect and
+	// content_matches).
+	for _, c := range v.Checks {
+		if c.Name != check.NameAll200 {
+			checks = append(checks, c)
+		}
+	}
+	v.Checks, v.Passed = checks, true
+	for _, c := range checks {
+		v.Passed = v.Passed && c.Passed
 	}
 	return v
 }

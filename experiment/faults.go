@@ -197,7 +197,6 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 	}
 	v := event.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
 	e.mu.Lock()
-	e.verifs = append(e.verifs, v)
 	e.judge.Verified(v)
 	e.mu.Unlock()
 	e.emit(event.Event{Kind: event.KindVerification, Verification: &v})

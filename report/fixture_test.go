@@ -163,8 +163,7 @@ func (f fixture) events() []event.Event {
 		add(event.Event{T: at, Kind: event.KindSamples, Samples: b})
 	}
 	add(event.Event{T: runDuration, Kind: event.KindPhase, Phase: event.PhaseDone})
-	v := check.Evaluate(check.Input{Samples: f.samples, Window: f.window, RunEnd: runDuration, Bounds: info.Bounds,
-		Content: check.ContentRuleOf(info)})
+	v := f.verdict(info)
 	add(event.Event{T: last + 100*ms, Kind: event.KindVerdict, Verdict: &v, Final: true})
 	code := 0
 	if !v.Passed {
@@ -179,6 +178,18 @@ func (f fixture) events() []event.Event {
 		evs[i].Wall = wall0().Add(evs[i].T)
 	}
 	return evs
+}
+
+// verdict is the run's final verdict as the judge gives it, with the
+// fields a stream written before verdicts carried times, windows and the
+// steady state has (FromEvents fills those in from its own judging).
+func (f fixture) verdict(info event.RunInfo) event.Verdict {
+	v, _ := check.JudgeRun(check.RunFacts{
+		Setup: check.Setup{Bounds: info.Bounds, Sources: info.Sources, Scripted: info.Timeline != "",
+			Content: check.ContentRuleOf(info)},
+		Windows: []event.Window{f.window}, Samples: f.samples, Now: runDuration, RunEnd: runDuration,
+	})
+	return event.Verdict{Passed: v.Passed, Checks: v.Checks, Summary: v.Summary}
 }
 
 // run is the fixture as FromEvents rebuilds it from its events.

@@ -94,8 +94,11 @@ func TestRebuildOfAnInterruptedStallGivesTheRunsVerdict(t *testing.T) {
 	evs = append(evs, event.Event{T: end, Kind: event.KindSamples, Samples: cut, Seq: int64(len(evs) + 1), Wall: wall0().Add(end)})
 	samples = append(samples, cut...)
 	w := event.Window{Source: 0, Start: 10 * time.Second, End: end, Recovers: true}
-	in := check.Input{Samples: samples, Window: w, RunEnd: end, Bounds: info.Bounds}
-	final := check.WithFaultChecks(check.Evaluate(in), in, nil)
+	judged, _ := check.JudgeRun(check.RunFacts{Setup: check.Setup{Bounds: info.Bounds, Sources: info.Sources, Scripted: true},
+		Windows: []event.Window{w}, Samples: samples, Now: end, RunEnd: end})
+	// The final verdict as the experiment's judge gave it before verdicts
+	// carried windows and the steady state.
+	final := event.Verdict{Passed: judged.Passed, Checks: judged.Checks, Summary: judged.Summary, Times: judged.Times}
 	evs = append(evs,
 		event.Event{T: end, Kind: event.KindPhase, Phase: event.PhaseDone},
 		event.Event{T: end, Kind: event.KindVerdict, Verdict: &final, Final: true},

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"p2pfault/check"
 	"p2pfault/event"
 )
 
@@ -111,12 +110,9 @@ func (r Run) Row() Row {
 	}
 	row.TTFT = ttftRows(r)
 	if r.HasWindow {
-		t := r.Verdict.Times
-		if t == nil {
-			ft := check.FaultTimes(r.checkInput())
-			t = &ft
-		}
-		row.Times = t
+		// FromEvents gives a run with a window its times: the stream's
+		// verdict's, else the judge's.
+		row.Times = r.Verdict.Times
 	}
 	row.Verifications = r.Verifications
 	row.Decoder = decoderMetrics(r)

@@ -152,22 +152,12 @@ func FromEvents(events []event.Event) (Run, error) {
 
 	// The same judge as the experiment's, fed the whole run at once: every
 	// window on its own, the run on the judged one (or on all of them).
-	computed, ok := check.JudgeRun(r.Info.Bounds, r.Info.Sources, r.Info.Timeline != "", judged,
-		r.Samples, r.pending(), r.Verifications, max(r.html.lastT, r.RunEnd), r.RunEnd)
-	content := check.ContentRuleOf(r.Info)
-	if ok && content.On {
-		computed = check.WithContentResult(computed, check.ContentMatches(r.Samples, content))
-	}
-	if !ok {
-		// Without a fault only all_200 means anything: the other checks
-		// would fail on windows that were never meant to exist.
-		if len(r.Verifications) > 0 {
-			fe := check.FaultTookEffect(r.Verifications, 0)
-			computed.Checks = append(computed.Checks, fe)
-			computed.Passed = computed.Passed && fe.Passed
-		}
-		computed = check.WithContent(computed, r.Samples, content)
-	}
+	computed, _ := check.JudgeRun(check.RunFacts{
+		Setup: check.Setup{Bounds: r.Info.Bounds, Sources: r.Info.Sources, Scripted: r.Info.Timeline != "",
+			Content: check.ContentRuleOf(r.Info)},
+		Windows: judged, Samples: r.Samples, Pending: r.pending(), Verifications: r.Verifications,
+		Now: max(r.html.lastT, r.RunEnd), RunEnd: r.RunEnd,
+	})
 	if final == nil {
 		r.Verdict, r.Recomputed = computed, true
 		return r, nil
@@ -193,21 +183,6 @@ func FromEvents(events []event.Event) (Run, error) {
 		r.Verdict.Windows, r.Verdict.Kinds = computed.Windows, computed.Kinds // ... or their windows' verdicts
 	}
 	return r, nil
-}
-
-// checkInput is what the checks judge the run on: its samples and the
-// pulls its events say were sent and never ended, in flight until the
-// stream's last timestamp, as the experiment counts the ones in flight.
-func (r Run) checkInput() check.Input {
-	return check.Input{
-		Samples: r.Samples,
-		Pending: r.pending(),
-		Now:     max(r.html.lastT, r.RunEnd),
-		Window:  r.Window,
-		RunEnd:  r.RunEnd,
-		Bounds:  r.Info.Bounds,
-		Content: check.ContentRuleOf(r.Info),
-	}
 }
 
 // addWindow records a window event: End == 0 opens a window, anything else

@@ -9,7 +9,7 @@ import (
 )
 
 // SteadyRow is one source's pulls outside every fault window of a row
-// (check.Steady): for a run without a fault (a soak), its whole run.
+// (check.Judge's): for a run without a fault (a soak), its whole run.
 // report.json gives them as rows[].steady.
 type SteadyRow struct {
 	Source int `json:"source"`

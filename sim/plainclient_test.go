@@ -156,12 +156,8 @@ func plainStall(t *testing.T, mode string, sched plainSchedule, scale float64) r
 		// which the figures count on) was not its own.
 		t.Skipf("the machine was too busy to judge: the client gave up on %d of %d seeds of the healthy source", lostSeeds, healthy+lostSeeds)
 	}
-	v := check.Evaluate(check.Input{
-		Samples: samples,
-		Window:  event.Window{Source: 0, Start: stoppedAt, End: contedAt, Recovers: true},
-		RunEnd:  end,
-		Bounds:  check.DefaultBounds().Scaled(scale),
-	})
+	v, _ := check.JudgeRun(check.RunFacts{Setup: check.Setup{Bounds: check.DefaultBounds().Scaled(scale), Sources: 2, Scripted: true},
+		Windows: []event.Window{{Source: 0, Start: stoppedAt, End: contedAt, Recovers: true}}, Samples: samples, Now: end, RunEnd: end})
 	row := report.Row{Arm: map[string]string{"wait": "main", "prefill": "fixed"}[mode], Case: "stall", Passed: v.Passed, TimeScale: scale}
 	for _, c := range v.Checks {
 		row.Checks = append(row.Checks, report.CheckRow{Name: c.Name, Passed: c.Passed, Detail: c.Detail})

@@ -51,7 +51,7 @@ func fmtRate(bps float64) string {
 	return fmt.Sprintf("%.1f %s", bps, units[i])
 }
 
-// timesLine is the verdict's detect and recover times (check.FaultTimes),
+// timesLine is the verdict's detect and recover times (the judge's, check.Judge),
 // "" for a verdict without them.
 func timesLine(t *event.Times) string {
 	if t == nil {

@@ -8,7 +8,7 @@ import (
 	"p2pfault/event"
 )
 
-// steadyLines is the final verdict's steady-state summary (check.Steady):
+// steadyLines is the final verdict's steady-state summary (check.Judge's):
 // a title and a line per source with its pulls, 200s, errors, hit rate,
 // latency percentiles and, when streamed, TTFT. A soak (a run without a
 // fault) has nothing else to show, and a fault run's pulls outside its

@@ -14,7 +14,7 @@ import (
 
 // sceneSoakEnded is a run without a fault (case none) at its end: its
 // final verdict has no check to show but each source's steady-state
-// summary (check.Steady over its pulls).
+// summary (the judge's, over its pulls).
 func sceneSoakEnded() scene {
 	var s script
 	s.run(runInfo("none", 2, 1))
@@ -27,7 +27,9 @@ func sceneSoakEnded() scene {
 	for _, ev := range s.events {
 		samples = append(samples, ev.Samples...)
 	}
-	v := event.Verdict{Passed: true, Steady: check.Steady(check.Input{Samples: samples, RunEnd: 60 * time.Second}, nil, 2)}
+	judged, _ := check.JudgeRun(check.RunFacts{Setup: check.Setup{Bounds: check.DefaultBounds(), Sources: 2},
+		Samples: samples, Now: 60 * time.Second, RunEnd: 60 * time.Second})
+	v := event.Verdict{Passed: true, Steady: judged.Steady}
 	s.add(60*time.Second, event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})
 	s.verdict(60*time.Second, v, true)
 	s.add(60*time.Second, event.Event{Kind: event.KindEnd, Message: "run complete"})

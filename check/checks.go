@@ -13,83 +13,6 @@ import (
 	"time"
 )
 
-// Evaluate runs the checks of the slice over in.Samples and in.Pending:
-// all_200, faulted_max, faulted_median_after_detect, healthy_keeps_hitting,
-// when in.Window.Recovers recovery_hits_again, and when in.Content is on
-// content_matches (over every pull of the run that ended: one in flight
-// has no text yet, and no text can break that check early). A check whose
-// window holds no pull fails with Empty set: an empty window proves
-// nothing, so it must never pass silently.
-//
-// Pulls in flight (in.Pending, and samples cut short by the run's end) are
-// counted by their age so far, live and at the end alike: a check whose
-// bound they have already broken fails at once (60 pulls hanging for 29 s
-// have broken a 15 s bound, however they end), and a check they could
-// still pass or fail counts them as what they may yet be: a median with
-// their ages as lower bounds, a hit rate that fails only when no outcome of
-// theirs could lift it to the bound. all_200 does not fail on them (they
-// may still return 200) and says how many there are.
-func Evaluate(in Input) event.Verdict {
-	w := in.Window
-	b := in.Bounds
-	ended, pending := split(in)
-
-	inRun := func(start time.Duration) bool { return inWindow(start, 0, in.RunEnd) }
-	isFaulted := func(src int, start time.Duration) bool {
-		return src == w.Source && inWindow(start, w.Start, w.End)
-	}
-	detectFrom := w.Start + b.DetectAfter
-	isHealthy := func(src int, start time.Duration) bool {
-		return src != w.Source && inWindow(start, w.Start, w.End)
-	}
-	recEnd := min(w.End+b.RecoveryWindow, in.RunEnd)
-	isRecovery := func(src int, start time.Duration) bool {
-		return src == w.Source && inWindow(start, w.End, recEnd)
-	}
-
-	all := selectPulls(ended, func(s event.Sample) bool { return inRun(s.Start) })
-	allP := selectInflight(pending, func(p inflight) bool { return inRun(p.Start) })
-	faulted := selectPulls(ended, func(s event.Sample) bool { return isFaulted(s.Source, s.Start) })
-	faultedP := selectInflight(pending, func(p inflight) bool { return isFaulted(p.Source, p.Start) })
-	afterDetect := selectPulls(faulted, func(s event.Sample) bool { return s.Start >= detectFrom })
-	afterDetectP := selectInflight(faultedP, func(p inflight) bool { return p.Start >= detectFrom })
-	healthy := selectPulls(ended, func(s event.Sample) bool { return isHealthy(s.Source, s.Start) })
-	healthyP := selectInflight(pending, func(p inflight) bool { return isHealthy(p.Source, p.Start) })
-	recovery := selectPulls(ended, func(s event.Sample) bool { return isRecovery(s.Source, s.Start) })
-	recoveryP := selectInflight(pending, func(p inflight) bool { return isRecovery(p.Source, p.Start) })
-
-	fs, hs, rs := setOf(faulted), setOf(healthy), setOf(recovery)
-	ads := setOf(afterDetect)
-	checks := []event.Result{
-		checkAll200(allOf(all), allP, 0, in.RunEnd),
-		checkFaultedMax(&fs, faultedP, w, b),
-		checkFaultedMedian(&ads, afterDetectP, detectFrom, w, b),
-		checkHealthy(&hs, healthyP, w, b),
-	}
-	if w.Recovers {
-		checks = append(checks, checkRecovery(&rs, recoveryP, w.End, recEnd, b))
-	}
-	if in.Content.On {
-		checks = append(checks, ContentMatches(ended, in.Content))
-	}
-
-	passed := true
-	for _, c := range checks {
-		passed = passed && c.Passed
-	}
-	sum := event.Summary{Faulted: fs.stats(), Healthy: hs.stats()}
-	if w.Recovers {
-		sum.Recovery = rs.stats()
-	}
-	return event.Verdict{Passed: passed, Checks: checks, Summary: sum}
-}
-
-// Summarize gives the count, hits, median and maximum latency of pulls.
-func Summarize(pulls []event.Sample) event.Stats {
-	set := setOf(pulls)
-	return set.stats()
-}
-
 // Median is the middle latency, or the mean of the two middle ones when
 // there is an even number; 0 for none. d is not modified.
 func Median(d []time.Duration) time.Duration {
@@ -249,16 +172,6 @@ func emptyResult(r event.Result, what string, from, to time.Duration) event.Resu
 // inWindow is the half-open [from, to): a pull sent at the instant the
 // window closes belongs to what follows it.
 func inWindow(t, from, to time.Duration) bool { return t >= from && t < to }
-
-func selectPulls(in []event.Sample, keep func(event.Sample) bool) []event.Sample {
-	var out []event.Sample
-	for _, s := range in {
-		if keep(s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
 
 // atLeast reports hits/n >= rate. The tolerance keeps a count exactly at the
 // bound (9 of 10 at 0.90) from failing on float rounding of rate*n.
