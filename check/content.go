@@ -224,15 +224,15 @@ func contentResult(sum ContentSummary, r ContentRule) event.Result {
 			continue
 		}
 		if len(naming) == 0 {
-			naming = append(naming, fmt.Sprintf("%d %s naming source-%d", c.Wrong, plural(c.Wrong, "pull", "pulls"), c.Source))
+			naming = append(naming, fmt.Sprintf("%d %s naming %s", c.Wrong, plural(c.Wrong, "pull", "pulls"), event.SourceName(c.Source)))
 		} else {
-			naming = append(naming, fmt.Sprintf("%d naming source-%d", c.Wrong, c.Source))
+			naming = append(naming, fmt.Sprintf("%d naming %s", c.Wrong, event.SourceName(c.Source)))
 		}
 	}
 	first := sum.Mismatches[0]
 	where := ""
 	if len(naming) > 1 {
-		where = fmt.Sprintf(", naming source-%d", first.Source)
+		where = ", naming " + event.SourceName(first.Source)
 	}
 	res.Detail = fmt.Sprintf("%s returned other text than the source's completion%s (first at %s%s: pull %s, source %s)",
 		strings.Join(naming, " and "), rule, secs1(first.Start), where, QuoteText(first.PullText), QuoteText(first.SourceText))

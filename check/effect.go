@@ -34,9 +34,9 @@ func FaultTookEffect(vs []event.Verification, within time.Duration) event.Result
 	for _, v := range vs {
 		switch {
 		case !v.Verified:
-			bad = append(bad, fmt.Sprintf("%s source-%d at %s not seen within %s: %s", v.Action, v.Source, secs1(v.At), secs1(within), v.Detail))
+			bad = append(bad, fmt.Sprintf("%s %s at %s not seen within %s: %s", v.Action, event.SourceName(v.Source), secs1(v.At), secs1(within), v.Detail))
 		case v.After > within:
-			bad = append(bad, fmt.Sprintf("%s source-%d at %s seen only after %s (bound %s): %s", v.Action, v.Source, secs1(v.At), secs2(v.After), secs1(within), v.Detail))
+			bad = append(bad, fmt.Sprintf("%s %s at %s seen only after %s (bound %s): %s", v.Action, event.SourceName(v.Source), secs1(v.At), secs2(v.After), secs1(within), v.Detail))
 		}
 	}
 	if len(bad) > 0 {

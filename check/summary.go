@@ -35,7 +35,7 @@ func aggregate(windows []event.WindowVerdict) []event.Result {
 				r.Empty = r.Empty && c.Empty
 				if !c.Passed {
 					r.Passed = false
-					failed = append(failed, fmt.Sprintf("window %d (%s source-%d at %s): %s", w.Index, w.Kind, w.Source, secs1(w.Start), c.Detail))
+					failed = append(failed, fmt.Sprintf("window %d (%s %s at %s): %s", w.Index, w.Kind, event.SourceName(w.Source), secs1(w.Start), c.Detail))
 				}
 			}
 		}

@@ -1,6 +1,6 @@
 package fault
 
-import "fmt"
+import "p2pfault/event"
 
 // Action is one fault to take: a kind, the source it acts on and its
 // options. Each edge that asks for a fault makes one, once: a dashboard
@@ -15,4 +15,4 @@ type Action struct {
 }
 
 // String is the action as a message names it: "stall source-0".
-func (a Action) String() string { return fmt.Sprintf("%s source-%d", a.Kind.Name, a.Source) }
+func (a Action) String() string { return a.Kind.Name + " " + event.SourceName(a.Source) }
