@@ -91,3 +91,27 @@ func TestVirtualPDStoppedPrefiller(t *testing.T) {
 		}
 	})
 }
+
+// TestVirtualPlainClientSeesTheSeedsStall is TestAPlainClientSeesTheSeedsStall
+// on in-process engines at the seed's real time (scale 1), where no loaded
+// machine can move its figures: both arms give the seed's verdicts and
+// figures to a plain client seeding with a 5 s timeout at 2 trials/s.
+func TestVirtualPlainClientSeesTheSeedsStall(t *testing.T) {
+	sched := plainSchedule{seedTimeout: 5 * time.Second, rate: 2}
+	for _, mode := range []string{"wait", "prefill"} {
+		t.Run(mode, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				vc := newVCluster(t)
+				src0 := vc.start("source-0", engineOpts{})
+				src1 := vc.start("source-1", engineOpts{})
+				// As p2pfault's slice: a load cut by the stop prefills locally.
+				kvc := strings.Replace(kvConfig, `"kv_connector_extra_config"`, `"kv_load_failure_policy":"recompute","kv_connector_extra_config"`, 1)
+				dec := vc.start("decoder", engineOpts{mode: mode, noP2P: true, args: []string{"--kv-transfer-config", kvc}})
+				row := plainRun(t, mode, sched, 1, plainCluster{src0: src0.engineProc, src1: src1.engineProc, dec: dec.engineProc,
+					client: func(d time.Duration) *http.Client { return &http.Client{Timeout: d, Transport: vc.tr} },
+					stop:   src0.p.Freeze, cont: src0.p.Thaw})
+				t.Log(judgePlain(t, row, sched, 1))
+			})
+		})
+	}
+}
