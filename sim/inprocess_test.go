@@ -41,12 +41,22 @@ func vStallRun(t *testing.T, vc *vcluster, mode string, stall, interval, horizon
 		prompts[i] = words(fmt.Sprintf("%s-s0-%d", mode, i), 400)
 		seed(t, vc.c, src0.engineProc, prompts[i])
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	t0 := time.Now()
 	src0.p.Freeze()
 	time.AfterFunc(stall, src0.p.Thaw)
-	for i := 0; i < n; i++ {
+	samples = vPulls(t, vc, dec, src0, src1, prompts, t0, interval, "stall")
+	return src0, src1, dec, samples
+}
+
+// vPulls starts, every interval from t0, a pull naming src0 of the next of
+// prompts (seeded before) and one naming src1 of a prompt seeded just
+// before it, and returns them in start order; times are since t0.
+func vPulls(t *testing.T, vc *vcluster, dec, src0, src1 *vengine, prompts []string, t0 time.Time, interval time.Duration, tag string) []sample {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var samples []sample
+	for i := range prompts {
 		time.Sleep(time.Until(t0.Add(time.Duration(i) * interval)))
 		wg.Add(2)
 		go func(i int) {
@@ -58,7 +68,7 @@ func vStallRun(t *testing.T, vc *vcluster, mode string, stall, interval, horizon
 		}(i)
 		go func(i int) {
 			defer wg.Done()
-			p := words(fmt.Sprintf("%s-s1-%d", mode, i), 400)
+			p := words(fmt.Sprintf("%s-s1-%d", tag, i), 400)
 			seed(t, vc.c, src1.engineProc, p)
 			r := pull(vc.c, dec.engineProc, src1.engineProc, p)
 			mu.Lock()
@@ -73,5 +83,5 @@ func vStallRun(t *testing.T, vc *vcluster, mode string, stall, interval, horizon
 		}
 		return samples[i].source < samples[j].source
 	})
-	return src0, src1, dec, samples
+	return samples
 }
