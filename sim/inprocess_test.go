@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -85,3 +88,50 @@ func vPulls(t *testing.T, vc *vcluster, dec, src0, src1 *vengine, prompts []stri
 	})
 	return samples
 }
+
+// TestInProcessSignalsOnAFrozenEngine: a stopped process acts on SIGTERM
+// only once continued, and SIGKILL ends it stopped or not.
+func TestInProcessSignalsOnAFrozenEngine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		vc := newVCluster(t)
+		e := vc.start("engine", engineOpts{})
+		e.p.Freeze()
+		termed := make(chan error, 1)
+		go func() { termed <- e.p.Terminate(context.Background()) }()
+		time.Sleep(5 * time.Second)
+		select {
+		case <-e.p.Done():
+			t.Fatal("a frozen engine exited on SIGTERM before SIGCONT")
+		default:
+		}
+		t0 := time.Now()
+		e.p.Thaw()
+		if err := <-termed; err != nil {
+			t.Errorf("exit after SIGTERM: %v, want a clean exit", err)
+		}
+		if d := time.Since(t0); d > shutdownBound {
+			t.Errorf("the thawed engine took %v to act on SIGTERM", d)
+		}
+		if !strings.Contains(e.log.String(), "shutting down on signal") {
+			t.Errorf("log lacks the SIGTERM shutdown:\n%s", e.log)
+		}
+
+		vc.restart(e)
+		e.p.Freeze()
+		e.p.Kill()
+		<-e.p.Done()
+		if !errors.Is(e.p.Err(), ErrKilled) {
+			t.Errorf("exit after SIGKILL of a frozen engine: %v, want %v", e.p.Err(), ErrKilled)
+		}
+		// The restart on the same ports binds them again.
+		vc.restart(e)
+		if r := postCompletion(vc.c, e.url, map[string]any{"model": "m", "prompt": "x", "max_tokens": 1}); r.status != http.StatusOK {
+			t.Errorf("completion on the engine restarted after SIGKILL: %d %v", r.status, r.err)
+		}
+	})
+}
+
+// shutdownBound is how long a graceful shutdown takes on the fake clock at
+// most: the steps to tell the peers and the front end, within the core's
+// link flush (1 s).
+const shutdownBound = time.Second
