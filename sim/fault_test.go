@@ -96,20 +96,26 @@ func TestSIGSTOPReachesTheWholeSession(t *testing.T) {
 			t.Errorf("process %d still stopped after SIGCONT", pid)
 		}
 	}
-	deadline := time.Now().Add(handshakeTO + 10*time.Second)
+	hitsAgain(t, c, dec, src, handshakeTO+10*time.Second)
+	if !strings.Contains(dec.log.String(), "peer "+src.p2pID()+" down") {
+		t.Errorf("the decoder never noticed the stop:\n%s", dec.log)
+	}
+}
+
+// hitsAgain pulls fresh prompts from a resumed src until one hits, within.
+func hitsAgain(t *testing.T, c *http.Client, dec, src *engineProc, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for i := 0; ; i++ {
 		p := words(fmt.Sprint("after-cont-", i), 400)
 		seed(t, c, src, p)
 		if r := pull(c, dec, src, p); r.cached > 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("pulls naming the resumed source never hit again")
 		}
 		time.Sleep(pullEvery)
-	}
-	if !strings.Contains(dec.log.String(), "peer "+src.p2pID()+" down") {
-		t.Errorf("the decoder never noticed the stop:\n%s", dec.log)
 	}
 }
 
@@ -215,18 +221,7 @@ func TestStopOneMemberOfASource(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Resumed, it serves again once a reconnect gets through.
-			deadline := time.Now().Add(H + 5*time.Second)
-			for i := 0; ; i++ {
-				p := words(fmt.Sprint("after-cont-", i), 400)
-				seed(t, c, src, p)
-				if r := pull(c, dec, src, p); r.cached > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("pulls naming the resumed source never hit again")
-				}
-				time.Sleep(pullEvery)
-			}
+			hitsAgain(t, c, dec, src, H+5*time.Second)
 		}},
 		{"stopping only the front end: HTTP hangs, the core still serves P2P", func(t *testing.T, c *http.Client, src, dec *engineProc, prompt string) {
 			core := src.core(t)

@@ -81,18 +81,7 @@ var readyLine = regexp.MustCompile(`engine ready: serving model \S+ on http://(\
 
 func startEngine(t testing.TB, name string, o engineOpts) *engineProc {
 	t.Helper()
-	args := []string{"sim", "serve", "m", "--port", "0", "--block-size", "128", "--max-model-len", "512",
-		"--enable-prompt-tokens-details", "--sim-startup-delay", "0"}
-	if !o.noP2P {
-		args = append(args, "--kv-transfer-config", kvConfig)
-	}
-	if o.mode != "" {
-		args = append(args, "--p2p-pending-handshake", o.mode)
-	}
-	if o.scale != "" {
-		args = append(args, "--sim-time-scale", o.scale)
-	}
-	args = append(args, o.args...)
+	args := append([]string{"sim", "serve"}, serveArgs(o)...)
 	e := &engineProc{name: name, log: &logBuf{}, exited: make(chan struct{})}
 	e.cmd = engineCmd(o.bin, args, o.env)
 	e.cmd.Stderr = e.log

@@ -55,8 +55,9 @@ func newVCluster(t testing.TB) *vcluster {
 	return vc
 }
 
-// vArgs is startEngine's command line for o, as StartInProcess takes it.
-func vArgs(o engineOpts) []string {
+// serveArgs is the `sim serve` command line of o (what follows "sim
+// serve"): a process's (startEngine) and an in-process engine's.
+func serveArgs(o engineOpts) []string {
 	args := []string{"m", "--port", "0", "--block-size", "128", "--max-model-len", "512",
 		"--enable-prompt-tokens-details", "--sim-startup-delay", "0"}
 	if !o.noP2P {
@@ -79,7 +80,7 @@ func (vc *vcluster) start(name string, o engineOpts) *vengine {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	e := &vengine{engineProc: &engineProc{name: name, log: &logBuf{}}, host: vc.fab.Host(name), args: vArgs(o), env: env}
+	e := &vengine{engineProc: &engineProc{name: name, log: &logBuf{}}, host: vc.fab.Host(name), args: serveArgs(o), env: env}
 	vc.engines = append(vc.engines, e)
 	vc.run(e, e.args)
 	return e
