@@ -140,3 +140,55 @@ func virtualPartition(t *testing.T, mode string) {
 	}
 	t.Logf("%d pulls naming source 0 during the partition, slowest %v; first hit %v after the heal", len(during), slowest, firstHit-heal)
 }
+
+// TestVirtualLossOfASource: a lossy path to a source (a fraction of its
+// segments lost) delays what TCP resends, RTOMin and its doublings later:
+// pulls naming it keep hitting, some late. A segment lost six times in a
+// row waits 12.6 s, past the heartbeat timeout, and takes the session
+// down as it would on a real network; with the slice's recompute policy
+// even that pull prefills. Which segments are lost follows the goroutines'
+// order, so the figures vary run to run; the bounds do not.
+func TestVirtualLossOfASource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, loss = 60, 0.2
+		vc := newVCluster(t)
+		src := vc.start("source-0", engineOpts{})
+		kvc := strings.Replace(kvConfig, `"kv_connector_extra_config"`, `"kv_load_failure_policy":"recompute","kv_connector_extra_config"`, 1)
+		dec := vc.start("decoder", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", kvc}})
+		warm(t, vc.c, dec.engineProc, src.engineProc)
+		prompts := make([]string, n)
+		for i := range prompts {
+			prompts[i] = words(fmt.Sprint("loss-", i), 400)
+			seed(t, vc.c, src.engineProc, prompts[i])
+		}
+		vc.fab.Loss(src.host, nil, loss)
+		var late, hits int
+		var slowest time.Duration
+		for _, p := range prompts {
+			r := pull(vc.c, dec.engineProc, src.engineProc, p)
+			if r.err != nil || r.status != http.StatusOK {
+				t.Fatalf("pull over a lossy path: status %d err %v: %s", r.status, r.err, r.body)
+			}
+			if r.cached > 0 {
+				hits++
+			}
+			if r.latency > vHitCost+memnet.RTOMin/2 {
+				late++
+			}
+			slowest = max(slowest, r.latency)
+			time.Sleep(vEvery)
+		}
+		vc.fab.Loss(src.host, nil, 0)
+		t.Logf("%d pulls over a path losing %.0f%% of segments: %d hit, %d slowed by a retransmission, slowest %v", n, loss*100, hits, late, slowest)
+		if hits < n*8/10 {
+			t.Errorf("%d of %d pulls hit over a lossy path, want ≥ 80%%: TCP resends what it loses", hits, n)
+		}
+		if late == 0 {
+			t.Errorf("no pull was slowed by a retransmission at %.0f%% loss", loss*100)
+		}
+		// No pull outlasts the deadlines: a lookup, then a handshake.
+		if slowest > vLookupTO+vHandshakeTO+vMissCost {
+			t.Errorf("slowest pull took %v, want at most %v", slowest, vLookupTO+vHandshakeTO+vMissCost)
+		}
+	})
+}

@@ -46,7 +46,8 @@ type engineCore interface {
 }
 
 // runFrontEnd is the front end: start the engine core, wait until it is ready,
-// then bind HTTP on cfg.Net and serve until ctx ends (a signal) or the
+// then bind HTTP on cfg.Engine.Net (one network for the front end and its
+// core, as one host's) and serve until ctx ends (a signal) or the
 // core's death. ready, when set, is told the bound HTTP address and the
 // core's P2P identity once the engine is ready.
 func runFrontEnd(ctx context.Context, cfg serveConfig, start func() (engineCore, *link.Conn, error), ready func(http net.Addr, p2pID string), log *simlog.Logger) error {
