@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,18 +81,7 @@ var readyLine = regexp.MustCompile(`engine ready: serving model \S+ on http://(\
 
 func startEngine(t testing.TB, name string, o engineOpts) *engineProc {
 	t.Helper()
-	args := []string{"sim", "serve", "m", "--port", "0", "--block-size", "128", "--max-model-len", "512",
-		"--enable-prompt-tokens-details", "--sim-startup-delay", "0"}
-	if !o.noP2P {
-		args = append(args, "--kv-transfer-config", kvConfig)
-	}
-	if o.mode != "" {
-		args = append(args, "--p2p-pending-handshake", o.mode)
-	}
-	if o.scale != "" {
-		args = append(args, "--sim-time-scale", o.scale)
-	}
-	args = append(args, o.args...)
+	args := append([]string{"sim", "serve"}, serveArgs(o)...)
 	e := &engineProc{name: name, log: &logBuf{}, exited: make(chan struct{})}
 	e.cmd = engineCmd(o.bin, args, o.env)
 	e.cmd.Stderr = e.log
@@ -355,12 +345,16 @@ func seed(t testing.TB, c *http.Client, src *engineProc, prompt string) {
 	}
 }
 
+// pullSeq keeps kv_request_ids unique when pulls start at one instant (on
+// a synctest bubble's fake clock they do).
+var pullSeq atomic.Uint64
+
 // pull asks the decoder for prompt naming src as its remote_kv_source.
 func pull(c *http.Client, dec, src *engineProc, prompt string) result {
 	return postCompletion(c, dec.url, map[string]any{
 		"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
 		"kv_transfer_params": map[string]any{"remote_kv_source": map[string]any{
-			"kv_request_id": fmt.Sprintf("pull-%d", time.Now().UnixNano()), "remote_host": src.p2pHost, "remote_port": src.p2pPort,
+			"kv_request_id": fmt.Sprintf("pull-%d-%d", time.Now().UnixNano(), pullSeq.Add(1)), "remote_host": src.p2pHost, "remote_port": src.p2pPort,
 		}},
 	})
 }
