@@ -339,6 +339,11 @@ func (x *Exporter) window(r *row, w event.Window) {
 			win.checks = append(win.checks, check.NameRecovery)
 		}
 		x.keep(r, win)
+		// Both results' series exist from the window's opening on, at 0,
+		// so a graph of them has data before the first window is judged.
+		for _, res := range []string{ResultPassed, ResultFailed} {
+			x.windows.WithLabelValues(r.with(win.kind, res)...).Add(0)
+		}
 	}
 	labels := r.with(win.kind, event.SourceName(w.Source))
 	if w.End == 0 && !r.ended {

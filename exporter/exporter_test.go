@@ -167,13 +167,14 @@ func TestAStallAsTheSeriesTellIt(t *testing.T) {
 	want(t, x, "p2pfault_pulls_total", src(0, "outcome", OutcomeMiss), 2)
 	want(t, x, "p2pfault_pulls_total", src(0, "outcome", OutcomeError), 1)
 	want(t, x, "p2pfault_pull_duration_seconds", src(0, "outcome", OutcomeMiss), 2)
-	absent(t, x, "p2pfault_windows_judged_total", map[string]string{"kind": "stall"})
+	want(t, x, "p2pfault_windows_judged_total", map[string]string{"kind": "stall", "result": ResultFailed}, 0)
 
 	feed(sec(6), event.Event{Kind: event.KindPhase, Phase: event.PhaseDone})
 	final := failing
 	final.Passed = false
 	feed(sec(6.1), event.Event{Kind: event.KindVerdict, Verdict: &final, Final: true})
 	want(t, x, "p2pfault_windows_judged_total", map[string]string{"kind": "stall", "result": ResultFailed}, 1)
+	want(t, x, "p2pfault_windows_judged_total", map[string]string{"kind": "stall", "result": ResultPassed}, 0)
 	feed(sec(6.2), event.Event{Kind: event.KindEnd, Message: "a bound failed", ExitCode: 1})
 	now = wall0.Add(time.Minute)
 	want(t, x, "p2pfault_trials_due_total", src(0), 121) // frozen at the probe's stop, 6 s
