@@ -177,6 +177,13 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	// Listening before the folder is made: an address in use leaves none.
+	metrics, err := o.metrics.start(cmd.Flags(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	// After the reports: the last scrape reads the final verdict.
+	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr())
 	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
@@ -185,13 +192,6 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 			return exitcode.Usagef("create output folder %s: %w", d, err)
 		}
 	}
-
-	metrics, err := o.metrics.start(cmd.Flags(), cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	// After the reports: the last scrape reads the final verdict.
-	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr())
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)

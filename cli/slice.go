@@ -128,14 +128,14 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	}
 	// Every row's configuration is checked before any folder is made, so a
 	// usage error leaves nothing behind.
-	if err := makeRowFolders(out, rows, cmd); err != nil {
-		return err
-	}
 	metrics, err := o.metrics.start(cmd.Flags(), cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr()) // after the reports, as run's
+	if err := makeRowFolders(out, rows, cmd); err != nil {
+		return err
+	}
 	stdout := &lockedWriter{w: cmd.OutOrStdout()}
 	errs := runRows(cmd.Context(), exps, rows, parallel, stdout, o.quiet, metrics)
 	runs, firstErr := rebuildRows(rows, errs)
