@@ -190,6 +190,7 @@ type row struct {
 	counted  map[int]bool    // windows counted in windows_judged_total
 	kept     []*window       // windows whose verdict series exist, oldest first
 	runSet   map[string]bool // checks the run's verdict gave a value
+	sources  map[int]*sourceSeries
 }
 
 type winKey struct {
@@ -238,7 +239,7 @@ func (s *Stream) Feed(ev event.Event) {
 	case event.KindPullStart:
 		for _, p := range ev.Pulls {
 			r.inflight[p.Trial] = p
-			x.sent.WithLabelValues(r.src(p.Source)...).Inc()
+			x.series(r, p.Source).sent.Inc()
 		}
 	case event.KindSamples:
 		for i := range ev.Samples {
@@ -279,7 +280,8 @@ func (s *Stream) start(ev event.Event) {
 		arm = info.Arm
 	}
 	r := &row{labels: []string{arm, event.ModeOf(info.Mode), info.Case}, info: info, rule: check.ContentRuleOf(info),
-		inflight: map[int64]event.PullStart{}, windows: map[winKey]*window{}, counted: map[int]bool{}, runSet: map[string]bool{}}
+		inflight: map[int64]event.PullStart{}, windows: map[winKey]*window{}, counted: map[int]bool{}, runSet: map[string]bool{},
+		sources: map[int]*sourceSeries{}}
 	s.arms[arm] = r
 	x.rows = append(x.rows, r)
 	x.info.WithLabelValues(r.with(info.Engine, strconv.FormatFloat(info.TimeScale, 'g', -1, 64))...).Set(1)
@@ -303,26 +305,64 @@ func (x *Exporter) sample(r *row, s *event.Sample) {
 		return
 	}
 	delete(r.inflight, s.Trial)
-	outcome := OutcomeError
+	ss := x.series(r, s.Source)
+	o := outcomeHit
 	switch {
 	case s.Hit():
-		outcome = OutcomeHit
 	case s.Status == 200 && !s.Aborted:
-		outcome = OutcomeMiss
+		o = outcomeMiss
+	default:
+		o = outcomeError
 	}
-	labels := r.src(s.Source, outcome)
-	x.pulls.WithLabelValues(labels...).Inc()
-	x.latency.WithLabelValues(labels...).Observe(s.Latency.Seconds())
+	if ss.pulls[o] == nil {
+		// Made when first counted: a source that never failed has no
+		// error series.
+		ss.pulls[o] = x.pulls.WithLabelValues(r.src(s.Source, outcomes[o])...)
+		ss.latency[o] = x.latency.WithLabelValues(r.src(s.Source, outcomes[o])...)
+	}
+	ss.pulls[o].Inc()
+	ss.latency[o].Observe(s.Latency.Seconds())
 	if r.rule.Compared(*s) {
-		x.compared.WithLabelValues(r.src(s.Source)...).Inc()
+		ss.compared.Inc()
 		if r.rule.Wrong(*s) {
-			x.wrong.WithLabelValues(r.src(s.Source)...).Inc()
-		} else {
-			// The series exists from the first compared pull on, at 0, so
-			// a rate over it is defined before anything went wrong.
-			x.wrong.WithLabelValues(r.src(s.Source)...).Add(0)
+			ss.wrong.Inc()
 		}
 	}
+}
+
+// Outcomes as indexes of sourceSeries' arrays.
+const (
+	outcomeHit = iota
+	outcomeMiss
+	outcomeError
+)
+
+var outcomes = [...]string{OutcomeHit, OutcomeMiss, OutcomeError}
+
+// sourceSeries are one source's per-pull series, looked up once: a pull
+// then costs no label hashing.
+type sourceSeries struct {
+	pulls    [len(outcomes)]prometheus.Counter
+	latency  [len(outcomes)]prometheus.Observer
+	sent     prometheus.Counter
+	compared prometheus.Counter // nil without the content check
+	wrong    prometheus.Counter
+}
+
+// series are source i's series in row r, made on first use. With the
+// content check on, its wrong count exists from then on at 0, so a rate
+// over it is defined before anything went wrong.
+func (x *Exporter) series(r *row, i int) *sourceSeries {
+	if ss := r.sources[i]; ss != nil {
+		return ss
+	}
+	ss := &sourceSeries{sent: x.sent.WithLabelValues(r.src(i)...)}
+	if r.rule.On {
+		ss.compared = x.compared.WithLabelValues(r.src(i)...)
+		ss.wrong = x.wrong.WithLabelValues(r.src(i)...)
+	}
+	r.sources[i] = ss
+	return ss
 }
 
 // window opens or closes a fault window: the fault-in-force series and,
