@@ -399,11 +399,12 @@ func pullLatencies(t *testing.T, path string) []time.Duration {
 }
 
 // scrapeDuringStall scrapes p2pfault's /metrics until source-0's fault is
-// in force with at least 5 pulls hanging, logs the lines of p2pfault's own
+// in force with at least 5 pulls hanging and faulted_max failed, logs the lines of p2pfault's own
 // series but the histogram's buckets, and returns the scrape.
 func scrapeDuringStall(t *testing.T, metricsURL string, limit time.Duration, log *bytes.Buffer) []byte {
 	t.Helper()
 	hanging := regexp.MustCompile(`(?m)^p2pfault_pulls_in_flight\{[^}]*source="source-0"\} ([0-9]+)$`)
+	broken := regexp.MustCompile(`(?m)^p2pfault_check_passed\{[^}]*check="faulted_max"[^}]*window="1"\} 0$`)
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(metricsURL)
@@ -411,7 +412,7 @@ func scrapeDuringStall(t *testing.T, metricsURL string, limit time.Duration, log
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			m := hanging.FindSubmatch(b)
-			if m != nil && bytes.Contains(b, []byte(`p2pfault_fault_start_timestamp_seconds{`)) {
+			if m != nil && bytes.Contains(b, []byte(`p2pfault_fault_start_timestamp_seconds{`)) && broken.Match(b) {
 				if n, _ := strconv.Atoi(string(m[1])); n >= 5 {
 					var lines []string
 					for l := range strings.SplitSeq(string(b), "\n") {
@@ -426,7 +427,7 @@ func scrapeDuringStall(t *testing.T, metricsURL string, limit time.Duration, log
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("no scrape of %s with source-0's stall in force and 5 pulls hanging within %v\n%s", metricsURL, limit, log)
+	t.Fatalf("no scrape of %s with source-0's stall in force, 5 pulls hanging and faulted_max failed within %v\n%s", metricsURL, limit, log)
 	return nil
 }
 

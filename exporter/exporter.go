@@ -124,7 +124,7 @@ func newAt(now func() time.Time) *Exporter {
 	}, sourceLabels)
 	x.verdict = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "check_passed",
-		Help: "Each check's live verdict: 1 passed, 0 failed, NaN no verdict yet. window is the fault window's index (1, 2, ... in start order; the last 8 of a row) or \"run\", the run's own verdict.",
+		Help: "Each check's live verdict: 1 passed, 0 failed, NaN no verdict yet (or its window still empty). window is the fault window's index (1, 2, ... in start order; the last 8 of a row) or \"run\", the run's own verdict.",
 	}, append(append([]string(nil), rowLabels...), "window", "check"))
 	x.faultSince = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "fault_start_timestamp_seconds",
@@ -255,7 +255,7 @@ func (s *Stream) Feed(ev event.Event) {
 		}
 	case event.KindWindowVerdict:
 		if w := ev.WindowVerdict; w != nil {
-			x.setWindowChecks(r, w.Index, w.Checks)
+			x.setWindowChecks(r, w.Index, w.Checks, true)
 			x.count(r, w.Index, w.Kind, w.Passed)
 		}
 	case event.KindEnd:
@@ -432,14 +432,14 @@ func (x *Exporter) keep(r *row, win *window) {
 // its verdicts: the run's verdict is its window's.
 func (x *Exporter) verdictEvent(r *row, v *event.Verdict, final bool) {
 	for _, c := range v.Checks {
-		x.verdict.WithLabelValues(r.with(WindowRun, c.Name)...).Set(passed(c.Passed))
+		x.verdict.WithLabelValues(r.with(WindowRun, c.Name)...).Set(verdictValue(c, final))
 		r.runSet[c.Name] = true
 	}
 	for _, w := range v.Windows {
-		x.setWindowChecks(r, w.Index, w.Checks)
+		x.setWindowChecks(r, w.Index, w.Checks, final || w.Settled)
 	}
 	if len(v.Windows) == 0 && r.nWindows == 1 {
-		x.setWindowChecks(r, 1, v.Checks)
+		x.setWindowChecks(r, 1, v.Checks, final)
 	}
 	if !final {
 		return
@@ -456,8 +456,9 @@ func (x *Exporter) verdictEvent(r *row, v *event.Verdict, final bool) {
 
 // setWindowChecks sets window index's series for the checks it was made
 // with (a run's verdict also carries content_matches and
-// fault_took_effect, which are not a window's).
-func (x *Exporter) setWindowChecks(r *row, index int, checks []event.Result) {
+// fault_took_effect, which are not a window's); settled says nothing to
+// come can change them.
+func (x *Exporter) setWindowChecks(r *row, index int, checks []event.Result, settled bool) {
 	var win *window
 	for _, w := range r.windows {
 		if w.index == index {
@@ -471,7 +472,7 @@ func (x *Exporter) setWindowChecks(r *row, index int, checks []event.Result) {
 	for _, c := range checks {
 		for _, name := range win.checks {
 			if name == c.Name {
-				x.verdict.WithLabelValues(r.with(idx, c.Name)...).Set(passed(c.Passed))
+				x.verdict.WithLabelValues(r.with(idx, c.Name)...).Set(verdictValue(c, settled))
 			}
 		}
 	}
@@ -488,6 +489,17 @@ func (x *Exporter) count(r *row, index int, kind string, ok bool) {
 		res = ResultPassed
 	}
 	x.windows.WithLabelValues(r.with(kind, res)...).Inc()
+}
+
+// verdictValue is a check's series value: 1 passed, 0 failed, and NaN
+// while a live verdict finds its window empty (no pull of it ended yet:
+// the faces show no failure then either), which a settled or final
+// verdict is not: an empty window that fails then has failed.
+func verdictValue(c event.Result, settled bool) float64 {
+	if c.Empty && !c.Passed && !settled {
+		return math.NaN()
+	}
+	return passed(c.Passed)
 }
 
 func passed(ok bool) float64 {

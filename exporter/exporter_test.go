@@ -148,6 +148,13 @@ func TestAStallAsTheSeriesTellIt(t *testing.T) {
 	want(t, x, "p2pfault_trials_due_total", src(1), 60)
 	want(t, x, "p2pfault_trials_sent_total", src(0), 4)
 
+	// The first live verdict: no pull of the window ended yet, so
+	// faulted_max is empty, not failed.
+	empty := event.Verdict{Checks: []event.Result{{Name: check.NameAll200, Passed: true}, {Name: check.NameFaultedBound, Empty: true, Pending: 3}}}
+	feed(sec(1.4), event.Event{Kind: event.KindVerdict, Verdict: &empty})
+	want(t, x, "p2pfault_check_passed", map[string]string{"window": "1", "check": check.NameFaultedBound}, math.NaN())
+	want(t, x, "p2pfault_check_passed", map[string]string{"window": WindowRun, "check": check.NameFaultedBound}, math.NaN())
+	want(t, x, "p2pfault_check_passed", map[string]string{"window": "1", "check": check.NameAll200}, 1)
 	failing := event.Verdict{Checks: []event.Result{{Name: check.NameAll200, Passed: true}, {Name: check.NameFaultedBound, Passed: false}}}
 	feed(sec(3), event.Event{Kind: event.KindVerdict, Verdict: &failing})
 	want(t, x, "p2pfault_check_passed", map[string]string{"window": "1", "check": check.NameFaultedBound}, 0)
