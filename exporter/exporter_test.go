@@ -188,6 +188,21 @@ func TestAStallAsTheSeriesTellIt(t *testing.T) {
 	now = wall0.Add(time.Minute)
 	want(t, x, "p2pfault_trials_due_total", src(0), 121) // frozen at the probe's stop, 6 s
 
+	// The latency histogram is native too (a schema and buckets beside
+	// the classic ones).
+	mfs, err := x.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "p2pfault_pull_duration_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.Schema == nil || len(h.GetPositiveSpan()) == 0 || len(h.GetBucket()) != len(LatencyBuckets) {
+				t.Errorf("pull latency: schema %v, %d native spans, %d classic buckets", h.Schema, len(h.GetPositiveSpan()), len(h.GetBucket()))
+			}
+		}
+	}
+
 	// What a scrape serves passes Prometheus' own linter.
 	problems, err := testutil.GatherAndLint(x.reg)
 	if err != nil {
