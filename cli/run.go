@@ -34,6 +34,7 @@ type runOptions struct {
 	timeline string
 	nemesis  nemesisFlags
 	compress string // --events-compress
+	metrics  metricsFlag
 }
 
 func newRunCommand() (*cobra.Command, *runOptions) {
@@ -59,6 +60,7 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	fs.StringVar(&o.timeline, "timeline", "", "scripted timeline replacing the case's preset, e.g. \"at 10s stall source-0 for 30s; at 50s kill source-1\"")
 	o.nemesis.register(fs)
 	fs.StringVar(&o.compress, "events-compress", "none", "write the events compressed as they come: zstd (events.jsonl.zst, for long runs) or none (events.jsonl); report reads either")
+	o.metrics.register(fs)
 	return cmd, o
 }
 
@@ -92,6 +94,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	comp, err := report.ParseCompression(o.compress)
 	if err != nil {
 		return runPlan{}, exitcode.Usagef("--events-compress %q: %w", o.compress, err)
+	}
+	if _, err := o.metrics.check(cmd.Flags()); err != nil {
+		return runPlan{}, err
 	}
 	nemesis, err := o.nemesis.build(cmd.Flags(), o.flags.restart, o.duration)
 	if err != nil {
@@ -172,6 +177,13 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	// Listening before the folder is made: an address in use leaves none.
+	metrics, err := o.metrics.start(cmd.Flags(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	// After the reports: the last scrape reads the final verdict.
+	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr())
 	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
@@ -185,6 +197,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	defer cancel(nil)
 	var faces sync.WaitGroup
 	logErrs := []<-chan error{writeEvents(&faces, g.Subscribe(), p.compress.Path(out), p.compress)}
+	metrics.Feed(&faces, g.Subscribe)
 	if len(specs) > 1 {
 		// Each arm's folder holds its own events too, as a slice's row does.
 		for i, d := range arms.dirs {

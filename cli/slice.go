@@ -15,6 +15,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/exporter"
 	"p2pfault/fault"
 	"p2pfault/report"
 	"p2pfault/runfolder"
@@ -30,6 +31,7 @@ type sliceOptions struct {
 	parallel int
 	quiet    bool
 	compare  bool // --compare-seed
+	metrics  metricsFlag
 }
 
 func newSliceCommand() (*cobra.Command, *sliceOptions) {
@@ -55,6 +57,7 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
 	fs.BoolVar(&o.compare, "compare-seed", false, "also print the seed's table beside the run's, cell by cell with the difference and its tolerance (written to compare-seed.txt too)")
+	o.metrics.register(fs)
 	return cmd, o
 }
 
@@ -90,6 +93,9 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	if err != nil {
 		return slicePlan{}, err
 	}
+	if _, err := o.metrics.check(cmd.Flags()); err != nil {
+		return slicePlan{}, err
+	}
 	rows, err := o.plan(modes)
 	if err != nil {
 		return slicePlan{}, err
@@ -122,11 +128,16 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	}
 	// Every row's configuration is checked before any folder is made, so a
 	// usage error leaves nothing behind.
+	metrics, err := o.metrics.start(cmd.Flags(), cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr()) // after the reports, as run's
 	if err := makeRowFolders(out, rows, cmd); err != nil {
 		return err
 	}
 	stdout := &lockedWriter{w: cmd.OutOrStdout()}
-	errs := runRows(cmd.Context(), exps, rows, parallel, stdout, o.quiet)
+	errs := runRows(cmd.Context(), exps, rows, parallel, stdout, o.quiet, metrics)
 	runs, firstErr := rebuildRows(rows, errs)
 	if len(runs) > 0 {
 		var compare func([]report.Row) error
@@ -234,7 +245,7 @@ func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command) error {
 }
 
 // runRows runs the rows, parallel at a time, and returns each row's error.
-func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool) []error {
+func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) []error {
 	errs := make([]error, len(rows))
 	sem := make(chan struct{}, parallel)
 	width := 12 // "fixed/remove" and a space: the seed's slice lines up
@@ -251,7 +262,7 @@ func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow
 				return
 			}
 			defer func() { <-sem }()
-			errs[i] = runRow(ctx, exps[i], r, width, stdout, quiet)
+			errs[i] = runRow(ctx, exps[i], r, width, stdout, quiet, metrics)
 		})
 	}
 	wg.Wait()
@@ -397,9 +408,10 @@ func (o *sliceOptions) plan(modes []string) ([]sliceRow, error) {
 }
 
 // runRow runs one row with its event log and a prefixed progress printer.
-func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool) error {
+func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) error {
 	var faces sync.WaitGroup
 	logErr := writeEvents(&faces, exp.Subscribe(), runfolder.EventsFile(r.out, false), report.CompressNone)
+	metrics.Feed(&faces, exp.Subscribe)
 	ch := exp.Subscribe()
 	p := console.New(stdout, fmt.Sprintf("%-*s ", width, r.label()))
 	p.Summaries = !quiet

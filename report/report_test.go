@@ -363,7 +363,7 @@ func TestWriteAllWritesEveryReport(t *testing.T) {
 			if err := WriteAll(dir, tc.runs); err != nil {
 				t.Fatal(err)
 			}
-			want := append([]string{FileJUnit, FileJSON, FileMarkdown, FileHTML}, tc.wantSVGs...)
+			want := append([]string{FileJUnit, FileJSON, FileMarkdown, FileHTML, FileAnnotations}, tc.wantSVGs...)
 			slices.Sort(want)
 			entries, err := os.ReadDir(dir)
 			if err != nil {

@@ -43,8 +43,11 @@ type Run struct {
 	Truncated bool
 
 	First, Last time.Time // wall clock of the first and the last event
-	EndMessage  string    // why the run ended, from its end event
-	ExitCode    int
+	// T0 is the wall clock of the run's t0 (an event's Wall less its T),
+	// zero when no event came after t0.
+	T0         time.Time
+	EndMessage string // why the run ended, from its end event
+	ExitCode   int
 
 	// html holds what only report.html shows (html_facts.go).
 	html htmlFacts
@@ -85,6 +88,9 @@ func FromEvents(events []event.Event) (Run, error) {
 		}
 		if ev.Wall.After(r.Last) {
 			r.Last = ev.Wall
+		}
+		if r.T0.IsZero() && ev.T > 0 && !ev.Wall.IsZero() {
+			r.T0 = ev.Wall.Add(-ev.T)
 		}
 		switch ev.Kind {
 		case event.KindRun:

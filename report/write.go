@@ -21,7 +21,8 @@ const (
 	FileTimeline = "timeline.svg"
 )
 
-// WriteAll writes report.md, report.json, junit.xml and report.html for runs into dir
+// WriteAll writes report.md, report.json, junit.xml, report.html and
+// annotations.json (the fault windows for Grafana) for runs into dir
 // (created if missing), and a timeline per run: timeline.svg for one run,
 // timeline-<arm>-<case>.svg for several. Each file is written to a
 // temporary name and renamed, so a reader never sees half a report.
@@ -59,6 +60,13 @@ func WriteAll(dir string, runs []Run) error {
 		return err
 	}
 	if err := writeFile(dir, FileHTML, b.Bytes()); err != nil {
+		return err
+	}
+	b.Reset()
+	if err := WriteAnnotations(&b, runs); err != nil {
+		return err
+	}
+	if err := writeFile(dir, FileAnnotations, b.Bytes()); err != nil {
 		return err
 	}
 	for _, r := range runs {

@@ -29,16 +29,19 @@ import (
 
 // File names in a run's folder.
 const (
-	Events     = "events.jsonl"    // the run's events, one JSON object a line
-	EventsZstd = Events + ".zst"   // the same, written with --events-compress zstd
-	Sessions   = "sessions.json"   // the engines' sessions, for cleanup (runner)
-	Stalls     = "stalls.json"     // an attached run's stalls in force, for cleanup (attach/guard)
-	Root       = "p2pfault-runs"   // the folder of runs whose --out was not given
-	logSuffix  = ".log"            // an engine's log: NAME.log
-	stampTime  = "20060102-150405" // a default folder's date and time
-	rowSep     = "-"               // between a row folder's arm, mode and case
-	labelSep   = "/"               // the same in progress lines and errors
-	armsJoiner = "+"               // between the arms in a default folder's name
+	Events     = "events.jsonl"  // the run's events, one JSON object a line
+	EventsZstd = Events + ".zst" // the same, written with --events-compress zstd
+	Sessions   = "sessions.json" // the engines' sessions, for cleanup (runner)
+	Stalls     = "stalls.json"   // an attached run's stalls in force, for cleanup (attach/guard)
+	// Annotations holds the run's fault windows with their verdicts in
+	// Grafana's annotation format (report).
+	Annotations = "annotations.json"
+	Root        = "p2pfault-runs"   // the folder of runs whose --out was not given
+	logSuffix   = ".log"            // an engine's log: NAME.log
+	stampTime   = "20060102-150405" // a default folder's date and time
+	rowSep      = "-"               // between a row folder's arm, mode and case
+	labelSep    = "/"               // the same in progress lines and errors
+	armsJoiner  = "+"               // between the arms in a default folder's name
 )
 
 // label names a row: ARM + sep + CASE in mode p2p (the seed's), with the
