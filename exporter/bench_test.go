@@ -24,7 +24,7 @@ func BenchmarkJudgeMemory(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			bounds := check.DefaultBounds()
-			j := check.NewJudge(bounds, 2, false)
+			j := check.NewJudge(check.Setup{Bounds: bounds, Sources: 2})
 			var s *Stream
 			if on {
 				s = newAt(time.Now).Stream()
