@@ -195,7 +195,6 @@ func prompt(r *http.Request) (map[string]any, string, int, error) {
 	return body, string(b), len(ids), nil
 }
 
-
 func (e *fakeEngine) serveSource(w http.ResponseWriter, r *http.Request) {
 	_, key, n, err := prompt(r)
 	if err != nil {
@@ -342,7 +341,7 @@ func (e *fakeEngine) Kill(context.Context, func(time.Time, error)) (time.Time, e
 	return time.Time{}, errFakeCannot
 }
 func (e *fakeEngine) Terminate(context.Context, func(time.Time, error)) error { return errFakeCannot }
-func (e *fakeEngine) Restore(context.Context) (time.Time, error)             { return time.Time{}, errFakeCannot }
+func (e *fakeEngine) Restore(context.Context) (time.Time, error)              { return time.Time{}, errFakeCannot }
 
 var (
 	_ experiment.Cluster = (*fakeCluster)(nil)
