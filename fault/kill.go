@@ -29,7 +29,7 @@ func actKill(f *Fire) error {
 	env := f.Env
 	env.SetCondition(event.CondRestarting)
 	// The old session, read before it goes, for verifyKill.
-	f.before, f.hasHost = host(f.Target)
+	f.before, f.hasHost = observe(f.Target)
 	f.restart = make(chan error, 1)
 	killed := make(chan error, 1)
 	env.Go(func() {

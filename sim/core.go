@@ -74,6 +74,9 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 		t := time.NewTimer(cfg.StartupDelay)
 		select {
 		case <-t.C:
+			if g := cfg.Engine.Gate; g != nil {
+				g() // a frozen in-process core loads on at its thaw
+			}
 		case <-linkCtx.Done():
 			t.Stop()
 			return stopCore(ctx, l, log)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -355,12 +356,16 @@ func seed(t testing.TB, c *http.Client, src *engineProc, prompt string) {
 	}
 }
 
+// pullSeq keeps kv_request_ids unique when pulls start at one instant (on
+// a synctest bubble's fake clock they do).
+var pullSeq atomic.Uint64
+
 // pull asks the decoder for prompt naming src as its remote_kv_source.
 func pull(c *http.Client, dec, src *engineProc, prompt string) result {
 	return postCompletion(c, dec.url, map[string]any{
 		"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
 		"kv_transfer_params": map[string]any{"remote_kv_source": map[string]any{
-			"kv_request_id": fmt.Sprintf("pull-%d", time.Now().UnixNano()), "remote_host": src.p2pHost, "remote_port": src.p2pPort,
+			"kv_request_id": fmt.Sprintf("pull-%d-%d", time.Now().UnixNano(), pullSeq.Add(1)), "remote_host": src.p2pHost, "remote_port": src.p2pPort,
 		}},
 	})
 }

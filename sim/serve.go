@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/exitcode"
+	"p2pfault/netenv"
 	"p2pfault/sim/link"
 	"p2pfault/sim/simlog"
 )
@@ -32,10 +33,27 @@ func failed(err error) error { return &exitcode.Error{Code: exitcode.Failed, Err
 // runServe is the front-end process: start the engine core, wait until it
 // is ready, then bind HTTP and serve until a signal or the core's death.
 func runServe(ctx context.Context, cfg serveConfig, log *simlog.Logger) error {
+	return runFrontEnd(ctx, cfg, func() (engineCore, *link.Conn, error) { return startCore(cfg, log) }, nil, log)
+}
+
+// engineCore is the front end's handle on its engine core: a child process
+// (coreProc) or, in process, a goroutine (inProcessCore).
+type engineCore interface {
+	// status describes how the core exited, waiting up to d for it.
+	status(d time.Duration) string
+	// stop closes the link and waits for the core to end.
+	stop(l *link.Conn, log *simlog.Logger)
+}
+
+// runFrontEnd is the front end: start the engine core, wait until it is ready,
+// then bind HTTP on cfg.Net and serve until ctx ends (a signal) or the
+// core's death. ready, when set, is told the bound HTTP address and the
+// core's P2P identity once the engine is ready.
+func runFrontEnd(ctx context.Context, cfg serveConfig, start func() (engineCore, *link.Conn, error), ready func(http net.Addr, p2pID string), log *simlog.Logger) error {
 	if cfg.HashSeedRandom {
 		log.Warning(compAPI, "PYTHONHASHSEED is not set: using random hash seed %s; P2P peers with another seed will refuse this engine (hash seed mismatch)", cfg.Engine.HashSeed)
 	}
-	core, l, err := startCore(cfg, log)
+	core, l, err := start()
 	if err != nil {
 		return failed(err)
 	}
@@ -57,7 +75,7 @@ func runServe(ctx context.Context, cfg serveConfig, log *simlog.Logger) error {
 	}
 
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := netenv.Or(cfg.Engine.Net).Listen("tcp", addr)
 	if err != nil {
 		log.Error(compAPI, "bind HTTP port %s: %v", addr, err)
 		return failed(fmt.Errorf("bind HTTP port %s: %w", addr, err))
@@ -71,6 +89,9 @@ func runServe(ctx context.Context, cfg serveConfig, log *simlog.Logger) error {
 			srv.Close()
 		}
 	}()
+	if ready != nil {
+		ready(ln.Addr(), p2pID)
+	}
 	if p2pID == "" {
 		p2pID = "none (no p2p tier configured)"
 	}

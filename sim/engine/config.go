@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"p2pfault/netenv"
 	"p2pfault/sim/kv"
 )
 
@@ -94,6 +95,16 @@ type Config struct {
 	StatsInterval time.Duration // period of the stats log line; 0 turns it off
 
 	Defects Defects // modelled engine bugs, all off by default
+
+	// Net is where the P2P tier listens and dials; nil is the OS's network.
+	// An in-process engine (sim.StartInProcess) runs on a memnet.Host.
+	Net netenv.Network `json:"-"`
+	// Gate, when set, is called by each of the engine's goroutines after a
+	// wake-up that is not I/O on Net (its scheduler tick, a retry timer) and
+	// blocks while the engine's process is frozen, so an in-process engine
+	// stops at its next step as under SIGSTOP (memnet.Host.Wait). A real
+	// process needs none: the kernel stops it.
+	Gate func() `json:"-"`
 }
 
 // Defects are engine bugs the sim can model, each after a cited vLLM bug, so

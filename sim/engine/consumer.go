@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"p2pfault/netenv"
 	"p2pfault/sim/wire"
 )
 
@@ -70,7 +71,7 @@ func (e *Engine) openSession(src *RemoteSource) *session {
 	// by the handshake deadline (superviseSessions), which cancels it, so a
 	// connect hanging on unanswered SYNs (a partitioned source) ends as a
 	// handshake timeout, not as a dial error that races the deadline.
-	var d net.Dialer
+	d := netenv.Or(e.cfg.Net)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

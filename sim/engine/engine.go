@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"p2pfault/netenv"
 	"p2pfault/sim/kv"
 	"p2pfault/sim/simlog"
 	"p2pfault/sim/wire"
@@ -110,7 +111,7 @@ func (e *Engine) Listen() error {
 		return nil
 	}
 	addr := net.JoinHostPort(e.cfg.P2PHost, strconv.Itoa(e.cfg.P2PPort))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := netenv.Or(e.cfg.Net).Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("bind P2P port %s: %w", addr, err)
 	}
@@ -134,6 +135,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.Shutdown()
 			return nil
 		case <-t.C:
+			e.gate()
 			// The wall clock, not the tick's stamp: after a freeze the stamp
 			// is stale and the gap is what resume detection measures.
 			e.Step(time.Now())
@@ -176,6 +178,7 @@ func (e *Engine) acceptLoop() {
 			case <-e.done:
 				return
 			case <-time.After(e.cfg.Tick):
+				e.gate()
 			}
 			continue
 		}
@@ -356,10 +359,18 @@ func (e *Engine) Shutdown() {
 	select {
 	case <-flushed:
 	case <-time.After(shutdownFlush):
+		e.gate()
 		for _, c := range e.conns {
 			c.nc.Close()
 		}
 		<-flushed
+	}
+}
+
+// gate blocks while the engine's process is frozen (Config.Gate).
+func (e *Engine) gate() {
+	if e.cfg.Gate != nil {
+		e.cfg.Gate()
 	}
 }
 
