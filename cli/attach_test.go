@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,14 +36,33 @@ type simEngine struct {
 func (e simEngine) url() string     { return "http://127.0.0.1:" + strconv.Itoa(e.http) }
 func (e simEngine) p2pAddr() string { return "127.0.0.1:" + strconv.Itoa(e.p2p) }
 
+// handedOut are the ports loopbackPort gave: the kernel may give a
+// just-closed port out again, and two engines handed one port would have
+// the second fail to bind (seen in a CI run: an engine's HTTP port was its
+// own P2P port).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// loopbackPort is a loopback port free a moment ago, never one it handed
+// out before in this test binary.
 func loopbackPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // startSimEngine starts bin as `sim serve` with run_accuracy_test.sh's
@@ -50,6 +70,16 @@ func loopbackPort(t *testing.T) int {
 // the session of whatever listens on its P2P port then (an engine
 // p2pfault restarted) and its own.
 func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
+	t.Helper()
+	e, wait := launchSimEngine(t, bin, name, scale)
+	wait()
+	return e
+}
+
+// launchSimEngine starts the engine as startSimEngine does and returns
+// at once, with a function that waits until it answers /health (so a
+// cluster's engines start side by side).
+func launchSimEngine(t *testing.T, bin, name string, scale float64) (simEngine, func()) {
 	t.Helper()
 	e := simEngine{name: name, http: loopbackPort(t), p2p: loopbackPort(t)}
 	kv, _ := json.Marshal(map[string]any{
@@ -89,15 +119,17 @@ func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
 		}
 		endSession(e.pid)
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !answers(e.url()) {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("%s did not answer /health in 60 s:\n%s", name, b)
+	return e, func() {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !answers(e.url()) {
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(logf.Name())
+				t.Fatalf("%s did not answer /health in 60 s:\n%s", name, b)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return e
 }
 
 func endSession(sid int) {
@@ -143,9 +175,14 @@ func writeAttachFile(t *testing.T, dir string, dec simEngine, srcs []simEngine, 
 // attachedCluster starts a decoder and two sources with the plain build bin.
 func attachedCluster(t *testing.T, bin string, scale float64) (simEngine, []simEngine) {
 	t.Helper()
-	dec := startSimEngine(t, bin, "decoder", scale)
-	srcs := []simEngine{startSimEngine(t, bin, "source-0", scale), startSimEngine(t, bin, "source-1", scale)}
-	return dec, srcs
+	// Side by side: each takes its --sim-startup-delay to start.
+	dec, w0 := launchSimEngine(t, bin, "decoder", scale)
+	s0, w1 := launchSimEngine(t, bin, "source-0", scale)
+	s1, w2 := launchSimEngine(t, bin, "source-1", scale)
+	for _, wait := range []func(){w0, w1, w2} {
+		wait()
+	}
+	return dec, []simEngine{s0, s1}
 }
 
 // waitExit waits for p2pfault and returns its exit code.

@@ -202,7 +202,7 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 		}
 	}
 	checkOpenLoopDuringStall(t, filepath.Join(out, "main-stall", "events.jsonl"), time.Duration(scale*float64(500*time.Millisecond)))
-	assertSeedTargets(t, out, scale, 500*time.Millisecond)
+	assertSeedTargets(t, out, scale, 500*time.Millisecond, compressedSlack)
 	for _, f := range []string{"report.md", "junit.xml", "report.html", "main-stall/events.jsonl", "main-stall/report.html", "fixed-kill/timeline.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("slice output: %v", err)
