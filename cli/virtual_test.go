@@ -25,9 +25,16 @@ type virtualRun struct {
 // bubble's fake clock: a 30 s stall takes the CPU time it needs.
 func runVirtual(t *testing.T, args ...string) virtualRun {
 	t.Helper()
+	return runVirtualCtx(t, context.Background(), args...)
+}
+
+// runVirtualCtx is runVirtual ended when ctx is: what SIGINT or SIGTERM
+// does to a run in cli.Main.
+func runVirtualCtx(t *testing.T, ctx context.Context, args ...string) virtualRun {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := cli.Execute(context.Background(), append(append([]string(nil), args...), "--engine", "virtual"), strings.NewReader(""), &stdout, &stderr)
+	code := cli.Execute(ctx, append(append([]string(nil), args...), "--engine", "virtual"), strings.NewReader(""), &stdout, &stderr)
 	return virtualRun{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
 }
 

@@ -1,0 +1,83 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/report"
+)
+
+// TestReplaceInPDModeMovesThePullsToTheNewAddress: `run --case replace
+// --mode pd` on the virtual cluster at time scale 1: source-0 is killed
+// and a new engine started in its place on other ports; the run moves
+// source-0 to the new address once it answers there, names only that
+// address from then on, and judges the row as a kill's (it passes). How an
+// attached cluster's replace command gives the new address is
+// TestAttachedReplaceInPDMode's.
+func TestReplaceInPDModeMovesThePullsToTheNewAddress(t *testing.T) {
+	out := t.TempDir()
+	var r virtualRun
+	synctest.Test(t, func(t *testing.T) {
+		// The new engine takes 3 s to start, so the fault window outlasts
+		// the detect point (fault + 2 s) faulted_median_after_detect judges
+		// from, as an attached engine's does in TestAttachedReplaceInPDMode.
+		// (The virtual cluster starts a replacement as a first start, not
+		// with --restart-length as the runner does.)
+		r = runVirtual(t, "run", "--headless", "--case", "replace", "--mode", "pd", "--engine-arg=--sim-startup-delay=3s", "--out", out)
+	})
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (a replace row passes as a kill's)\n%s%s", r.code, tail(r.stdout, 40), r.stderr)
+	}
+	runs, err := report.RebuildAll(filepath.Join(out, report.FileEvents), t.TempDir())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("rebuild: %d runs, %v", len(runs), err)
+	}
+	if runs[0].Info.Mode != event.ModePD || runs[0].Name() != "main/pd/replace" {
+		t.Errorf("run %s in mode %q, want main/pd/replace", runs[0].Name(), runs[0].Info.Mode)
+	}
+	f, err := os.Open(filepath.Join(out, report.FileEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, _, err := report.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved *event.AddressInfo
+	var at time.Duration = -1
+	for _, ev := range evs {
+		if ev.Kind == event.KindAddress && ev.Address.Source == 0 && ev.Address.Prev != "" {
+			moved, at = ev.Address, ev.Address.At
+		}
+	}
+	if moved == nil {
+		t.Fatalf("no address event for source-0's new engine\n%s", tail(r.stdout, 40))
+	}
+	if moved.P2P == moved.Prev || moved.P2P == "" || moved.URL == "" {
+		t.Errorf("address event %+v, want a new P2P address and URL", *moved)
+	}
+	after := 0
+	for _, s := range runs[0].Samples {
+		// Strictly after: on the fake clock a trial may start at the very
+		// instant of the switch (13 s, on its schedule), concurrent with it,
+		// and name either address; on a real clock the two never tie.
+		if s.Source == 0 && s.Start > at {
+			after++
+			if s.Peer != moved.P2P {
+				t.Errorf("trial %d sent at %v, after the switch at %v, names %s, want %s", s.Trial, s.Start, at, s.Peer, moved.P2P)
+			}
+		}
+	}
+	if after == 0 {
+		t.Error("no pull named source-0 after the switch")
+	}
+	if !strings.Contains(r.stdout, "source-0: pulls name "+moved.P2P) {
+		t.Errorf("the output does not say the new address:\n%s", tail(r.stdout, 40))
+	}
+}
