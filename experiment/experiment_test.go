@@ -1,11 +1,13 @@
 package experiment_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"p2pfault/runner"
 	"p2pfault/ui"
 
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
@@ -232,4 +235,71 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 			t.Errorf("%s's last state is not exited", name)
 		}
 	}
+}
+
+// bubbleTUI is the dashboard over an experiment's events, as dashboard
+// draws it, for a test inside a synctest bubble: teatest listens for
+// SIGINT, which no bubble may (a signal is delivered from outside it), so
+// this runs the same program without any signal handling and keeps what
+// it draws. Its methods are the ones the tests use of teatest's.
+type bubbleTUI struct {
+	p    *tea.Program
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+func bubbleDashboard(t *testing.T, exp *experiment.Experiment, w, h int) *bubbleTUI {
+	t.Helper()
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	b := &bubbleTUI{out: &lockedBuffer{}, done: make(chan struct{})}
+	b.p = tea.NewProgram(ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
+		tea.WithInput(&bytes.Buffer{}), tea.WithOutput(b.out),
+		tea.WithoutSignalHandler(), tea.WithoutSignals(), tea.WithANSICompressor())
+	go func() {
+		defer close(b.done)
+		if _, err := b.p.Run(); err != nil {
+			t.Errorf("dashboard: %v", err)
+		}
+	}()
+	b.p.Send(tea.WindowSizeMsg{Width: w, Height: h})
+	return b
+}
+
+func (b *bubbleTUI) Send(m tea.Msg)    { b.p.Send(m) }
+func (b *bubbleTUI) Output() io.Reader { return b.out }
+func (b *bubbleTUI) Quit() error       { b.p.Quit(); return nil }
+
+// WaitFinished waits for the program to end (at most 5 s of the bubble's
+// clock: the program ends at once when quit).
+func (b *bubbleTUI) WaitFinished(t *testing.T, _ ...teatest.FinalOpt) {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(5 * time.Second):
+		t.Error("the dashboard did not finish within 5s of being quit")
+	}
+	// The program does not wait for its commands' goroutines (a frame's
+	// tick, the event feed's gap): they end once their timers fire,
+	// which the bubble's clock does only while the test still waits.
+	time.Sleep(2 * time.Second)
+}
+
+// lockedBuffer is a bytes.Buffer safe for the program's writes and the
+// test's reads at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Read(p)
 }
