@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
@@ -19,6 +20,7 @@ import (
 	"p2pfault/fault"
 	"p2pfault/runner"
 	"p2pfault/ui"
+	"p2pfault/vcluster"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -81,18 +83,37 @@ func faultOK(action string, src int) func(event.Event) bool {
 // and is ready again), remove and restore; a fault on a source that is
 // removed is refused with the reason, and every fault opens and closes its
 // window. Ending the context ends the run as interrupted, engines stopped.
+//
+// On real processes it is the test of /proc verification: every action
+// is verified from what /proc and the ports show, in time.
 func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0") // engines exit often; a -race binary sleeps 1 s at exit
+	testController(t, 0.2, experiment.Launch{Config: runner.Config{
+		FreePorts: true,
+		ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
+	}}, false)
+}
+
+// TestControllerOnTheVirtualCluster is the same drive of the Controller
+// on the virtual cluster, in a synctest bubble at the seed's time: each
+// action is verified from what its target reports, at the very instant
+// of the action (After 0).
+func TestControllerOnTheVirtualCluster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		testController(t, 1, vcluster.Opener{Seed: 1, Config: runner.Config{
+			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
+		}}, true)
+	})
+}
+
+func testController(t *testing.T, scale float64, cl experiment.Opener, exact bool) {
 	exp, err := experiment.New(experiment.Config{
 		Case:      fault.CaseNone,
-		TimeScale: 0.2,
-		FaultFor:  300 * time.Second, // a key's stall: a minute at this scale, so only the resume key ends it however late the test gets there
-		Cluster: experiment.Launch{Config: runner.Config{
-			FreePorts: true,
-			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
-		}},
-		OutDir: t.TempDir(),
+		TimeScale: scale,
+		FaultFor:  300 * time.Second, // a key's stall: a minute at 0.2, so only the resume key ends it however late the test gets there
+		Cluster:   cl,
+		OutDir:    t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +207,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 		switch ev.Kind {
 		case event.KindVerification:
 			v := ev.Verification
-			if !v.Verified || v.After > check.DefaultVerifyWithin {
+			if !v.Verified || v.After > check.DefaultVerifyWithin || exact && v.After != 0 {
 				t.Errorf("%s source-%d not verified in time: %+v", v.Action, v.Source, *v)
 			}
 			verified[v.Action]++
