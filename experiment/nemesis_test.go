@@ -23,7 +23,7 @@ func nemesisConfig(t *testing.T, seed int64) experiment.Config {
 	return experiment.Config{
 		Case:     fault.CaseNemesis,
 		Duration: 150 * time.Second,
-		Recovery:  10 * time.Second,
+		Recovery: 10 * time.Second,
 		Nemesis: &fault.Nemesis{
 			Seed: seed, Kinds: []fault.Draw{{Kind: fault.ActionStall}, {Kind: fault.ActionKill}},
 			Gap: 20 * time.Second, GapSpread: 5 * time.Second,

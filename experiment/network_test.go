@@ -226,4 +226,3 @@ func TestAPanicDeletesTheTable(t *testing.T) {
 	}
 	assertNoTable(t, table, "after a panic")
 }
-

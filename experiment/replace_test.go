@@ -43,7 +43,7 @@ func testReplace(t *testing.T, mode string) {
 				// nothing else, and a replacement ready at the very
 				// instant of the kill would leave no pull to judge.
 				Cluster: vcluster.Opener{Seed: 1},
-				OutDir: t.TempDir(),
+				OutDir:  t.TempDir(),
 			})
 			if err != nil {
 				t.Fatal(err)
