@@ -46,11 +46,11 @@ func sliceEngines(arm string) runner.Config {
 // seedTable runs every arm × mode × case of the seed's slice on the
 // virtual cluster, each in a synctest bubble of its own at the seed's
 // time (scale 1), with the content check on as the slice has it.
-func seedTable(t *testing.T) []seedRow {
+func seedTable(t *testing.T, cases ...string) []seedRow {
 	var rows []seedRow
 	for _, arm := range []string{"main", "fixed"} {
 		for _, mode := range []string{event.ModeP2P, event.ModePD} {
-			for _, kase := range []string{fault.ActionStall, fault.ActionKill, fault.ActionRemove} {
+			for _, kase := range cases {
 				row := seedRow{arm: arm, mode: mode, kase: kase}
 				t.Run(arm+"/"+mode+"/"+kase, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
@@ -101,7 +101,7 @@ func failedChecks(v event.Verdict) string {
 //   - everywhere: a healthy source keeps hitting (≥ 90 %, max ≤ 100 ms)
 //     and every pull that returned 200 answered its source's text.
 func TestSeedTableOnTheVirtualCluster(t *testing.T) {
-	rows := seedTable(t)
+	rows := seedTable(t, fault.ActionStall, fault.ActionKill, fault.ActionRemove)
 	const costs = 100 * time.Millisecond
 	for _, r := range rows {
 		t.Log(r)
@@ -151,6 +151,54 @@ func TestSeedTableOnTheVirtualCluster(t *testing.T) {
 			if s.Recovery.N == 0 || 2*s.Recovery.Pulled < s.Recovery.N {
 				t.Errorf("%s: recovery %+v, want >= 50%% hits", name, s.Recovery)
 			}
+		}
+	}
+}
+
+// TestPartitionCaseOnTheVirtualCluster is case partition (source-0's
+// host cut off from every other for 30 s) as rows of the table, on the
+// virtual cluster, whose network makes packets vanish as the firewall's
+// drop does:
+//   - main p2p fails: pulls hang on a handshake that cannot complete, up
+//     to the heal (faulted max below the 30 s handshake deadline, over
+//     the 15 s bound);
+//   - fixed p2p passes: p50 a healthy pull's, max below the 8 s lookup
+//     timeout, as its stall;
+//   - pd fails on both arms: every decode leg waits the 30 s load timeout
+//     (no abort-ack: recomputed), within the pull's costs of it, p50 too;
+//   - the healthy source keeps hitting, and after the heal the faulted one
+//     hits again (>= 50 %) on every row.
+func TestPartitionCaseOnTheVirtualCluster(t *testing.T) {
+	const costs = 100 * time.Millisecond
+	for _, r := range seedTable(t, fault.ActionPartition) {
+		t.Log(r)
+		name := r.arm + "/" + r.mode
+		s := r.v.Summary
+		wantPass := r.arm == "fixed" && r.mode == event.ModeP2P
+		if r.v.Passed != wantPass {
+			t.Errorf("%s: passed %v, want %v; failed: %s", name, r.v.Passed, wantPass, failedChecks(r.v))
+		}
+		switch {
+		case r.mode == event.ModePD:
+			for _, d := range []time.Duration{s.Faulted.P50, s.Faulted.Max} {
+				if d < 30*time.Second || d > 30*time.Second+costs {
+					t.Errorf("%s: faulted p50 %v, max %v: want both the 30s load timeout plus the pull's costs (<= %v)", name, s.Faulted.P50, s.Faulted.Max, costs)
+				}
+			}
+		case wantPass:
+			if s.Faulted.P50 > costs || s.Faulted.Max >= 8*time.Second {
+				t.Errorf("%s: faulted p50 %v, max %v: want p50 <= %v and max below the 8s lookup timeout", name, s.Faulted.P50, s.Faulted.Max, costs)
+			}
+		default:
+			if s.Faulted.Max <= 15*time.Second || s.Faulted.Max >= 30*time.Second {
+				t.Errorf("%s: faulted max %v, want past the 15s bound and below the 30s handshake deadline (healed first)", name, s.Faulted.Max)
+			}
+		}
+		if s.Healthy.N == 0 || 10*s.Healthy.Pulled < 9*s.Healthy.N || s.Healthy.Max > costs {
+			t.Errorf("%s: healthy %+v, want >= 90%% hits within %v", name, s.Healthy, costs)
+		}
+		if s.Recovery.N == 0 || 2*s.Recovery.Pulled < s.Recovery.N {
+			t.Errorf("%s: recovery %+v, want >= 50%% hits after the heal", name, s.Recovery)
 		}
 	}
 }
