@@ -353,7 +353,7 @@ var (
 // on fake engines reached through their own in-memory network: every
 // timer of the run is the bubble's, so the figures are exact. On the main
 // arm's decoder a pull naming the stalled source waits on the pending
-// handshake until the thaw, so faulted_max fails at exactly 29 s; on the fixed
+// handshake until the thaw, so faulted_max fails at exactly 28.6 s; on the fixed
 // arm's it prefills at once and the run passes. The stall and its resume
 // are verified from the engine's own report (it has no /proc).
 func TestAStallRunsInASynctestBubble(t *testing.T) {
@@ -362,7 +362,11 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 			out := t.TempDir()
 			synctest.Test(t, func(t *testing.T) {
 				exp, err := experiment.New(experiment.Config{
-					Arm: arm, Case: fault.ActionStall,
+					// Off the trial grid (source-0's every 0.5 s from
+					// t0): a trial and the stall at one instant of the
+					// bubble's clock would race, as they would in real
+					// time, and the figures would not be exact.
+					Arm: arm, Case: fault.ActionStall, FaultAt: 10100 * time.Millisecond,
 					Cluster: &fakeCluster{prefillAtOnce: arm == "fixed"},
 					OutDir:  out,
 				})
@@ -411,11 +415,12 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 					if v.Passed || r.Passed {
 						t.Fatalf("main arm: verdict %+v, want faulted_max failed", v.Checks)
 					}
-					// The first pull of the window is sent once its seed,
-					// held by the frozen source, gave up (1 s after the
-					// fault at 10 s), and waits on the handshake until the
-					// thaw at 40 s: exactly 29 s, before the 30 s deadline.
-					want := experiment.DefaultFaultFor - probe.DefaultSeedTimeout
+					// The first trial of the window (10.5 s) sends its
+					// pull once its seed, held by the frozen source, gave
+					// up 1 s later, and the pull waits on the handshake
+					// until the thaw at 40.1 s: exactly 28.6 s, before the
+					// 30 s deadline.
+					want := 10100*time.Millisecond + experiment.DefaultFaultFor - (10500*time.Millisecond + probe.DefaultSeedTimeout)
 					if v.Summary.Faulted.Max != want {
 						t.Errorf("main arm: faulted max %v, want exactly %v", v.Summary.Faulted.Max, want)
 					}
