@@ -20,8 +20,7 @@ import (
 // SIGKILLs the engine's session, starts a new engine on other ports with
 // setsid and prints `HOST:PORT P2P_HOST:P2P_PORT`). `run --case replace`
 // then probes in pd mode, moves source-0 to the printed address once it
-// answers there, names only that address from then on, and judges the row
-// as a kill's.
+// answers there and names only that address from then on.
 func TestAttachedReplaceInPDMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an attached cluster for ~20 s")
@@ -58,10 +57,14 @@ func TestAttachedReplaceInPDMode(t *testing.T) {
 	faults := map[string]string{"source-0": fmt.Sprintf("\n      replace: [%s, \"{name}\"]", script)}
 	file := writeAttachFile(t, dir, dec, srcs, faults, "mode: pd\n")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--case", "replace", "--time-scale", "0.25", "--out", out)
+	// A short run: the row's verdict (it passes as a kill's) is
+	// TestReplaceInPDModeMovesThePullsToTheNewAddress's, on the virtual
+	// cluster; this one asks for the command's mechanism.
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--case", "replace", "--time-scale", "0.25", "--out", out,
+		"--fault-at", "4s", "--recovery", "8s")
 	code := waitExit(t, cmd, 3*time.Minute, log)
-	if code != 0 {
-		t.Fatalf("exit %d, want 0 (a replace row passes as a kill's)\n%s", code, tail(log.String(), 40))
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, tail(log.String(), 40))
 	}
 	runs, err := report.RebuildAll(filepath.Join(out, report.FileEvents), t.TempDir())
 	if err != nil || len(runs) != 1 {

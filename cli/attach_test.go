@@ -244,47 +244,33 @@ func readReport(t *testing.T, out string) sliceReport {
 	return rep
 }
 
-// TestAttachedStallGivesTheSeedsVerdictAndLeavesEnginesRunning: three
-// engines the test started (each in its own session), attached with local
-// faults; the stall case at time scale 0.25 fails on faulted_max as the
-// seed's main does, and afterwards the three engines run (none in state T)
-// and answer, p2pfault having stopped none of them.
-func TestAttachedStallGivesTheSeedsVerdictAndLeavesEnginesRunning(t *testing.T) {
+// TestAttachedStallLeavesEnginesRunning: three engines the test started
+// (each in its own session), attached with local faults; a short stall of
+// source-0 stops its session (the headless output names its pid), and
+// afterwards the three engines run (none in state T) and answer, p2pfault
+// having stopped none of them, and the stall record is empty. What the
+// stall's verdict is (main fails faulted_max on the handshake deadline) is
+// TestVirtualSliceGivesTheSeedsTable's, and TestRealSliceAgreesWithTheVirtualCluster's
+// on real processes.
+func TestAttachedStallLeavesEnginesRunning(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs an attached cluster for ~15 s")
+		t.Skip("runs an attached cluster for ~5 s")
 	}
-	const scale = 0.25
 	bin := buildP2pfault(t)
-	dec, srcs := attachedCluster(t, bin, scale)
+	dec, srcs := attachedCluster(t, bin, 0.25)
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "run", "--attach", file, "--case", "stall", "--headless", "--time-scale", "0.25", "--out", out)
-	if code := waitExit(t, cmd, 3*time.Minute, log); code != 1 {
-		t.Fatalf("exit %d, want 1 (main stall fails faulted_max)\n%s", code, log)
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
+		"--timeline", "at 1s stall source-0 for 4s", "--recovery", "4s")
+	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 && code != 1 {
+		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, log)
 	}
 	t.Logf("p2pfault output:\n%s", tail(log.String(), 25))
-	rep := readReport(t, out)
-	r := rep.Rows[0]
-	failed := map[string]bool{}
-	for _, c := range r.Checks {
-		if !c.Passed {
-			failed[c.Name] = true
+	for _, want := range []string{"source-0 stopped (pid ", "fault: resume source-0"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the headless output does not say %q:\n%s", want, log)
 		}
-	}
-	if !failed["faulted_max"] {
-		t.Errorf("checks %+v: want faulted_max failed", r.Checks)
-	}
-	// The seed's main stall: pulls naming the stalled source wait out the
-	// handshake timeout (30 s, here 7.5 s).
-	if r.Faulted.Max < 25*scale || r.Faulted.Max > 31*scale+0.5 {
-		t.Errorf("faulted max %.2fs, want in [%.2f, %.2f]", r.Faulted.Max, 25*scale, 31*scale+0.5)
-	}
-	if r.Healthy.N == 0 || float64(r.Healthy.Pulled) < 0.9*float64(r.Healthy.N) {
-		t.Errorf("healthy pulled %d/%d, want >= 90%%", r.Healthy.Pulled, r.Healthy.N)
-	}
-	if !strings.Contains(log.String(), "source-0 stopped (pid ") {
-		t.Errorf("the headless output does not show source-0 stopped with its pid:\n%s", log)
 	}
 	for _, e := range append([]simEngine{dec}, srcs...) {
 		if _, err := session.Stat(e.pid); err != nil {
@@ -298,8 +284,8 @@ func TestAttachedStallGivesTheSeedsVerdictAndLeavesEnginesRunning(t *testing.T) 
 	}
 }
 
-// TestAttachedKillRestartsTheSourceFromProc: the kill case on an attached
-// local source: it comes back on the same ports, started by p2pfault from
+// TestAttachedKillRestartsTheSourceFromProc: a kill of an attached local
+// source: it comes back on the same ports, started by p2pfault from
 // its /proc command line in a new session, and still runs after p2pfault
 // has exited.
 func TestAttachedKillRestartsTheSourceFromProc(t *testing.T) {
@@ -311,13 +297,15 @@ func TestAttachedKillRestartsTheSourceFromProc(t *testing.T) {
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "run", "--attach", file, "--case", "kill", "--headless", "--time-scale", "0.25", "--out", out)
-	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 {
-		t.Fatalf("exit %d, want 0 (kill passes)\n%s", code, log)
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
+		"--timeline", "at 1s kill source-0", "--recovery", "4s")
+	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 && code != 1 {
+		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, log)
 	}
 	t.Logf("p2pfault output:\n%s", tail(log.String(), 20))
-	if r := readReport(t, out).Rows[0]; !r.Passed || r.Recovery == nil || r.Recovery.N == 0 {
-		t.Errorf("kill row %+v: want passed with a recovery", r)
+	// The restarted source was probed again: a recovery window was judged.
+	if r := readReport(t, out).Rows[0]; r.Recovery == nil || r.Recovery.N == 0 {
+		t.Errorf("kill row %+v: want pulls in the recovery window after the restart", r)
 	}
 	if _, err := session.Stat(srcs[0].pid); err == nil {
 		t.Errorf("the original source-0 (pid %d) is still alive: it was not killed", srcs[0].pid)
@@ -376,7 +364,7 @@ func TestAttachedCommandFaults(t *testing.T) {
 	file := writeAttachFile(t, dir, dec, srcs, faults, "")
 	out := filepath.Join(dir, "out")
 	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-		"--timeline", "at 2s stall source-0 for 8s; at 14s kill source-0")
+		"--timeline", "at 1s stall source-0 for 4s; at 6s kill source-0", "--recovery", "4s")
 	code := waitExit(t, cmd, 3*time.Minute, log)
 	t.Logf("p2pfault exit %d, output:\n%s", code, tail(log.String(), 25))
 	if code != 1 && code != 0 {
@@ -570,7 +558,7 @@ func TestAttachedFaultCommandFailingIsAWarning(t *testing.T) {
 	file := writeAttachFile(t, dir, dec, srcs, faults, "")
 	out := filepath.Join(dir, "out")
 	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-		"--timeline", "at 1s stall source-1 for 2s")
+		"--timeline", "at 1s stall source-1 for 2s", "--recovery", "4s")
 	if code := waitExit(t, cmd, 3*time.Minute, log); code != 1 {
 		t.Fatalf("exit %d, want 1 (the judged fault never fired)\n%s", code, log)
 	}
@@ -627,25 +615,27 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 }
 
 // TestAttachedSlice: `slice --attach` runs its rows one after another on
-// the same attached engines (one arm): kill, then remove; the file says
-// restore_at_end, so the removed source is started again at the end and
-// every engine runs after the slice.
+// the same attached engines (one arm): kill, then remove (short rows); the
+// file says restore_at_end, so the removed source is started again at the
+// end and every engine runs after the slice.
 func TestAttachedSlice(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs an attached cluster for ~25 s")
+		t.Skip("runs an attached cluster for ~10 s")
 	}
 	bin := buildP2pfault(t)
 	dec, srcs := attachedCluster(t, bin, 0.25)
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "restore_at_end: true\n")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "slice", "--attach", file, "--cases", "kill,remove", "--time-scale", "0.25", "--quiet", "--out", out)
-	if code := waitExit(t, cmd, 4*time.Minute, log); code != 0 {
-		t.Fatalf("exit %d, want 0\n%s", code, log)
+	// Short rows: their verdicts are the virtual slice's to judge.
+	cmd, log := startP2pfault(t, "slice", "--attach", file, "--cases", "kill,remove", "--time-scale", "0.25", "--quiet", "--out", out,
+		"--fault-at", "4s", "--stall-for", "8s", "--recovery", "8s")
+	if code := waitExit(t, cmd, 4*time.Minute, log); code != 0 && code != 1 {
+		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, log)
 	}
 	t.Logf("slice output:\n%s", tail(log.String(), 12))
-	for _, want := range []string{"main  kill    pass", "main  remove  pass", "slice: 2 rows"} {
-		if !regexpMatch(`(?m)^`+strings.ReplaceAll(want, "  ", " +"), log.String()) {
+	for _, want := range []string{`main +kill +(pass|FAIL)`, `main +remove +(pass|FAIL)`, `slice: 2 rows`} {
+		if !regexpMatch(`(?m)^`+want, log.String()) {
 			t.Errorf("slice output has no %q", want)
 		}
 	}
