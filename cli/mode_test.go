@@ -65,7 +65,7 @@ func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
 	out := t.TempDir()
 	var run virtualRun
 	synctest.Test(t, func(t *testing.T) {
-		run = runVirtual(t, "slice", "--modes", "p2p,pd", "--arms", "main", "--cases", "stall,kill", "--quiet", "--out", out)
+		run = runVirtual(t, offGrid("slice", "--modes", "p2p,pd", "--arms", "main", "--cases", "stall,kill", "--quiet", "--out", out)...)
 	})
 	if run.code != 1 {
 		t.Fatalf("slice exit %d, want 1 (both stalls fail)\n%s%s", run.code, run.stdout, run.stderr)

@@ -137,7 +137,7 @@ func TestRealSliceAgreesWithTheVirtualCluster(t *testing.T) {
 	vout := t.TempDir()
 	var v virtualRun
 	synctest.Test(t, func(t *testing.T) {
-		v = runVirtual(t, "slice", "--arms", "main,fixed", "--quiet", "--out", vout)
+		v = runVirtual(t, offGrid("slice", "--arms", "main,fixed", "--quiet", "--out", vout)...)
 	})
 	if v.code != 1 {
 		t.Fatalf("virtual slice exit %d, want 1\n%s%s", v.code, v.stdout, v.stderr)

@@ -19,7 +19,7 @@ func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
 	synctest.Test(t, func(t *testing.T) {
-		r = runVirtual(t, "slice", "--arms", "main,fixed", "--quiet", "--compare-seed", "--out", out)
+		r = runVirtual(t, offGrid("slice", "--arms", "main,fixed", "--quiet", "--compare-seed", "--out", out)...)
 	})
 	t.Logf("slice: exit %d in %v on the fake clock\n%s", r.code, r.took, tail(r.stdout, 60))
 	if r.code != 1 {
@@ -60,17 +60,19 @@ func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 			t.Errorf("%s: no content_matches among %+v", name, r.Checks)
 		}
 		// Healthy source: every pull hits (the seed's 100 %), each within
-		// issue 8's 0.5 s: no scheduler hiccup reaches the fake clock.
-		if r.Healthy.N == 0 || r.Healthy.Pulled != r.Healthy.N || r.Healthy.Max > 0.5 {
-			t.Errorf("%s: healthy %+v, want every pull a hit, max <= 0.5s", name, r.Healthy)
+		// 0.1 s (issue 8 allows 0.5 s): a hit costs the sim's lookup,
+		// transfer and decode, and no scheduler hiccup reaches the fake
+		// clock.
+		if r.Healthy.N == 0 || r.Healthy.Pulled != r.Healthy.N || r.Healthy.Max > 0.1 {
+			t.Errorf("%s: healthy %+v, want every pull a hit, max <= 0.1s", name, r.Healthy)
 		}
 		switch {
 		case name == "main/stall":
 			// The seed: the max is the 30 s handshake deadline plus the
 			// sim's own costs (a lookup, a prefill: tens of milliseconds),
 			// not "about" it; p50 in issue 8's window.
-			if r.Faulted.Max < 30 || r.Faulted.Max > 30.2 {
-				t.Errorf("%s: faulted max %.3fs, want the 30 s handshake deadline + the sim's costs, in [30, 30.2]", name, r.Faulted.Max)
+			if r.Faulted.Max < 30 || r.Faulted.Max > 30.1 {
+				t.Errorf("%s: faulted max %.3fs, want the 30 s handshake deadline + the sim's costs, in [30, 30.1]", name, r.Faulted.Max)
 			}
 			if r.Faulted.P50 < 14.3 || r.Faulted.P50 > 19.4 {
 				t.Errorf("%s: faulted p50 %.2fs, want in [14.3, 19.4]", name, r.Faulted.P50)
@@ -85,8 +87,9 @@ func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 				t.Errorf("%s: faulted p50 %.3fs max %.3fs, want p50 <= 0.1s and max in [6, 8]", name, r.Faulted.P50, r.Faulted.Max)
 			}
 		default: // kill, remove: refused or reset connections, local prefill at once
-			if r.Faulted.P50 > 0.1 || r.Faulted.Max > 0.5 {
-				t.Errorf("%s: faulted p50 %.3fs max %.3fs, want <= 0.1s and <= 0.5s", name, r.Faulted.P50, r.Faulted.Max)
+			// (issue 8 allows a 0.5 s max; every one is a prefill's cost)
+			if r.Faulted.P50 > 0.1 || r.Faulted.Max > 0.1 {
+				t.Errorf("%s: faulted p50 %.3fs max %.3fs, want both <= 0.1s", name, r.Faulted.P50, r.Faulted.Max)
 			}
 		}
 		if r.Case == "remove" {
@@ -112,4 +115,16 @@ func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 	if t.Failed() {
 		t.Logf("report.json:\n%s", data)
 	}
+}
+
+// offGrid adds --fault-at 10.1037s to args. The seed's 10 s falls on the
+// trials' grid (one every 0.5 s) and on the engines' periodic timers, and
+// on the fake clock whatever happens at the fault's very instant is
+// concurrent with it: whether that trial counts in the window, or an
+// engine's step runs before its freeze, would be the scheduler's choice
+// (a remove row's n was 60 or 61, fixed stall's max 6.59 s or 6.61 s). At
+// an instant no grid or timer of the run hits, every figure of the table
+// is the same run to run.
+func offGrid(args ...string) []string {
+	return append(args, "--fault-at", "10.1037s")
 }
