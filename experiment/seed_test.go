@@ -43,6 +43,16 @@ func sliceEngines(arm string) runner.Config {
 	}
 }
 
+// seedFaultAt is the seed's fault time, 10 s, a millisecond early: at 10 s
+// exactly a trial of source-0 is due too (one every 0.5 s from t0), and
+// which of the two comes first at one instant of the bubble's clock is
+// the scheduler's choice, as it is in real time. A millisecond apart, the
+// fault goes first every time, and every figure of the table is the same
+// run to run (with a tie a remove row counted 60 or 61 faulted pulls, and
+// a pd kill could land between a trial's two legs:
+// TestPDKillBetweenATrialsLegsWaitsTheLoadTimeout).
+const seedFaultAt = 10*time.Second - time.Millisecond
+
 // seedTable runs every arm × mode × case of the seed's slice on the
 // virtual cluster, each in a synctest bubble of its own at the seed's
 // time (scale 1), with the content check on as the slice has it.
@@ -56,6 +66,7 @@ func seedTable(t *testing.T, cases ...string) []seedRow {
 					synctest.Test(t, func(t *testing.T) {
 						r := runVirtual(t, experiment.Config{
 							Arm: arm, Mode: mode, Case: kase, ContentTokens: probe.DefaultContentTokens,
+							FaultAt: seedFaultAt,
 						}, sliceEngines(arm))
 						if r.err != nil {
 							t.Fatalf("Run: %v", r.err)
@@ -201,4 +212,32 @@ func TestPartitionCaseOnTheVirtualCluster(t *testing.T) {
 			t.Errorf("%s: recovery %+v, want >= 50%% hits after the heal", name, s.Recovery)
 		}
 	}
+}
+
+// TestPDKillBetweenATrialsLegsWaitsTheLoadTimeout: a pd kill a
+// millisecond after a trial began lands after its prefill leg was served
+// and before its decode leg's fetch: the decode leg waits the 30 s load
+// timeout (plus the pull's costs) for blocks the killed prefiller took
+// with it, and fails faulted_max; every other pull of the window prefills
+// at once. On real processes the same kill is a matter of phase (cli's
+// slice test allows main/pd/kill "a pass or the load timeout"); here it is
+// exact, and nothing else fails.
+func TestPDKillBetweenATrialsLegsWaitsTheLoadTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := runVirtual(t, experiment.Config{
+			Mode: event.ModePD, Case: fault.ActionKill, FaultAt: 10*time.Second + time.Millisecond,
+		}, sliceEngines("main"))
+		if r.err != nil {
+			t.Fatalf("Run: %v", r.err)
+		}
+		s := r.verdict.Summary
+		if s.Faulted.Max < 30*time.Second || s.Faulted.Max > 30*time.Second+100*time.Millisecond || s.Faulted.P50 > 100*time.Millisecond {
+			t.Errorf("faulted %+v: want one pull of the 30s load timeout plus costs, the median a local prefill's", s.Faulted)
+		}
+		for _, c := range r.verdict.Checks {
+			if c.Passed == (c.Name == "faulted_max") {
+				t.Errorf("%s passed %v: %s", c.Name, c.Passed, c.Detail)
+			}
+		}
+	})
 }

@@ -3,7 +3,6 @@ package experiment_test
 import (
 	"context"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
@@ -56,18 +55,4 @@ func armArgs(arm string) []string {
 		args = append(args, "--p2p-pending-handshake=prefill")
 	}
 	return args
-}
-
-func TestVirtualStallSmoke(t *testing.T) {
-	out := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
-		r := runVirtual(t, experiment.Config{Case: "stall", OutDir: out}, runner.Config{ExtraArgs: armArgs("main")})
-		if r.err != nil {
-			t.Fatalf("Run: %v", r.err)
-		}
-		t.Logf("took %v; verdict %+v", r.took, r.verdict.Summary)
-		for _, c := range r.verdict.Checks {
-			t.Logf("%s %v %s", c.Name, c.Passed, c.Detail)
-		}
-	})
 }
