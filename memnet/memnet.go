@@ -23,9 +23,10 @@
 //     connection are buffered up to SocketBuffer, then the writer blocks; the
 //     frozen host's own Accept/Read/Write/Dial/Listen calls and Wait block
 //     until Thaw, even when data is there.
-//   - A crashed host's connections reset (peers' reads and writes fail with
-//     ECONNRESET), its listeners close, connects to them are refused until
-//     something listens again (a restart may bind the same address).
+//   - A crashed host's connections are closed by the "kernel": reset where
+//     the dead side had unread bytes (ECONNRESET), else a FIN (EOF, then
+//     EPIPE on write); its listeners close, connects to them are refused
+//     until something listens again (a restart may bind the same address).
 //   - A partition makes packets vanish: connects hang until the dialer's
 //     ctx ends, writes fill the buffer and then block, nothing is read;
 //     Heal delivers what was buffered (the retransmission TCP would make).
@@ -311,21 +312,28 @@ func (h *Host) Wait() {
 	}
 }
 
-// Crash kills the host as SIGKILL does: every connection it owns resets
-// (its peers' reads and writes fail with ECONNRESET once the reset reaches
-// them: at once, or at Heal under a partition), its listeners close and
+// Crash kills the host as SIGKILL does: the kernel closes what the
+// process owned. A connection with unread bytes on the dead side resets
+// (the peer's reads and writes fail with ECONNRESET), one without gets a
+// FIN (the peer reads EOF after what was sent, and its writes then fail
+// with EPIPE), each once it reaches the peer: at once, or at Heal under a
+// partition. Its listeners close, their unaccepted connects reset, and
 // connects to their ports are refused until something listens again. The
 // host is thawed and may be used again (a restart on the same ports).
 func (h *Host) Crash() {
 	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for c := range h.ends {
-		c.drop()
-		c.out.rst = true
-	}
 	for ln := range h.lns {
 		ln.close()
+	}
+	for c := range h.ends {
+		c.drop()
+		if c.in.buffered > 0 {
+			c.out.rst = true
+		} else {
+			f.push(c.out, nil, true)
+		}
 	}
 	h.frozen = false
 	h.gen++

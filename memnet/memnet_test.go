@@ -282,6 +282,15 @@ func TestCrashResetsAndRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, _ := ln.Accept()
+		// A connection whose dead side holds unread bytes resets.
+		c3, err := cli.DialContext(context.Background(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln.Accept()
+		if _, err := c3.Write([]byte("unread")); err != nil {
+			t.Fatal(err)
+		}
 		c2, err := cli.DialContext(context.Background(), "tcp", addr) // left in the backlog
 		if err != nil {
 			t.Fatal(err)
@@ -290,11 +299,17 @@ func TestCrashResetsAndRefuses(t *testing.T) {
 		pending(t, read, "a read before the crash")
 		srv.Freeze() // SIGKILL works on a stopped process too
 		srv.Crash()
-		if r := <-read; !errors.Is(r.err, syscall.ECONNRESET) {
-			t.Fatalf("peer's read at the crash: %v, want ECONNRESET", r.err)
+		if r := <-read; r.err != io.EOF {
+			t.Fatalf("peer's read at the crash: %v, want EOF (the kernel's FIN)", r.err)
 		}
-		if _, err := c.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
-			t.Fatalf("peer's write after the crash: %v, want ECONNRESET", err)
+		if _, err := c.Write([]byte("x")); !errors.Is(err, syscall.EPIPE) {
+			t.Fatalf("peer's write after the FIN of a dead process: %v, want EPIPE", err)
+		}
+		if _, err := c3.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("read of a connection whose dead side had unread bytes: %v, want ECONNRESET", err)
+		}
+		if _, err := c3.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("write to it: %v, want ECONNRESET", err)
 		}
 		if _, err := c2.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("a connect left in the backlog: %v, want ECONNRESET", err)
@@ -392,8 +407,8 @@ func TestCrashBehindPartition(t *testing.T) {
 		read := async(func() (int, error) { return c.Read(make([]byte, 1)) })
 		pending(t, read, "a read whose peer died behind a partition")
 		f.Heal(a, b)
-		if r := <-read; !errors.Is(r.err, syscall.ECONNRESET) {
-			t.Fatalf("read after the heal: %v, want ECONNRESET", r.err)
+		if r := <-read; r.err != io.EOF {
+			t.Fatalf("read after the heal: %v, want EOF (the dead process's FIN)", r.err)
 		}
 	})
 }
