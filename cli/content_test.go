@@ -23,34 +23,10 @@ func contentCheck(t *testing.T, args ...string) (passed bool, detail, log string
 	t.Helper()
 	out := t.TempDir()
 	r := runVirtual(t, append(args, "--out", out)...)
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatalf("%v (exit %d)\n%s%s", err, r.code, r.stdout, r.stderr)
-	}
-	var rep struct {
-		Rows []struct {
-			Checks []struct {
-				Name   string `json:"name"`
-				Passed bool   `json:"passed"`
-				Detail string `json:"detail"`
-			} `json:"checks"`
-		} `json:"rows"`
-	}
-	if err := json.Unmarshal(data, &rep); err != nil || len(rep.Rows) != 1 {
-		t.Fatalf("report.json: %v\n%s", err, data)
-	}
-	for _, c := range rep.Rows[0].Checks {
-		if c.Name == "content_matches" {
-			return c.Passed, c.Detail, r.stdout + r.stderr
-		}
-	}
-	t.Fatalf("no content_matches in report.json:\n%s", data)
-	return false, "", ""
+	return contentOf(t, out, r.stdout+r.stderr)
 }
 
-// contentCheckReal runs p2pfault with args (and --out) on real engine
-// processes and returns its content_matches check from report.json and
-// the run's output.
+// contentCheckReal is contentCheck on real engine processes.
 func contentCheckReal(t *testing.T, args ...string) (passed bool, detail, log string) {
 	t.Helper()
 	out := t.TempDir()
@@ -62,9 +38,16 @@ func contentCheckReal(t *testing.T, args ...string) (passed bool, detail, log st
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("p2pfault %s did not end in 3 minutes\n%s", strings.Join(args, " "), buf)
 	}
+	return contentOf(t, out, buf.String())
+}
+
+// contentOf is the content_matches check of out/report.json's one row,
+// and log, the run's output.
+func contentOf(t *testing.T, out, log string) (passed bool, detail, _ string) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(out, "report.json"))
 	if err != nil {
-		t.Fatalf("%v\n%s", err, buf)
+		t.Fatalf("%v\n%s", err, log)
 	}
 	var rep struct {
 		Rows []struct {
@@ -80,7 +63,7 @@ func contentCheckReal(t *testing.T, args ...string) (passed bool, detail, log st
 	}
 	for _, c := range rep.Rows[0].Checks {
 		if c.Name == "content_matches" {
-			return c.Passed, c.Detail, buf.String()
+			return c.Passed, c.Detail, log
 		}
 	}
 	t.Fatalf("no content_matches in report.json:\n%s", data)

@@ -143,9 +143,12 @@ func TestRealSliceAgreesWithTheVirtualCluster(t *testing.T) {
 		t.Fatalf("virtual slice exit %d, want 1\n%s%s", v.code, v.stdout, v.stderr)
 	}
 	assertTablesAgree(t, out, scale, vout, 500*time.Millisecond)
+	// Both tables in the seed's units, for -v and for a failure.
+	realSc := report.SeedScale{TimeScale: scale, Interval: 500 * time.Millisecond}
+	virtSc := report.SeedScale{TimeScale: 1, Interval: 500 * time.Millisecond}
+	t.Logf("real processes:\n%s\nvirtual cluster:\n%s", report.CompareSeedTable(report.CompareSeed(reportRows(t, out), realSc), realSc),
+		report.CompareSeedTable(report.CompareSeed(reportRows(t, vout), virtSc), virtSc))
 	if t.Failed() {
-		t.Logf("real processes:\n%s\nvirtual cluster:\n%s", report.CompareSeedTable(report.CompareSeed(reportRows(t, out), report.SeedScale{TimeScale: scale, Interval: 500 * time.Millisecond}), report.SeedScale{TimeScale: scale, Interval: 500 * time.Millisecond}),
-			report.CompareSeedTable(report.CompareSeed(reportRows(t, vout), report.SeedScale{TimeScale: 1, Interval: 500 * time.Millisecond}), report.SeedScale{TimeScale: 1, Interval: 500 * time.Millisecond}))
 		t.Logf("log tail:\n%s", tail(log.String(), 40))
 	}
 }
