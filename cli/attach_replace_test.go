@@ -66,22 +66,7 @@ func TestAttachedReplaceInPDMode(t *testing.T) {
 	if code != 0 && code != 1 {
 		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, tail(log.String(), 40))
 	}
-	runs, err := report.RebuildAll(filepath.Join(out, report.FileEvents), t.TempDir())
-	if err != nil || len(runs) != 1 {
-		t.Fatalf("rebuild: %d runs, %v", len(runs), err)
-	}
-	if runs[0].Info.Mode != event.ModePD || runs[0].Name() != "main/pd/replace" {
-		t.Errorf("run %s in mode %q, want main/pd/replace (the file's mode)", runs[0].Name(), runs[0].Info.Mode)
-	}
-	f, err := os.Open(filepath.Join(out, report.FileEvents))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, _, err := report.ReadEvents(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs, evs := pdReplaceRun(t, out) // main/pd/replace: the file's mode
 	want := "127.0.0.1:" + strconv.Itoa(newP2P)
 	var at time.Duration = -1
 	for _, ev := range evs {
@@ -110,4 +95,27 @@ func TestAttachedReplaceInPDMode(t *testing.T) {
 	if !strings.Contains(log.String(), "source-0: pulls name "+want) {
 		t.Errorf("the output does not say the new address:\n%s", tail(log.String(), 40))
 	}
+}
+
+// pdReplaceRun rebuilds the one run of out's events, checks it is
+// main/pd/replace in mode pd, and returns it with its events.
+func pdReplaceRun(t *testing.T, out string) ([]report.Run, []event.Event) {
+	t.Helper()
+	runs, err := report.RebuildAll(filepath.Join(out, report.FileEvents), t.TempDir())
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("rebuild: %d runs, %v", len(runs), err)
+	}
+	if runs[0].Info.Mode != event.ModePD || runs[0].Name() != "main/pd/replace" {
+		t.Errorf("run %s in mode %q, want main/pd/replace", runs[0].Name(), runs[0].Info.Mode)
+	}
+	f, err := os.Open(filepath.Join(out, report.FileEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, _, err := report.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs, evs
 }

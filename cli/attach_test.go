@@ -228,18 +228,12 @@ func checkRunning(t *testing.T, engines []simEngine) {
 	}
 }
 
+// readReport is readSliceReport of a run of one row.
 func readReport(t *testing.T, out string) sliceReport {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep sliceReport
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readSliceReport(t, out)
 	if len(rep.Rows) != 1 {
-		t.Fatalf("%d rows, want 1:\n%s", len(rep.Rows), data)
+		t.Fatalf("%d rows, want 1: %+v", len(rep.Rows), rep.Rows)
 	}
 	return rep
 }

@@ -1,15 +1,12 @@
 package cli_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/report"
 )
 
 // TestReplaceInPDModeMovesThePullsToTheNewAddress: `run --case replace
@@ -33,22 +30,7 @@ func TestReplaceInPDModeMovesThePullsToTheNewAddress(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d, want 0 (a replace row passes as a kill's)\n%s%s", r.code, tail(r.stdout, 40), r.stderr)
 	}
-	runs, err := report.RebuildAll(filepath.Join(out, report.FileEvents), t.TempDir())
-	if err != nil || len(runs) != 1 {
-		t.Fatalf("rebuild: %d runs, %v", len(runs), err)
-	}
-	if runs[0].Info.Mode != event.ModePD || runs[0].Name() != "main/pd/replace" {
-		t.Errorf("run %s in mode %q, want main/pd/replace", runs[0].Name(), runs[0].Info.Mode)
-	}
-	f, err := os.Open(filepath.Join(out, report.FileEvents))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, _, err := report.ReadEvents(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	runs, evs := pdReplaceRun(t, out)
 	var moved *event.AddressInfo
 	var at time.Duration = -1
 	for _, ev := range evs {
