@@ -3,12 +3,16 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"p2pfault/memnet"
+	"p2pfault/netenv"
 	"p2pfault/sim/kv"
 	"p2pfault/sim/simlog"
 )
@@ -57,6 +61,48 @@ func testConfig() Config {
 	}
 }
 
+// fabrics holds the in-memory network of each test running in a synctest
+// bubble (virtual): its engines listen and dial there, on the fake clock.
+var fabrics sync.Map // *testing.T → *memnet.Fabric
+
+// virtual runs f in a synctest bubble whose engines (startEngine) run on a
+// memnet fabric: time is the fake clock, which moves only when every
+// goroutine waits, so a deadline's figure is exact whatever the machine's
+// load, and a stall of seconds takes the CPU time of its steps.
+func virtual(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		fabrics.Store(t, memnet.New(1))
+		t.Cleanup(func() { fabrics.Delete(t) })
+		f(t)
+	})
+}
+
+// hostFor is a new host on t's fabric, or nil outside a virtual test.
+func hostFor(t *testing.T) *memnet.Host {
+	f, ok := fabrics.Load(t)
+	if !ok {
+		return nil
+	}
+	return f.(*memnet.Fabric).Host(fmt.Sprintf("engine-%d", hostSeq.Add(1)))
+}
+
+// freePort is a port nobody listens on now, on t's network.
+func freePort(t *testing.T) int {
+	t.Helper()
+	var n interface {
+		Listen(network, address string) (net.Listener, error)
+	} = netenv.OS{}
+	if h := hostFor(t); h != nil {
+		n = h
+	}
+	ln, err := n.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // driven is an engine stepped by its own goroutine, which a test can pause
 // to freeze it (its sockets stay open, as a SIGSTOPped process's do).
 type driven struct {
@@ -70,7 +116,8 @@ type driven struct {
 	// loaded machine stretches it; a timing test widens its margins by it.
 	lastStep time.Time
 	maxGap   time.Duration
-	calls    chan func() // run by the stepping goroutine, between steps
+	calls    chan func()  // run by the stepping goroutine, between steps
+	host     *memnet.Host // in a virtual test: the engine's process, frozen while paused
 	stop     chan struct{}
 	ended    chan struct{}
 }
@@ -81,6 +128,10 @@ func startEngine(t *testing.T, mutate func(*Config)) *driven {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	host := hostFor(t)
+	if host != nil {
+		cfg.Net = host
+	}
 	log := &syncBuf{}
 	e, err := New(cfg, simlog.New(log))
 	if err != nil {
@@ -89,7 +140,7 @@ func startEngine(t *testing.T, mutate func(*Config)) *driven {
 	if err := e.Listen(); err != nil {
 		t.Fatal(err)
 	}
-	d := &driven{Engine: e, log: log, calls: make(chan func()), stop: make(chan struct{}), ended: make(chan struct{})}
+	d := &driven{Engine: e, log: log, calls: make(chan func()), stop: make(chan struct{}), ended: make(chan struct{}), host: host}
 	e.Start()
 	go d.loop()
 	t.Cleanup(d.shutdown)
@@ -147,10 +198,19 @@ func (d *driven) stepGap() time.Duration {
 	return d.maxGap
 }
 
+// setPaused stops or resumes the engine's steps; in a virtual test its
+// sockets stop too, as a SIGSTOPped process's do (memnet.Host.Freeze).
 func (d *driven) setPaused(p bool) {
 	d.mu.Lock()
 	d.paused = p
 	d.mu.Unlock()
+	if d.host != nil {
+		if p {
+			d.host.Freeze()
+		} else {
+			d.host.Thaw()
+		}
+	}
 }
 
 func (d *driven) shutdown() {
@@ -161,6 +221,8 @@ func (d *driven) shutdown() {
 	}
 	<-d.ended
 }
+
+var hostSeq atomic.Uint64
 
 // prompt returns n unique tokens for trial.
 func prompt(trial string, n int) []int32 {
