@@ -28,14 +28,16 @@
 //     EPIPE on write); its listeners close, connects to them are refused
 //     until something listens again (a restart may bind the same address).
 //   - A partition makes packets vanish: connects hang until the dialer's
-//     ctx ends, writes fill the buffer and then block, nothing is read;
-//     Heal delivers what was buffered (the retransmission TCP would make).
+//     ctx ends (or ETIMEDOUT after the kernel's SYN retries), writes fill
+//     the buffer and then block, nothing is read; after Heal what was sent
+//     arrives with TCP's next retransmission (RTO or SYN backoff).
 //   - Loss delays a fraction of segments by TCP's retransmission timeout
 //     (see Loss): TCP never loses bytes, it delivers them late and in order.
 //
 // Not modelled: half-close, urgent data, Nagle, window scaling beyond
-// SocketBuffer, the RST a close with unread data sends, and the delay of the
-// first retransmission after a heal (bytes flow at once).
+// SocketBuffer, the RST a close with unread data sends, RTT (a segment
+// arrives at once: RTOMin stands for Linux's RTO floor), and the acks a
+// partition also holds back (a write's buffer frees as the reader reads).
 package memnet
 
 import (
@@ -69,8 +71,12 @@ const Backlog = 4096
 const RTOMin = 200 * time.Millisecond
 
 // SYNTimeout is Linux's initial retransmission timeout for a SYN
-// (TCP_TIMEOUT_INIT): the delay a lost connect attempt adds.
+// (TCP_TIMEOUT_INIT): a connect whose SYN is lost sends it again 1, 3, 7,
+// 15, 31 and 63 s after the first, and fails with ETIMEDOUT after
+// synRetries (net.ipv4.tcp_syn_retries, 6), 127 s after it began.
 const SYNTimeout = time.Second
+
+const synRetries = 6
 
 // ephemeral is Linux's default net.ipv4.ip_local_port_range.
 const ephemeralLo, ephemeralHi = 32768, 60999
@@ -163,12 +169,42 @@ func (f *Fabric) Partition(a, b *Host) {
 	f.changed()
 }
 
-// Heal ends Partition(a, b); bytes buffered meanwhile are delivered.
+// Heal ends Partition(a, b). What was sent meanwhile arrives with the
+// sender's next retransmission after the heal: TCP resends the oldest
+// unacknowledged segment RTOMin, then 2×, 4×... later (3·RTOMin, 7·RTOMin
+// after it was first sent), and what follows it comes with it. A connect
+// gets through with its next SYN (see SYNTimeout).
 func (f *Fabric) Heal(a, b *Host) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.cuts, mkpair(a, b))
+	now := time.Now()
+	for c := range f.conns {
+		s := c.in
+		if s.arrived == len(s.segs) || f.cut(s.from, s.to) {
+			continue
+		}
+		head := s.segs[s.arrived]
+		if !head.at.Before(now) {
+			continue // not due yet: no retransmission was needed
+		}
+		at := head.sent
+		for rto := RTOMin; !at.After(now); rto *= 2 {
+			at = at.Add(rto)
+		}
+		for i := s.arrived; i < len(s.segs); i++ {
+			s.segs[i].at = maxTime(s.segs[i].at, at)
+		}
+		s.last = maxTime(s.last, at)
+	}
 	f.changed()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Loss makes a fraction (0..1) of the segments between a and b (b nil: a
@@ -429,8 +465,9 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 		f.wait(time.Time{}, nil)
 	}
 	gen := h.gen
-	var retryAt time.Time // a lost SYN's retransmission
-	drawn := false
+	start := time.Now()
+	next := start // when the next SYN goes out
+	tries := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fail(err)
@@ -442,32 +479,30 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 			f.wait(time.Time{}, nil)
 			continue
 		}
-		if time.Now().Before(retryAt) {
-			f.wait(retryAt, ctx.Done())
+		if time.Now().Before(next) {
+			f.wait(next, ctx.Done())
 			continue
+		}
+		if tries > synRetries { // the last SYN's timeout ran out too
+			return nil, fail(os.NewSyscallError("connect", syscall.ETIMEDOUT))
 		}
 		ln := f.lookup(ip, port)
 		owner := f.owners[port]
 		if ln != nil {
 			owner = ln.host
 		}
-		if f.cuts[pair{h, nil}] || (owner != nil && f.cut(h, owner)) {
-			f.wait(time.Time{}, ctx.Done()) // the SYN vanishes; TCP retries until the caller gives up
+		// A SYN goes out now. It vanishes into a partition, is lost with
+		// the path's loss, or is dropped by a full backlog; the kernel
+		// sends it again later.
+		lost := f.cuts[pair{h, nil}] || (owner != nil && (f.cut(h, owner) || f.rng.Float64() < f.lossOf(h, owner))) ||
+			(ln != nil && len(ln.backlog) >= Backlog)
+		if lost {
+			tries++
+			next = start.Add(SYNTimeout * time.Duration(1<<tries-1))
 			continue
-		}
-		if owner != nil && !drawn {
-			drawn = true
-			if d := f.retransmitDelay(h, owner, SYNTimeout); d > 0 {
-				retryAt = time.Now().Add(d)
-				continue
-			}
 		}
 		if ln == nil {
 			return nil, fail(os.NewSyscallError("connect", syscall.ECONNREFUSED))
-		}
-		if len(ln.backlog) >= Backlog {
-			f.wait(time.Time{}, ctx.Done())
-			continue
 		}
 		lport, err := f.ephemeralPort()
 		if err != nil {
@@ -556,19 +591,21 @@ type stream struct {
 }
 
 type seg struct {
-	b   []byte
-	fin bool
-	at  time.Time // when it arrives, unless partitioned
+	b    []byte
+	fin  bool
+	sent time.Time // when it was written: retransmissions count from it
+	at   time.Time // when it arrives, unless partitioned
 }
 
 // push queues b (or a FIN) on s, delayed by loss; f.mu is held.
 func (f *Fabric) push(s *stream, b []byte, fin bool) {
-	at := time.Now().Add(f.retransmitDelay(s.from, s.to, RTOMin))
+	now := time.Now()
+	at := now.Add(f.retransmitDelay(s.from, s.to, RTOMin))
 	if at.Before(s.last) {
 		at = s.last
 	}
 	s.last = at
-	s.segs = append(s.segs, seg{b: b, fin: fin, at: at})
+	s.segs = append(s.segs, seg{b: b, fin: fin, sent: now, at: at})
 	s.buffered += len(b)
 }
 

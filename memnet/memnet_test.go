@@ -377,8 +377,10 @@ func TestPartition(t *testing.T) {
 		if r := <-read; r.err != nil || string(buf[:r.n]) != "during" {
 			t.Fatalf("read after the heal: %q, %v", buf[:r.n], r.err)
 		}
-		if d := time.Since(t0); d != 13*time.Second {
-			t.Fatalf("heal delivered after %s, want at the heal (13s)", d)
+		// "during" was sent at t0: its retransmissions go 0.2, 0.6, 1.4,
+		// 3, 6.2, 12.6, 25.4 s after; the first after the heal gets in.
+		if d := time.Since(t0); d != 25400*time.Millisecond {
+			t.Fatalf("heal delivered after %s, want at the first retransmission after it (25.4s)", d)
 		}
 		go io.Copy(io.Discard, s)
 		if r := <-big; r.err != nil || r.n != SocketBuffer {
@@ -495,6 +497,35 @@ func TestPipeFreezesAndDiesWithHost(t *testing.T) {
 		h.Crash()
 		if r := <-read; !errors.Is(r.err, net.ErrClosed) {
 			t.Fatalf("pipe read at the crash: %v, want net.ErrClosed", r.err)
+		}
+	})
+}
+
+func TestConnectAcrossAPartitionGoesWithTheNextSYN(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New(1)
+		a, b := f.Host("a"), f.Host("b")
+		ln, err := b.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Partition(a, b)
+		time.AfterFunc(5*time.Second, func() { f.Heal(a, b) })
+		t0 := time.Now()
+		c, err := a.DialContext(context.Background(), "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		// SYNs at 0, 1, 3, 7 s: the first after the heal at 5 s connects.
+		if d := time.Since(t0); d != 7*time.Second {
+			t.Fatalf("connect across a partition healed at 5s took %s, want 7s (the next SYN)", d)
+		}
+		f.Partition(a, b)
+		t0 = time.Now()
+		_, err = a.DialContext(context.Background(), "tcp", ln.Addr().String())
+		if !errors.Is(err, syscall.ETIMEDOUT) || time.Since(t0) != 127*time.Second {
+			t.Fatalf("connect into a partition with no deadline: %v after %s, want ETIMEDOUT after 127s", err, time.Since(t0))
 		}
 	})
 }

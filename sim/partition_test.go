@@ -7,10 +7,8 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -113,7 +111,12 @@ func TestPartitionOfASource(t *testing.T) {
 	tm := partitionTiming(t)
 	L, H := tm.lookup, tm.handshake
 	const late = 1500 * time.Millisecond // room for a loaded 2-core machine
-	for _, mode := range []string{"wait", "prefill"} {
+	// The loaded phase and both arms' latencies are judged on in-process
+	// engines (TestVirtualPartitionOfASource); what the kernel's firewall
+	// does to real sockets is judged here: a short cut the session
+	// survives, by the kernel's retransmission, and an idle one only the
+	// heartbeat notices.
+	for _, mode := range []string{"wait"} {
 		t.Run(mode, func(t *testing.T) {
 			fw := newPartitioner(t, mode)
 			opts := engineOpts{scale: tm.scale, args: []string{"--sim-freeze-gap", "1s"}}
@@ -190,116 +193,6 @@ func TestPartitionOfASource(t *testing.T) {
 			rewarm(t, c, dec, src0)
 			t.Logf("after the idle partition's heal, a pull naming source-0 hit again %v later", time.Since(healed).Round(time.Millisecond))
 
-			// Loaded: pulls naming each source every 50 ms, source-0's
-			// prompts seeded before (its HTTP port is cut too).
-			horizon := L + H + 2*time.Second + tm.partition
-			samples, from, healAt := partitionRun(t, fw, c, dec, src0, src1, ports, tm, horizon)
-			var during, after []sample
-			var healthy []time.Duration
-			for _, s := range samples {
-				if s.r.err != nil || s.r.status != http.StatusOK {
-					t.Errorf("%v: want 200 (body %s)", s, s.r.body)
-					continue
-				}
-				if s.source == 1 {
-					healthy = append(healthy, s.r.serviceTime)
-					// The decoder's own time: this loaded client may add
-					// seconds of its own.
-					if s.r.cached == 0 || s.r.serviceTime >= H {
-						t.Errorf("%v: the other source must keep hitting, each pull well under %v in the decoder", s, H)
-					}
-					continue
-				}
-				if s.end < healAt && s.r.cached != 0 {
-					t.Errorf("%v: a pull from a partitioned source hit before the heal at %v", s, healAt)
-				}
-				if s.start < healAt {
-					during = append(during, s)
-				} else {
-					after = append(after, s)
-				}
-			}
-			lat := func(ss []sample) []time.Duration {
-				var d []time.Duration
-				for _, s := range ss {
-					d = append(d, s.end-s.start)
-				}
-				sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-				return d
-			}
-			dl := lat(during)
-			if len(dl) == 0 {
-				t.Fatal("no pull naming source-0 during the partition")
-			}
-			hits := 0
-			for _, s := range during {
-				if s.r.cached > 0 {
-					hits++
-				}
-			}
-			t.Logf("%d pulls naming source-0 started during the %v partition: p50 %.2fs, max %.2fs, %d hit (after the heal)",
-				len(dl), tm.partition, dl[len(dl)/2].Seconds(), dl[len(dl)-1].Seconds(), hits)
-			sort.Slice(healthy, func(i, j int) bool { return healthy[i] < healthy[j] })
-			if len(healthy) > 0 {
-				t.Logf("%d pulls naming source-1 meanwhile: all hit, service time p50 %.3fs", len(healthy), healthy[len(healthy)/2].Seconds())
-			}
-			// No pull waits past the deadlines that apply: at most a lookup
-			// timeout on the ready session, then a handshake timeout on
-			// the next, whose connect hangs. In the decoder: this loaded
-			// client adds its own.
-			var maxSvc time.Duration
-			for _, s := range during {
-				maxSvc = max(maxSvc, s.r.serviceTime)
-			}
-			if maxSvc > L+H+late {
-				t.Errorf("slowest pull naming source-0 during the partition took %v in the decoder, want at most %v (lookup + handshake timeout)", maxSvc, L+H+late)
-			}
-			if mode == "prefill" {
-				// Judged on the decoder's time (this loaded client adds its
-				// own); a pull that hit was admitted once the next session
-				// was ready (a starved core may admit it that late) and so
-				// met no pending handshake.
-				var svc []time.Duration
-				for _, s := range during {
-					if !s.within(L+300*time.Millisecond, healAt) {
-						continue
-					}
-					svc = append(svc, s.r.serviceTime)
-					if s.r.cached == 0 && s.r.serviceTime > H/3 {
-						t.Errorf("%v: with the handshake pending, prefill mode must prefill at once", s)
-					}
-				}
-				// A mode that waited for the handshake would move the median.
-				if p50 := median(svc); p50 > H/3 {
-					t.Errorf("median of %d pulls meeting the pending handshake took %v in the decoder, want a local prefill well under %v", len(svc), p50, H/3)
-				}
-			}
-			firstHit := time.Duration(-1)
-			for _, s := range after {
-				if s.r.cached > 0 && (firstHit < 0 || s.start < firstHit) {
-					firstHit = s.start
-				}
-			}
-			if firstHit < 0 {
-				t.Errorf("no pull naming source-0 hit after the heal at %v", healAt)
-			} else {
-				t.Logf("first pull naming source-0 to hit after the heal started %.2fs after it", (firstHit - healAt).Seconds())
-				if firstHit-healAt > H+late {
-					t.Errorf("first hit after the heal started %v after it, want within a handshake timeout %v (+%v)", firstHit-healAt, H, late)
-				}
-			}
-			for _, s := range after {
-				if s.start > healAt+H+late && s.r.cached == 0 {
-					t.Errorf("%v: still missing long after the heal", s)
-				}
-			}
-			lines := peerLines(dec, src0, from)
-			t.Logf("decoder's log naming source-0 during the loaded run:\n%s", strings.Join(lines, "\n"))
-			for _, l := range lines {
-				if strings.Contains(l, "reset") || strings.Contains(l, "refused") {
-					t.Errorf("the decoder saw a reset or refusal from a partitioned source: %s", l)
-				}
-			}
 		})
 	}
 }
@@ -317,68 +210,4 @@ func rewarm(t *testing.T, c *http.Client, dec, src *engineProc) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no pull from %s into %s hit after the heal", src.name, dec.name)
-}
-
-// partitionRun partitions src0's ports for tm.partition while pulls naming
-// each source start every tm.every until horizon; times are since the
-// partition began. It returns the samples, the decoder's log offset at the
-// start and when the heal came.
-func partitionRun(t *testing.T, fw *netfault.Firewall, c *http.Client, dec, src0, src1 *engineProc, ports []int, tm partitionTimes, horizon time.Duration) ([]sample, int, time.Duration) {
-	t.Helper()
-	n := int(horizon / tm.every)
-	prompts := make([]string, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range prompts {
-		prompts[i] = words(fmt.Sprintf("part-s0-%d", i), 400)
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(p string) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			seed(t, c, src0, p)
-		}(prompts[i])
-	}
-	wg.Wait()
-
-	from := len(dec.log.String())
-	var mu sync.Mutex
-	var samples []sample
-	if err := fw.Partition("source-0", ports...); err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Now()
-	healed := make(chan time.Duration, 1)
-	heal := time.AfterFunc(tm.partition, func() {
-		at := time.Since(t0) // the heal begins: nothing ended before it got through
-		err := fw.Heal("source-0")
-		healed <- at
-		if err != nil {
-			t.Errorf("heal: %v", err)
-		}
-	})
-	t.Cleanup(func() { heal.Stop() })
-	for i := 0; i < n; i++ {
-		time.Sleep(time.Until(t0.Add(time.Duration(i) * tm.every)))
-		wg.Add(2)
-		go func(i int) {
-			defer wg.Done()
-			r := pull(c, dec, src0, prompts[i])
-			mu.Lock()
-			samples = append(samples, timed(0, t0, r))
-			mu.Unlock()
-		}(i)
-		go func(i int) {
-			defer wg.Done()
-			p := words(fmt.Sprintf("part-s1-%d", i), 400)
-			seed(t, c, src1, p)
-			r := pull(c, dec, src1, p)
-			mu.Lock()
-			samples = append(samples, timed(1, t0, r))
-			mu.Unlock()
-		}(i)
-	}
-	wg.Wait()
-	sort.Slice(samples, func(i, j int) bool { return samples[i].start < samples[j].start })
-	return samples, from, <-healed
 }

@@ -125,7 +125,7 @@ func (o Opener) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Cl
 	errs := make([]error, len(c.engines))
 	var wg sync.WaitGroup
 	for i, t := range c.engines {
-		wg.Go(func() { errs[i] = t.start(ctx, t.spec, false) })
+		wg.Go(func() { errs[i] = t.start(ctx, t.spec, false, false) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -413,12 +413,13 @@ func (t *Target) Report() fault.Report {
 	return r
 }
 
-// start runs spec's engine on a host (a new one when fresh, as a new
-// process; else the engine's own, as a restart on the same ports) and
-// waits until it answers /health.
-func (t *Target) start(ctx context.Context, spec runner.Spec, restart bool) error {
+// start runs spec's engine on a host (the engine's own with sameHost, as
+// a restart on the same ports; else a new one, as a new process) and
+// waits until it answers /health. A restart (kill, restore, replace) loads
+// its model for the cluster's RestartDelay, as the runner's does.
+func (t *Target) start(ctx context.Context, spec runner.Spec, sameHost, restart bool) error {
 	t.mu.Lock()
-	if t.host == nil || !restart {
+	if t.host == nil || !sameHost {
 		t.host = t.c.fabric.Host(spec.Name)
 	}
 	h := t.host
@@ -552,7 +553,18 @@ func (t *Target) Continue(context.Context) error {
 // and ports once the old instance has ended; it returns when the new one
 // is ready.
 func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	return t.crashAndStart(ctx, signalled, func() (runner.Spec, bool, error) { return t.currentSpec(), true, nil })
+}
+
+// crashAndStart crashes the running instance (SIGKILL), waits until it has
+// ended and starts the spec next gives (on the same host when it says so,
+// else a new one), returning when that is ready.
+func (t *Target) crashAndStart(ctx context.Context, signalled func(time.Time, error), next func() (spec runner.Spec, sameHost bool, err error)) (time.Time, error) {
 	eng, err := t.running()
+	if err != nil {
+		return time.Time{}, err
+	}
+	spec, sameHost, err := next()
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -569,7 +581,7 @@ func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (ti
 	t.mu.Lock()
 	t.restarts++
 	t.mu.Unlock()
-	if err := t.start(ctx, t.currentSpec(), true); err != nil {
+	if err := t.start(ctx, spec, sameHost, true); err != nil {
 		return time.Time{}, err
 	}
 	return t.readyAt(), nil
@@ -615,7 +627,7 @@ func (t *Target) Restore(ctx context.Context) (time.Time, error) {
 	t.mu.Lock()
 	t.restarts++
 	t.mu.Unlock()
-	if err := t.start(ctx, t.currentSpec(), true); err != nil {
+	if err := t.start(ctx, t.currentSpec(), true, true); err != nil {
 		return time.Time{}, err
 	}
 	return t.readyAt(), nil
@@ -629,32 +641,11 @@ func (t *Target) CanReplace() error { return nil }
 // on new ports, on a new host (a new process); it returns when the new one
 // is ready, and from then on the target's addresses are the new engine's.
 func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
-	eng, err := t.running()
-	if err != nil {
-		return time.Time{}, err
-	}
-	httpPort, p2pPort := t.c.newPorts()
-	spec, err := runner.SpecAt(t.c.cfg, t.pos, httpPort, p2pPort)
-	if err != nil {
-		return time.Time{}, err
-	}
-	t.mu.Lock()
-	t.state = event.StateRestarting
-	t.mu.Unlock()
-	at := time.Now()
-	eng.Kill()
-	if signalled != nil {
-		signalled(at, nil)
-	}
-	t.c.onChange(t)
-	<-eng.Done()
-	t.mu.Lock()
-	t.restarts++
-	t.mu.Unlock()
-	if err := t.start(ctx, spec, false); err != nil {
-		return time.Time{}, err
-	}
-	return t.readyAt(), nil
+	return t.crashAndStart(ctx, signalled, func() (runner.Spec, bool, error) {
+		httpPort, p2pPort := t.c.newPorts()
+		spec, err := runner.SpecAt(t.c.cfg, t.pos, httpPort, p2pPort)
+		return spec, false, err
+	})
 }
 
 // stop ends the engine at the cluster's end: SIGTERM (thawed), SIGKILL

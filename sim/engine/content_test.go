@@ -12,39 +12,41 @@ import (
 // the front end's text is a function of it alone.
 
 func TestAPullDecodesWhatALocalPrefillDecodes(t *testing.T) {
-	src := startEngine(t, nil)
-	dec := startEngine(t, nil)
-	alone := startEngine(t, func(c *Config) { c.P2P = false })
-	warm(t, src, dec)
-	bs := src.cfg.BlockSize
-	for i, n := range []int{3*bs + 5, 3 * bs, bs - 1} {
-		toks := prompt(fmt.Sprint(t.Name(), i), n)
-		own := run(t, src, Request{Tokens: toks, MaxTokens: 1})
-		local := run(t, alone, Request{Tokens: toks, MaxTokens: 1})
-		pulled := run(t, dec, pull(src, toks, fmt.Sprint("c", i)))
-		if n > bs && pulled.res.CachedTokens == 0 {
-			t.Fatalf("%d tokens: the pull did not hit", n)
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, nil)
+		dec := startEngine(t, nil)
+		alone := startEngine(t, func(c *Config) { c.P2P = false })
+		warm(t, src, dec)
+		bs := src.cfg.BlockSize
+		for i, n := range []int{3*bs + 5, 3 * bs, bs - 1} {
+			toks := prompt(fmt.Sprint(t.Name(), i), n)
+			own := run(t, src, Request{Tokens: toks, MaxTokens: 1})
+			local := run(t, alone, Request{Tokens: toks, MaxTokens: 1})
+			pulled := run(t, dec, pull(src, toks, fmt.Sprint("c", i)))
+			if n > bs && pulled.res.CachedTokens == 0 {
+				t.Fatalf("%d tokens: the pull did not hit", n)
+			}
+			if pulled.res.KV != own.res.KV || local.res.KV != own.res.KV {
+				t.Errorf("%d tokens: KV digests source %x, local prefill %x, pull %x; want one", n, own.res.KV, local.res.KV, pulled.res.KV)
+			}
+			// Decoded again from the decoder's own tiers (GPU prefix cache).
+			again := run(t, dec, Request{Tokens: toks, MaxTokens: 1})
+			if again.res.KV != own.res.KV {
+				t.Errorf("%d tokens: a repeat on the decoder decodes %x, want %x", n, again.res.KV, own.res.KV)
+			}
 		}
-		if pulled.res.KV != own.res.KV || local.res.KV != own.res.KV {
-			t.Errorf("%d tokens: KV digests source %x, local prefill %x, pull %x; want one", n, own.res.KV, local.res.KV, pulled.res.KV)
+		// A PD exchange decodes the same as well.
+		toks := prompt(t.Name()+"-pd", 3*bs+5)
+		pre := run(t, src, prefillLeg(toks, "c-pd"))
+		got := run(t, dec, decodeLeg(src, toks, "c-pd"))
+		if got.res.CachedTokens != 3*bs || got.res.KV != pre.res.KV {
+			t.Errorf("PD decode leg: cached %d KV %x, prefill leg KV %x", got.res.CachedTokens, got.res.KV, pre.res.KV)
 		}
-		// Decoded again from the decoder's own tiers (GPU prefix cache).
-		again := run(t, dec, Request{Tokens: toks, MaxTokens: 1})
-		if again.res.KV != own.res.KV {
-			t.Errorf("%d tokens: a repeat on the decoder decodes %x, want %x", n, again.res.KV, own.res.KV)
+		// Another prompt decodes otherwise.
+		if other := run(t, alone, Request{Tokens: prompt("other", 3*bs+5), MaxTokens: 1}); other.res.KV == pre.res.KV {
+			t.Errorf("two prompts decode the same KV %x", other.res.KV)
 		}
-	}
-	// A PD exchange decodes the same as well.
-	toks := prompt(t.Name()+"-pd", 3*bs+5)
-	pre := run(t, src, prefillLeg(toks, "c-pd"))
-	got := run(t, dec, decodeLeg(src, toks, "c-pd"))
-	if got.res.CachedTokens != 3*bs || got.res.KV != pre.res.KV {
-		t.Errorf("PD decode leg: cached %d KV %x, prefill leg KV %x", got.res.CachedTokens, got.res.KV, pre.res.KV)
-	}
-	// Another prompt decodes otherwise.
-	if other := run(t, alone, Request{Tokens: prompt("other", 3*bs+5), MaxTokens: 1}); other.res.KV == pre.res.KV {
-		t.Errorf("two prompts decode the same KV %x", other.res.KV)
-	}
+	})
 }
 
 // swapBlock makes the source's copy of block i of a hold the content of
@@ -60,21 +62,23 @@ func swapBlock(t *testing.T, src *driven, a, b []int32, i int) {
 }
 
 func TestABlockSwappedUnderTheDecoderChangesItsOutput(t *testing.T) {
-	src := startEngine(t, nil)
-	dec := startEngine(t, nil)
-	warm(t, src, dec)
-	bs := src.cfg.BlockSize
-	a, b := prompt("swap-a", 3*bs+5), prompt("swap-b", 3*bs+5)
-	own := run(t, src, Request{Tokens: a, MaxTokens: 1})
-	run(t, src, Request{Tokens: b, MaxTokens: 1})
-	swapBlock(t, src, a, b, 1)
-	got := run(t, dec, pull(src, a, "swapped"))
-	if got.res.CachedTokens != 3*bs {
-		t.Fatalf("the pull cached %d tokens, want a full hit of %d", got.res.CachedTokens, 3*bs)
-	}
-	if got.res.KV == own.res.KV {
-		t.Errorf("a pull that loaded another prompt's block decodes the source's own KV %x", own.res.KV)
-	}
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, nil)
+		dec := startEngine(t, nil)
+		warm(t, src, dec)
+		bs := src.cfg.BlockSize
+		a, b := prompt("swap-a", 3*bs+5), prompt("swap-b", 3*bs+5)
+		own := run(t, src, Request{Tokens: a, MaxTokens: 1})
+		run(t, src, Request{Tokens: b, MaxTokens: 1})
+		swapBlock(t, src, a, b, 1)
+		got := run(t, dec, pull(src, a, "swapped"))
+		if got.res.CachedTokens != 3*bs {
+			t.Fatalf("the pull cached %d tokens, want a full hit of %d", got.res.CachedTokens, 3*bs)
+		}
+		if got.res.KV == own.res.KV {
+			t.Errorf("a pull that loaded another prompt's block decodes the source's own KV %x", own.res.KV)
+		}
+	})
 }
 
 // outcomes of one scenario without and with a defect: the decoder's KV

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"p2pfault/memnet"
+	"p2pfault/netenv"
 	"p2pfault/sim/kv"
 	"p2pfault/sim/simlog"
 )
@@ -75,6 +77,32 @@ func virtual(t *testing.T, f func(t *testing.T)) {
 	})
 }
 
+// hostFor is a new host on t's fabric, or nil outside a virtual test.
+func hostFor(t *testing.T) *memnet.Host {
+	f, ok := fabrics.Load(t)
+	if !ok {
+		return nil
+	}
+	return f.(*memnet.Fabric).Host(fmt.Sprintf("engine-%d", hostSeq.Add(1)))
+}
+
+// freePort is a port nobody listens on now, on t's network.
+func freePort(t *testing.T) int {
+	t.Helper()
+	var n interface {
+		Listen(network, address string) (net.Listener, error)
+	} = netenv.OS{}
+	if h := hostFor(t); h != nil {
+		n = h
+	}
+	ln, err := n.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // driven is an engine stepped by its own goroutine, which a test can pause
 // to freeze it (its sockets stay open, as a SIGSTOPped process's do).
 type driven struct {
@@ -100,9 +128,8 @@ func startEngine(t *testing.T, mutate func(*Config)) *driven {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	var host *memnet.Host
-	if f, ok := fabrics.Load(t); ok {
-		host = f.(*memnet.Fabric).Host(fmt.Sprintf("engine-%d", hostSeq.Add(1)))
+	host := hostFor(t)
+	if host != nil {
 		cfg.Net = host
 	}
 	log := &syncBuf{}

@@ -62,87 +62,91 @@ func parkedOf(t *testing.T, e *driven, id string) parkedState {
 }
 
 func TestPDParkedBlocksAreBoundByALaterFetch(t *testing.T) {
-	src := startEngine(t, nil)
-	dec := startEngine(t, nil)
-	bs := src.cfg.BlockSize
-	toks := prompt(t.Name(), 3*bs+5)
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, nil)
+		dec := startEngine(t, nil)
+		bs := src.cfg.BlockSize
+		toks := prompt(t.Name(), 3*bs+5)
 
-	pre := run(t, src, prefillLeg(toks, "pd-1"))
-	if pre.res.Err != nil {
-		t.Fatalf("prefill leg: %v", pre.res.Err)
-	}
-	// Every full block of the prompt is parked and pinned for the id
-	// (REQUEST_LEVEL: the decoder needs all of them).
-	if ps := parkedOf(t, src, "pd-1"); !ps.exists || ps.bound || ps.blocks != 3 || ps.pinned != 3 {
-		t.Fatalf("after the prefill leg the source holds %+v, want 3 parked, pinned, unbound blocks", ps)
-	}
-	got := run(t, dec, decodeLeg(src, toks, "pd-1"))
-	if got.res.Err != nil {
-		t.Fatalf("decode leg: %v", got.res.Err)
-	}
-	if got.res.CachedTokens != 3*bs || got.res.Stats.P2PReadBytes != 3*src.blockBytes {
-		t.Errorf("decode leg cached %d tokens, read %d bytes over P2P; want %d, %d", got.res.CachedTokens, got.res.Stats.P2PReadBytes, 3*bs, 3*src.blockBytes)
-	}
-	// Served once: the store is gone and its pins released.
-	if ps := parkedOf(t, src, "pd-1"); ps.exists || ps.reaped {
-		t.Errorf("after the fetch the source still holds %+v for the id", ps)
-	}
-	var pinned int
-	inspect(t, src, func() {
-		for _, h := range kv.BlockHashes(src.cfg.HashSeed, "", toks, bs) {
-			if src.cpu.Pinned(h) {
-				pinned++
+		pre := run(t, src, prefillLeg(toks, "pd-1"))
+		if pre.res.Err != nil {
+			t.Fatalf("prefill leg: %v", pre.res.Err)
+		}
+		// Every full block of the prompt is parked and pinned for the id
+		// (REQUEST_LEVEL: the decoder needs all of them).
+		if ps := parkedOf(t, src, "pd-1"); !ps.exists || ps.bound || ps.blocks != 3 || ps.pinned != 3 {
+			t.Fatalf("after the prefill leg the source holds %+v, want 3 parked, pinned, unbound blocks", ps)
+		}
+		got := run(t, dec, decodeLeg(src, toks, "pd-1"))
+		if got.res.Err != nil {
+			t.Fatalf("decode leg: %v", got.res.Err)
+		}
+		if got.res.CachedTokens != 3*bs || got.res.Stats.P2PReadBytes != 3*src.blockBytes {
+			t.Errorf("decode leg cached %d tokens, read %d bytes over P2P; want %d, %d", got.res.CachedTokens, got.res.Stats.P2PReadBytes, 3*bs, 3*src.blockBytes)
+		}
+		// Served once: the store is gone and its pins released.
+		if ps := parkedOf(t, src, "pd-1"); ps.exists || ps.reaped {
+			t.Errorf("after the fetch the source still holds %+v for the id", ps)
+		}
+		var pinned int
+		inspect(t, src, func() {
+			for _, h := range kv.BlockHashes(src.cfg.HashSeed, "", toks, bs) {
+				if src.cpu.Pinned(h) {
+					pinned++
+				}
 			}
+		})
+		if pinned != 0 {
+			t.Errorf("%d of the prompt's blocks are still pinned on the source", pinned)
+		}
+		if strings.Contains(dec.log.String(), "lookup") {
+			t.Errorf("the decode leg probed the prefiller (PD mode has no lookup):\n%s", dec.log)
 		}
 	})
-	if pinned != 0 {
-		t.Errorf("%d of the prompt's blocks are still pinned on the source", pinned)
-	}
-	if strings.Contains(dec.log.String(), "lookup") {
-		t.Errorf("the decode leg probed the prefiller (PD mode has no lookup):\n%s", dec.log)
-	}
 }
 
 func TestPDDecoderFirst(t *testing.T) {
-	src := startEngine(t, nil)
-	dec := startEngine(t, nil)
-	warm(t, src, dec)
-	bs := src.cfg.BlockSize
-	toks := prompt(t.Name(), 3*bs+5)
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, nil)
+		dec := startEngine(t, nil)
+		warm(t, src, dec)
+		bs := src.cfg.BlockSize
+		toks := prompt(t.Name(), 3*bs+5)
 
-	// The decode leg comes first: its fetch finds nothing parked, records
-	// its demand and binds the id (server.py on_fetch).
-	start := time.Now()
-	ch := runAsync(dec, decodeLeg(src, toks, "pd-df"))
-	waitFor(t, "the fetch to bind the id on the source", func() bool { return parkedOf(t, src, "pd-df").bound })
-	if ps := parkedOf(t, src, "pd-df"); ps.blocks != 0 {
-		t.Fatalf("the source holds %d blocks before its prefill ran", ps.blocks)
-	}
-	select {
-	case o := <-ch:
-		t.Fatalf("the decode leg ended before its blocks existed: %+v", o.res)
-	default:
-	}
-	waited := time.Since(start)
-	// The prefill leg's store meets the demand and is sent at once.
-	if pre := run(t, src, prefillLeg(toks, "pd-df")); pre.res.Err != nil {
-		t.Fatalf("prefill leg: %v", pre.res.Err)
-	}
-	var o outcome
-	select {
-	case o = <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("decode leg did not finish after its prefill")
-	}
-	if o.res.Err != nil || o.res.CachedTokens != 3*bs {
-		t.Errorf("decode leg: err %v, cached %d; want a hit of %d", o.res.Err, o.res.CachedTokens, 3*bs)
-	}
-	if o.latency < waited {
-		t.Errorf("decode leg took %v, less than the %v it waited for its prefill", o.latency, waited)
-	}
-	if ps := parkedOf(t, src, "pd-df"); ps.exists {
-		t.Errorf("after the transfer the source still holds %+v", ps)
-	}
+		// The decode leg comes first: its fetch finds nothing parked, records
+		// its demand and binds the id (server.py on_fetch).
+		start := time.Now()
+		ch := runAsync(dec, decodeLeg(src, toks, "pd-df"))
+		waitFor(t, "the fetch to bind the id on the source", func() bool { return parkedOf(t, src, "pd-df").bound })
+		if ps := parkedOf(t, src, "pd-df"); ps.blocks != 0 {
+			t.Fatalf("the source holds %d blocks before its prefill ran", ps.blocks)
+		}
+		select {
+		case o := <-ch:
+			t.Fatalf("the decode leg ended before its blocks existed: %+v", o.res)
+		default:
+		}
+		waited := time.Since(start)
+		// The prefill leg's store meets the demand and is sent at once.
+		if pre := run(t, src, prefillLeg(toks, "pd-df")); pre.res.Err != nil {
+			t.Fatalf("prefill leg: %v", pre.res.Err)
+		}
+		var o outcome
+		select {
+		case o = <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("decode leg did not finish after its prefill")
+		}
+		if o.res.Err != nil || o.res.CachedTokens != 3*bs {
+			t.Errorf("decode leg: err %v, cached %d; want a hit of %d", o.res.Err, o.res.CachedTokens, 3*bs)
+		}
+		if o.latency < waited {
+			t.Errorf("decode leg took %v, less than the %v it waited for its prefill", o.latency, waited)
+		}
+		if ps := parkedOf(t, src, "pd-df"); ps.exists {
+			t.Errorf("after the transfer the source still holds %+v", ps)
+		}
+	})
 }
 
 func TestPDParkedStoreIsReapedAtItsTimeout(t *testing.T) {
@@ -156,48 +160,50 @@ func TestPDParkedStoreIsReapedAtItsTimeout(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := startEngine(t, func(c *Config) { c.UnboundStoreTimeout = unbound })
-			dec := startEngine(t, func(c *Config) { c.LoadFailure = tt.policy; c.LoadTimeout = 2 * time.Second })
-			warm(t, src, dec)
-			toks := prompt(fmt.Sprint(t.Name(), i), 3*src.cfg.BlockSize+1)
-			id := fmt.Sprint("pd-reap-", i)
-			parked := time.Now()
-			run(t, src, prefillLeg(toks, id))
-			// A deadline never fires early: parked and pinned until then.
-			time.Sleep(unbound / 2)
-			if ps := parkedOf(t, src, id); time.Since(parked) < unbound && (!ps.exists || ps.pinned != 3) {
-				t.Fatalf("at %v (before the %v timeout) the source holds %+v", time.Since(parked), unbound, ps)
-			}
-			waitFor(t, "the parked store to be reaped", func() bool { return parkedOf(t, src, id).reaped })
-			if at := time.Since(parked); at < unbound {
-				t.Fatalf("reaped after %v, before its %v timeout", at, unbound)
-			}
-			if ps := parkedOf(t, src, id); ps.exists {
-				t.Errorf("the reaped store is still held: %+v", ps)
-			}
-			if want := fmt.Sprintf("unbound store kv_request_id=%s timed out after 0.4s", id); !strings.Contains(src.log.String(), want) {
-				t.Errorf("source log lacks %q:\n%s", want, src.log)
-			}
-			// The id is failed: its fetch is refused in one round trip, far
-			// inside the decoder's load timeout (#53453).
-			got := run(t, dec, decodeLeg(src, toks, id))
-			if got.latency > time.Second {
-				t.Errorf("the decode leg took %v: the refusal should come in one round trip, not at the %v load timeout", got.latency, 2*time.Second)
-			}
-			switch tt.policy {
-			case PolicyFail:
-				var le *LoadError
-				if !errors.As(got.res.Err, &le) {
-					t.Errorf("decode leg: err %v, want a LoadError", got.res.Err)
+			virtual(t, func(t *testing.T) {
+				src := startEngine(t, func(c *Config) { c.UnboundStoreTimeout = unbound })
+				dec := startEngine(t, func(c *Config) { c.LoadFailure = tt.policy; c.LoadTimeout = 2 * time.Second })
+				warm(t, src, dec)
+				toks := prompt(fmt.Sprint(t.Name(), i), 3*src.cfg.BlockSize+1)
+				id := fmt.Sprint("pd-reap-", i)
+				parked := time.Now()
+				run(t, src, prefillLeg(toks, id))
+				// A deadline never fires early: parked and pinned until then.
+				time.Sleep(unbound / 2)
+				if ps := parkedOf(t, src, id); time.Since(parked) < unbound && (!ps.exists || ps.pinned != 3) {
+					t.Fatalf("at %v (before the %v timeout) the source holds %+v", time.Since(parked), unbound, ps)
 				}
-			case PolicyRecompute:
-				if got.res.Err != nil || got.res.CachedTokens != 0 {
-					t.Errorf("decode leg: err %v, cached %d; want a local prefill", got.res.Err, got.res.CachedTokens)
+				waitFor(t, "the parked store to be reaped", func() bool { return parkedOf(t, src, id).reaped })
+				if at := time.Since(parked); at < unbound {
+					t.Fatalf("reaped after %v, before its %v timeout", at, unbound)
 				}
-			}
-			if !strings.Contains(src.log.String(), "fetch for kv_request_id="+id) {
-				t.Errorf("source log lacks the refused fetch:\n%s", src.log)
-			}
+				if ps := parkedOf(t, src, id); ps.exists {
+					t.Errorf("the reaped store is still held: %+v", ps)
+				}
+				if want := fmt.Sprintf("unbound store kv_request_id=%s timed out after 0.4s", id); !strings.Contains(src.log.String(), want) {
+					t.Errorf("source log lacks %q:\n%s", want, src.log)
+				}
+				// The id is failed: its fetch is refused in one round trip, far
+				// inside the decoder's load timeout (#53453).
+				got := run(t, dec, decodeLeg(src, toks, id))
+				if got.latency > time.Second {
+					t.Errorf("the decode leg took %v: the refusal should come in one round trip, not at the %v load timeout", got.latency, 2*time.Second)
+				}
+				switch tt.policy {
+				case PolicyFail:
+					var le *LoadError
+					if !errors.As(got.res.Err, &le) {
+						t.Errorf("decode leg: err %v, want a LoadError", got.res.Err)
+					}
+				case PolicyRecompute:
+					if got.res.Err != nil || got.res.CachedTokens != 0 {
+						t.Errorf("decode leg: err %v, cached %d; want a local prefill", got.res.Err, got.res.CachedTokens)
+					}
+				}
+				if !strings.Contains(src.log.String(), "fetch for kv_request_id="+id) {
+					t.Errorf("source log lacks the refused fetch:\n%s", src.log)
+				}
+			})
 		})
 	}
 }
@@ -207,133 +213,143 @@ func TestPDParkedStoreIsReapedAtItsTimeout(t *testing.T) {
 // the load timeout (30 s) and its abort (10 s more): with vLLM's defaults
 // the heartbeat is always first. The test keeps those proportions.
 func TestPDLoadFromAFrozenPrefillerEndsByTheHeartbeat(t *testing.T) {
-	timing := func(c *Config) {
-		c.HeartbeatInterval = 50 * time.Millisecond
-		c.HeartbeatTimeout = 250 * time.Millisecond
-		c.LoadTimeout = 750 * time.Millisecond
-		c.AbortAckTimeout = 250 * time.Millisecond
-		c.LoadFailure = PolicyRecompute
-	}
-	src := startEngine(t, timing)
-	dec := startEngine(t, timing)
-	warm(t, src, dec)
-	cfg := dec.cfg
-	toks := prompt(t.Name(), 3*cfg.BlockSize+1)
-	run(t, src, prefillLeg(toks, "pd-hb"))
+	virtual(t, func(t *testing.T) {
+		timing := func(c *Config) {
+			c.HeartbeatInterval = 50 * time.Millisecond
+			c.HeartbeatTimeout = 250 * time.Millisecond
+			c.LoadTimeout = 750 * time.Millisecond
+			c.AbortAckTimeout = 250 * time.Millisecond
+			c.LoadFailure = PolicyRecompute
+		}
+		src := startEngine(t, timing)
+		dec := startEngine(t, timing)
+		warm(t, src, dec)
+		cfg := dec.cfg
+		toks := prompt(t.Name(), 3*cfg.BlockSize+1)
+		run(t, src, prefillLeg(toks, "pd-hb"))
 
-	src.setPaused(true)
-	t.Cleanup(func() { src.setPaused(false) })
-	stopped := time.Now()
-	got := run(t, dec, decodeLeg(src, toks, "pd-hb"))
-	end := time.Since(stopped)
-	if got.res.Err != nil || got.res.CachedTokens != 0 {
-		t.Fatalf("decode leg: err %v, cached %d; want a local prefill after the failed load", got.res.Err, got.res.CachedTokens)
-	}
-	// The last frame from the source came at most one ping interval
-	// before the stop; the session dies a heartbeat timeout after the
-	// first ping left unanswered.
-	if lo := cfg.HeartbeatTimeout - cfg.HeartbeatInterval; end < lo {
-		t.Errorf("the load ended %v after the stop, before the heartbeat could fire (%v)", end, lo)
-	}
-	if end >= cfg.LoadTimeout {
-		t.Errorf("the load ended %v after the stop, not before the %v load timeout", end, cfg.LoadTimeout)
-	}
-	log := dec.log.String()
-	if !strings.Contains(log, "heartbeat timed out") || strings.Contains(log, "sending abort") {
-		t.Errorf("decoder log: want the heartbeat to end the load, no abort:\n%s", log)
-	}
+		src.setPaused(true)
+		t.Cleanup(func() { src.setPaused(false) })
+		stopped := time.Now()
+		got := run(t, dec, decodeLeg(src, toks, "pd-hb"))
+		end := time.Since(stopped)
+		if got.res.Err != nil || got.res.CachedTokens != 0 {
+			t.Fatalf("decode leg: err %v, cached %d; want a local prefill after the failed load", got.res.Err, got.res.CachedTokens)
+		}
+		// The last frame from the source came at most one ping interval
+		// before the stop; the session dies a heartbeat timeout after the
+		// first ping left unanswered.
+		if lo := cfg.HeartbeatTimeout - cfg.HeartbeatInterval; end < lo {
+			t.Errorf("the load ended %v after the stop, before the heartbeat could fire (%v)", end, lo)
+		}
+		if end >= cfg.LoadTimeout {
+			t.Errorf("the load ended %v after the stop, not before the %v load timeout", end, cfg.LoadTimeout)
+		}
+		log := dec.log.String()
+		if !strings.Contains(log, "heartbeat timed out") || strings.Contains(log, "sending abort") {
+			t.Errorf("decoder log: want the heartbeat to end the load, no abort:\n%s", log)
+		}
+	})
 }
 
 // With a heartbeat slower than the load timeout (not vLLM's defaults) the
 // other mechanism shows: abort_fetch at the load timeout, and, the frozen
 // peer never acking it, failure an abort-ack timeout later.
 func TestPDLoadTimeoutAndAbortAckWhenTheHeartbeatIsSlower(t *testing.T) {
-	timing := func(c *Config) {
-		c.HeartbeatInterval = 100 * time.Millisecond
-		c.HeartbeatTimeout = 3 * time.Second
-		c.LoadTimeout = 300 * time.Millisecond
-		c.AbortAckTimeout = 200 * time.Millisecond
-		c.LoadFailure = PolicyFail
-	}
-	src := startEngine(t, timing)
-	dec := startEngine(t, timing)
-	warm(t, src, dec)
-	cfg := dec.cfg
-	toks := prompt(t.Name(), 3*cfg.BlockSize+1)
-	run(t, src, prefillLeg(toks, "pd-abort"))
-	src.setPaused(true)
-	t.Cleanup(func() { src.setPaused(false) })
-	got := run(t, dec, decodeLeg(src, toks, "pd-abort"))
-	var le *LoadError
-	if !errors.As(got.res.Err, &le) || !strings.Contains(le.Reason, "abort not acknowledged") {
-		t.Fatalf("decode leg: err %v, want a load failed for an unacknowledged abort", got.res.Err)
-	}
-	if lo := cfg.LoadTimeout + cfg.AbortAckTimeout; got.latency < lo || got.latency > lo+time.Second {
-		t.Errorf("the load failed after %v, want load timeout + abort-ack timeout = %v (and well before the %v heartbeat)", got.latency, lo, cfg.HeartbeatTimeout)
-	}
+	virtual(t, func(t *testing.T) {
+		timing := func(c *Config) {
+			c.HeartbeatInterval = 100 * time.Millisecond
+			c.HeartbeatTimeout = 3 * time.Second
+			c.LoadTimeout = 300 * time.Millisecond
+			c.AbortAckTimeout = 200 * time.Millisecond
+			c.LoadFailure = PolicyFail
+		}
+		src := startEngine(t, timing)
+		dec := startEngine(t, timing)
+		warm(t, src, dec)
+		cfg := dec.cfg
+		toks := prompt(t.Name(), 3*cfg.BlockSize+1)
+		run(t, src, prefillLeg(toks, "pd-abort"))
+		src.setPaused(true)
+		t.Cleanup(func() { src.setPaused(false) })
+		got := run(t, dec, decodeLeg(src, toks, "pd-abort"))
+		var le *LoadError
+		if !errors.As(got.res.Err, &le) || !strings.Contains(le.Reason, "abort not acknowledged") {
+			t.Fatalf("decode leg: err %v, want a load failed for an unacknowledged abort", got.res.Err)
+		}
+		if lo := cfg.LoadTimeout + cfg.AbortAckTimeout; got.latency < lo || got.latency > lo+time.Second {
+			t.Errorf("the load failed after %v, want load timeout + abort-ack timeout = %v (and well before the %v heartbeat)", got.latency, lo, cfg.HeartbeatTimeout)
+		}
+	})
 }
 
 // A live prefiller that never gets the prefill leg: the decode leg's fetch
 // waits for blocks that never come; its load timeout sends abort_fetch and
 // the live peer acks it at once.
 func TestPDFetchWithoutItsPrefillEndsAtTheLoadTimeout(t *testing.T) {
-	src := startEngine(t, nil)
-	dec := startEngine(t, func(c *Config) { c.LoadFailure = PolicyRecompute })
-	warm(t, src, dec)
-	cfg := dec.cfg
-	toks := prompt(t.Name(), 3*cfg.BlockSize+1)
-	got := run(t, dec, decodeLeg(src, toks, "pd-never"))
-	if got.res.Err != nil || got.res.CachedTokens != 0 {
-		t.Fatalf("decode leg: err %v, cached %d; want a local prefill", got.res.Err, got.res.CachedTokens)
-	}
-	if got.latency < cfg.LoadTimeout || got.latency > cfg.LoadTimeout+cfg.AbortAckTimeout {
-		t.Errorf("decode leg took %v, want the %v load timeout plus one round trip for the ack", got.latency, cfg.LoadTimeout)
-	}
-	if ps := parkedOf(t, src, "pd-never"); ps.exists {
-		t.Errorf("the aborted demand is still held on the source: %+v", ps)
-	}
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, nil)
+		dec := startEngine(t, func(c *Config) { c.LoadFailure = PolicyRecompute })
+		warm(t, src, dec)
+		cfg := dec.cfg
+		toks := prompt(t.Name(), 3*cfg.BlockSize+1)
+		got := run(t, dec, decodeLeg(src, toks, "pd-never"))
+		if got.res.Err != nil || got.res.CachedTokens != 0 {
+			t.Fatalf("decode leg: err %v, cached %d; want a local prefill", got.res.Err, got.res.CachedTokens)
+		}
+		if got.latency < cfg.LoadTimeout || got.latency > cfg.LoadTimeout+cfg.AbortAckTimeout {
+			t.Errorf("decode leg took %v, want the %v load timeout plus one round trip for the ack", got.latency, cfg.LoadTimeout)
+		}
+		if ps := parkedOf(t, src, "pd-never"); ps.exists {
+			t.Errorf("the aborted demand is still held on the source: %+v", ps)
+		}
+	})
 }
 
 // The decode leg's fetch is queued until the session's connect_ack: a
 // decode leg naming a prefiller with no session yet opens one and hits.
 func TestPDFetchIsQueuedUntilTheHandshake(t *testing.T) {
-	src := startEngine(t, nil)
-	dec := startEngine(t, nil)
-	toks := prompt(t.Name(), 3*src.cfg.BlockSize+1)
-	run(t, src, prefillLeg(toks, "pd-cold"))
-	got := run(t, dec, decodeLeg(src, toks, "pd-cold"))
-	if got.res.Err != nil || got.res.CachedTokens != 3*src.cfg.BlockSize {
-		t.Errorf("first decode leg to a new peer: err %v, cached %d; want a hit", got.res.Err, got.res.CachedTokens)
-	}
-	if !strings.Contains(dec.log.String(), "peer "+src.ID()+" connected") {
-		t.Errorf("decoder log lacks the handshake:\n%s", dec.log)
-	}
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, nil)
+		dec := startEngine(t, nil)
+		toks := prompt(t.Name(), 3*src.cfg.BlockSize+1)
+		run(t, src, prefillLeg(toks, "pd-cold"))
+		got := run(t, dec, decodeLeg(src, toks, "pd-cold"))
+		if got.res.Err != nil || got.res.CachedTokens != 3*src.cfg.BlockSize {
+			t.Errorf("first decode leg to a new peer: err %v, cached %d; want a hit", got.res.Err, got.res.CachedTokens)
+		}
+		if !strings.Contains(dec.log.String(), "peer "+src.ID()+" connected") {
+			t.Errorf("decoder log lacks the handshake:\n%s", dec.log)
+		}
+	})
 }
 
 // A prefill leg that ends while a bound fetch still lacks blocks answers it
 // failed at once (ServerRole.finish): here the decode leg asked for a
 // prompt the prefill leg does not have.
 func TestPDPrefillEndingWithoutTheDemandedBlocksFailsTheFetch(t *testing.T) {
-	src := startEngine(t, nil)
-	dec := startEngine(t, func(c *Config) { c.LoadTimeout = 3 * time.Second })
-	warm(t, src, dec)
-	bs := src.cfg.BlockSize
-	ch := runAsync(dec, decodeLeg(src, prompt("asked", 3*bs+1), "pd-mismatch"))
-	waitFor(t, "the fetch to bind the id", func() bool { return parkedOf(t, src, "pd-mismatch").bound })
-	run(t, src, prefillLeg(prompt("computed", 3*bs+1), "pd-mismatch"))
-	select {
-	case o := <-ch:
-		var le *LoadError
-		if !errors.As(o.res.Err, &le) || le.Reason != "transfer failed at the source" {
-			t.Errorf("decode leg: err %v, want the source's failed transfer", o.res.Err)
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, nil)
+		dec := startEngine(t, func(c *Config) { c.LoadTimeout = 3 * time.Second })
+		warm(t, src, dec)
+		bs := src.cfg.BlockSize
+		ch := runAsync(dec, decodeLeg(src, prompt("asked", 3*bs+1), "pd-mismatch"))
+		waitFor(t, "the fetch to bind the id", func() bool { return parkedOf(t, src, "pd-mismatch").bound })
+		run(t, src, prefillLeg(prompt("computed", 3*bs+1), "pd-mismatch"))
+		select {
+		case o := <-ch:
+			var le *LoadError
+			if !errors.As(o.res.Err, &le) || le.Reason != "transfer failed at the source" {
+				t.Errorf("decode leg: err %v, want the source's failed transfer", o.res.Err)
+			}
+			if o.latency > 2*time.Second {
+				t.Errorf("decode leg took %v: the failure should come when the prefill ends, not at the load timeout", o.latency)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("decode leg did not end")
 		}
-		if o.latency > 2*time.Second {
-			t.Errorf("decode leg took %v: the failure should come when the prefill ends, not at the load timeout", o.latency)
+		if ps := parkedOf(t, src, "pd-mismatch"); ps.exists {
+			t.Errorf("the source still holds %+v", ps)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("decode leg did not end")
-	}
-	if ps := parkedOf(t, src, "pd-mismatch"); ps.exists {
-		t.Errorf("the source still holds %+v", ps)
-	}
+	})
 }

@@ -23,50 +23,54 @@ func clockedEngine(t *testing.T) *Engine {
 }
 
 func TestTokenHookFollowsTheDecodeCost(t *testing.T) {
-	e := clockedEngine(t)
-	var got []string
-	hooks := &Hooks{
-		Token:   func(n int) { got = append(got, fmt.Sprint("token ", n)) },
-		Aborted: func(Stats, int) { got = append(got, "aborted") },
-	}
-	e.Submit(1, Request{Tokens: prompt("stream", 40), MaxTokens: 5, Hooks: hooks}, func(r Result) {
-		got = append(got, fmt.Sprint("done err=", r.Err))
+	virtual(t, func(t *testing.T) {
+		e := clockedEngine(t)
+		var got []string
+		hooks := &Hooks{
+			Token:   func(n int) { got = append(got, fmt.Sprint("token ", n)) },
+			Aborted: func(Stats, int) { got = append(got, "aborted") },
+		}
+		e.Submit(1, Request{Tokens: prompt("stream", 40), MaxTokens: 5, Hooks: hooks}, func(r Result) {
+			got = append(got, fmt.Sprint("done err=", r.Err))
+		})
+		t0 := time.Unix(1000, 0)
+		e.Step(t0) // admitted, prefilled (no cost), decoding from t0
+		if len(got) != 0 {
+			t.Fatalf("at the decode's start: %v", got)
+		}
+		e.Step(t0.Add(25 * time.Millisecond))
+		if fmt.Sprint(got) != "[token 1 token 2]" {
+			t.Fatalf("after 25 ms of 10 ms tokens: %v", got)
+		}
+		e.Step(t0.Add(50 * time.Millisecond))
+		if fmt.Sprint(got) != "[token 1 token 2 token 3 token 4 token 5 done err=<nil>]" {
+			t.Errorf("at the decode's end: %v", got)
+		}
 	})
-	t0 := time.Unix(1000, 0)
-	e.Step(t0) // admitted, prefilled (no cost), decoding from t0
-	if len(got) != 0 {
-		t.Fatalf("at the decode's start: %v", got)
-	}
-	e.Step(t0.Add(25 * time.Millisecond))
-	if fmt.Sprint(got) != "[token 1 token 2]" {
-		t.Fatalf("after 25 ms of 10 ms tokens: %v", got)
-	}
-	e.Step(t0.Add(50 * time.Millisecond))
-	if fmt.Sprint(got) != "[token 1 token 2 token 3 token 4 token 5 done err=<nil>]" {
-		t.Errorf("at the decode's end: %v", got)
-	}
 }
 
 func TestCancelledRequestReportsAbortedNotDone(t *testing.T) {
-	e := clockedEngine(t)
-	var tokens, abortedAfter = 0, -1
-	var st Stats
-	done := false
-	hooks := &Hooks{Token: func(n int) { tokens = n }, Aborted: func(s Stats, n int) { abortedAfter, st = n, s }}
-	e.Submit(7, Request{Tokens: prompt("abort", 40), MaxTokens: 100, Hooks: hooks}, func(Result) { done = true })
-	t0 := time.Unix(1000, 0)
-	e.Step(t0)
-	e.Step(t0.Add(35 * time.Millisecond))
-	e.Cancel(7)
-	e.Step(t0.Add(36 * time.Millisecond))
-	if abortedAfter != 3 || tokens != 3 || done || st.PromptTokens != 40 {
-		t.Errorf("aborted after %d tokens (sampled %d), done %v, stats %+v: want 3, 3, false, 40 prompt tokens", abortedAfter, tokens, done, st)
-	}
-	if len(e.active) != 0 || len(e.byID) != 0 {
-		t.Errorf("the request is still held: %d active, %d by id", len(e.active), len(e.byID))
-	}
-	e.Step(t0.Add(2 * time.Second))
-	if done || tokens != 3 {
-		t.Errorf("a dropped request went on: done %v, %d tokens", done, tokens)
-	}
+	virtual(t, func(t *testing.T) {
+		e := clockedEngine(t)
+		var tokens, abortedAfter = 0, -1
+		var st Stats
+		done := false
+		hooks := &Hooks{Token: func(n int) { tokens = n }, Aborted: func(s Stats, n int) { abortedAfter, st = n, s }}
+		e.Submit(7, Request{Tokens: prompt("abort", 40), MaxTokens: 100, Hooks: hooks}, func(Result) { done = true })
+		t0 := time.Unix(1000, 0)
+		e.Step(t0)
+		e.Step(t0.Add(35 * time.Millisecond))
+		e.Cancel(7)
+		e.Step(t0.Add(36 * time.Millisecond))
+		if abortedAfter != 3 || tokens != 3 || done || st.PromptTokens != 40 {
+			t.Errorf("aborted after %d tokens (sampled %d), done %v, stats %+v: want 3, 3, false, 40 prompt tokens", abortedAfter, tokens, done, st)
+		}
+		if len(e.active) != 0 || len(e.byID) != 0 {
+			t.Errorf("the request is still held: %d active, %d by id", len(e.active), len(e.byID))
+		}
+		e.Step(t0.Add(2 * time.Second))
+		if done || tokens != 3 {
+			t.Errorf("a dropped request went on: done %v, %d tokens", done, tokens)
+		}
+	})
 }
