@@ -81,12 +81,14 @@ func TestSIGSTOPReachesTheWholeSession(t *testing.T) {
 		t.Fatalf("source 0's session has %d processes %v, want front end and core", len(members), members)
 	}
 	src.signal(t, syscall.SIGSTOP)
+	stopped := time.Now()
 	t.Cleanup(func() { _ = syscall.Kill(-src.pid, syscall.SIGCONT) })
 	waitState(t, "T", members...)
 	if r := pull(c, dec, src, p); r.status != http.StatusOK || r.cached != 0 {
 		t.Errorf("pull naming the stopped source: status %d cached %d err %v, want 200 and a local prefill", r.status, r.cached, r.err)
 	}
-	time.Sleep(stallFor - lookupTO)
+	// Stopped for twice the freeze gap (1 s), so the core sees it.
+	time.Sleep(time.Until(stopped.Add(2 * time.Second)))
 	src.signal(t, syscall.SIGCONT)
 	waitLog(t, src, "engine resumed after", 5*time.Second)
 	for _, pid := range members {

@@ -184,8 +184,13 @@ func TestVirtualKillOrRemoveASource(t *testing.T) {
 				}
 				t0 := time.Now()
 				if tt.kill {
+					logged := len(src.log.String())
 					src.p.Kill()
 					<-src.p.Done()
+					// SIGKILL: the log ends where it was, mid-run.
+					if rest := src.log.String()[logged:]; rest != "" {
+						t.Errorf("the killed source logged after SIGKILL:\n%s", rest)
+					}
 					if !errors.Is(src.p.Err(), ErrKilled) {
 						t.Errorf("killed source exit: %v, want %v", src.p.Err(), ErrKilled)
 					}

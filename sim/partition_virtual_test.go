@@ -3,9 +3,7 @@ package sim
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -83,34 +81,10 @@ func virtualPartition(t *testing.T, mode string) {
 		seed(t, vc.c, src0.engineProc, prompts[i])
 	}
 	from = len(dec.log.String())
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var samples []sample
 	t0 := time.Now()
 	vc.fab.Partition(src0.host, nil)
 	time.AfterFunc(partitionFor, func() { vc.fab.Heal(src0.host, nil) })
-	for i := 0; i < n; i++ {
-		time.Sleep(time.Until(t0.Add(time.Duration(i) * vEvery)))
-		wg.Add(2)
-		go func(i int) {
-			defer wg.Done()
-			r := pull(vc.c, dec.engineProc, src0.engineProc, prompts[i])
-			mu.Lock()
-			samples = append(samples, timed(0, t0, r))
-			mu.Unlock()
-		}(i)
-		go func(i int) {
-			defer wg.Done()
-			p := words(fmt.Sprintf("part-s1-%d", i), 400)
-			seed(t, vc.c, src1.engineProc, p)
-			r := pull(vc.c, dec.engineProc, src1.engineProc, p)
-			mu.Lock()
-			samples = append(samples, timed(1, t0, r))
-			mu.Unlock()
-		}(i)
-	}
-	wg.Wait()
-	sort.Slice(samples, func(i, j int) bool { return samples[i].start < samples[j].start })
+	samples := vPulls(t, vc, dec, src0, src1, prompts, t0, vEvery, "part")
 	heal := partitionFor
 	var during []sample
 	firstHit := time.Duration(-1)
