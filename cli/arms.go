@@ -140,7 +140,7 @@ func (o *runOptions) launch(fs *pflag.FlagSet, s armSpec, k, n int, pool *runner
 			rc.GPUs = g[k*len(g)/n : (k+1)*len(g)/n]
 		}
 	}
-	return experiment.Launch{Config: rc}, nil
+	return o.flags.opener(rc), nil
 }
 
 // armOnly forwards the events of one arm (a filter over the merged

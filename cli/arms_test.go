@@ -9,33 +9,28 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
 )
 
 // TestRunArmsHeadlessGivesARowPerArm runs `run --arms main,fixed --case
-// stall --headless` at time scale 0.25: one cluster per arm at once, the
-// seed's verdicts (main fails the stall, fixed passes), exit 1, a row per
-// arm in the table and report.json, a folder per arm with its own events,
-// sessions and reports, and `report DIR` rebuilding the same table.
+// stall --headless` on the virtual cluster at time scale 1: one cluster
+// per arm at once, the seed's verdicts (main fails the stall, fixed
+// passes), exit 1, a row per arm in the table and report.json, a folder
+// per arm with its own events and reports, and `report DIR` rebuilding the
+// same table. (Each arm's own sessions.json and engine logs are real
+// processes' records: TestKilledArmsRunLeavesNoEngine.)
 func TestRunArmsHeadlessGivesARowPerArm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two clusters for ~20 s")
-	}
 	out := t.TempDir()
-	bin := buildP2pfault(t) // plain engines: the race build would starve two clusters
-	cmd, log := startCommand(t, bin, "run", "--arms", "main,fixed", "--case", "stall", "--headless",
-		"--time-scale", "0.25", "--engine-arg=--sim-startup-delay=0s", "--out", out)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if code := cmd.ProcessState.ExitCode(); code != 1 {
-			t.Fatalf("run exit %d (%v), want 1 (main's stall fails)\n%s", code, err, log)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("run did not finish in 3 minutes\n%s", log)
+	var run virtualRun
+	synctest.Test(t, func(t *testing.T) {
+		run = runVirtual(t, "run", "--arms", "main,fixed", "--case", "stall", "--headless", "--out", out)
+	})
+	log := bytes.NewBufferString(run.stdout + run.stderr)
+	if run.code != 1 {
+		t.Fatalf("run exit %d, want 1 (main's stall fails)\n%s", run.code, log)
 	}
 	rowRE := regexp.MustCompile(`(?m)^(main|fixed) +stall +(FAIL|pass) .*$`)
 	table := func(s string) []string { return rowRE.FindAllString(s, -1) }
@@ -62,8 +57,8 @@ func TestRunArmsHeadlessGivesARowPerArm(t *testing.T) {
 		t.Errorf("report.json rows %+v, want main failed, fixed passed", rep.Rows)
 	}
 	for _, f := range []string{"events.jsonl", "report.md", "junit.xml", "report.html", "timeline-main-stall.svg", "timeline-fixed-stall.svg",
-		"main-stall/events.jsonl", "main-stall/sessions.json", "main-stall/source-0.log", "main-stall/report.json",
-		"fixed-stall/events.jsonl", "fixed-stall/sessions.json", "fixed-stall/decoder.log", "fixed-stall/report.json", "fixed-stall/report.html"} {
+		"main-stall/events.jsonl", "main-stall/report.json",
+		"fixed-stall/events.jsonl", "fixed-stall/report.json", "fixed-stall/report.html"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
@@ -94,6 +89,12 @@ func TestKilledArmsRunLeavesNoEngine(t *testing.T) {
 	for _, arm := range []string{"main-none", "fixed-none"} {
 		p := waitEngines(t, filepath.Join(out, arm), 3, 90*time.Second, log)
 		pids = append(pids, p...)
+		// Each arm's engines log into its own folder.
+		for _, f := range []string{"source-0.log", "source-1.log", "decoder.log"} {
+			if _, err := os.Stat(filepath.Join(out, arm, f)); err != nil {
+				t.Errorf("arm %s: %v", arm, err)
+			}
+		}
 	}
 	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

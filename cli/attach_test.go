@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,14 +36,33 @@ type simEngine struct {
 func (e simEngine) url() string     { return "http://127.0.0.1:" + strconv.Itoa(e.http) }
 func (e simEngine) p2pAddr() string { return "127.0.0.1:" + strconv.Itoa(e.p2p) }
 
+// handedOut are the ports loopbackPort gave: the kernel may give a
+// just-closed port out again, and two engines handed one port would have
+// the second fail to bind (seen in a CI run: an engine's HTTP port was its
+// own P2P port).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// loopbackPort is a loopback port free a moment ago, never one it handed
+// out before in this test binary.
 func loopbackPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // startSimEngine starts bin as `sim serve` with run_accuracy_test.sh's
@@ -50,6 +70,16 @@ func loopbackPort(t *testing.T) int {
 // the session of whatever listens on its P2P port then (an engine
 // p2pfault restarted) and its own.
 func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
+	t.Helper()
+	e, wait := launchSimEngine(t, bin, name, scale)
+	wait()
+	return e
+}
+
+// launchSimEngine starts the engine as startSimEngine does and returns
+// at once, with a function that waits until it answers /health (so a
+// cluster's engines start side by side).
+func launchSimEngine(t *testing.T, bin, name string, scale float64) (simEngine, func()) {
 	t.Helper()
 	e := simEngine{name: name, http: loopbackPort(t), p2p: loopbackPort(t)}
 	kv, _ := json.Marshal(map[string]any{
@@ -89,15 +119,17 @@ func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
 		}
 		endSession(e.pid)
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !answers(e.url()) {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("%s did not answer /health in 60 s:\n%s", name, b)
+	return e, func() {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !answers(e.url()) {
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(logf.Name())
+				t.Fatalf("%s did not answer /health in 60 s:\n%s", name, b)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return e
 }
 
 func endSession(sid int) {
@@ -143,9 +175,14 @@ func writeAttachFile(t *testing.T, dir string, dec simEngine, srcs []simEngine, 
 // attachedCluster starts a decoder and two sources with the plain build bin.
 func attachedCluster(t *testing.T, bin string, scale float64) (simEngine, []simEngine) {
 	t.Helper()
-	dec := startSimEngine(t, bin, "decoder", scale)
-	srcs := []simEngine{startSimEngine(t, bin, "source-0", scale), startSimEngine(t, bin, "source-1", scale)}
-	return dec, srcs
+	// Side by side: each takes its --sim-startup-delay to start.
+	dec, w0 := launchSimEngine(t, bin, "decoder", scale)
+	s0, w1 := launchSimEngine(t, bin, "source-0", scale)
+	s1, w2 := launchSimEngine(t, bin, "source-1", scale)
+	for _, wait := range []func(){w0, w1, w2} {
+		wait()
+	}
+	return dec, []simEngine{s0, s1}
 }
 
 // waitExit waits for p2pfault and returns its exit code.
@@ -191,63 +228,43 @@ func checkRunning(t *testing.T, engines []simEngine) {
 	}
 }
 
+// readReport is readSliceReport of a run of one row.
 func readReport(t *testing.T, out string) sliceReport {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep sliceReport
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readSliceReport(t, out)
 	if len(rep.Rows) != 1 {
-		t.Fatalf("%d rows, want 1:\n%s", len(rep.Rows), data)
+		t.Fatalf("%d rows, want 1: %+v", len(rep.Rows), rep.Rows)
 	}
 	return rep
 }
 
-// TestAttachedStallGivesTheSeedsVerdictAndLeavesEnginesRunning: three
-// engines the test started (each in its own session), attached with local
-// faults; the stall case at time scale 0.25 fails on faulted_max as the
-// seed's main does, and afterwards the three engines run (none in state T)
-// and answer, p2pfault having stopped none of them.
-func TestAttachedStallGivesTheSeedsVerdictAndLeavesEnginesRunning(t *testing.T) {
+// TestAttachedStallLeavesEnginesRunning: three engines the test started
+// (each in its own session), attached with local faults; a short stall of
+// source-0 stops its session (the headless output names its pid), and
+// afterwards the three engines run (none in state T) and answer, p2pfault
+// having stopped none of them, and the stall record is empty. What the
+// stall's verdict is (main fails faulted_max on the handshake deadline) is
+// TestVirtualSliceGivesTheSeedsTable's, and TestRealSliceAgreesWithTheVirtualCluster's
+// on real processes.
+func TestAttachedStallLeavesEnginesRunning(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs an attached cluster for ~15 s")
+		t.Skip("runs an attached cluster for ~5 s")
 	}
-	const scale = 0.25
 	bin := buildP2pfault(t)
-	dec, srcs := attachedCluster(t, bin, scale)
+	dec, srcs := attachedCluster(t, bin, 0.25)
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "run", "--attach", file, "--case", "stall", "--headless", "--time-scale", "0.25", "--out", out)
-	if code := waitExit(t, cmd, 3*time.Minute, log); code != 1 {
-		t.Fatalf("exit %d, want 1 (main stall fails faulted_max)\n%s", code, log)
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
+		"--timeline", "at 1s stall source-0 for 4s", "--recovery", "4s")
+	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 && code != 1 {
+		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, log)
 	}
 	t.Logf("p2pfault output:\n%s", tail(log.String(), 25))
-	rep := readReport(t, out)
-	r := rep.Rows[0]
-	failed := map[string]bool{}
-	for _, c := range r.Checks {
-		if !c.Passed {
-			failed[c.Name] = true
+	for _, want := range []string{"source-0 stopped (pid ", "fault: resume source-0"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the headless output does not say %q:\n%s", want, log)
 		}
-	}
-	if !failed["faulted_max"] {
-		t.Errorf("checks %+v: want faulted_max failed", r.Checks)
-	}
-	// The seed's main stall: pulls naming the stalled source wait out the
-	// handshake timeout (30 s, here 7.5 s).
-	if r.Faulted.Max < 25*scale || r.Faulted.Max > 31*scale+0.5 {
-		t.Errorf("faulted max %.2fs, want in [%.2f, %.2f]", r.Faulted.Max, 25*scale, 31*scale+0.5)
-	}
-	if r.Healthy.N == 0 || float64(r.Healthy.Pulled) < 0.9*float64(r.Healthy.N) {
-		t.Errorf("healthy pulled %d/%d, want >= 90%%", r.Healthy.Pulled, r.Healthy.N)
-	}
-	if !strings.Contains(log.String(), "source-0 stopped (pid ") {
-		t.Errorf("the headless output does not show source-0 stopped with its pid:\n%s", log)
 	}
 	for _, e := range append([]simEngine{dec}, srcs...) {
 		if _, err := session.Stat(e.pid); err != nil {
@@ -261,8 +278,8 @@ func TestAttachedStallGivesTheSeedsVerdictAndLeavesEnginesRunning(t *testing.T) 
 	}
 }
 
-// TestAttachedKillRestartsTheSourceFromProc: the kill case on an attached
-// local source: it comes back on the same ports, started by p2pfault from
+// TestAttachedKillRestartsTheSourceFromProc: a kill of an attached local
+// source: it comes back on the same ports, started by p2pfault from
 // its /proc command line in a new session, and still runs after p2pfault
 // has exited.
 func TestAttachedKillRestartsTheSourceFromProc(t *testing.T) {
@@ -274,13 +291,15 @@ func TestAttachedKillRestartsTheSourceFromProc(t *testing.T) {
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "run", "--attach", file, "--case", "kill", "--headless", "--time-scale", "0.25", "--out", out)
-	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 {
-		t.Fatalf("exit %d, want 0 (kill passes)\n%s", code, log)
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
+		"--timeline", "at 1s kill source-0", "--recovery", "4s")
+	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 && code != 1 {
+		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, log)
 	}
 	t.Logf("p2pfault output:\n%s", tail(log.String(), 20))
-	if r := readReport(t, out).Rows[0]; !r.Passed || r.Recovery == nil || r.Recovery.N == 0 {
-		t.Errorf("kill row %+v: want passed with a recovery", r)
+	// The restarted source was probed again: a recovery window was judged.
+	if r := readReport(t, out).Rows[0]; r.Recovery == nil || r.Recovery.N == 0 {
+		t.Errorf("kill row %+v: want pulls in the recovery window after the restart", r)
 	}
 	if _, err := session.Stat(srcs[0].pid); err == nil {
 		t.Errorf("the original source-0 (pid %d) is still alive: it was not killed", srcs[0].pid)
@@ -339,7 +358,7 @@ func TestAttachedCommandFaults(t *testing.T) {
 	file := writeAttachFile(t, dir, dec, srcs, faults, "")
 	out := filepath.Join(dir, "out")
 	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-		"--timeline", "at 2s stall source-0 for 8s; at 14s kill source-0")
+		"--timeline", "at 1s stall source-0 for 4s; at 6s kill source-0", "--recovery", "4s")
 	code := waitExit(t, cmd, 3*time.Minute, log)
 	t.Logf("p2pfault exit %d, output:\n%s", code, tail(log.String(), 25))
 	if code != 1 && code != 0 {
@@ -533,7 +552,7 @@ func TestAttachedFaultCommandFailingIsAWarning(t *testing.T) {
 	file := writeAttachFile(t, dir, dec, srcs, faults, "")
 	out := filepath.Join(dir, "out")
 	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-		"--timeline", "at 1s stall source-1 for 2s")
+		"--timeline", "at 1s stall source-1 for 2s", "--recovery", "4s")
 	if code := waitExit(t, cmd, 3*time.Minute, log); code != 1 {
 		t.Fatalf("exit %d, want 1 (the judged fault never fired)\n%s", code, log)
 	}
@@ -590,25 +609,27 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 }
 
 // TestAttachedSlice: `slice --attach` runs its rows one after another on
-// the same attached engines (one arm): kill, then remove; the file says
-// restore_at_end, so the removed source is started again at the end and
-// every engine runs after the slice.
+// the same attached engines (one arm): kill, then remove (short rows); the
+// file says restore_at_end, so the removed source is started again at the
+// end and every engine runs after the slice.
 func TestAttachedSlice(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs an attached cluster for ~25 s")
+		t.Skip("runs an attached cluster for ~10 s")
 	}
 	bin := buildP2pfault(t)
 	dec, srcs := attachedCluster(t, bin, 0.25)
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "restore_at_end: true\n")
 	out := filepath.Join(dir, "out")
-	cmd, log := startP2pfault(t, "slice", "--attach", file, "--cases", "kill,remove", "--time-scale", "0.25", "--quiet", "--out", out)
-	if code := waitExit(t, cmd, 4*time.Minute, log); code != 0 {
-		t.Fatalf("exit %d, want 0\n%s", code, log)
+	// Short rows: their verdicts are the virtual slice's to judge.
+	cmd, log := startP2pfault(t, "slice", "--attach", file, "--cases", "kill,remove", "--time-scale", "0.25", "--quiet", "--out", out,
+		"--fault-at", "4s", "--stall-for", "8s", "--recovery", "8s")
+	if code := waitExit(t, cmd, 4*time.Minute, log); code != 0 && code != 1 {
+		t.Fatalf("exit %d, want a verdict (0 or 1)\n%s", code, log)
 	}
 	t.Logf("slice output:\n%s", tail(log.String(), 12))
-	for _, want := range []string{"main  kill    pass", "main  remove  pass", "slice: 2 rows"} {
-		if !regexpMatch(`(?m)^`+strings.ReplaceAll(want, "  ", " +"), log.String()) {
+	for _, want := range []string{`main +kill +(pass|FAIL)`, `main +remove +(pass|FAIL)`, `slice: 2 rows`} {
+		if !regexpMatch(`(?m)^`+want, log.String()) {
 			t.Errorf("slice output has no %q", want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -77,8 +78,8 @@ func TestARegisteredCaseIsAcceptedEverywhere(t *testing.T) {
 		}
 	}
 
-	// run --case and slice --cases run it on source-0.
-	fast := []string{"--time-scale", "0.05", "--free-ports", "--engine-arg=--sim-startup-delay=0s"}
+	// run --case and slice --cases run it on source-0, on the virtual
+	// cluster at time scale 1 (its 30 s on the fake clock).
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -89,12 +90,12 @@ func TestARegisteredCaseIsAcceptedEverywhere(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()
-			var stdout, stderr bytes.Buffer
-			code := cli.Main(append(append(tt.args, fast...), "--out", out), strings.NewReader(""), &stdout, &stderr)
-			if code == 2 || code == 130 {
-				t.Fatalf("exit %d (a usage error or an interrupted run):\n%s%s", code, stdout.String(), stderr.String())
+			var r virtualRun
+			synctest.Test(t, func(t *testing.T) { r = runVirtual(t, append(tt.args, "--out", out)...) })
+			if r.code != 0 {
+				t.Fatalf("exit %d, want 0 (a zap touches no engine):\n%s%s", r.code, r.stdout, r.stderr)
 			}
-			t.Logf("%s: exit %d", tt.name, code)
+			stdout := bytes.NewBufferString(r.stdout)
 			run, fired := zapEvents(t, filepath.Join(out, tt.rows, "events.jsonl"))
 			if run == nil || run.Case != "zap" || run.Timeline != "at 10s zap source-0 for 30s" {
 				t.Errorf("run event %+v, want case zap and its preset as the timeline", run)

@@ -22,10 +22,19 @@ import (
 )
 
 // Main runs p2pfault with args (without the program name) and returns the
-// process exit code.
+// process exit code. SIGINT and SIGTERM end the run (exit 130).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return Execute(ctx, args, stdin, stdout, stderr)
+}
+
+// Execute is Main without the signal handling: the run ends when ctx is
+// done (exit 130). It is how a test runs p2pfault inside a testing/synctest
+// bubble (with --engine virtual), where os/signal's process-wide watcher
+// must not be started: everything Execute starts is goroutines of the
+// caller's bubble.
+func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := NewRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

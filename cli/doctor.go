@@ -13,6 +13,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/netfault"
 	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
 // newDoctorCommand is `p2pfault doctor [run|slice] [flags]`: package
@@ -99,6 +100,11 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 		}
 		if err := checkConfig(cfg); err != nil {
 			return err
+		}
+		if _, virtual := cfg.Cluster.(vcluster.Opener); virtual {
+			// Its engines are goroutines of the run's own process: no
+			// binary, GPU, port or firewall of this host is theirs.
+			return exitcode.Usagef("doctor checks what a run needs of this host, and --engine virtual needs nothing of it (no process, port or firewall): run it")
 		}
 		l, ok := cfg.Cluster.(experiment.Launch)
 		if !ok {

@@ -14,6 +14,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/probe"
 	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
 // clusterFlags are the flags of every command that starts engines.
@@ -53,7 +54,7 @@ type clusterFlags struct {
 
 func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	def := check.DefaultBounds()
-	fs.StringVar(&f.engine, "engine", runner.EngineSim, "engine: sim (the built-in simulated engine, no GPU) or vllm (real vllm serve processes)")
+	fs.StringVar(&f.engine, "engine", runner.EngineSim, "engine: sim (the built-in simulated engine, no GPU), vllm (real vllm serve processes) or virtual (the simulated engine, every engine in this process on an in-memory network, no processes; its loss draws are the same every run)")
 	fs.StringVar(&f.vllmBin, "vllm-bin", "vllm", "the vllm binary, with --engine vllm")
 	fs.StringVar(&f.model, "model", runner.DefaultModel, "model every engine serves")
 	fs.StringSliceVar(&f.gpus, "gpus", nil, "GPUs for CUDA_VISIBLE_DEVICES, round-robin over engines (--engine vllm), e.g. 0,1,2")
@@ -171,6 +172,11 @@ func (f *clusterFlags) check() error {
 	if err := checkMode("--mode", f.mode); err != nil {
 		return err
 	}
+	switch f.engine {
+	case runner.EngineSim, runner.EngineVLLM, vcluster.Engine:
+	default:
+		return exitcode.Usagef("--engine %q: want %s, %s or %s", f.engine, runner.EngineSim, runner.EngineVLLM, vcluster.Engine)
+	}
 	if f.handshake < 0 {
 		return exitcode.Usagef("--handshake-timeout %v: want a positive duration (0: the engine's own)", f.handshake)
 	}
@@ -207,8 +213,12 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 	if bin != "" {
 		vllmBin = bin
 	}
+	engine := f.engine
+	if engine == vcluster.Engine {
+		engine = runner.EngineSim // the same engines, run in this process (opener)
+	}
 	return runner.Config{
-		Engine:            f.engine,
+		Engine:            engine,
 		Sources:           n,
 		Model:             f.model,
 		VLLMBin:           vllmBin,
@@ -221,6 +231,21 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 		LoadFailurePolicy: f.loadPolicy,
 	}, nil
 }
+
+// opener is how a run gets the engines rc describes: launched as
+// processes, or with --engine virtual run as goroutines of this process
+// on an in-memory network of their own (package vcluster). Nothing after
+// this knows which.
+func (f *clusterFlags) opener(rc runner.Config) experiment.Opener {
+	if f.engine == vcluster.Engine {
+		return vcluster.Opener{Config: rc, Seed: virtualSeed}
+	}
+	return experiment.Launch{Config: rc}
+}
+
+// virtualSeed seeds the virtual network's loss draws: a fixed one, so a
+// run with loss on the virtual cluster is the same run every time.
+const virtualSeed = 1
 
 // armArgs maps a simulated arm to the engine flag that selects it: main is
 // vLLM main today, fixed is main + PR #64501.

@@ -201,7 +201,7 @@ func (o *sliceOptions) rowConfigs(cmd *cobra.Command, rows []sliceRow, parallel 
 			// the script's defaults.
 			rc.FreePorts = rc.FreePorts || parallel > 1
 			rc.PortPool = pool
-			cfg.Cluster = experiment.Launch{Config: rc}
+			cfg.Cluster = o.flags.opener(rc)
 		}
 		cfgs[i] = cfg
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
@@ -94,13 +95,15 @@ func startCommand(t *testing.T, bin string, args ...string) (*exec.Cmd, *bytes.B
 	return cmd, &out
 }
 
-// TestSliceGivesTheSeedsVerdictsAtCompressedTime runs the whole slice
-// (main and fixed × stall, kill, remove) on the simulated cluster at time
-// scale 0.25 and checks the seed's verdicts: main stall fails on the
-// handshake timeout, everything else passes. Figures are asserted in
-// windows with wide margins (the machine is shared and the engines run
-// under the race detector); bounds at time scale s are s × the seed's.
-func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
+// TestRealSliceAgreesWithTheVirtualCluster runs the whole slice (main
+// and fixed × stall, kill, remove) on real engine processes at time scale
+// 0.25, and the same slice on the virtual cluster at time scale 1: the two
+// tables must agree cell by cell within the tolerances --compare-seed
+// uses (plus a compressed run's slack), so the in-process engines cannot
+// drift from the processes unnoticed. What each figure must be is
+// TestVirtualSliceGivesTheSeedsTable's to say, exactly; this test asks
+// only that the real cluster gives the same table.
+func TestRealSliceAgreesWithTheVirtualCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs six clusters for ~25 s")
 	}
@@ -120,97 +123,48 @@ func TestSliceGivesTheSeedsVerdictsAtCompressedTime(t *testing.T) {
 	case <-time.After(4 * time.Minute):
 		t.Fatalf("slice did not finish in 4 minutes\n%s", log)
 	}
+	rep := readSliceReport(t, out)
+	if rep.TimeScale != scale || len(rep.Rows) != 6 {
+		t.Fatalf("time_scale %v, %d rows; want %v and 6", rep.TimeScale, len(rep.Rows), scale)
+	}
+	for _, f := range []string{"report.md", "junit.xml", "report.html", "compare-seed.txt", "main-stall/events.jsonl", "main-stall/sessions.json", "fixed-kill/timeline.svg"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("slice output: %v", err)
+		}
+	}
+	// The same slice on the virtual cluster, after the real one so that it
+	// takes none of the real engines' CPU.
+	vout := t.TempDir()
+	var v virtualRun
+	synctest.Test(t, func(t *testing.T) {
+		v = runVirtual(t, offGrid("slice", "--arms", "main,fixed", "--quiet", "--out", vout)...)
+	})
+	if v.code != 1 {
+		t.Fatalf("virtual slice exit %d, want 1\n%s%s", v.code, v.stdout, v.stderr)
+	}
+	assertTablesAgree(t, out, scale, vout, 500*time.Millisecond)
+	// Both tables in the seed's units, for -v and for a failure.
+	realSc := report.SeedScale{TimeScale: scale, Interval: 500 * time.Millisecond}
+	virtSc := report.SeedScale{TimeScale: 1, Interval: 500 * time.Millisecond}
+	t.Logf("real processes:\n%s\nvirtual cluster:\n%s", report.CompareSeedTable(report.CompareSeed(reportRows(t, out), realSc), realSc),
+		report.CompareSeedTable(report.CompareSeed(reportRows(t, vout), virtSc), virtSc))
+	if t.Failed() {
+		t.Logf("log tail:\n%s", tail(log.String(), 40))
+	}
+}
+
+// readSliceReport reads out/report.json.
+func readSliceReport(t *testing.T, out string) sliceReport {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(out, "report.json"))
 	if err != nil {
-		t.Fatalf("%v\n%s", err, log)
+		t.Fatal(err)
 	}
 	var rep sliceReport
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.TimeScale != scale {
-		t.Errorf("time_scale %v, want %v", rep.TimeScale, scale)
-	}
-	if len(rep.Rows) != 6 {
-		t.Fatalf("%d rows, want 6\n%s", len(rep.Rows), data)
-	}
-	for _, r := range rep.Rows {
-		name := r.Arm + "/" + r.Case
-		wantPass := name != "main/stall"
-		if r.Passed != wantPass {
-			t.Errorf("%s: passed=%v, want %v; checks %+v", name, r.Passed, wantPass, r.Checks)
-		}
-		if r.Faulted.N == 0 {
-			t.Errorf("%s: no faulted pulls", name)
-		}
-		// Every pull that returned 200 answered its source's text: the
-		// faults change where the KV comes from, never what it holds.
-		content := false
-		for _, c := range r.Checks {
-			if c.Name == "content_matches" {
-				content = true
-				if !c.Passed || !strings.HasPrefix(c.Detail, "all ") {
-					t.Errorf("%s: content_matches %+v, want a pass", name, c)
-				}
-			}
-		}
-		if !content {
-			t.Errorf("%s: no content_matches among %+v", name, r.Checks)
-		}
-		// Healthy source: >= 90 % hit, each well within the 5 s × scale bound.
-		if r.Healthy.N == 0 || float64(r.Healthy.Pulled) < 0.9*float64(r.Healthy.N) {
-			t.Errorf("%s: healthy pulled %d/%d, want >= 90%%", name, r.Healthy.Pulled, r.Healthy.N)
-		}
-		if r.Healthy.Max > 1.0 {
-			t.Errorf("%s: healthy max %.2fs, want <= 1s", name, r.Healthy.Max)
-		}
-		switch {
-		case name == "main/stall":
-			// The seed: max near the 30 s handshake timeout (here 6 s), p50
-			// in between. Windows of the issue, [25, 31] s and [8, 24] s,
-			// scaled.
-			if r.Faulted.Max < 25*scale || r.Faulted.Max > 31*scale+0.5 {
-				t.Errorf("%s: faulted max %.2fs, want in [%.1f, %.1f]", name, r.Faulted.Max, 25*scale, 31*scale+0.5)
-			}
-			if r.Faulted.P50 < 8*scale || r.Faulted.P50 > 24*scale {
-				t.Errorf("%s: faulted p50 %.2fs, want in [%.1f, %.1f]", name, r.Faulted.P50, 8*scale, 24*scale)
-			}
-			if !strings.Contains(failingDetails(r.Checks), "a request naming the faulted source took") {
-				t.Errorf("%s: no seed-like failure message in %+v", name, r.Checks)
-			}
-		case name == "fixed/stall":
-			// Prefill while the handshake is pending: p50 tiny, max near
-			// the 8 s lookup timeout (the issue's 9 s, scaled, + 0.5 s for
-			// a busy machine).
-			if r.Faulted.P50 > 0.25 {
-				t.Errorf("%s: faulted p50 %.2fs, want <= 0.25s", name, r.Faulted.P50)
-			}
-			if r.Faulted.Max > 9*scale+0.5 {
-				t.Errorf("%s: faulted max %.2fs, want <= %.2fs", name, r.Faulted.Max, 9*scale+0.5)
-			}
-		default: // kill, remove: refused or reset connections, local prefill at once
-			if r.Faulted.P50 > 0.25 {
-				t.Errorf("%s: faulted p50 %.2fs, want <= 0.25s", name, r.Faulted.P50)
-			}
-		}
-		if r.Case == "remove" {
-			if r.Recovery != nil && r.Recovery.N > 0 {
-				t.Errorf("%s: a removed source has no recovery, got %+v", name, *r.Recovery)
-			}
-		} else if r.Recovery == nil || r.Recovery.N == 0 || 2*r.Recovery.Pulled < r.Recovery.N {
-			t.Errorf("%s: recovery %+v, want >= 50%% pulled again", name, r.Recovery)
-		}
-	}
-	checkOpenLoopDuringStall(t, filepath.Join(out, "main-stall", "events.jsonl"), time.Duration(scale*float64(500*time.Millisecond)))
-	assertSeedTargets(t, out, scale, 500*time.Millisecond)
-	for _, f := range []string{"report.md", "junit.xml", "report.html", "main-stall/events.jsonl", "main-stall/report.html", "fixed-kill/timeline.svg"} {
-		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
-			t.Errorf("slice output: %v", err)
-		}
-	}
-	if t.Failed() {
-		t.Logf("report.json:\n%s\nlog tail:\n%s", data, tail(log.String(), 60))
-	}
+	return rep
 }
 
 func failingDetails(checks []struct {
@@ -239,7 +193,7 @@ func tail(s string, n int) string {
 // for up to the handshake timeout), trials naming it still start on
 // schedule: their number equals rate × stall length ± 1. A trial starts
 // with its seed; its pull follows the seed's answer or timeout.
-func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration) {
+func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration, tolerance float64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -281,8 +235,8 @@ func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration)
 	want := float64(win.End-win.Start) / float64(interval)
 	// The window's edges are the experiment's clock, the trials the probe's:
 	// a trial may fall on either side of each edge.
-	if math.Abs(float64(n)-want) > 1.5 {
-		t.Errorf("main/stall: %d trials naming source 0 started in the %.2fs stall, want %.1f ± 1.5 (one every %v)",
-			n, (win.End - win.Start).Seconds(), want, interval)
+	if math.Abs(float64(n)-want) > tolerance {
+		t.Errorf("main/stall: %d trials naming source 0 started in the %.2fs stall, want %.1f ± %g (one every %v)",
+			n, (win.End - win.Start).Seconds(), want, tolerance, interval)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/fault"
+	"p2pfault/netenv"
 	"p2pfault/runner"
 )
 
@@ -31,6 +32,10 @@ type Plan struct {
 	Sources int
 	Model   string // what every engine serves: the probe's "model"
 	Engine  string // the run's RunInfo.Engine: sim, vllm, attached
+	// OwnNetwork: the cluster it opens is a netFaulter, so the network
+	// kinds need nothing of the host's firewall (their Setup, a check of
+	// nftables and CAP_NET_ADMIN, is not asked).
+	OwnNetwork bool
 }
 
 // OpenEnv is what the run gives the cluster it opens.
@@ -50,17 +55,50 @@ type OpenEnv struct {
 // (attach.Cluster). Every target's State must stay current by itself: the
 // run sends every engine's state once a second.
 //
-// One ability is optional, because a cluster truly may lack it: a
-// firewallRecorder (network.go) records the run's firewall table on the
-// host before it is made, so `p2pfault cleanup` finds it after a crash;
-// a cluster without one (an attached cluster, whose engines may be on
-// other hosts) gets no network faults.
+// Some abilities are optional, because a cluster truly may lack them (the
+// experiment asks for each by interface, never which cluster it has):
+//   - a firewallRecorder (network.go) records the run's firewall table on
+//     the host before it is made, so `p2pfault cleanup` finds it after a
+//     crash; a cluster without one or a netFaulter (an attached cluster,
+//     whose engines may be on other hosts) gets no network faults;
+//   - a networked cluster's engines are reached on a network of its own
+//     (a virtual cluster's in-memory one): the probe, the scraper and the
+//     fault verifications dial through it; without one, the OS's;
+//   - a netFaulter cuts and heals its engines' links by its own means (a
+//     virtual cluster in its in-memory network): the network kinds use
+//     it, and no firewall is made, checked or recorded on the host.
+//
+// Its targets may be fault.Inspectable (their processes are read in
+// /proc) or fault.Reporter (they say what was done to them); the fault
+// kinds verify their effect through either.
 type Cluster interface {
 	Sources() []Target // by index
 	Decoder() Target
 	// Stop ends the run's hold on the engines: a launched cluster's are
 	// stopped; an attached one is left as found.
 	Stop(ctx context.Context) error
+}
+
+// networked is a Cluster whose engines are reached on a network of its
+// own rather than the OS's.
+type networked interface {
+	Network() netenv.Network
+}
+
+// netFaulter is a Cluster that partitions, loses and heals its engines'
+// links itself (fault.Network), with no host state to record: the cut
+// ends with the cluster.
+type netFaulter interface {
+	FaultNetwork() (fault.Network, error)
+}
+
+// networkOf is the network the run dials c's engines on: c's own, or nil
+// (the OS's).
+func networkOf(c Cluster) netenv.Network {
+	if n, ok := c.(networked); ok {
+		return n.Network()
+	}
+	return nil
 }
 
 // Target is one engine of a Cluster: what the probe, the faces and the

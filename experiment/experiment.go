@@ -96,7 +96,7 @@ func New(cfg Config) (*Experiment, error) {
 		tl[i].At = cfg.scale(tl[i].At)
 		tl[i].For = cfg.scale(tl[i].For)
 	}
-	if err := setupKinds(tl); err != nil {
+	if err := setupKinds(tl, plan); err != nil {
 		return nil, err
 	}
 	cfg.Timeline = text
@@ -395,6 +395,7 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		// the samples compare (check content_matches).
 		ContentTokens: e.cfg.ContentTokens,
 		Mode:          e.cfg.Mode,
+		Network:       networkOf(cl),
 		Warn:          func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.

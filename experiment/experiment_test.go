@@ -1,12 +1,15 @@
 package experiment_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
@@ -17,7 +20,9 @@ import (
 	"p2pfault/fault"
 	"p2pfault/runner"
 	"p2pfault/ui"
+	"p2pfault/vcluster"
 
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
@@ -78,18 +83,37 @@ func faultOK(action string, src int) func(event.Event) bool {
 // and is ready again), remove and restore; a fault on a source that is
 // removed is refused with the reason, and every fault opens and closes its
 // window. Ending the context ends the run as interrupted, engines stopped.
+//
+// On real processes it is the test of /proc verification: every action
+// is verified from what /proc and the ports show, in time.
 func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0") // engines exit often; a -race binary sleeps 1 s at exit
+	testController(t, 0.2, experiment.Launch{Config: runner.Config{
+		FreePorts: true,
+		ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
+	}}, false)
+}
+
+// TestControllerOnTheVirtualCluster is the same drive of the Controller
+// on the virtual cluster, in a synctest bubble at the seed's time: each
+// action is verified from what its target reports, at the very instant
+// of the action (After 0).
+func TestControllerOnTheVirtualCluster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		testController(t, 1, vcluster.Opener{Seed: 1, Config: runner.Config{
+			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
+		}}, true)
+	})
+}
+
+func testController(t *testing.T, scale float64, cl experiment.Opener, exact bool) {
 	exp, err := experiment.New(experiment.Config{
 		Case:      fault.CaseNone,
-		TimeScale: 0.2,
-		FaultFor:  300 * time.Second, // a key's stall: a minute at this scale, so only the resume key ends it however late the test gets there
-		Cluster: experiment.Launch{Config: runner.Config{
-			FreePorts: true,
-			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
-		}},
-		OutDir: t.TempDir(),
+		TimeScale: scale,
+		FaultFor:  300 * time.Second, // a key's stall: a minute at 0.2, so only the resume key ends it however late the test gets there
+		Cluster:   cl,
+		OutDir:    t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +207,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 		switch ev.Kind {
 		case event.KindVerification:
 			v := ev.Verification
-			if !v.Verified || v.After > check.DefaultVerifyWithin {
+			if !v.Verified || v.After > check.DefaultVerifyWithin || exact && v.After != 0 {
 				t.Errorf("%s source-%d not verified in time: %+v", v.Action, v.Source, *v)
 			}
 			verified[v.Action]++
@@ -232,4 +256,71 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 			t.Errorf("%s's last state is not exited", name)
 		}
 	}
+}
+
+// bubbleTUI is the dashboard over an experiment's events, as dashboard
+// draws it, for a test inside a synctest bubble: teatest listens for
+// SIGINT, which no bubble may (a signal is delivered from outside it), so
+// this runs the same program without any signal handling and keeps what
+// it draws. Its methods are the ones the tests use of teatest's.
+type bubbleTUI struct {
+	p    *tea.Program
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+func bubbleDashboard(t *testing.T, exp *experiment.Experiment, w, h int) *bubbleTUI {
+	t.Helper()
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.Ascii)
+	b := &bubbleTUI{out: &lockedBuffer{}, done: make(chan struct{})}
+	b.p = tea.NewProgram(ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
+		tea.WithInput(&bytes.Buffer{}), tea.WithOutput(b.out),
+		tea.WithoutSignalHandler(), tea.WithoutSignals(), tea.WithANSICompressor())
+	go func() {
+		defer close(b.done)
+		if _, err := b.p.Run(); err != nil {
+			t.Errorf("dashboard: %v", err)
+		}
+	}()
+	b.p.Send(tea.WindowSizeMsg{Width: w, Height: h})
+	return b
+}
+
+func (b *bubbleTUI) Send(m tea.Msg)    { b.p.Send(m) }
+func (b *bubbleTUI) Output() io.Reader { return b.out }
+func (b *bubbleTUI) Quit() error       { b.p.Quit(); return nil }
+
+// WaitFinished waits for the program to end (at most 5 s of the bubble's
+// clock: the program ends at once when quit).
+func (b *bubbleTUI) WaitFinished(t *testing.T, _ ...teatest.FinalOpt) {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(5 * time.Second):
+		t.Error("the dashboard did not finish within 5s of being quit")
+	}
+	// The program does not wait for its commands' goroutines (a frame's
+	// tick, the event feed's gap): they end once their timers fire,
+	// which the bubble's clock does only while the test still waits.
+	time.Sleep(2 * time.Second)
+}
+
+// lockedBuffer is a bytes.Buffer safe for the program's writes and the
+// test's reads at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Read(p)
 }

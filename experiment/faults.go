@@ -10,6 +10,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
+	"p2pfault/verify"
 )
 
 // Who fired a fault.
@@ -124,7 +125,7 @@ func (e *Experiment) fire(a fault.Action, by string) error {
 			return e.refused(a, by, fmt.Errorf("%s %q: %w", k.Name, a.Arg, err))
 		}
 	}
-	if k.Setup != nil {
+	if needsSetup(k, e.plan) {
 		if err := k.Setup(); err != nil {
 			return e.refused(a, by, err)
 		}
@@ -139,7 +140,7 @@ func (e *Experiment) fire(a fault.Action, by string) error {
 		}
 	}
 	env := &firing{e: e, src: src, kind: k, opts: a.Options}
-	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env}
+	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
 	at := e.since()
 	if err := k.Act(f); err != nil {
 		return err
@@ -209,11 +210,11 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 // setupKinds checks, before the run, that every kind the timeline uses can
 // work on this host (a partition needs CAP_NET_ADMIN and nftables): a
 // setup error, exit 2, naming what is missing.
-func setupKinds(tl fault.Timeline) error {
+func setupKinds(tl fault.Timeline, p Plan) error {
 	seen := map[*fault.Kind]bool{}
 	for _, s := range tl {
 		k := s.Kind
-		if k.Setup == nil || seen[k] {
+		if !needsSetup(k, p) || seen[k] {
 			continue
 		}
 		seen[k] = true
@@ -222,6 +223,29 @@ func setupKinds(tl fault.Timeline) error {
 		}
 	}
 	return nil
+}
+
+// needsSetup says whether k's Setup is asked on a cluster planned as p:
+// a kind that checks the host's firewall is not, on a cluster that cuts
+// its links itself.
+func needsSetup(k *fault.Kind, p Plan) bool {
+	return k.Setup != nil && !(k.HostFirewall && p.OwnNetwork)
+}
+
+// verifier is what the kinds verify their effect with: the zero Verifier
+// (/proc, the OS's network), dialling the cluster's own network when it
+// has one.
+func (e *Experiment) verifier() verify.Verifier {
+	e.mu.Lock()
+	cl := e.cluster
+	e.mu.Unlock()
+	var v verify.Verifier
+	if cl != nil {
+		if nw := networkOf(cl); nw != nil {
+			v.Dial = nw.DialContext
+		}
+	}
+	return v
 }
 
 // source returns source i of the running cluster.

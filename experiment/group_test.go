@@ -6,12 +6,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
 // armConfigs are two simulated arms (main waits on a pending handshake,
@@ -29,6 +31,23 @@ func armConfigs(t *testing.T, mod func(*experiment.Config)) []experiment.Config 
 				ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=" + arm.mode},
 			}},
 			OutDir: t.TempDir(),
+		}
+		mod(&c)
+		cfgs = append(cfgs, c)
+	}
+	return cfgs
+}
+
+// virtualArmConfigs are armConfigs' two arms on virtual clusters at the
+// seed's time (for a synctest bubble).
+func virtualArmConfigs(t *testing.T, mod func(*experiment.Config)) []experiment.Config {
+	var cfgs []experiment.Config
+	for _, arm := range []string{"main", "fixed"} {
+		c := experiment.Config{
+			Arm:     arm,
+			Case:    fault.CaseNone,
+			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{ExtraArgs: armArgs(arm)}},
+			OutDir:  t.TempDir(),
 		}
 		mod(&c)
 		cfgs = append(cfgs, c)
@@ -253,32 +272,28 @@ func TestGroupKeyFiresEveryArmAtOnce(t *testing.T) {
 }
 
 // TestGroupScriptFiresEveryArmAtOnce plays a 3-stall timeline on a
-// two-arm group: both arms share t0, so every scripted stall (and its
-// resume) is due on both at the same instant and fires no sooner; both
-// arms' streams end.
+// two-arm group of virtual clusters, in a synctest bubble at the seed's
+// time: both arms share t0, so every scripted stall (and its resume) is
+// due on both at the same instant and fires exactly then, on both arms at
+// once (no skew at all on the bubble's clock); both arms' streams end.
 func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
-	t.Setenv("P2PFAULT_TEST_MAIN", "1")
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	synctest.Test(t, testGroupScriptFiresEveryArmAtOnce)
+}
+
+func testGroupScriptFiresEveryArmAtOnce(t *testing.T) {
 	const (
 		tries = 3
-		scale = 0.2 // armConfigs'
+		scale = 1
 	)
 	var steps []string
 	var due []time.Duration // when each scripted action is due, in order: stall, resume, stall, ...
 	for i := 0; i < tries; i++ {
-		// At scale 0.2: a stall every 6 s from t0+200 ms, resumed by a step
-		// 3 s later. Each action waits for the last one's verification on
-		// the host: a stall that resumed on its own timer could end before
-		// a loaded machine's verifier saw it stopped, which then waits out
-		// its 2 s and delays the next step. A stall held until the resume
-		// step is always seen. The 3 s between steps outlast a stall or
-		// resume on a loaded machine (seen taking over 2 s); a step due
-		// while the last is still acting would be refused.
+		// A stall every 30 s from t0+1 s, resumed by a step 15 s later.
 		at := time.Duration(1000+30000*i) * time.Millisecond
 		steps = append(steps, fmt.Sprintf("at %dms stall source-0", at.Milliseconds()), fmt.Sprintf("at %dms resume source-0", (at+15*time.Second).Milliseconds()))
 		due = append(due, time.Duration(float64(at)*scale), time.Duration(float64(at+15*time.Second)*scale))
 	}
-	g, err := experiment.NewGroup(armConfigs(t, func(c *experiment.Config) {
+	g, err := experiment.NewGroup(virtualArmConfigs(t, func(c *experiment.Config) {
 		c.Timeline = strings.Join(steps, "; ")
 		c.Recovery = time.Second
 	}))
@@ -287,7 +302,7 @@ func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
 	}
 	ch, _, done := runGroup(t, g)
 	var seen []event.Event
-	timeout := time.After(2 * time.Minute)
+	timeout := time.After(10 * time.Minute)
 	for open := true; open; {
 		select {
 		case ev, ok := <-ch:
@@ -334,8 +349,8 @@ func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
 		} else if !at.Equal(t0) {
 			t.Errorf("arm %s measures from %v, another arm from %v: want one t0", ev.Arm, at, t0)
 		}
-		if n := fired[ev.Arm]; n < len(due) && ev.T < due[n] {
-			t.Errorf("arm %s: scripted %s #%d at %v, before it was due at %v", ev.Arm, ev.Fault.Action, n, ev.T, due[n])
+		if n := fired[ev.Arm]; n < len(due) && ev.T != due[n] {
+			t.Errorf("arm %s: scripted %s #%d at %v, due at %v", ev.Arm, ev.Fault.Action, n, ev.T, due[n])
 		}
 		fired[ev.Arm]++
 	}
@@ -343,13 +358,12 @@ func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
 	if len(d) != 2*tries {
 		t.Errorf("%d paired scripted actions, want %d (a stall and its resume per step)", len(d), 2*tries)
 	}
-	// How far apart the two arms then acted is this machine's scheduling:
-	// told, not judged.
-	if len(d) > 0 {
-		t.Logf("skew between the two arms (script, fault events): median %v, max %v over %d actions", d[len(d)/2], d[len(d)-1], len(d))
+	// On the bubble's clock both arms act at the very instant due.
+	if len(d) > 0 && d[len(d)-1] != 0 {
+		t.Errorf("skew between the two arms (script, fault events): max %v over %d actions, want none", d[len(d)-1], len(d))
 	}
-	if d := signalSkews(t, seen); len(d) > 0 {
-		t.Logf("skew between the two arms (script, SIGSTOP/SIGCONT instants): median %v, max %v over %d actions", d[len(d)/2], d[len(d)-1], len(d))
+	if d := signalSkews(t, seen); len(d) == 0 || d[len(d)-1] != 0 {
+		t.Errorf("skew between the two arms (freeze and thaw instants): %v, want none", d)
 	}
 }
 

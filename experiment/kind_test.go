@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -15,11 +16,12 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
 // TestANewKindIsOneRegistration registers a fault kind of its own, noop
 // (it only logs, and its verification says nothing changed), and fires it from a timeline string and from a dashboard
-// key on a real run: nothing outside this test knows of it, so the next
+// key on a run of the virtual cluster (in a synctest bubble): nothing outside this test knows of it, so the next
 // kinds (partition, loss, ...) are new pieces, not edits of every face.
 func TestANewKindIsOneRegistration(t *testing.T) {
 	var mu sync.Mutex
@@ -38,17 +40,16 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 		Verify: func(f *fault.Fire) fault.Effect { return fault.Effect{Detail: "nothing changed"} },
 	})
 	t.Cleanup(unregister)
+	synctest.Test(t, func(t *testing.T) { testANewKindIsOneRegistration(t, &mu, &acted) })
+}
 
-	t.Setenv("P2PFAULT_TEST_MAIN", "1")
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
+func testANewKindIsOneRegistration(t *testing.T, mu *sync.Mutex, acted *[]string) {
 	exp, err := experiment.New(experiment.Config{
-		Case:      fault.CaseNone,
-		TimeScale: 0.2,
+		Case: fault.CaseNone,
 		// From the timeline: once early, once late so the run lasts
-		// until the key has fired too (4 s at this scale).
+		// until the key has fired too.
 		Timeline: "at 500ms noop source-1; at 20s noop source-1",
-		Cluster: experiment.Launch{Config: runner.Config{
-			FreePorts: true,
+		Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{
 			ExtraArgs: []string{"--sim-startup-delay=0s"},
 		}},
 		OutDir: t.TempDir(),
@@ -57,7 +58,7 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &recorder{ch: exp.Subscribe()}
-	tm := dashboard(t, exp, 140, 45)
+	tm := bubbleDashboard(t, exp, 140, 45)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = exp.Run(ctx) }()
@@ -87,7 +88,7 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 		teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
 
 	mu.Lock()
-	got := strings.Join(acted, ", ")
+	got := strings.Join(*acted, ", ")
 	mu.Unlock()
 	if !strings.HasPrefix(got, "source-1 by script, source-0 by key") {
 		t.Errorf("noop acted on %q, want source-1 by script, then source-0 by key", got)

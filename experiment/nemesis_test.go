@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
@@ -12,24 +13,23 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
-// nemesisConfig is a short nemesis run on the simulated engines at a
-// fifth of the seed's time: stalls and kills on two sources for 150 s of
-// the seed's time (30 s), a kill's restart 5 s (1 s).
+// nemesisConfig is a short nemesis run on the virtual cluster at the
+// seed's time (scale 1; a test runs it in a synctest bubble): stalls and
+// kills on two sources for 150 s, a kill's restart 5 s.
 func nemesisConfig(t *testing.T, seed int64) experiment.Config {
 	return experiment.Config{
-		Case:      fault.CaseNemesis,
-		TimeScale: 0.2,
-		Duration:  150 * time.Second,
-		Recovery:  10 * time.Second,
+		Case:     fault.CaseNemesis,
+		Duration: 150 * time.Second,
+		Recovery: 10 * time.Second,
 		Nemesis: &fault.Nemesis{
 			Seed: seed, Kinds: []fault.Draw{{Kind: act(fault.ActionStall, 0, fault.Options{}).Kind}, {Kind: act(fault.ActionKill, 0, fault.Options{}).Kind}},
 			Gap: 20 * time.Second, GapSpread: 5 * time.Second,
 			Length: 10 * time.Second, LengthSpread: 5 * time.Second, Settle: 5 * time.Second,
 		},
-		Cluster: experiment.Launch{Config: runner.Config{
-			FreePorts:         true,
+		Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{
 			RestartDelay:      5 * time.Second,
 			LoadFailurePolicy: "recompute", // the CLI's default
 			ExtraArgs:         []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
@@ -43,8 +43,10 @@ func nemesisConfig(t *testing.T, seed int64) experiment.Config {
 // same) before any fault fires, the faults fire as scheduled, never two
 // windows open at once, and the run ends at its duration.
 func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
-	t.Setenv("P2PFAULT_TEST_MAIN", "1")
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	synctest.Test(t, testNemesisRunPlaysItsScheduleOneFaultAtATime)
+}
+
+func testNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
 	cfg := nemesisConfig(t, 11)
 	exp, err := experiment.New(cfg)
 	if err != nil {
@@ -58,7 +60,7 @@ func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
 		t.Fatalf("the schedule has %d faults: %s", len(want), want)
 	}
 	ch := exp.Subscribe()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { _, err := exp.Run(ctx); done <- err }()
@@ -77,7 +79,7 @@ func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
 	for i, ev := range evs {
 		switch ev.Kind {
 		case event.KindRun:
-			if ev.Run.Nemesis != fault.NemesisRandom || ev.Run.Timeline != want.String() || ev.Run.Duration != 30*time.Second {
+			if ev.Run.Nemesis != fault.NemesisRandom || ev.Run.Timeline != want.String() || ev.Run.Duration != 150*time.Second {
 				t.Errorf("run event: nemesis %q, duration %v, timeline %q", ev.Run.Nemesis, ev.Run.Duration, ev.Run.Timeline)
 			}
 			if evs[i+1].Kind != event.KindSchedule {
@@ -124,14 +126,14 @@ func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
 		if ev.Fault.Action != st.Action || ev.Fault.Source != st.Source {
 			t.Errorf("fault %d: %s source-%d, scheduled %s source-%d", i, ev.Fault.Action, ev.Fault.Source, st.Action, st.Source)
 		}
-		// A fault fires on time, or later when the one before it still
-		// held its source (a restart running long): never early.
-		if ev.T < st.At || ev.T > st.At+3*time.Second {
-			t.Errorf("fault %d (%s source-%d) fired at %v, scheduled at %v (scaled)", i, st.Action, st.Source, ev.T, st.At)
+		// A fault fires on time, to the bubble clock's nanosecond: the
+		// schedule leaves room for each (its Settle after the one before).
+		if ev.T != st.At {
+			t.Errorf("fault %d (%s source-%d) fired at %v, scheduled at %v", i, st.Action, st.Source, ev.T, st.At)
 		}
 	}
-	if doneAt < 30*time.Second || doneAt > 40*time.Second {
-		t.Errorf("the run was done at %v, want its duration, 30 s (150 s at scale 0.2)", doneAt)
+	if doneAt != 150*time.Second {
+		t.Errorf("the run was done at %v, want exactly its duration, 150 s", doneAt)
 	}
 }
 
@@ -141,9 +143,8 @@ func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
 // window, touching nothing (a fault that did not take effect, as a broken
 // executor's). The fault_took_effect check fails in exactly the windows of
 // the fakes and holds in the others; every other check holds everywhere:
-// a kill passes on either arm, and the time and hit-rate bounds and the
-// pull timeout are so wide that a loaded machine (pulls of many seconds)
-// cannot fail them, so what fails is the fault alone. The last window's
+// a kill passes on either arm, at the seed's own bounds (on the virtual
+// cluster no load can slow a pull), so what fails is the fault alone. The last window's
 // recovery may be cut empty by the run's end when a restart ran long; it
 // is the one check allowed to be empty. The run fails and names those
 // windows; each window's verdict settled during the run is the final
@@ -170,7 +171,7 @@ func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 			env.OpenWindow(time.Now(), true)
 			env.Go(func() {
 				select {
-				case <-time.After(time.Second): // a restart's length at this scale
+				case <-time.After(5 * time.Second): // a restart's length
 				case <-env.Context().Done():
 				}
 				env.CloseWindow(time.Now())
@@ -187,23 +188,20 @@ func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 			return kill.Verify(f)
 		},
 	}))
-	t.Setenv("P2PFAULT_TEST_MAIN", "1")
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	synctest.Test(t, func(t *testing.T) { testNemesisChecksFail(t, fake, &mu) })
+}
+
+func testNemesisChecksFail(t *testing.T, fake map[int]bool, mu *sync.Mutex) {
 	cfg := nemesisConfig(t, 3)
 	cfg.Nemesis.Kinds = []fault.Draw{{Kind: act("flaky", 0, fault.Options{}).Kind}}
 	cfg.Nemesis.Gap, cfg.Nemesis.GapSpread = 30*time.Second, 5*time.Second // past the recovery window
 	cfg.Duration = 240 * time.Second
-	b := check.DefaultBounds()
-	b.HealthyMax, b.FaultedMax, b.FaultedMedian = 10*time.Minute, 10*time.Minute, 10*time.Minute
-	b.HealthyHitRate, b.RecoveryHitRate = 0, 0
-	cfg.Bounds = b
-	cfg.PullTimeout = 10 * time.Minute // no pull times out, however slow the machine
 	exp, err := experiment.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ch := exp.Subscribe()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { _, err := exp.Run(ctx); done <- err }()

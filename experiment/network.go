@@ -171,6 +171,9 @@ func (f *firing) Network() (fault.Network, error) {
 	if cl == nil {
 		return nil, errors.New("the cluster is not up yet")
 	}
+	if nf, ok := cl.(netFaulter); ok {
+		return nf.FaultNetwork()
+	}
 	fw, err := f.e.net.get(cl)
 	if err != nil {
 		return nil, err

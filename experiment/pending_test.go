@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/charmbracelet/x/exp/teatest"
@@ -15,6 +16,7 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
 func resultOf(v *event.Verdict, name string) (event.Result, bool) {
@@ -26,23 +28,24 @@ func resultOf(v *event.Verdict, name string) (event.Result, bool) {
 	return event.Result{}, false
 }
 
-// TestPullsInFlightFailTheVerdictBeforeTheyReturn: main's stall at time
-// scale 0.25. From the lookup timeout on (2 s into the stall) each new
-// pull naming source-0 waits on a reconnect's handshake (7.5 s), so they
-// hang past the 3.75 s faulted_max bound long before any returns. The live
-// verdict fails faulted_max as soon as the first has waited past it,
-// counting them (the dashboard shows it), while no pull naming source-0
-// has yet ended past the bound; ended then by the context (q, Ctrl-C),
-// the run's final verdict judges the same pulls, cut short, as pending
-// past the bound.
+// TestPullsInFlightFailTheVerdictBeforeTheyReturn: main's stall on the
+// virtual cluster at the seed's time, in a synctest bubble. From the
+// lookup timeout on (8 s into the stall) each new pull naming source-0
+// waits on a reconnect's handshake (30 s), so they hang past the 15 s
+// faulted_max bound long before any returns. The live verdict fails
+// faulted_max within one flush (100 ms) of the instant the first pull in
+// flight waited past it, counting them (the dashboard shows it), while no
+// pull naming source-0 has yet ended past the bound; ended then by the
+// context (q, Ctrl-C), the run's final verdict judges the same pulls, cut
+// short, as pending past the bound.
 func TestPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
-	t.Setenv("P2PFAULT_TEST_MAIN", "1")
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	synctest.Test(t, testPullsInFlightFailTheVerdictBeforeTheyReturn)
+}
+
+func testPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
 	exp, err := experiment.New(experiment.Config{
-		Case:      "stall",
-		TimeScale: 0.25,
-		Cluster: experiment.Launch{Config: runner.Config{
-			FreePorts: true,
+		Case: "stall",
+		Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{
 			ExtraArgs: []string{"--sim-startup-delay=0s"},
 		}},
 		OutDir: t.TempDir(),
@@ -52,7 +55,7 @@ func TestPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
 	}
 	bound := exp.Info().Bounds.FaultedMax
 	rec := &recorder{ch: exp.Subscribe()}
-	tm := dashboard(t, exp, 140, 45)
+	tm := bubbleDashboard(t, exp, 140, 45)
 	ctx, cancel := context.WithCancel(context.Background())
 	var runErr error
 	done := make(chan struct{})
@@ -81,8 +84,29 @@ func TestPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
 			}
 		}
 	}
+	// The first instant a pull naming source-0, started in the window
+	// and not ended by then, had waited the bound.
+	endedTrial := map[int64]bool{}
+	for _, ev := range rec.seen {
+		for _, s := range ev.Samples {
+			endedTrial[s.Trial] = true
+		}
+	}
+	var crossAt time.Duration = -1
+	for _, ev := range rec.seen {
+		for _, p := range ev.Pulls {
+			if p.Source == win.Source && p.Start >= win.Start && !endedTrial[p.Trial] && p.Start+bound <= live.T {
+				if crossAt < 0 || p.Start+bound < crossAt {
+					crossAt = p.Start + bound
+				}
+			}
+		}
+	}
+	if crossAt < 0 || live.T < crossAt || live.T > crossAt+100*time.Millisecond {
+		t.Errorf("the live verdict failed at %v; the first pull in flight crossed the bound at %v: want it within one 100 ms flush", live.T, crossAt)
+	}
 	r, _ := resultOf(live.Verdict, check.NameFaultedBound)
-	t.Logf("live at %.2fs: %s", live.T.Seconds(), r.Detail)
+	t.Logf("live at %.2fs (crossed at %.2fs): %s", live.T.Seconds(), crossAt.Seconds(), r.Detail)
 	if live.Verdict.Passed {
 		t.Error("the live verdict passed with faulted_max failed")
 	}
@@ -96,7 +120,7 @@ func TestPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
 	})
 	fr, _ := resultOf(final.Verdict, check.NameFaultedBound)
 	// One or more past the bound: how many depends on how soon after the
-	// first crossed it the cancel came (a pull is sent every 0.125 s).
+	// first crossed it the cancel came (a pull is sent every 0.5 s).
 	// The cancel cuts them short; one whose cut answer the probe recorded
 	// before the final verdict counts as a pull that took its age.
 	inFlight := fr.Pending > 0 && strings.Contains(fr.Detail, "in flight past")

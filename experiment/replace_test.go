@@ -6,36 +6,44 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
 // TestReplaceNamesTheNewAddressFromTheMomentItIsReady runs case replace on
 // a simulated cluster in both modes and checks, from the events alone, what
 // a replay or a reader of events.jsonl would: source-0's new engine has new
-// ports (HTTP and P2P) in a new session; one address event says the probe
+// ports (HTTP and P2P) and is a new engine (its restarts count it); one address event says the probe
 // names its P2P address from At on; no pull sent from At on names the old
 // address, and the pulls before the fault named the old one; the window
 // closes at or after At, so recovery is measured on the new address; the
-// replace is verified on the host as a kill is.
+// replace is verified as a kill is. On the virtual cluster, in synctest
+// bubbles at the seed's time, where the verdict is the machine's load's
+// no more: it passes.
 func TestReplaceNamesTheNewAddressFromTheMomentItIsReady(t *testing.T) {
-	t.Setenv("P2PFAULT_TEST_MAIN", "1")
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	for _, mode := range []string{event.ModeP2P, event.ModePD} {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(mode, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testReplace(t, mode) }) })
+	}
+}
+
+func testReplace(t *testing.T, mode string) {
+	{
+		{
 			exp, err := experiment.New(experiment.Config{
-				Case:      fault.ActionReplace,
-				Mode:      mode,
-				TimeScale: 0.2,
-				Cluster: experiment.Launch{Config: runner.Config{
-					FreePorts: true,
-					ExtraArgs: []string{"--sim-startup-delay=0s"},
-				}},
-				OutDir: t.TempDir(),
+				Case: fault.ActionReplace,
+				Mode: mode,
+				// The sim's own model load (1 s) for every start, the
+				// replacement's too: on the virtual cluster a start costs
+				// nothing else, and a replacement ready at the very
+				// instant of the kill would leave no pull to judge.
+				Cluster: vcluster.Opener{Seed: 1},
+				OutDir:  t.TempDir(),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -49,7 +57,7 @@ func TestReplaceNamesTheNewAddressFromTheMomentItIsReady(t *testing.T) {
 					evs = append(evs, ev)
 				}
 			}()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			v, err := exp.Run(ctx)
 			<-collected
@@ -57,10 +65,23 @@ func TestReplaceNamesTheNewAddressFromTheMomentItIsReady(t *testing.T) {
 				t.Fatalf("run: %v", err)
 			}
 			checkReplaceEvents(t, evs, mode)
-			if !v.Passed {
-				t.Logf("verdict (not asserted: a loaded machine): %+v", v.Checks)
+			// The verdict is exact on the bubble's clock: the window
+			// lasts the new engine's 1 s model load, shorter than the 2 s
+			// detect time, so faulted_median_after_detect has no pull
+			// (empty, failed) in either mode; in pd the decoder's KV
+			// loads from the killed prefiller are refused (the default
+			// kv_load_failure_policy, fail: 500s) and fail all_200.
+			// Every other check passes.
+			wantFailed := map[string]bool{check.NameFaultedMedian: true}
+			if mode == event.ModePD {
+				wantFailed[check.NameAll200] = true
 			}
-		})
+			for _, c := range v.Checks {
+				if c.Passed == wantFailed[c.Name] {
+					t.Errorf("%s passed %v, want %v: %s", c.Name, c.Passed, !wantFailed[c.Name], c.Detail)
+				}
+			}
+		}
 	}
 }
 
@@ -73,7 +94,7 @@ func checkReplaceEvents(t *testing.T, evs []event.Event, mode string) {
 		verified     *event.Verification
 		samples      []event.Sample
 		enginePorts  = map[int]bool{} // source-0's P2P ports over the run
-		sids         = map[int]bool{}
+		restarts     = map[int]bool{}
 	)
 	for _, ev := range evs {
 		switch ev.Kind {
@@ -114,9 +135,7 @@ func checkReplaceEvents(t *testing.T, evs []event.Event, mode string) {
 		case event.KindEngine:
 			if ev.Engine.Name == "source-0" {
 				enginePorts[ev.Engine.P2PPort] = true
-				if ev.Engine.Sid > 0 {
-					sids[ev.Engine.Sid] = true
-				}
+				restarts[ev.Engine.Restarts] = true
 			}
 		}
 	}
@@ -128,8 +147,8 @@ func checkReplaceEvents(t *testing.T, evs []event.Event, mode string) {
 	}
 	_, p, _ := net.SplitHostPort(moved.P2P)
 	newPort, _ := strconv.Atoi(p)
-	if !enginePorts[newPort] || len(sids) < 2 {
-		t.Errorf("source-0's engine events show P2P ports %v and sessions %v: want the new port %d and a new session", enginePorts, sids, newPort)
+	if !enginePorts[newPort] || !restarts[0] || !restarts[1] {
+		t.Errorf("source-0's engine events show P2P ports %v and restart counts %v: want the new port %d and a new engine", enginePorts, restarts, newPort)
 	}
 	if moved.At <= fault0 || window.End < moved.At {
 		t.Errorf("replace at %v, new address named from %v, window closed at %v: want fault < switch ≤ window end", fault0, moved.At, window.End)
@@ -140,7 +159,10 @@ func checkReplaceEvents(t *testing.T, evs []event.Event, mode string) {
 			continue
 		}
 		switch {
-		case s.Start >= moved.At:
+		// A pull sent at the very instant of the switch (the bubble's
+		// clock does not move between them) may have read the address
+		// just before it: every pull sent after it names the new one.
+		case s.Start > moved.At:
 			after++
 			if s.Peer != moved.P2P {
 				t.Errorf("trial %d sent at %v, after the switch at %v, names %s, want %s", s.Trial, s.Start, moved.At, s.Peer, moved.P2P)

@@ -20,7 +20,7 @@ func (p scrapePoller) Run(ctx context.Context, emit func(event.Event)) {
 	for _, t := range targets(p.cl) {
 		ts = append(ts, scrape.Target{Name: t.Name(), URL: t.HTTPURL()})
 	}
-	s, err := scrape.New(scrape.Config{Targets: ts})
+	s, err := scrape.New(scrape.Config{Targets: ts, Network: networkOf(p.cl)})
 	if err != nil {
 		emit(event.Event{Kind: event.KindWarning, Message: "engine metrics are not scraped: " + err.Error()})
 		return

@@ -3,7 +3,6 @@ package fault
 import (
 	"fmt"
 	"p2pfault/event"
-	"p2pfault/verify"
 	"time"
 )
 
@@ -42,7 +41,7 @@ func verifyHeal(f *Fire) Effect {
 		return Effect{Skipped: true}
 	}
 	start := time.Now()
-	if err := verify.Reachable(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
+	if err := f.Verifier.Reachable(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
 		return Effect{After: time.Since(start), Detail: fmt.Sprintf("a connect to %s did not complete within %v after the heal: %v", nt.P2PAddr(), verifyWait, err)}
 	}
 	return Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("a connect to %s completes", nt.P2PAddr())}

@@ -41,7 +41,7 @@ func restart(f *Fire, action string, do func(context.Context, func(time.Time, er
 	env := f.Env
 	f.Enter()
 	// The old session and addresses, read before they go, for the Verify.
-	f.before, f.hasHost = host(f.Target)
+	f.before, f.hasHost = observe(f.Target)
 	f.restart = make(chan error, 1)
 	killed := make(chan error, 1)
 	env.Go(func() {

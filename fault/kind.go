@@ -109,6 +109,11 @@ type Kind struct {
 	// whose timeline uses the kind (an error is a setup error, exit 2) and
 	// before each firing, which it refuses with the error.
 	Setup func() error
+	// HostFirewall: Setup checks the host's firewall (nftables, rights),
+	// which the kind acts through only on a cluster without a network of
+	// its own; a cluster that cuts its own links (a virtual cluster) is
+	// not asked for it.
+	HostFirewall bool
 }
 
 // Effect is what a kind's Verify saw on the host.
@@ -134,8 +139,8 @@ type Fire struct {
 
 	// What a kind's Act leaves for its Verify (kill: the old session and
 	// the restart's outcome).
-	before  Host
-	hasHost bool
+	before  seen
+	hasHost bool // before was read (/proc or the target's Report)
 	restart chan error
 }
 

@@ -28,8 +28,8 @@ func init() {
 			}
 			return actNet(f, ActionLoss, pct)
 		},
-		Setup: func() error { return netfault.Check(ActionLoss) },
-		Can:   canNet,
+		Setup: func() error { return netfault.Check(ActionLoss) }, HostFirewall: true,
+		Can: canNet,
 	})
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/netfault"
-	"p2pfault/verify"
 )
 
 // ActionPartition drops every packet to or from every port a source
@@ -21,8 +20,8 @@ func init() {
 		Opens: true, Ending: EndsAfterFor, Case: OwnCase,
 		Act:    func(f *Fire) error { return actNet(f, ActionPartition, 100) },
 		Verify: verifyPartition,
-		Setup:  func() error { return netfault.Check(ActionPartition) },
-		Can:    canNet,
+		Setup:  func() error { return netfault.Check(ActionPartition) }, HostFirewall: true,
+		Can: canNet,
 	})
 }
 
@@ -34,7 +33,7 @@ func verifyPartition(f *Fire) Effect {
 		return Effect{Skipped: true}
 	}
 	start := time.Now()
-	if err := verify.Partitioned(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
+	if err := f.Verifier.Partitioned(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
 		return Effect{After: time.Since(start), Detail: err.Error()}
 	}
 	// Partitioned returns once the connect hung for the whole wait: the

@@ -29,7 +29,7 @@ func actRemove(f *Fire) error {
 	ctx, cancel := context.WithTimeout(env.Context(), removeTimeout)
 	defer cancel()
 	var at time.Time
-	f.before, f.hasHost = host(f.Target) // its addresses, for verifyRemove
+	f.before, f.hasHost = observe(f.Target) // its addresses, for verifyRemove
 	err := f.Target.Terminate(ctx, func(t time.Time, _ error) { at = t })
 	if err != nil {
 		err = fmt.Errorf("remove %s: %w", f.Target.Name(), err)

@@ -88,13 +88,13 @@ func verifyReplace(f *Fire) Effect {
 	if ef.Skipped || !ef.OK {
 		return ef
 	}
-	now, ok := host(f.Target)
+	now, ok := observe(f.Target)
 	if !ok {
 		return ef
 	}
 	var same []string
-	for _, a := range now.Addrs {
-		if slices.Contains(f.before.Addrs, a) {
+	for _, a := range now.addrs() {
+		if slices.Contains(f.before.addrs(), a) {
 			same = append(same, a)
 		}
 	}
@@ -103,6 +103,6 @@ func verifyReplace(f *Fire) Effect {
 		ef.Detail += "; but the new engine listens on the old address " + strings.Join(same, ", ")
 		return ef
 	}
-	ef.Detail += fmt.Sprintf(" at %s (was %s)", strings.Join(now.Addrs, ", "), strings.Join(f.before.Addrs, ", "))
+	ef.Detail += fmt.Sprintf(" at %s (was %s)", strings.Join(now.addrs(), ", "), strings.Join(f.before.addrs(), ", "))
 	return ef
 }

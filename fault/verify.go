@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"fmt"
 
 	"p2pfault/verify"
 )
@@ -28,6 +29,62 @@ type Inspectable interface {
 	Host() (h Host, ok bool)
 }
 
+// Reporter is a Target that is no set of processes on this host (an
+// engine of the virtual cluster runs as goroutines in p2pfault's own
+// process, with no pid to read) and says itself what its own means did
+// to it: a kind's Verify polls its Report where it would read /proc. Its
+// listeners are verified as any other's, by connects through the run's
+// network (Fire.Verifier.Dial). An optional ability, as Inspectable is; a
+// target that is both is read through /proc.
+type Reporter interface {
+	Report() Report
+}
+
+// Report is what a Reporter says of its engine now.
+type Report struct {
+	// Frozen: every goroutine of the engine is held at its next step, the
+	// way SIGSTOP holds a process (a stall took effect).
+	Frozen bool
+	// Running: an instance of the engine runs (frozen or not); false
+	// once it was killed or terminated and before it is started again.
+	Running bool
+	// Instance counts the engine's starts: a kill's or a replace's
+	// restart is a new instance, as a restarted process is a new session.
+	Instance int
+	Addrs    []string // "host:port" of its HTTP and P2P listeners, on the cluster's network
+	// Ready asks the engine once whether it is ready (GET /health): nil
+	// when it is.
+	Ready func(ctx context.Context) error
+}
+
+// seen is what a kind's Verify reads of a target before and after its
+// action: /proc (an Inspectable) or the target's own Report.
+type seen struct {
+	host     Host
+	report   Report
+	reported bool // read from a Reporter, not /proc
+}
+
+// observe reads t now; ok is false when nothing can be read (Verify is
+// skipped).
+func observe(t Target) (seen, bool) {
+	if h, ok := host(t); ok {
+		return seen{host: h}, true
+	}
+	if r, ok := t.(Reporter); ok {
+		return seen{report: r.Report(), reported: true}, true
+	}
+	return seen{}, false
+}
+
+// addrs are the listeners seen.
+func (s seen) addrs() []string {
+	if s.reported {
+		return s.report.Addrs
+	}
+	return s.host.Addrs
+}
+
 func host(t Target) (Host, bool) {
 	in, ok := t.(Inspectable)
 	if !ok {
@@ -40,28 +97,55 @@ func effect(r verify.Result) Effect {
 	return Effect{OK: r.OK, After: r.After, Detail: r.Detail}
 }
 
-// verifyStall: every live member of the session is in state T.
-func verifyStall(f *Fire) Effect {
-	h, ok := host(f.Target)
-	if !ok {
-		return Effect{Skipped: true}
-	}
-	return effect(f.Verifier.Stall(f.Env.Context(), h.Sid))
+// reported polls a Reporter's report until done says its effect is seen.
+func reported(f *Fire, kind string, done func(Report) (bool, string)) Effect {
+	r := f.Target.(Reporter)
+	return effect(f.Verifier.Until(f.Env.Context(), kind, func(context.Context) (bool, string) {
+		return done(r.Report())
+	}))
 }
 
-// verifyResume: no member of the session is in state T any more.
-func verifyResume(f *Fire) Effect {
-	h, ok := host(f.Target)
-	if !ok {
+// verifyStall: every live member of the session is in state T (a
+// Reporter: its engine is frozen).
+func verifyStall(f *Fire) Effect {
+	s, ok := observe(f.Target)
+	switch {
+	case !ok:
 		return Effect{Skipped: true}
+	case s.reported:
+		return reported(f, "stall", func(r Report) (bool, string) {
+			if !r.Frozen {
+				return false, fmt.Sprintf("%s (instance %d) is not frozen", f.Target.Name(), r.Instance)
+			}
+			return true, fmt.Sprintf("%s (instance %d) frozen: every goroutine of it held", f.Target.Name(), r.Instance)
+		})
 	}
-	return effect(f.Verifier.Resume(f.Env.Context(), h.Sid))
+	return effect(f.Verifier.Stall(f.Env.Context(), s.host.Sid))
+}
+
+// verifyResume: no member of the session is in state T any more (a
+// Reporter: its engine runs, not frozen).
+func verifyResume(f *Fire) Effect {
+	s, ok := observe(f.Target)
+	switch {
+	case !ok:
+		return Effect{Skipped: true}
+	case s.reported:
+		return reported(f, "resume", func(r Report) (bool, string) {
+			if r.Frozen || !r.Running {
+				return false, fmt.Sprintf("%s (instance %d) still frozen or not running", f.Target.Name(), r.Instance)
+			}
+			return true, fmt.Sprintf("%s (instance %d) runs again, not frozen", f.Target.Name(), r.Instance)
+		})
+	}
+	return effect(f.Verifier.Resume(f.Env.Context(), s.host.Sid))
 }
 
 // verifyKill waits for the restart Act started, then verifies every pid
 // of the old session is gone and the new session answers its health
 // check: timed from the restart's ready (a real engine's restart takes as
-// long as loading its model, which says nothing of the kill).
+// long as loading its model, which says nothing of the kill). A Reporter:
+// its instance of before the kill is gone and a new one is ready.
 func verifyKill(f *Fire) Effect {
 	if !f.hasHost || f.restart == nil {
 		return Effect{Skipped: true}
@@ -74,14 +158,40 @@ func verifyKill(f *Fire) Effect {
 	case <-f.Env.Context().Done():
 		return Effect{Detail: "the run ended before the restarted source was ready"}
 	}
+	if f.before.reported {
+		old := f.before.report.Instance
+		return reported(f, "kill", func(r Report) (bool, string) {
+			if !r.Running || r.Instance == old {
+				return false, fmt.Sprintf("instance %d of %s still the one running (or none is)", old, f.Target.Name())
+			}
+			gone := fmt.Sprintf("instance %d of %s gone; instance %d", old, f.Target.Name(), r.Instance)
+			if r.Ready != nil {
+				if err := r.Ready(f.Env.Context()); err != nil {
+					return false, gone + " not ready: " + err.Error()
+				}
+			}
+			return true, gone + " ready"
+		})
+	}
 	now, _ := host(f.Target)
-	return effect(f.Verifier.Kill(f.Env.Context(), f.before.Sid, f.before.Pids, now.Ready))
+	return effect(f.Verifier.Kill(f.Env.Context(), f.before.host.Sid, f.before.host.Pids, now.Ready))
 }
 
-// verifyRemove: the source's ports refuse connections.
+// verifyRemove: the source's ports refuse connections (a Reporter: and no
+// instance of it runs).
 func verifyRemove(f *Fire) Effect {
 	if !f.hasHost {
 		return Effect{Skipped: true}
 	}
-	return effect(f.Verifier.Remove(f.Env.Context(), f.before.Addrs...))
+	if f.before.reported {
+		if ef := reported(f, "remove", func(r Report) (bool, string) {
+			if r.Running {
+				return false, fmt.Sprintf("instance %d of %s still runs", r.Instance, f.Target.Name())
+			}
+			return true, "no instance runs"
+		}); !ef.OK {
+			return ef
+		}
+	}
+	return effect(f.Verifier.Remove(f.Env.Context(), f.before.addrs()...))
 }

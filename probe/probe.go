@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"p2pfault/event"
+	"p2pfault/netenv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,10 @@ type Config struct {
 	// trials' goroutines and must not block long; the pull's clock starts
 	// after it returns, so a slow Started never inflates a latency.
 	Started func(event.PullStart)
+	// Network is what the probe's HTTP clients dial through: nil is the
+	// operating system's (netenv.OS), a virtual cluster gives its
+	// in-memory one (package memnet), whose engines have no OS address.
+	Network netenv.Network
 }
 
 // Prober runs trials. Its methods are safe for concurrent use.
@@ -146,7 +151,7 @@ func New(cfg Config) (*Prober, error) {
 	}
 	p := &Prober{
 		cfg:       cfg,
-		decoder:   newClient(cfg.MaxInFlight),
+		decoder:   newClient(cfg.Network, cfg.MaxInFlight),
 		pullURL:   cfg.DecoderURL + "/v1/completions",
 		mode:      mode,
 		modelJSON: modelJSON,
@@ -154,7 +159,7 @@ func New(cfg Config) (*Prober, error) {
 	}
 	p.abortCtx, p.abort = context.WithCancelCause(context.Background())
 	for _, s := range cfg.Sources {
-		p.sources = append(p.sources, newClient(cfg.MaxInFlight))
+		p.sources = append(p.sources, newClient(cfg.Network, cfg.MaxInFlight))
 		a, err := newAddr(s, 0)
 		if err != nil {
 			return nil, err
@@ -263,12 +268,17 @@ func checkBaseURL(raw string) (string, error) {
 	return strings.TrimRight(raw, "/"), nil
 }
 
-func newClient(maxConns int) *http.Client {
+// newClient is one connection pool over nw (nil: the OS's, keep-alive
+// probes every 30 s as before).
+func newClient(nw netenv.Network, maxConns int) *http.Client {
+	if nw == nil {
+		nw = netenv.OS{Dialer: net.Dialer{KeepAlive: 30 * time.Second}}
+	}
 	return &http.Client{Transport: &http.Transport{
 		// Engines are reached directly: a proxy would add its own latency to
 		// every measurement.
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         nw.DialContext,
 		MaxIdleConns:        maxConns,
 		MaxIdleConnsPerHost: maxConns,
 		IdleConnTimeout:     90 * time.Second,

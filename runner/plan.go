@@ -234,3 +234,30 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 	}
 	return specs, nil
 }
+
+// SpecAt is engine i's spec (sources by index, then the decoder) from the
+// one template, on the given HTTP and P2P ports instead of its planned
+// ones: how an engine is started in its own place on new ports by a
+// cluster that does not start processes (a virtual cluster's replace).
+func SpecAt(cfg Config, i, httpPort, p2pPort int) (Spec, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Spec{}, err
+	}
+	ports, err := planPorts(cfg)
+	if err != nil {
+		return Spec{}, err
+	}
+	if i < 0 || i >= len(ports) {
+		return Spec{}, fmt.Errorf("no engine #%d: the cluster has %d", i, len(ports))
+	}
+	ports[i] = portPlan{http: httpPort, p2p: p2pPort}
+	if err := checkPortPlans(cfg.Sources, ports); err != nil {
+		return Spec{}, err
+	}
+	specs, err := buildSpecs(cfg, ports)
+	if err != nil {
+		return Spec{}, err
+	}
+	return specs[i], nil
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"p2pfault/event"
+	"p2pfault/netenv"
 	"strings"
 	"sync"
 	"time"
@@ -40,7 +41,11 @@ type Config struct {
 	Interval   time.Duration // between scrapes of one engine; 1 s
 	Timeout    time.Duration // per scrape; the interval
 	RateWindow time.Duration // what the live rates span; 10 s
-	Client     *http.Client  // nil: a client of its own, no proxy
+	Client     *http.Client  // nil: a client of its own, no proxy, over Network
+	// Network is what the scraper's own client dials through (with Client
+	// nil): nil is the operating system's, a virtual cluster gives its
+	// in-memory one. Each connect is bounded by Timeout on either.
+	Network netenv.Network
 }
 
 // Kind of an Update.
@@ -68,6 +73,7 @@ type Update struct {
 type Scraper struct {
 	cfg    Config
 	client *http.Client
+	own    bool // client is the scraper's own, its idle connections closed when Run ends
 	urls   []string
 }
 
@@ -111,14 +117,28 @@ func New(cfg Config) (*Scraper, error) {
 	s.cfg = cfg
 	s.client = cfg.Client
 	if s.client == nil {
+		s.own = true
 		s.client = &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // engines are reached directly
-			DialContext:         (&net.Dialer{Timeout: cfg.Timeout}).DialContext,
+			DialContext:         dialer(cfg.Network, cfg.Timeout),
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     90 * time.Second,
 		}}
 	}
 	return s, nil
+}
+
+// dialer connects through nw (nil: the OS's) within timeout, as a
+// net.Dialer with that Timeout does.
+func dialer(nw netenv.Network, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if nw == nil {
+		return (&net.Dialer{Timeout: timeout}).DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return nw.DialContext(ctx, network, addr)
+	}
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -138,6 +158,11 @@ func (s *Scraper) Run(ctx context.Context, emit func(Update)) {
 		wg.Go(func() { s.loop(ctx, t.Name, s.urls[i], safe) })
 	}
 	wg.Wait()
+	if s.own {
+		// Nothing of the scraper outlives Run: an idle connection's
+		// goroutines would (a test's synctest bubble waits for them).
+		s.client.CloseIdleConnections()
+	}
 }
 
 func (s *Scraper) loop(ctx context.Context, name, u string, emit func(Update)) {

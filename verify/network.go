@@ -18,13 +18,17 @@ var ErrNotPartitioned = errors.New("partition not in effect")
 // Partitioned confirms from p2pfault's side that addr (a source's P2P
 // address) is cut off: a TCP connect to it must hang for wait instead of
 // completing (or being refused, which means a reset came back). It returns
-// nil when the connect timed out.
+// nil when the connect timed out. It dials through the OS's network.
 func Partitioned(ctx context.Context, addr string, wait time.Duration) error {
+	return Verifier{}.Partitioned(ctx, addr, wait)
+}
+
+// Partitioned is the package's Partitioned, dialled through v.Dial.
+func (v Verifier) Partitioned(ctx context.Context, addr string, wait time.Duration) error {
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	start := time.Now()
-	var d net.Dialer
-	c, err := d.DialContext(dctx, "tcp", addr)
+	c, err := v.dial()(dctx, "tcp", addr)
 	if err == nil {
 		c.Close()
 		return fmt.Errorf("%w: a connect to %s completed in %s", ErrNotPartitioned, addr, time.Since(start).Round(time.Millisecond))
@@ -43,12 +47,16 @@ func Partitioned(ctx context.Context, addr string, wait time.Duration) error {
 }
 
 // Reachable reports whether a TCP connect to addr completes within wait
-// (a healed partition answers again).
+// (a healed partition answers again), through the OS's network.
 func Reachable(ctx context.Context, addr string, wait time.Duration) error {
+	return Verifier{}.Reachable(ctx, addr, wait)
+}
+
+// Reachable is the package's Reachable, dialled through v.Dial.
+func (v Verifier) Reachable(ctx context.Context, addr string, wait time.Duration) error {
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(dctx, "tcp", addr)
+	c, err := v.dial()(dctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

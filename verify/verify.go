@@ -38,7 +38,8 @@ type Verifier struct {
 	Procs    Reader        // nil: /proc (Procs)
 	Deadline time.Duration // from the call; 0: DefaultDeadline
 	Poll     time.Duration // 0: DefaultPoll
-	// Dial connects for Remove; nil: a net.Dialer.
+	// Dial connects for Remove, Partitioned and Reachable; nil: a
+	// net.Dialer (a virtual cluster's checks dial its in-memory network).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -47,6 +48,22 @@ func (v Verifier) reader() (Reader, error) {
 		return v.Procs, nil
 	}
 	return Procs{}, nil
+}
+
+// Until polls probe as every check here does (every Poll, up to the
+// Deadline) until it reports done: for a target that reports its own state
+// rather than showing it in /proc (a virtual cluster's engine), whose
+// effect is checked by what it says. kind names the Result.
+func (v Verifier) Until(ctx context.Context, kind string, probe func(ctx context.Context) (done bool, detail string)) Result {
+	return v.poll(ctx, kind, probe)
+}
+
+// dial is v.Dial, or the OS's.
+func (v Verifier) dial() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if v.Dial != nil {
+		return v.Dial
+	}
+	return (&net.Dialer{}).DialContext
 }
 
 // poll calls probe until it reports done, ctx ends or the deadline passes.
@@ -181,10 +198,7 @@ func (v Verifier) Kill(ctx context.Context, oldSid int, oldPids []int, ready fun
 // P2P ports) refuses connections. A port that accepts, or a connect that
 // times out (a stopped process's listen backlog), is not removed.
 func (v Verifier) Remove(ctx context.Context, addrs ...string) Result {
-	dial := v.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
+	dial := v.dial()
 	return v.poll(ctx, "remove", func(ctx context.Context) (bool, string) {
 		var open []string
 		for _, a := range addrs {

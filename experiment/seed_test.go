@@ -1,0 +1,243 @@
+package experiment_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/experiment"
+	"p2pfault/fault"
+	"p2pfault/probe"
+	"p2pfault/runner"
+)
+
+// seedRow is one row of the seed's table run on the virtual cluster.
+type seedRow struct {
+	arm, mode, kase string
+	v               event.Verdict
+}
+
+func (r seedRow) String() string {
+	s := r.v.Summary
+	return fmt.Sprintf("%-5s %-3s %-6s passed=%-5v faulted n=%d pulled=%d p50=%.3fs max=%.3fs | healthy n=%d pulled=%d max=%.3fs | recovery n=%d pulled=%d",
+		r.arm, r.mode, r.kase, r.v.Passed, s.Faulted.N, s.Faulted.Pulled, s.Faulted.P50.Seconds(), s.Faulted.Max.Seconds(),
+		s.Healthy.N, s.Healthy.Pulled, s.Healthy.Max.Seconds(), s.Recovery.N, s.Recovery.Pulled)
+}
+
+// sliceEngines are the engines `p2pfault slice` starts for arm (cli's
+// defaults): the arm's pending-handshake flag, a kill's restart as long
+// as a real vLLM's (29 s), KV loads that failed recomputed, the sim's own
+// first start (1 s).
+func sliceEngines(arm string) runner.Config {
+	mode := "wait"
+	if arm == "fixed" {
+		mode = "prefill"
+	}
+	return runner.Config{
+		ExtraArgs:         []string{"--p2p-pending-handshake=" + mode},
+		RestartDelay:      29 * time.Second,
+		LoadFailurePolicy: "recompute",
+	}
+}
+
+// seedFaultAt is the seed's fault time, 10 s, a millisecond early: at 10 s
+// exactly a trial of source-0 is due too (one every 0.5 s from t0), and
+// which of the two comes first at one instant of the bubble's clock is
+// the scheduler's choice, as it is in real time. A millisecond apart, the
+// fault goes first every time, and every figure of the table is the same
+// run to run (with a tie a remove row counted 60 or 61 faulted pulls, and
+// a pd kill could land between a trial's two legs:
+// TestPDKillBetweenATrialsLegsWaitsTheLoadTimeout).
+const seedFaultAt = 10*time.Second - time.Millisecond
+
+// seedTable runs every arm × mode × case of the seed's slice on the
+// virtual cluster, each in a synctest bubble of its own at the seed's
+// time (scale 1), with the content check on as the slice has it.
+func seedTable(t *testing.T, cases ...string) []seedRow {
+	var rows []seedRow
+	for _, arm := range []string{"main", "fixed"} {
+		for _, mode := range []string{event.ModeP2P, event.ModePD} {
+			for _, kase := range cases {
+				row := seedRow{arm: arm, mode: mode, kase: kase}
+				t.Run(arm+"/"+mode+"/"+kase, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						r := runVirtual(t, experiment.Config{
+							Arm: arm, Mode: mode, Case: kase, ContentTokens: probe.DefaultContentTokens,
+							FaultAt: seedFaultAt,
+						}, sliceEngines(arm))
+						if r.err != nil {
+							t.Fatalf("Run: %v", r.err)
+						}
+						row.v = r.verdict
+					})
+				})
+				rows = append(rows, row)
+			}
+		}
+	}
+	return rows
+}
+
+func failedChecks(v event.Verdict) string {
+	var out []string
+	for _, c := range v.Checks {
+		if !c.Passed {
+			out = append(out, c.Name+": "+c.Detail)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// TestSeedTableOnTheVirtualCluster is the seed's table, arms main and
+// fixed × modes p2p and pd × stall, kill and remove, on the engines
+// `p2pfault slice` starts, at the seed's own time and bounds (scale 1),
+// each row in a synctest bubble: the verdicts of the seed and of
+// sim/MODEL.md, with the figures the fake clock makes exact asserted
+// tighter than a real-time slice can.
+//   - main p2p stall fails: a pull waits on the reconnect's handshake up to
+//     its 30 s deadline, plus the sim's named costs of the pull (tens of
+//     ms): max in [30 s, 30.1 s], p50 in between;
+//   - fixed p2p stall passes: p50 a healthy pull's, max below the 8 s
+//     lookup timeout;
+//   - pd stall fails on both arms (the prefill arm's fix is the P2P
+//     pull's): the decode legs end on the handshake deadline (max in
+//     [30 s, 30.1 s], never the load timeout + abort-ack's 40 s), and the
+//     prefiller's CPU tier is full of parked stores, so (almost) nothing
+//     hits again in the recovery window;
+//   - kill and remove pass: refused or reset connections, local prefill at
+//     once (p50 ≤ 100 ms); a removed source has no recovery window;
+//   - everywhere: a healthy source keeps hitting (≥ 90 %, max ≤ 100 ms)
+//     and every pull that returned 200 answered its source's text.
+func TestSeedTableOnTheVirtualCluster(t *testing.T) {
+	rows := seedTable(t, fault.ActionStall, fault.ActionKill, fault.ActionRemove)
+	const costs = 100 * time.Millisecond
+	for _, r := range rows {
+		t.Log(r)
+		name := r.arm + "/" + r.mode + "/" + r.kase
+		s := r.v.Summary
+		stall := r.kase == fault.ActionStall
+		wantPass := !(stall && (r.arm == "main" || r.mode == event.ModePD))
+		if r.v.Passed != wantPass {
+			t.Errorf("%s: passed %v, want %v; failed: %s", name, r.v.Passed, wantPass, failedChecks(r.v))
+		}
+		if c, ok := resultOf(&r.v, "content_matches"); !ok || !c.Passed {
+			t.Errorf("%s: content_matches %+v, want a pass", name, c)
+		}
+		if s.Faulted.N == 0 || s.Healthy.N == 0 || 10*s.Healthy.Pulled < 9*s.Healthy.N || s.Healthy.Max > 100*time.Millisecond {
+			t.Errorf("%s: faulted n=%d, healthy %+v: want faulted pulls, and healthy ones hitting (>= 90%%) within 100ms", name, s.Faulted.N, s.Healthy)
+		}
+		switch {
+		case stall && !wantPass:
+			if s.Faulted.Max < 30*time.Second || s.Faulted.Max > 30*time.Second+costs {
+				t.Errorf("%s: faulted max %v, want the 30s handshake deadline plus the pull's costs (<= %v)", name, s.Faulted.Max, costs)
+			}
+			if s.Faulted.P50 < 8*time.Second || s.Faulted.P50 > 24*time.Second {
+				t.Errorf("%s: faulted p50 %v, want in [8s, 24s]", name, s.Faulted.P50)
+			}
+			if !strings.Contains(failedChecks(r.v), "a request naming the faulted source took") {
+				t.Errorf("%s: no seed-like failure message in %s", name, failedChecks(r.v))
+			}
+		case stall:
+			if s.Faulted.P50 > costs || s.Faulted.Max >= 8*time.Second {
+				t.Errorf("%s: faulted p50 %v, max %v: want p50 <= %v and max below the 8s lookup timeout", name, s.Faulted.P50, s.Faulted.Max, costs)
+			}
+		default:
+			if s.Faulted.P50 > costs {
+				t.Errorf("%s: faulted p50 %v, want <= %v", name, s.Faulted.P50, costs)
+			}
+		}
+		switch {
+		case r.kase == fault.ActionRemove:
+			if s.Recovery.N > 0 {
+				t.Errorf("%s: a removed source has no recovery, got %+v", name, s.Recovery)
+			}
+		case stall && r.mode == event.ModePD:
+			if s.Recovery.N == 0 || 10*s.Recovery.Pulled > s.Recovery.N {
+				t.Errorf("%s: recovery %+v, want (almost) no hit: the prefiller's CPU tier is full of parked stores", name, s.Recovery)
+			}
+		default:
+			if s.Recovery.N == 0 || 2*s.Recovery.Pulled < s.Recovery.N {
+				t.Errorf("%s: recovery %+v, want >= 50%% hits", name, s.Recovery)
+			}
+		}
+	}
+}
+
+// TestPartitionCaseOnTheVirtualCluster is case partition (source-0's
+// host cut off from every other for 30 s) as rows of the table, on the
+// virtual cluster, whose network makes packets vanish as the firewall's
+// drop does:
+//   - main p2p fails: pulls hang on a handshake that cannot complete, up
+//     to the heal (faulted max below the 30 s handshake deadline, over
+//     the 15 s bound);
+//   - fixed p2p passes: p50 a healthy pull's, max below the 8 s lookup
+//     timeout, as its stall;
+//   - pd fails on both arms: every decode leg waits the 30 s load timeout
+//     (no abort-ack: recomputed), within the pull's costs of it, p50 too;
+//   - the healthy source keeps hitting, and after the heal the faulted one
+//     hits again (>= 50 %) on every row.
+func TestPartitionCaseOnTheVirtualCluster(t *testing.T) {
+	const costs = 100 * time.Millisecond
+	for _, r := range seedTable(t, fault.ActionPartition) {
+		t.Log(r)
+		name := r.arm + "/" + r.mode
+		s := r.v.Summary
+		wantPass := r.arm == "fixed" && r.mode == event.ModeP2P
+		if r.v.Passed != wantPass {
+			t.Errorf("%s: passed %v, want %v; failed: %s", name, r.v.Passed, wantPass, failedChecks(r.v))
+		}
+		switch {
+		case r.mode == event.ModePD:
+			for _, d := range []time.Duration{s.Faulted.P50, s.Faulted.Max} {
+				if d < 30*time.Second || d > 30*time.Second+costs {
+					t.Errorf("%s: faulted p50 %v, max %v: want both the 30s load timeout plus the pull's costs (<= %v)", name, s.Faulted.P50, s.Faulted.Max, costs)
+				}
+			}
+		case wantPass:
+			if s.Faulted.P50 > costs || s.Faulted.Max >= 8*time.Second {
+				t.Errorf("%s: faulted p50 %v, max %v: want p50 <= %v and max below the 8s lookup timeout", name, s.Faulted.P50, s.Faulted.Max, costs)
+			}
+		default:
+			if s.Faulted.Max <= 15*time.Second || s.Faulted.Max >= 30*time.Second {
+				t.Errorf("%s: faulted max %v, want past the 15s bound and below the 30s handshake deadline (healed first)", name, s.Faulted.Max)
+			}
+		}
+		if s.Healthy.N == 0 || 10*s.Healthy.Pulled < 9*s.Healthy.N || s.Healthy.Max > costs {
+			t.Errorf("%s: healthy %+v, want >= 90%% hits within %v", name, s.Healthy, costs)
+		}
+		if s.Recovery.N == 0 || 2*s.Recovery.Pulled < s.Recovery.N {
+			t.Errorf("%s: recovery %+v, want >= 50%% hits after the heal", name, s.Recovery)
+		}
+	}
+}
+
+// TestPDKillBetweenATrialsLegsWaitsTheLoadTimeout: a pd kill a
+// millisecond after a trial began lands after its prefill leg was served
+// and before its decode leg's fetch: the decode leg waits the 30 s load
+// timeout (plus the pull's costs) for blocks the killed prefiller took
+// with it, and fails faulted_max; every other pull of the window prefills
+// at once. On real processes the same kill is a matter of phase (cli's
+// slice test allows main/pd/kill "a pass or the load timeout"); here it is
+// exact, and nothing else fails.
+func TestPDKillBetweenATrialsLegsWaitsTheLoadTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := runVirtual(t, experiment.Config{
+			Mode: event.ModePD, Case: fault.ActionKill, FaultAt: 10*time.Second + time.Millisecond,
+		}, sliceEngines("main"))
+		if r.err != nil {
+			t.Fatalf("Run: %v", r.err)
+		}
+		s := r.verdict.Summary
+		if s.Faulted.Max < 30*time.Second || s.Faulted.Max > 30*time.Second+100*time.Millisecond || s.Faulted.P50 > 100*time.Millisecond {
+			t.Errorf("faulted %+v: want one pull of the 30s load timeout plus costs, the median a local prefill's", s.Faulted)
+		}
+		for _, c := range r.verdict.Checks {
+			if c.Passed == (c.Name == "faulted_max") {
+				t.Errorf("%s passed %v: %s", c.Name, c.Passed, c.Detail)
+			}
+		}
+	})
+}

@@ -1,0 +1,58 @@
+package experiment_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/experiment"
+	"p2pfault/runner"
+	"p2pfault/vcluster"
+)
+
+// virtualRun is one run of cfg on a virtual cluster of the engines
+// rcfg describes, inside the caller's synctest bubble: its verdict, every
+// event and how long it took on the bubble's clock.
+type virtualRun struct {
+	verdict event.Verdict
+	err     error
+	events  []event.Event
+	took    time.Duration
+}
+
+func runVirtual(t *testing.T, cfg experiment.Config, rcfg runner.Config) virtualRun {
+	t.Helper()
+	cfg.Cluster = vcluster.Opener{Config: rcfg, Seed: 1}
+	if cfg.OutDir == "" {
+		cfg.OutDir = t.TempDir()
+	}
+	exp, err := experiment.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ch := exp.Subscribe()
+	var r virtualRun
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for ev := range ch {
+			r.events = append(r.events, ev)
+		}
+	}()
+	start := time.Now()
+	r.verdict, r.err = exp.Run(context.Background())
+	<-read
+	r.took = time.Since(start)
+	return r
+}
+
+// armArgs are the engines' arguments of an arm, as the command line gives
+// them (cli's armArgs): main waits on a pending handshake, fixed prefills.
+func armArgs(arm string) []string {
+	args := []string{"--sim-startup-delay=0s"}
+	if arm == "fixed" {
+		args = append(args, "--p2p-pending-handshake=prefill")
+	}
+	return args
+}

@@ -1,0 +1,217 @@
+package experiment_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"p2pfault/event"
+	"p2pfault/exitcode"
+	"p2pfault/experiment"
+	"p2pfault/fault"
+	"p2pfault/runner"
+	"p2pfault/vcluster"
+)
+
+// virtualNetRun starts an experiment on a timeline with network faults on
+// the virtual cluster (in the caller's bubble) and returns its event
+// recorder and a channel with Run's error.
+func virtualNetRun(t *testing.T, recovery time.Duration, timeline string) (*recorder, <-chan error) {
+	t.Helper()
+	exp, err := experiment.New(experiment.Config{
+		Case:     fault.CaseNone,
+		Timeline: timeline,
+		Recovery: recovery,
+		Cluster:  vcluster.Opener{Seed: 1, Config: runner.Config{ExtraArgs: []string{"--sim-startup-delay=0s"}}},
+		OutDir:   t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{ch: exp.Subscribe()}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() { defer close(done); _, err := exp.Run(ctx); errc <- err }()
+	t.Cleanup(func() { cancel(); <-done })
+	return rec, errc
+}
+
+// TestLossRaisesFailedOrSlowPullsOfThatSourceOnly: `loss 30%` on source-0
+// in a timeline. A pull counts as failed or slow when it is not a hit or
+// took over 250 ms (healthy pulls take ~30 ms). The share of such pulls
+// naming source-0 rises in the fault window; source-1's pulls are not
+// touched by the loss: their median stays a healthy pull's, and the few a
+// loaded machine slows stay far fewer than source-0's. On the virtual
+// cluster, in a synctest bubble at the seed's time: its network delays a
+// lost segment by TCP's retransmission timeout, as the kernel does, and
+// draws its losses from the cluster's seed, so the run is the same every
+// time; the loss touches nothing of source-1's (none of its pulls is
+// failed or slow).
+func TestLossRaisesFailedOrSlowPullsOfThatSourceOnly(t *testing.T) {
+	synctest.Test(t, testLossRaisesFailedOrSlowPullsOfThatSourceOnly)
+}
+
+func testLossRaisesFailedOrSlowPullsOfThatSourceOnly(t *testing.T) {
+	rec, errc := virtualNetRun(t, 8*time.Second, "at 8s loss 30% source-0 for 40s")
+	for ev := range rec.ch {
+		rec.seen = append(rec.seen, ev)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var from, to time.Duration
+	for _, ev := range rec.seen {
+		if ev.Kind == event.KindWindow {
+			from, to = ev.Window.Start, ev.Window.End
+		}
+	}
+	if to == 0 {
+		t.Fatal("no closed fault window")
+	}
+	type tally struct{ n, bad int }
+	var base, during [2]tally
+	var healthy []time.Duration // source-1's latencies in the window
+	for _, ev := range rec.seen {
+		if ev.Kind != event.KindSamples {
+			continue
+		}
+		for _, s := range ev.Samples {
+			if s.Source > 1 || s.Aborted {
+				continue
+			}
+			tl := &base[s.Source]
+			switch {
+			case s.Start >= from && s.Start < to:
+				tl = &during[s.Source]
+				if s.Source == 1 {
+					healthy = append(healthy, s.Latency)
+				}
+			case s.Start >= from:
+				continue // recovery
+			}
+			tl.n++
+			if badPull(s) {
+				tl.bad++
+			}
+		}
+	}
+	share := func(x tally) float64 { return float64(x.bad) / float64(max(x.n, 1)) }
+	t.Logf("failed or slow pulls (not a hit, or over 250 ms): source-0 baseline %d/%d (%.2f), under loss 30%% %d/%d (%.2f); source-1 baseline %d/%d (%.2f), meanwhile %d/%d (%.2f)",
+		base[0].bad, base[0].n, share(base[0]), during[0].bad, during[0].n, share(during[0]),
+		base[1].bad, base[1].n, share(base[1]), during[1].bad, during[1].n, share(during[1]))
+	if during[0].n < 30 || during[1].n < 30 {
+		t.Fatalf("too few pulls in the window to judge: %d and %d", during[0].n, during[1].n)
+	}
+	if share(during[0]) < share(base[0])+0.15 {
+		t.Errorf("source-0's share of failed or slow pulls rose from %.2f to only %.2f under loss 30%%", share(base[0]), share(during[0]))
+	}
+	slices.Sort(healthy)
+	if p50 := healthy[len(healthy)/2]; p50 > 250*time.Millisecond || during[1].bad > 0 {
+		t.Errorf("source-1's pulls while source-0 lost packets: median %v, %d of %d failed or slow; want the median under 250ms and none",
+			p50, during[1].bad, during[1].n)
+	}
+}
+
+func badPull(s event.Sample) bool { return !s.Hit() || s.Latency > 250*time.Millisecond }
+
+// TestPartitionKeysOnAVirtualRun: on the dashboard of a run of the
+// virtual cluster (in a synctest bubble), n partitions the selected
+// source for the run's stall length and h heals it. Each is verified from
+// p2pfault's side of the cluster's own network: during the partition a
+// connect to the source's P2P port hangs for the whole second, after the
+// heal one completes; no firewall is asked for (the cluster cuts its own
+// links). Quitting ends the run as interrupted.
+func TestPartitionKeysOnAVirtualRun(t *testing.T) {
+	synctest.Test(t, testPartitionKeysOnAVirtualRun)
+}
+
+func testPartitionKeysOnAVirtualRun(t *testing.T) {
+	exp, err := experiment.New(experiment.Config{
+		Case:    fault.CaseNone,
+		Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{ExtraArgs: []string{"--sim-startup-delay=0s"}}},
+		OutDir:  t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{ch: exp.Subscribe()}
+	tm := bubbleDashboard(t, exp, 140, 45)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := exp.Run(ctx); errc <- err }()
+	stopped := false
+	t.Cleanup(func() {
+		cancel()
+		if !stopped {
+			<-errc
+		}
+		_ = tm.Quit()
+		tm.WaitFinished(t)
+	})
+	rec.waitFor(t, "the baseline", time.Minute, func(ev event.Event) bool {
+		return ev.Kind == event.KindPhase && ev.Phase == event.PhaseBaseline
+	})
+
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("n")})
+	ev := rec.waitFor(t, "the keyed partition", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindFault && ev.Fault.Action == fault.ActionPartition && ev.Fault.By == "key"
+	})
+	if ev.Fault.Err != "" || ev.Fault.Source != 0 {
+		t.Fatalf("n: %+v", ev.Fault)
+	}
+	// A key's partition lasts the run's stall length, 30 s.
+	if ev.Fault.Duration != experiment.DefaultFaultFor {
+		t.Errorf("the keyed partition lasts %v, want %v", ev.Fault.Duration, experiment.DefaultFaultFor)
+	}
+	pv := rec.seenOrWait(t, "the partition's verification", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindVerification && ev.Verification.Action == fault.ActionPartition
+	}).Verification
+	if !pv.Verified || !strings.Contains(pv.Detail, "hangs") {
+		t.Errorf("partition verification %+v: want a connect seen hanging", *pv)
+	}
+
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("h")})
+	rec.waitFor(t, "the keyed heal", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindFault && ev.Fault.Action == fault.ActionHeal && ev.Fault.By == "key" && ev.Fault.Err == ""
+	})
+	// The verification may come before the heal's own event: both are
+	// sent at the instant of the heal, from two goroutines.
+	hv := rec.seenOrWait(t, "the heal's verification", 10*time.Second, func(ev event.Event) bool {
+		return ev.Kind == event.KindVerification && ev.Verification.Action == fault.ActionHeal
+	}).Verification
+	// A connect on the in-memory network completes at once.
+	if !hv.Verified || hv.After != 0 {
+		t.Errorf("heal verification %+v: want a connect completing at once", *hv)
+	}
+
+	cancel()
+	err = <-errc
+	stopped = true
+	if !errors.Is(err, exitcode.ErrInterrupted) {
+		t.Errorf("run after quit: %v, want interrupted", err)
+	}
+	for _, ev := range rec.seen {
+		if ev.Kind == event.KindWarning {
+			t.Errorf("warning: %s", ev.Message)
+		}
+	}
+}
+
+// seenOrWait is the first event already seen that ok accepts, or else the
+// next one to come (waitFor).
+func (r *recorder) seenOrWait(t *testing.T, what string, limit time.Duration, ok func(event.Event) bool) event.Event {
+	t.Helper()
+	for _, ev := range r.seen {
+		if ok(ev) {
+			return ev
+		}
+	}
+	return r.waitFor(t, what, limit, ok)
+}

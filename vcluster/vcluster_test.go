@@ -1,0 +1,152 @@
+package vcluster_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/experiment"
+	"p2pfault/fault"
+	"p2pfault/runner"
+	"p2pfault/vcluster"
+)
+
+// open starts a virtual cluster of two sources and a decoder in the
+// caller's bubble, stopped at cleanup.
+func open(t *testing.T, changes *[]event.EngineInfo) *vcluster.Cluster {
+	t.Helper()
+	o := vcluster.Opener{Seed: 1, Config: runner.Config{ExtraArgs: []string{"--sim-startup-delay=0s"}}}
+	p, err := o.Plan(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Sources != 2 || p.Engine != vcluster.Engine || !p.OwnNetwork || p.Model != runner.DefaultModel {
+		t.Fatalf("plan %+v", p)
+	}
+	cl, err := o.Open(context.Background(), experiment.OpenEnv{
+		OutDir: t.TempDir(), TimeScale: 1,
+		OnChange: func(in event.EngineInfo) {
+			if changes != nil {
+				*changes = append(*changes, in)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cl.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return cl.(*vcluster.Cluster)
+}
+
+// TestTargetsActAsTheKernelDoesOnAProcess: a stall freezes the engine
+// (its report says so, its state is stopped, its HTTP port still takes
+// connects into the backlog), a kill brings a new instance up on the same
+// ports, a terminate leaves its ports refusing, a restore brings it back,
+// a replace a new instance on new ports; none has a pid.
+func TestTargetsActAsTheKernelDoesOnAProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := open(t, nil)
+		src := cl.Sources()[0].(*vcluster.Target)
+		ctx := context.Background()
+		httpAddr := net.JoinHostPort(runner.Host, "8100")
+		if src.HTTPURL() != "http://"+httpAddr || src.P2PAddr() != "127.0.0.1:7777" {
+			t.Fatalf("source-0 at %s, P2P %s: want the runner's planned ports", src.HTTPURL(), src.P2PAddr())
+		}
+		r := src.Report()
+		if !r.Running || r.Frozen || r.Instance != 1 || r.Ready(ctx) != nil {
+			t.Fatalf("report at start %+v (ready: %v)", r, r.Ready(ctx))
+		}
+
+		if _, err := src.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := src.State(); st.State != event.StateStopped || st.Pid != 0 || st.Sid != 0 {
+			t.Errorf("state while stalled %+v: want stopped, no pid", st)
+		}
+		if !src.Report().Frozen {
+			t.Error("report while stalled: not frozen")
+		}
+		c, err := cl.Network().DialContext(ctx, "tcp", httpAddr)
+		if err != nil {
+			t.Errorf("a connect to a frozen engine: %v, want it in the backlog", err)
+		} else {
+			c.Close()
+		}
+		if err := src.Continue(ctx); err != nil || src.Report().Frozen {
+			t.Fatalf("continue: %v, frozen %v", err, src.Report().Frozen)
+		}
+
+		var killedAt time.Time
+		ready, err := src.Kill(ctx, func(at time.Time, err error) { killedAt = at })
+		if err != nil || killedAt.IsZero() || ready.Before(killedAt) {
+			t.Fatalf("kill: ready %v, killed %v, %v", ready, killedAt, err)
+		}
+		if r := src.Report(); r.Instance != 2 || !r.Running || src.P2PAddr() != "127.0.0.1:7777" || src.State().Restarts != 1 {
+			t.Errorf("after the kill: report %+v, P2P %s, state %+v: want instance 2 on the same ports, one restart", r, src.P2PAddr(), src.State())
+		}
+
+		if err := src.Terminate(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = cl.Network().DialContext(ctx, "tcp", httpAddr)
+		if !errors.Is(err, syscall.ECONNREFUSED) || src.Report().Running || src.State().State != event.StateRemoved {
+			t.Errorf("after terminate: dial %v, report %+v, state %s: want refused, not running, removed", err, src.Report(), src.State().State)
+		}
+		if _, err := src.Restore(ctx); err != nil || src.Report().Ready(ctx) != nil {
+			t.Fatalf("restore: %v", err)
+		}
+
+		var _ fault.Replacer = src
+		if _, err := src.Replace(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		r = src.Report()
+		if r.Instance != 4 || src.P2PAddr() == "127.0.0.1:7777" || src.HTTPURL() == "http://"+httpAddr || r.Ready(ctx) != nil {
+			t.Errorf("after the replace: report %+v at %s, P2P %s: want instance 4 on new ports, ready", r, src.HTTPURL(), src.P2PAddr())
+		}
+		if _, err := cl.Network().DialContext(ctx, "tcp", httpAddr); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("the replaced engine's old HTTP port: %v, want refused", err)
+		}
+	})
+}
+
+// TestFaultNetworkCutsTheHost: a partition makes connects to the
+// source's P2P port hang (until the dialer gives up) and a heal lets
+// them complete again; no host firewall is touched.
+func TestFaultNetworkCutsTheHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := open(t, nil)
+		src := cl.Sources()[0].(*vcluster.Target)
+		nw, err := cl.FaultNetwork()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nw.Partition(src.Name(), src.Ports()...); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		start := time.Now()
+		_, err = cl.Network().DialContext(ctx, "tcp", src.P2PAddr())
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
+			t.Errorf("a connect into the partition: %v after %v, want it hanging the whole second", err, time.Since(start))
+		}
+		if err := nw.Heal(src.Name()); err != nil {
+			t.Fatal(err)
+		}
+		c, err := cl.Network().DialContext(context.Background(), "tcp", src.P2PAddr())
+		if err != nil {
+			t.Fatalf("a connect after the heal: %v", err)
+		}
+		c.Close()
+	})
+}
