@@ -112,104 +112,78 @@ func failedChecks(v event.Verdict) string {
 //   - everywhere: a healthy source keeps hitting (≥ 90 %, max ≤ 100 ms)
 //     and every pull that returned 200 answered its source's text.
 func TestSeedTableOnTheVirtualCluster(t *testing.T) {
-	rows := seedTable(t, fault.ActionStall, fault.ActionKill, fault.ActionRemove)
-	const costs = 100 * time.Millisecond
-	for _, r := range rows {
-		t.Log(r)
-		name := r.arm + "/" + r.mode + "/" + r.kase
-		s := r.v.Summary
-		stall := r.kase == fault.ActionStall
-		wantPass := !(stall && (r.arm == "main" || r.mode == event.ModePD))
-		if r.v.Passed != wantPass {
-			t.Errorf("%s: passed %v, want %v; failed: %s", name, r.v.Passed, wantPass, failedChecks(r.v))
-		}
-		if c, ok := resultOf(&r.v, "content_matches"); !ok || !c.Passed {
-			t.Errorf("%s: content_matches %+v, want a pass", name, c)
-		}
-		if s.Faulted.N == 0 || s.Healthy.N == 0 || 10*s.Healthy.Pulled < 9*s.Healthy.N || s.Healthy.Max > 100*time.Millisecond {
-			t.Errorf("%s: faulted n=%d, healthy %+v: want faulted pulls, and healthy ones hitting (>= 90%%) within 100ms", name, s.Faulted.N, s.Healthy)
-		}
-		switch {
-		case stall && !wantPass:
-			if s.Faulted.Max < 30*time.Second || s.Faulted.Max > 30*time.Second+costs {
-				t.Errorf("%s: faulted max %v, want the 30s handshake deadline plus the pull's costs (<= %v)", name, s.Faulted.Max, costs)
-			}
-			if s.Faulted.P50 < 8*time.Second || s.Faulted.P50 > 24*time.Second {
-				t.Errorf("%s: faulted p50 %v, want in [8s, 24s]", name, s.Faulted.P50)
-			}
-			if !strings.Contains(failedChecks(r.v), "a request naming the faulted source took") {
-				t.Errorf("%s: no seed-like failure message in %s", name, failedChecks(r.v))
-			}
-		case stall:
-			if s.Faulted.P50 > costs || s.Faulted.Max >= 8*time.Second {
-				t.Errorf("%s: faulted p50 %v, max %v: want p50 <= %v and max below the 8s lookup timeout", name, s.Faulted.P50, s.Faulted.Max, costs)
-			}
-		default:
-			if s.Faulted.P50 > costs {
-				t.Errorf("%s: faulted p50 %v, want <= %v", name, s.Faulted.P50, costs)
-			}
-		}
-		switch {
-		case r.kase == fault.ActionRemove:
-			if s.Recovery.N > 0 {
-				t.Errorf("%s: a removed source has no recovery, got %+v", name, s.Recovery)
-			}
-		case stall && r.mode == event.ModePD:
-			if s.Recovery.N == 0 || 10*s.Recovery.Pulled > s.Recovery.N {
-				t.Errorf("%s: recovery %+v, want (almost) no hit: the prefiller's CPU tier is full of parked stores", name, s.Recovery)
-			}
-		default:
-			if s.Recovery.N == 0 || 2*s.Recovery.Pulled < s.Recovery.N {
-				t.Errorf("%s: recovery %+v, want >= 50%% hits", name, s.Recovery)
-			}
-		}
+	for _, r := range seedTable(t, fault.ActionStall, fault.ActionKill, fault.ActionRemove) {
+		checkSeedRow(t, r)
 	}
 }
 
 // TestPartitionCaseOnTheVirtualCluster is case partition (source-0's
-// host cut off from every other for 30 s) as rows of the table, on the
-// virtual cluster, whose network makes packets vanish as the firewall's
-// drop does:
-//   - main p2p fails: pulls hang on a handshake that cannot complete, up
-//     to the heal (faulted max below the 30 s handshake deadline, over
-//     the 15 s bound);
-//   - fixed p2p passes: p50 a healthy pull's, max below the 8 s lookup
-//     timeout, as its stall;
-//   - pd fails on both arms: every decode leg waits the 30 s load timeout
-//     (no abort-ack: recomputed), within the pull's costs of it, p50 too;
-//   - the healthy source keeps hitting, and after the heal the faulted one
-//     hits again (>= 50 %) on every row.
+// host cut off from every other for 30 s) as rows of the table. The
+// virtual network drops the packets as the firewall does (connects in the
+// kernel's SYN backoff, no reset), and the rows are the stall's, as the
+// README's real-time table has them (main partition FAIL 15.53 s /
+// 30.03 s, 34/51 after recovery; fixed pass 0.02 s / 6.57 s): the same
+// timers set them (the lookup deadline reaps the silent session, the
+// reconnect dies at its 30 s handshake deadline; in pd the prefiller's
+// CPU tier fills with parked stores as in its stall), so checkSeedRow
+// judges them as stalls.
 func TestPartitionCaseOnTheVirtualCluster(t *testing.T) {
-	const costs = 100 * time.Millisecond
 	for _, r := range seedTable(t, fault.ActionPartition) {
-		t.Log(r)
-		name := r.arm + "/" + r.mode
-		s := r.v.Summary
-		wantPass := r.arm == "fixed" && r.mode == event.ModeP2P
-		if r.v.Passed != wantPass {
-			t.Errorf("%s: passed %v, want %v; failed: %s", name, r.v.Passed, wantPass, failedChecks(r.v))
+		checkSeedRow(t, r)
+	}
+}
+
+// checkSeedRow judges one row as the seed and sim/MODEL.md say it comes
+// out (TestSeedTableOnTheVirtualCluster); a partition as a stall.
+func checkSeedRow(t *testing.T, r seedRow) {
+	t.Helper()
+	const costs = 100 * time.Millisecond
+	t.Log(r)
+	name := r.arm + "/" + r.mode + "/" + r.kase
+	s := r.v.Summary
+	stall := r.kase == fault.ActionStall || r.kase == fault.ActionPartition
+	wantPass := !(stall && (r.arm == "main" || r.mode == event.ModePD))
+	if r.v.Passed != wantPass {
+		t.Errorf("%s: passed %v, want %v; failed: %s", name, r.v.Passed, wantPass, failedChecks(r.v))
+	}
+	if c, ok := resultOf(&r.v, "content_matches"); !ok || !c.Passed {
+		t.Errorf("%s: content_matches %+v, want a pass", name, c)
+	}
+	if s.Faulted.N == 0 || s.Healthy.N == 0 || 10*s.Healthy.Pulled < 9*s.Healthy.N || s.Healthy.Max > costs {
+		t.Errorf("%s: faulted n=%d, healthy %+v: want faulted pulls, and healthy ones hitting (>= 90%%) within %v", name, s.Faulted.N, s.Healthy, costs)
+	}
+	switch {
+	case stall && !wantPass:
+		if s.Faulted.Max < 30*time.Second || s.Faulted.Max > 30*time.Second+costs {
+			t.Errorf("%s: faulted max %v, want the 30s handshake deadline plus the pull's costs (<= %v)", name, s.Faulted.Max, costs)
 		}
-		switch {
-		case r.mode == event.ModePD:
-			for _, d := range []time.Duration{s.Faulted.P50, s.Faulted.Max} {
-				if d < 30*time.Second || d > 30*time.Second+costs {
-					t.Errorf("%s: faulted p50 %v, max %v: want both the 30s load timeout plus the pull's costs (<= %v)", name, s.Faulted.P50, s.Faulted.Max, costs)
-				}
-			}
-		case wantPass:
-			if s.Faulted.P50 > costs || s.Faulted.Max >= 8*time.Second {
-				t.Errorf("%s: faulted p50 %v, max %v: want p50 <= %v and max below the 8s lookup timeout", name, s.Faulted.P50, s.Faulted.Max, costs)
-			}
-		default:
-			if s.Faulted.Max <= 15*time.Second || s.Faulted.Max >= 30*time.Second {
-				t.Errorf("%s: faulted max %v, want past the 15s bound and below the 30s handshake deadline (healed first)", name, s.Faulted.Max)
-			}
+		if s.Faulted.P50 < 8*time.Second || s.Faulted.P50 > 24*time.Second {
+			t.Errorf("%s: faulted p50 %v, want in [8s, 24s]", name, s.Faulted.P50)
 		}
-		if s.Healthy.N == 0 || 10*s.Healthy.Pulled < 9*s.Healthy.N || s.Healthy.Max > costs {
-			t.Errorf("%s: healthy %+v, want >= 90%% hits within %v", name, s.Healthy, costs)
+		if !strings.Contains(failedChecks(r.v), "a request naming the faulted source took") {
+			t.Errorf("%s: no seed-like failure message in %s", name, failedChecks(r.v))
 		}
+	case stall:
+		if s.Faulted.P50 > costs || s.Faulted.Max >= 8*time.Second {
+			t.Errorf("%s: faulted p50 %v, max %v: want p50 <= %v and max below the 8s lookup timeout", name, s.Faulted.P50, s.Faulted.Max, costs)
+		}
+	default:
+		if s.Faulted.P50 > costs {
+			t.Errorf("%s: faulted p50 %v, want <= %v", name, s.Faulted.P50, costs)
+		}
+	}
+	switch {
+	case r.kase == fault.ActionRemove:
+		if s.Recovery.N > 0 {
+			t.Errorf("%s: a removed source has no recovery, got %+v", name, s.Recovery)
+		}
+	case stall && r.mode == event.ModePD:
+		if s.Recovery.N == 0 || 10*s.Recovery.Pulled > s.Recovery.N {
+			t.Errorf("%s: recovery %+v, want (almost) no hit: the prefiller's CPU tier is full of parked stores", name, s.Recovery)
+		}
+	default:
 		if s.Recovery.N == 0 || 2*s.Recovery.Pulled < s.Recovery.N {
-			t.Errorf("%s: recovery %+v, want >= 50%% hits after the heal", name, s.Recovery)
+			t.Errorf("%s: recovery %+v, want >= 50%% hits", name, s.Recovery)
 		}
 	}
 }

@@ -173,8 +173,8 @@ func testPartitionKeysOnAVirtualRun(t *testing.T) {
 	pv := rec.seenOrWait(t, "the partition's verification", 10*time.Second, func(ev event.Event) bool {
 		return ev.Kind == event.KindVerification && ev.Verification.Action == fault.ActionPartition
 	}).Verification
-	if !pv.Verified || !strings.Contains(pv.Detail, "hangs") {
-		t.Errorf("partition verification %+v: want a connect seen hanging", *pv)
+	if !pv.Verified || !strings.Contains(pv.Detail, "hangs") || !strings.Contains(pv.Detail, "the cluster holds partition on its links") {
+		t.Errorf("partition verification %+v: want a connect seen hanging and the cut the cluster reports", *pv)
 	}
 
 	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("h")})
@@ -187,8 +187,8 @@ func testPartitionKeysOnAVirtualRun(t *testing.T) {
 		return ev.Kind == event.KindVerification && ev.Verification.Action == fault.ActionHeal
 	}).Verification
 	// A connect on the in-memory network completes at once.
-	if !hv.Verified || hv.After != 0 {
-		t.Errorf("heal verification %+v: want a connect completing at once", *hv)
+	if !hv.Verified || hv.After != 0 || !strings.Contains(hv.Detail, "no cut") {
+		t.Errorf("heal verification %+v: want a connect completing at once, and no cut reported", *hv)
 	}
 
 	cancel()

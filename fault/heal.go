@@ -44,5 +44,5 @@ func verifyHeal(f *Fire) Effect {
 	if err := f.Verifier.Reachable(f.Env.Context(), nt.P2PAddr(), verifyWait); err != nil {
 		return Effect{After: time.Since(start), Detail: fmt.Sprintf("a connect to %s did not complete within %v after the heal: %v", nt.P2PAddr(), verifyWait, err)}
 	}
-	return Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("a connect to %s completes", nt.P2PAddr())}
+	return withCut(f.Target, Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("a connect to %s completes", nt.P2PAddr())}, "")
 }

@@ -38,5 +38,31 @@ func verifyPartition(f *Fire) Effect {
 	}
 	// Partitioned returns once the connect hung for the whole wait: the
 	// drop was in force from the action on.
-	return Effect{OK: true, Detail: fmt.Sprintf("a connect to %s hangs (no answer within %v)", nt.P2PAddr(), verifyWait)}
+	ef := Effect{OK: true, Detail: fmt.Sprintf("a connect to %s hangs (no answer within %v)", nt.P2PAddr(), verifyWait)}
+	return withCut(f.Target, ef, "partition")
+}
+
+// withCut adds to a network kind's effect what a Reporter says its
+// cluster holds on its links: the effect stands only if that is want
+// ("" none), so a cut the connects saw but the cluster does not hold (or
+// the reverse) is not taken for the fault.
+func withCut(t Target, ef Effect, want string) Effect {
+	r, ok := t.(Reporter)
+	if !ok {
+		return ef
+	}
+	cut := r.Report().Cut
+	switch {
+	case cut != want && want == "":
+		ef.OK = false
+		ef.Detail += fmt.Sprintf("; but the cluster still holds %q on its links", cut)
+	case cut != want:
+		ef.OK = false
+		ef.Detail += fmt.Sprintf("; but the cluster holds %q on its links, not %s", cut, want)
+	case cut != "":
+		ef.Detail += fmt.Sprintf("; the cluster holds %s on its links", cut)
+	default:
+		ef.Detail += "; the cluster holds no cut on its links"
+	}
+	return ef
 }

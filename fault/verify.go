@@ -52,6 +52,10 @@ type Report struct {
 	// restart is a new instance, as a restarted process is a new session.
 	Instance int
 	Addrs    []string // "host:port" of its HTTP and P2P listeners, on the cluster's network
+	// Cut is the network fault the cluster holds on the engine's links
+	// ("partition", "loss 30%"; "" none): what the network kinds' Verify
+	// adds to the connects it makes through the cluster's network.
+	Cut string
 	// Ready asks the engine once whether it is ready (GET /health): nil
 	// when it is.
 	Ready func(ctx context.Context) error

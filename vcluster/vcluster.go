@@ -396,7 +396,7 @@ func (t *Target) State() event.EngineInfo {
 func (t *Target) Report() fault.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := fault.Report{Instance: t.instance}
+	r := fault.Report{Instance: t.instance, Cut: t.cut}
 	if t.host != nil {
 		r.Frozen = t.host.Frozen()
 	}

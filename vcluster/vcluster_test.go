@@ -121,7 +121,8 @@ func TestTargetsActAsTheKernelDoesOnAProcess(t *testing.T) {
 
 // TestFaultNetworkCutsTheHost: a partition makes connects to the
 // source's P2P port hang (until the dialer gives up) and a heal lets
-// them complete again; no host firewall is touched.
+// them complete again, the target's report saying which cut it holds; no
+// host firewall is touched.
 func TestFaultNetworkCutsTheHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cl := open(t, nil)
@@ -133,6 +134,9 @@ func TestFaultNetworkCutsTheHost(t *testing.T) {
 		if err := nw.Partition(src.Name(), src.Ports()...); err != nil {
 			t.Fatal(err)
 		}
+		if cut := src.Report().Cut; cut != "partition" {
+			t.Errorf("the report during the partition says cut %q", cut)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		start := time.Now()
 		_, err = cl.Network().DialContext(ctx, "tcp", src.P2PAddr())
@@ -142,6 +146,9 @@ func TestFaultNetworkCutsTheHost(t *testing.T) {
 		}
 		if err := nw.Heal(src.Name()); err != nil {
 			t.Fatal(err)
+		}
+		if cut := src.Report().Cut; cut != "" {
+			t.Errorf("the report after the heal says cut %q", cut)
 		}
 		c, err := cl.Network().DialContext(context.Background(), "tcp", src.P2PAddr())
 		if err != nil {
