@@ -59,7 +59,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.model, "model", runner.DefaultModel, "model every engine serves")
 	fs.StringSliceVar(&f.gpus, "gpus", nil, "GPUs for CUDA_VISIBLE_DEVICES, round-robin over engines (--engine vllm), e.g. 0,1,2")
 	fs.IntVar(&f.sources, "sources", 0, "number of source engines (default $NUM_PREFILL_INSTANCES or 2)")
-	fs.Float64Var(&f.timeScale, "time-scale", 1, "multiply every duration of the run (timeline, rate, bounds, simulated timeouts) by this")
+	fs.Float64Var(&f.timeScale, "time-scale", event.DefaultTimeScale, "multiply every duration of the run (timeline, rate, bounds, simulated timeouts) by this")
 	fs.IntVar(&f.sourcePort, "source-port", 0, "fix source i's HTTP port to this + i (default 8100 + i, or free ports when taken)")
 	fs.IntVar(&f.decoderPort, "decoder-port", 0, "fix the decoder's HTTP port (default 8200, or a free port when taken)")
 	fs.IntVar(&f.p2pPort, "p2p-port", 0, "fix the P2P ports: source i on this + i, the decoder after the sources (default 7777)")
@@ -67,7 +67,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from a pool below the kernel's ephemeral range instead of the defaults (parallel runs, tests)")
 	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
-	fs.DurationVar(&f.restart, "restart-length", DefaultRestartLength, "how long a simulated source restarted by the kill case takes from SIGKILL to ready (scaled by --time-scale; a first start takes ~1 s); no effect with --engine vllm")
+	fs.DurationVar(&f.restart, "restart-length", runner.DefaultRestartLength, "how long a simulated source restarted by the kill case takes from SIGKILL to ready (scaled by --time-scale; a first start takes ~1 s); no effect with --engine vllm")
 
 	fs.DurationVar(&f.interval, "interval", probe.DefaultInterval, "time between trials, per source")
 	fs.DurationVar(&f.faultAt, "fault-at", experiment.DefaultFaultAt, "when the scripted fault fires, after warm-up")
@@ -144,7 +144,7 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 // check checks every flag of a run's timing and bounds, the one place
 // each is checked.
 func (f *clusterFlags) check() error {
-	if !(f.timeScale > 0) || math.IsInf(f.timeScale, 0) {
+	if !event.ValidTimeScale(f.timeScale) {
 		return exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
 	}
 	b := f.bounds
@@ -264,7 +264,7 @@ func armArgs(engine, arm string) ([]string, error) {
 
 // checkMode refuses a mode p2pfault does not know, naming the flag.
 func checkMode(flag, mode string) error {
-	if mode != event.ModeP2P && mode != event.ModePD {
+	if event.CheckMode(mode) != nil || mode == "" {
 		return exitcode.Usagef("%s %q: want %s or %s", flag, mode, event.ModeP2P, event.ModePD)
 	}
 	return nil

@@ -41,7 +41,7 @@ func (e *Experiment) readdress(src int) {
 	sw, err := pr.Readdress(probe.Source{Index: t.Index(), URL: t.HTTPURL(), P2PHost: t.P2PHost(), P2PPort: t.P2PPort()})
 	if err != nil {
 		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
-			"source-%d answers at a new address the probe cannot name: %v (pulls go on naming the old one)", src, err)})
+			"%s answers at a new address the probe cannot name: %v (pulls go on naming the old one)", event.SourceName(src), err)})
 		return
 	}
 	if !sw.Changed {

@@ -1,7 +1,6 @@
 package experiment
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -114,9 +113,5 @@ func (e *Experiment) refuse(i int, k *fault.Kind) string {
 	if !ok {
 		return "" // the caller says there is no such source
 	}
-	return k.Refusal(sourceName(i), c.Condition)
+	return k.Refusal(event.SourceName(i), c.Condition)
 }
-
-// sourceName is source i as the timeline, the keys and the refusals name
-// it.
-func sourceName(i int) string { return fmt.Sprintf("source-%d", i) }

@@ -68,13 +68,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Arm == "" {
 		c.Arm = "main"
 	}
+	if err := event.CheckMode(c.Mode); err != nil {
+		return c, exitcode.AsUsage(err)
+	}
 	c.Mode = event.ModeOf(c.Mode)
-	if c.Mode != event.ModeP2P && c.Mode != event.ModePD {
-		return c, exitcode.Usagef("mode %q: want %s or %s", c.Mode, event.ModeP2P, event.ModePD)
-	}
-	if c.TimeScale == 0 {
-		c.TimeScale = 1
-	}
+	c.TimeScale = event.TimeScaleOf(c.TimeScale)
 	for _, f := range []struct {
 		d *time.Duration
 		v time.Duration

@@ -203,7 +203,7 @@ func (e *Experiment) verified(src int, action string, at time.Duration, ef fault
 	e.emit(event.Event{Kind: event.KindVerification, Verification: &v})
 	if !ef.OK || ef.After > check.DefaultVerifyWithin {
 		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
-			"%s source-%d did not take effect within %s: %s", action, src, check.DefaultVerifyWithin, ef.Detail)})
+			"%s %s did not take effect within %s: %s", action, event.SourceName(src), check.DefaultVerifyWithin, ef.Detail)})
 	}
 }
 
@@ -258,7 +258,7 @@ func (e *Experiment) source(i int) (Target, error) {
 	}
 	srcs := cl.Sources()
 	if i < 0 || i >= len(srcs) {
-		return nil, fmt.Errorf("no source-%d: the cluster has %d sources", i, len(srcs))
+		return nil, fmt.Errorf("no %s: the cluster has %d sources", event.SourceName(i), len(srcs))
 	}
 	return srcs[i], nil
 }

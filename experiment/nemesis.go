@@ -22,7 +22,7 @@ func (c Config) nemesisSchedule(sources int) (fault.Timeline, error) {
 	}
 	for _, s := range n.Sources {
 		if s < 0 || s >= sources {
-			return nil, exitcode.Usagef("nemesis sources: source-%d is not in the cluster (sources 0-%d)", s, sources-1)
+			return nil, exitcode.Usagef("nemesis sources: %s is not in the cluster (sources 0-%d)", event.SourceName(s), sources-1)
 		}
 	}
 	tl := n.Schedule(c.FaultAt, c.Duration, c.Recovery, sources)
@@ -77,12 +77,12 @@ func (e *Experiment) awaitRoom(ctx context.Context, s fault.Step) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if _, busy := e.faults[s.Source]; busy {
-			return false, fmt.Sprintf("the fault in force on source-%d", s.Source)
+			return false, "the fault in force on " + event.SourceName(s.Source)
 		}
 		var open []string
 		for _, w := range e.windows {
 			if w.End == 0 {
-				open = append(open, fmt.Sprintf("source-%d", w.Source))
+				open = append(open, event.SourceName(w.Source))
 			}
 		}
 		if len(open) >= atOnce {
