@@ -757,26 +757,22 @@ func (c *conn) Close() error {
 func (c *conn) LocalAddr() net.Addr  { return c.laddr }
 func (c *conn) RemoteAddr() net.Addr { return c.raddr }
 
-func (c *conn) SetDeadline(t time.Time) error {
-	c.f.mu.Lock()
-	defer c.f.mu.Unlock()
-	c.rdl, c.wdl = t, t
-	c.f.changed()
-	return nil
-}
+func (c *conn) SetDeadline(t time.Time) error      { return c.setDeadline(t, true, true) }
+func (c *conn) SetReadDeadline(t time.Time) error  { return c.setDeadline(t, true, false) }
+func (c *conn) SetWriteDeadline(t time.Time) error { return c.setDeadline(t, false, true) }
 
-func (c *conn) SetReadDeadline(t time.Time) error {
+// setDeadline sets the read and/or write deadline and wakes whoever waits
+// on the connection, so a deadline moved into the past aborts a blocked
+// call (net/http does that to end a read).
+func (c *conn) setDeadline(t time.Time, read, write bool) error {
 	c.f.mu.Lock()
 	defer c.f.mu.Unlock()
-	c.rdl = t
-	c.f.changed()
-	return nil
-}
-
-func (c *conn) SetWriteDeadline(t time.Time) error {
-	c.f.mu.Lock()
-	defer c.f.mu.Unlock()
-	c.wdl = t
+	if read {
+		c.rdl = t
+	}
+	if write {
+		c.wdl = t
+	}
 	c.f.changed()
 	return nil
 }

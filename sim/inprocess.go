@@ -214,15 +214,7 @@ type inProcessCore struct {
 }
 
 func (c *inProcessCore) status(d time.Duration) string {
-	select {
-	case <-c.done:
-		if c.err == nil {
-			return "exit status 0"
-		}
-		return c.err.Error()
-	case <-time.After(d):
-		return "link closed, core still running"
-	}
+	return exitStatus(c.done, &c.err, d, "link closed, core still running")
 }
 
 // stop closes the link, which makes the core disconnect its peers and end;

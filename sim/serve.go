@@ -164,14 +164,20 @@ func startCore(cfg serveConfig, log *simlog.Logger) (*coreProc, *link.Conn, erro
 
 // status describes how the core exited, waiting up to d for it.
 func (p *coreProc) status(d time.Duration) string {
+	return exitStatus(p.exited, &p.err, d, "link closed, process still running")
+}
+
+// exitStatus describes how a core exited, once done is closed (*err is
+// then its exit error), or says running if it is still going after d.
+func exitStatus(done <-chan struct{}, err *error, d time.Duration, running string) string {
 	select {
-	case <-p.exited:
-		if p.err == nil {
+	case <-done:
+		if *err == nil {
 			return "exit status 0"
 		}
-		return p.err.Error()
+		return (*err).Error()
 	case <-time.After(d):
-		return "link closed, process still running"
+		return running
 	}
 }
 
