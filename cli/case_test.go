@@ -121,6 +121,10 @@ func TestARegisteredCaseIsAcceptedEverywhere(t *testing.T) {
 	send := func(ev event.Event) { ev.Wall = start; events <- ev }
 	send(event.Event{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "zap", Engine: "sim", TimeScale: 1, Sources: 2,
 		Interval: 500 * time.Millisecond, FaultAt: 10 * time.Second, FaultFor: 30 * time.Second, Started: start}})
+	// The header counts down to the schedule the experiment sends right
+	// after the run event: the case's preset.
+	send(event.Event{Kind: event.KindSchedule, Schedule: &event.ScheduleInfo{Timeline: "at 10s zap source-0 for 30s",
+		Steps: []event.ScheduledFault{{At: 10 * time.Second, Action: "zap", Source: 0, For: 30 * time.Second}}}})
 	for i, name := range []string{"source-0", "source-1", "decoder"} {
 		role := event.RoleSource
 		if name == "decoder" {
