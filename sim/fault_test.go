@@ -287,7 +287,7 @@ func TestStallOfASource(t *testing.T) {
 			}
 			waitLog(t, dec, "lookup on "+src0.p2pID()+" timed out after 0.8s", 5*time.Second)
 			waitLog(t, dec, "peer "+src0.p2pID()+" down: lookup timed out", 5*time.Second)
-			waitLog(t, dec, "handshake with "+src0.p2pID()+" timed out after 3.0s", 5*time.Second)
+			waitLog(t, dec, "P2PSession "+src0.p2pID()+": handshake timed out after 3.0s", 5*time.Second)
 			waitLog(t, src0, "connect from "+dec.p2pID()+" routed to a stale connection and dropped", 5*time.Second)
 			if !regexp.MustCompile(`engine resumed after 3\.\ds frozen`).MatchString(src0.log.String()) {
 				t.Errorf("source 0 log lacks the resume line")

@@ -273,7 +273,7 @@ func TestPDStoppedPrefiller(t *testing.T) {
 		}
 	}()
 	log := dec.log.String()
-	if !strings.Contains(log, "handshake with "+pre.p2pID()+" timed out") || strings.Contains(log, "sending abort") {
+	if !strings.Contains(log, "P2PSession "+pre.p2pID()+": handshake timed out") || strings.Contains(log, "sending abort") {
 		t.Errorf("decoder log: want the handshake deadline and no load-timeout abort:\n%s", log)
 	}
 	if !strings.Contains(pre.log.String(), "routed to a stale connection and dropped") {
