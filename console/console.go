@@ -7,6 +7,7 @@ package console
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,6 +36,9 @@ type Printer struct {
 	// live checks failed as last printed.
 	inflight map[int64]event.PullStart
 	failing  map[string]bool
+	// slow is the healthy bound (the run's HealthyMax): a pull that ends
+	// later has its cause printed as it ends.
+	slow time.Duration
 
 	// Summaries turns on one summary line per second of pulls (default on).
 	Summaries bool
@@ -120,6 +124,7 @@ func (p *Printer) Print(ev event.Event) {
 func (p *Printer) run(t time.Duration, r *event.RunInfo) {
 	p.sources = r.Sources
 	p.content = check.ContentRuleOf(*r)
+	p.slow = r.Bounds.HealthyMax
 	mode := ""
 	if event.ModeOf(r.Mode) != event.ModeP2P {
 		mode = ", mode " + r.Mode
@@ -172,6 +177,7 @@ func (p *Printer) samples(t time.Duration, ss []event.Sample) {
 			p.mismatch(t, s)
 		}
 	}
+	p.slowCauses(t, ss)
 	if !p.Summaries {
 		return
 	}
@@ -183,6 +189,48 @@ func (p *Printer) samples(t time.Duration, ss []event.Sample) {
 			p.second = sec
 		}
 		p.pending = append(p.pending, s)
+	}
+}
+
+// slowCauses prints the cause of the pulls of a batch that ended over the
+// healthy bound, one line per source and cause (a reap ends many pulls at
+// once): how many, their latencies, the timer and its value.
+func (p *Printer) slowCauses(t time.Duration, ss []event.Sample) {
+	if p.slow <= 0 {
+		return
+	}
+	type key struct {
+		source int
+		cause  event.Cause
+		timer  string
+	}
+	var order []key
+	groups := map[key][]time.Duration{}
+	for _, s := range ss {
+		if s.Latency <= p.slow {
+			continue
+		}
+		k := key{s.Source, s.Cause, ""}
+		if s.Timer != nil {
+			k.timer = s.Timer.String()
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], s.Latency)
+	}
+	for _, k := range order {
+		lat := groups[k]
+		lo, hi := slices.Min(lat), slices.Max(lat)
+		took := secs(hi)
+		if len(lat) > 1 {
+			took = secs(lo) + "–" + secs(hi)
+		}
+		timer := ""
+		if k.timer != "" {
+			timer = " (" + k.timer + ")"
+		}
+		p.line(t, "slow: %d pull(s) of %s took %s: %s%s", len(lat), event.SourceName(k.source), took, k.cause.Label(), timer)
 	}
 }
 

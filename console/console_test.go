@@ -252,3 +252,39 @@ func TestPrinterPrintsEachSettledWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestPrinterNamesTheCauseOfSlowPulls: the pulls of a batch that ended over
+// the healthy bound are named by their cause and timer, one line per source
+// and cause; a fast pull is not.
+func TestPrinterNamesTheCauseOfSlowPulls(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	p.Print(event.Event{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Case: "stall", Sources: 2, TimeScale: 1,
+		Bounds: event.Bounds{HealthyMax: 5 * time.Second}}})
+	hs := &event.Timer{Name: "VLLM_P2P_HANDSHAKE_TIMEOUT_S", Value: 30 * time.Second}
+	slow := func(start, lat time.Duration, c event.Cause, tm *event.Timer) event.Sample {
+		s := sample(0, start, lat, 0)
+		s.Cause, s.Timer = c, tm
+		return s
+	}
+	fast := sample(1, 50*time.Second, 20*time.Millisecond, 384)
+	fast.Cause = event.CauseP2P
+	p.Print(event.Event{T: 52 * time.Second, Kind: event.KindSamples, Samples: []event.Sample{
+		slow(22*time.Second, 30*time.Second, event.CauseHandshake, hs),
+		slow(40*time.Second, 12*time.Second, event.CauseHandshake, hs),
+		slow(41*time.Second, 11*time.Second, event.CauseUnknown, nil),
+		fast,
+	}})
+	got := out.String()
+	for _, want := range []string{
+		"[  52.00s] slow: 2 pull(s) of source-0 took 12.00s–30.00s: waited on a new session until the handshake deadline (VLLM_P2P_HANDSHAKE_TIMEOUT_S 30 s)",
+		"[  52.00s] slow: 1 pull(s) of source-0 took 11.00s: unknown: the evidence does not say",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "of source-1") {
+		t.Errorf("a fast pull named as slow:\n%s", got)
+	}
+}
