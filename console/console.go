@@ -7,7 +7,6 @@ package console
 import (
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -199,38 +198,8 @@ func (p *Printer) slowCauses(t time.Duration, ss []event.Sample) {
 	if p.slow <= 0 {
 		return
 	}
-	type key struct {
-		source int
-		cause  event.Cause
-		timer  string
-	}
-	var order []key
-	groups := map[key][]time.Duration{}
-	for _, s := range ss {
-		if s.Latency <= p.slow {
-			continue
-		}
-		k := key{s.Source, s.Cause, ""}
-		if s.Timer != nil {
-			k.timer = s.Timer.String()
-		}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], s.Latency)
-	}
-	for _, k := range order {
-		lat := groups[k]
-		lo, hi := slices.Min(lat), slices.Max(lat)
-		took := secs(hi)
-		if len(lat) > 1 {
-			took = secs(lo) + "–" + secs(hi)
-		}
-		timer := ""
-		if k.timer != "" {
-			timer = " (" + k.timer + ")"
-		}
-		p.line(t, "slow: %d pull(s) of %s took %s: %s%s", len(lat), event.SourceName(k.source), took, k.cause.Label(), timer)
+	for _, g := range event.SlowByCause(ss, p.slow) {
+		p.line(t, "slow: %s", g.Words(secs))
 	}
 }
 

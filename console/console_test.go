@@ -277,8 +277,8 @@ func TestPrinterNamesTheCauseOfSlowPulls(t *testing.T) {
 	}})
 	got := out.String()
 	for _, want := range []string{
-		"[  52.00s] slow: 2 pull(s) of source-0 took 12.00s–30.00s: waited on a new session until the handshake deadline (VLLM_P2P_HANDSHAKE_TIMEOUT_S 30 s)",
-		"[  52.00s] slow: 1 pull(s) of source-0 took 11.00s: unknown: the evidence does not say",
+		"[  52.00s] slow: 2 pulls of source-0 took 12.00s–30.00s: waited on a new session until the handshake deadline (VLLM_P2P_HANDSHAKE_TIMEOUT_S 30 s)",
+		"[  52.00s] slow: 1 pull of source-0 took 11.00s: unknown: the evidence does not say",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)

@@ -111,3 +111,59 @@ func (t Timer) String() string {
 func FormatSeconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Round(time.Millisecond).Seconds(), 'f', -1, 64) + " s"
 }
+
+// CauseGroup is the pulls of a batch that one cause ended, naming one
+// source, with one timer: how many and their shortest and longest latency.
+type CauseGroup struct {
+	Source   int
+	Cause    Cause
+	Timer    string // Timer.String(), "" for none
+	N        int
+	Min, Max time.Duration
+}
+
+// SlowByCause groups the samples of ss that took longer than over and
+// carry a cause (a stream from before causes has none to name), in the
+// order each group first appears: what the faces print as slow pulls end.
+func SlowByCause(ss []Sample, over time.Duration) []CauseGroup {
+	var out []CauseGroup
+	for _, s := range ss {
+		if s.Cause == "" || s.Latency <= over {
+			continue
+		}
+		timer := ""
+		if s.Timer != nil {
+			timer = s.Timer.String()
+		}
+		i := 0
+		for i < len(out) && (out[i].Source != s.Source || out[i].Cause != s.Cause || out[i].Timer != timer) {
+			i++
+		}
+		if i == len(out) {
+			out = append(out, CauseGroup{Source: s.Source, Cause: s.Cause, Timer: timer, Min: s.Latency, Max: s.Latency})
+		}
+		g := &out[i]
+		g.N++
+		g.Min, g.Max = min(g.Min, s.Latency), max(g.Max, s.Latency)
+	}
+	return out
+}
+
+// Words is the group as the faces print it: "2 pulls of source-0 took
+// 12.0–30.0 s: waited on a new session until the handshake deadline
+// (VLLM_P2P_HANDSHAKE_TIMEOUT_S 30 s)".
+func (g CauseGroup) Words(secs func(time.Duration) string) string {
+	took := secs(g.Max)
+	if g.N > 1 && g.Min != g.Max {
+		took = secs(g.Min) + "–" + secs(g.Max)
+	}
+	noun := "pulls"
+	if g.N == 1 {
+		noun = "pull"
+	}
+	out := strconv.Itoa(g.N) + " " + noun + " of " + SourceName(g.Source) + " took " + took + ": " + g.Cause.Label()
+	if g.Timer != "" {
+		out += " (" + g.Timer + ")"
+	}
+	return out
+}
