@@ -101,3 +101,25 @@ func TestWhyTableIsAbsentForAStreamWithoutCauses(t *testing.T) {
 		t.Fatalf("why rows %+v for samples without causes, want none", rows)
 	}
 }
+
+// TestChartPullsCarryTheirCause: report.html's data gives each pull its
+// cause and timer (the tooltip lists them) and the row the labels of the
+// causes its latency chart is coloured by; a stream without causes has none.
+func TestChartPullsCarryTheirCause(t *testing.T) {
+	hs := &event.Timer{Name: cause.TimerHandshake, Value: 30 * time.Second}
+	r := Run{Info: event.RunInfo{Arm: "main", Case: "stall"}, Samples: []event.Sample{
+		{Source: 0, Start: sec(22), Latency: sec(30), Status: 200, Cause: event.CauseHandshake, Timer: hs},
+		{Source: 0, Start: sec(23), Latency: sec(0.02), Status: 200, CachedTokens: 384, Cause: event.CauseP2P},
+	}}
+	c := chartData("r0", r)
+	if len(c.Pulls) != 2 || c.Pulls[0].Cause != event.CauseHandshake || c.Pulls[0].Timer != "VLLM_P2P_HANDSHAKE_TIMEOUT_S 30 s" || c.Pulls[1].Timer != "" {
+		t.Fatalf("chart pulls %+v", c.Pulls)
+	}
+	if c.CauseLabels[event.CauseHandshake] != event.CauseHandshake.Label() || len(c.CauseLabels) != 2 {
+		t.Errorf("cause labels %v", c.CauseLabels)
+	}
+	r.Samples[0].Cause, r.Samples[0].Timer, r.Samples[1].Cause = "", nil, ""
+	if c := chartData("r0", r); c.CauseLabels != nil {
+		t.Errorf("cause labels %v for a stream without causes", c.CauseLabels)
+	}
+}
