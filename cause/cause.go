@@ -183,7 +183,9 @@ func (t *Tracker) Of(s event.Sample) (event.Cause, *event.Timer) {
 	if s.Aborted {
 		return event.CauseRunEnd, nil
 	}
-	if s.Status == 0 && strings.HasSuffix(s.Err, "(timeout)") {
+	// probe.describe's words for the pull timeout, before an answer or
+	// while its body was read.
+	if strings.HasSuffix(s.Err, "(timeout)") {
 		return event.CausePullTimeout, &event.Timer{Name: TimerPull, Value: t.cfg.PullTimeout}
 	}
 	if s.Hit() && s.Err == "" {

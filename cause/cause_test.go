@@ -33,6 +33,8 @@ func TestCauses(t *testing.T) {
 	hit.CachedTokens = 384
 	timeout := miss(10, 60)
 	timeout.Status, timeout.Err = 0, "POST http://127.0.0.1:8000/v1/completions: no answer within 1m0s (timeout)"
+	bodyCut := miss(10, 60)
+	bodyCut.Err = "POST http://127.0.0.1:8000/v1/completions: answered 200 but the body was not read within 1m0s (timeout)"
 	failed := miss(10, 0.2)
 	failed.Status, failed.Err = 500, "POST http://127.0.0.1:8000/v1/completions: 500: KV load failed"
 	refused := miss(10, 0.01)
@@ -90,6 +92,7 @@ func TestCauses(t *testing.T) {
 			lines: []line{{70.0, false, "WARNING 12-01 23:15:33 [manager.py:650] P2P source-0: unbound store kv_request_id=" + id + " timed out after 60s without a fetch — failing 3 job(s)"}},
 			s:     miss(71, 0.02), cause: event.CauseUnbound, timer: &event.Timer{Name: TimerUnbound, Value: 60 * time.Second}},
 		{name: "the pull timeout", s: timeout, cause: event.CausePullTimeout, timer: &event.Timer{Name: TimerPull, Value: time.Minute}},
+		{name: "the pull timeout while the body was read", s: bodyCut, cause: event.CausePullTimeout, timer: &event.Timer{Name: TimerPull, Value: time.Minute}},
 		{name: "an error answer", s: failed, cause: event.CauseError},
 		{name: "a refused pull", s: refused, cause: event.CauseError},
 		{name: "cut short by the run's end", s: aborted, cause: event.CauseRunEnd},
