@@ -191,17 +191,25 @@ func (t *Tracker) Of(s event.Sample) (event.Cause, *event.Timer) {
 	if s.Hit() && s.Err == "" {
 		return event.CauseP2P, nil
 	}
-	// A miss or an error: what the logs say ended it.
+	// A miss or an error: what the logs say ended it. A line naming the
+	// pull's id names its mechanism whatever it cost (an unbound store is
+	// refused in one round trip). A reap of its peer explains only a pull
+	// that took longer than the at-once bound: one that ended within it
+	// did not wait, whatever was reaped while it ran (#64501's arm prefills
+	// at once beside a pending handshake that times out meanwhile).
 	if c, tm, ok := t.byID(s); ok {
 		return c, tm
 	}
-	if c, tm, ok := t.byPeer(s); ok {
-		return c, tm
+	fast := s.Latency <= t.cfg.AtOnce
+	if !fast {
+		if c, tm, ok := t.byPeer(s); ok {
+			return c, tm
+		}
 	}
 	if s.Err != "" || s.Status != 200 {
 		return event.CauseError, nil
 	}
-	if s.Latency <= t.cfg.AtOnce {
+	if fast {
 		return event.CauseLocal, nil
 	}
 	return event.CauseUnknown, nil
