@@ -86,6 +86,11 @@ type Config struct {
 // line travels through a pipe and a goroutine, the answer through a socket.
 const Skew = 500 * time.Millisecond
 
+// MinWait is the least a pull must have waited before a reap for the
+// reap to explain it: below it the pull was a local prefill's length, not
+// a wait (a prefill of a few hundred tokens takes tens of milliseconds).
+const MinWait = 100 * time.Millisecond
+
 type mark struct {
 	at    time.Duration
 	cause event.Cause
@@ -191,25 +196,17 @@ func (t *Tracker) Of(s event.Sample) (event.Cause, *event.Timer) {
 	if s.Hit() && s.Err == "" {
 		return event.CauseP2P, nil
 	}
-	// A miss or an error: what the logs say ended it. A line naming the
-	// pull's id names its mechanism whatever it cost (an unbound store is
-	// refused in one round trip). A reap of its peer explains only a pull
-	// that took longer than the at-once bound: one that ended within it
-	// did not wait, whatever was reaped while it ran (#64501's arm prefills
-	// at once beside a pending handshake that times out meanwhile).
+	// A miss or an error: what the logs say ended it.
 	if c, tm, ok := t.byID(s); ok {
 		return c, tm
 	}
-	fast := s.Latency <= t.cfg.AtOnce
-	if !fast {
-		if c, tm, ok := t.byPeer(s); ok {
-			return c, tm
-		}
+	if c, tm, ok := t.byPeer(s); ok {
+		return c, tm
 	}
 	if s.Err != "" || s.Status != 200 {
 		return event.CauseError, nil
 	}
-	if fast {
+	if s.Latency <= t.cfg.AtOnce {
 		return event.CauseLocal, nil
 	}
 	return event.CauseUnknown, nil
@@ -253,9 +250,13 @@ func rank(c event.Cause) int {
 }
 
 // byPeer is the cause of the latest reap of the pull's peer that the pull
-// was waiting for: logged while it was in flight, and the pull ended
-// within the at-once bound of it (a reaped session's waiters miss and
-// prefill locally at once).
+// was waiting for: logged while it was in flight, the pull ended within
+// the at-once bound of it (a reaped session's waiters miss and prefill
+// locally at once), and it had waited before the reap at least MinWait
+// and at least as long as it took after it. A pull that spent its time
+// after the reap did not wait on it (#64501's arm prefills at once beside
+// a pending handshake that times out meanwhile, a pull a reset caught as
+// it was sent).
 func (t *Tracker) byPeer(s event.Sample) (event.Cause, *event.Timer, bool) {
 	if s.Peer == "" {
 		return "", nil, false
@@ -266,7 +267,8 @@ func (t *Tracker) byPeer(s event.Sample) (event.Cause, *event.Timer, bool) {
 		if m.at > s.End()+Skew {
 			continue
 		}
-		if m.at < s.Start || s.End()-m.at > t.cfg.AtOnce {
+		waited, after := m.at-s.Start, s.End()-m.at
+		if m.at < s.Start || after > t.cfg.AtOnce || waited < MinWait || waited < after {
 			return "", nil, false
 		}
 		return m.cause, m.timer, true
