@@ -267,7 +267,10 @@ func (t *Tracker) byPeer(s event.Sample) (event.Cause, *event.Timer, bool) {
 		if m.at > s.End()+Skew {
 			continue
 		}
-		waited, after := m.at-s.Start, s.End()-m.at
+		// A line read after the answer (up to Skew late) was logged before
+		// it: the pull's wait is at most its latency.
+		reap := min(m.at, s.End())
+		waited, after := reap-s.Start, s.End()-reap
 		if m.at < s.Start || after > t.cfg.AtOnce || waited < MinWait || waited < after {
 			return "", nil, false
 		}
