@@ -10,8 +10,8 @@ import (
 
 // TestSlowPullsAreNamedByTheirCause: as the slow pulls of a stall end, the
 // event log names what ended them (their cause and timer, one line per
-// cause), and source-0's panel counts its window's pulls by cause (a
-// replay is the same Model fed the same events).
+// cause), and source-0's panel counts its window's pulls by cause; the
+// replay of the same events, read back from their file, too.
 func TestSlowPullsAreNamedByTheirCause(t *testing.T) {
 	opened := event.Event{Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: 8 * time.Second, Recovers: true, Kind: "stall"}}
 	closed := event.Event{Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: 8 * time.Second, End: 38 * time.Second, Recovers: true, Kind: "stall"}}
@@ -29,7 +29,17 @@ func TestSlowPullsAreNamedByTheirCause(t *testing.T) {
 		pull(20, 30, event.CauseHandshake, hs), pull(30, 20, event.CauseHandshake, hs), pull(35, 15, event.CauseHandshake, hs),
 		pull(36, 0.01, event.CauseLocal, nil)}})
 	m := feed(t, sc, 160, 48)
-	view := m.View()
+	// The replay reads the same events back from a file (their JSON: the
+	// cause and the timer), at the stream's end.
+	r := fromFile(t, writeEvents(t, sc.events), 160, 48)
+	r.seek(wallAt(sc.now))
+	for _, view := range []string{m.View(), r.View()} {
+		assertHasWhy(t, view)
+	}
+}
+
+func assertHasWhy(t *testing.T, view string) {
+	t.Helper()
 	for _, want := range []string{
 		"slow: 2 pulls of source-0 took 11.0s–11.5s: waited until the session was reaped on the heartbeat (HEARTBEAT_TIMEOUT 10 s)",
 		"slow: 3 pulls of source-0 took 15.0s–30.0s: waited on a new session until the handshake deadline (VLLM_P2P_HANDSHAKE_TIMEOUT_S 30 s)",
