@@ -50,6 +50,10 @@ var (
 	// MODEL.md mechanism 3; not on vLLM main): "lookup on %s timed out
 	// after %s: ...", followed by the peer-down line.
 	reLookup = regexp.MustCompile(`lookup on (\S+) timed out after ([0-9.]+)s`)
+	// The sim's decoder on a transfer_done that says failed
+	// (sim/engine/consumer.go; vLLM's client.py on_transfer_done logs
+	// nothing: on vLLM such a pull has no line and is unknown).
+	reSourceFailed = regexp.MustCompile(`KV load for (\S+) from \S+ failed \(transfer failed at the source\)`)
 	// The sim's heartbeat reason in its peer-down line.
 	reHeartbeat = regexp.MustCompile(`heartbeat timed out after ([0-9.]+)s`)
 )
@@ -142,6 +146,10 @@ func (t *Tracker) Log(at time.Duration, decoder bool, line string) {
 			}
 		}
 		t.ids[m[2]] = append(t.ids[m[2]], mark{at, event.CauseAbortAck, &event.Timer{Name: TimerAbortAck, Value: load + v}})
+		return
+	}
+	if m := reSourceFailed.FindStringSubmatch(line); m != nil {
+		t.ids[m[1]] = append(t.ids[m[1]], mark{at, event.CauseSourceFailed, nil})
 		return
 	}
 	if m := reLoadAbort.FindStringSubmatch(line); m != nil {
@@ -240,10 +248,14 @@ func (t *Tracker) byID(s event.Sample) (event.Cause, *event.Timer, bool) {
 }
 
 func rank(c event.Cause) int {
+	// What the source failed after a timeout or an unbound reap is that
+	// mechanism's doing: the more specific line wins.
 	switch c {
 	case event.CauseAbortAck:
-		return 2
+		return 3
 	case event.CauseLoadTimeout:
+		return 2
+	case event.CauseUnbound:
 		return 1
 	}
 	return 0

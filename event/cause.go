@@ -38,6 +38,10 @@ const (
 	// CauseAbortAck: the load timed out and the abort was never acked
 	// either (client.py, _LOAD_TIMEOUT_S + _ABORT_ACK_TIMEOUT_S).
 	CauseAbortAck Cause = "abort_ack"
+	// CauseSourceFailed: the source answered the pull's fetch failed
+	// (transfer_done success false: e.g. its prefill ended without the
+	// blocks asked for); the wait before it is the source's, no timer.
+	CauseSourceFailed Cause = "source_failed"
 	// CauseUnbound: the source reaped the store the pull's fetch was for,
 	// unbound (manager.py _reap_unbound_stores, unbound_store_timeout_s).
 	CauseUnbound Cause = "unbound_store"
@@ -53,7 +57,7 @@ const (
 
 // Causes lists every cause in the order tables show them.
 var Causes = []Cause{CauseP2P, CauseLocal, CauseHeartbeat, CauseLookupDeadline, CauseHandshake,
-	CausePeerDown, CauseLoadTimeout, CauseAbortAck, CauseUnbound, CausePullTimeout, CauseError,
+	CausePeerDown, CauseLoadTimeout, CauseAbortAck, CauseSourceFailed, CauseUnbound, CausePullTimeout, CauseError,
 	CauseRunEnd, CauseUnknown}
 
 // Label is the cause in words, as the faces print it.
@@ -75,6 +79,8 @@ func (c Cause) Label() string {
 		return "waited the load timeout, abort acked"
 	case CauseAbortAck:
 		return "waited the load timeout and the abort-ack timeout"
+	case CauseSourceFailed:
+		return "its source failed the transfer"
 	case CauseUnbound:
 		return "its store was reaped unbound"
 	case CausePullTimeout:

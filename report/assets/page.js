@@ -28,7 +28,7 @@
   // in flight or with a wrong text keeps its own mark.
   const causeColors = {
     'p2p': '#1f77b4', 'local': '#2ca02c', 'heartbeat': '#e69500', 'lookup_deadline': '#bcbd22',
-    'handshake': '#d62728', 'peer_down': '#8c564b', 'load_timeout': '#9467bd', 'abort_ack': '#e377c2',
+    'handshake': '#d62728', 'peer_down': '#8c564b', 'load_timeout': '#9467bd', 'abort_ack': '#e377c2', 'source_failed': '#ff7f0e',
     'unbound_store': '#17becf', 'pull_timeout': '#7f7f7f', 'error': '#000000', 'run_end': '#555555', 'unknown': '#ff00ff',
   };
   const ownMark = new Set(['wrong text', 'in flight']);
