@@ -31,6 +31,17 @@ func (j *Judge) inAnyFault(t time.Duration) bool {
 	return slices.ContainsFunc(j.wins, func(wj *winJudge) bool { return inFault(wj.w, t) })
 }
 
+// inOwnRecovery reports whether a pull naming src started at t is in the
+// recovery window of a closed window on src: the fault's aftermath, which
+// that window's recovery check judges, not its source's steady state (a
+// stalled source's pulls that hang after the resume are not steady).
+func (j *Judge) inOwnRecovery(src int, t time.Duration) bool {
+	return slices.ContainsFunc(j.wins, func(wj *winJudge) bool {
+		w := wj.w
+		return w.Source == src && w.End != 0 && w.Recovers && inWindow(t, w.End, j.recoveryEnd(w, wj.spanEnd, -1))
+	})
+}
+
 // assign is the window that judges a pull naming src started at start,
 // and what the pull is to it: its own source's window first (a faulted
 // pull, or one in that window's recovery window), else the first window
@@ -108,11 +119,11 @@ type tally interface {
 
 // place is the one sequence that judges a pull s (ended, or in flight:
 // Aborted, aged by its Latency) into t: its source's steady state when it
-// started outside every window, the run's figures, those of the window
+// started outside every window and its own source's recovery windows, the run's figures, those of the window
 // assign gives (not settled), and the recover_s of the window recoverer
 // gives.
 func (j *Judge) place(s event.Sample, t tally) {
-	if f := t.steadyFigs(s.Source); f != nil && !j.inAnyFault(s.Start) {
+	if f := t.steadyFigs(s.Source); f != nil && !j.inAnyFault(s.Start) && !j.inOwnRecovery(s.Source, s.Start) {
 		f.Add(s)
 	}
 	wj, c := j.assign(s.Source, s.Start)

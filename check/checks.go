@@ -34,14 +34,14 @@ func Median(d []time.Duration) time.Duration {
 // window's span).
 func checkAll200(all allSet, pend []inflight, from, to time.Duration) (r event.Result) {
 	r = event.Result{Name: NameAll200, Pending: len(pend)}
+	if all.n == 0 {
+		return unended(r, "decoder request", "decoder requests", "", from, to, pend)
+	}
 	defer func() {
 		if len(pend) > 0 {
 			r.Detail += fmt.Sprintf("; %d in flight with no answer yet (oldest %s)", len(pend), secs1(oldestAge(pend)))
 		}
 	}()
-	if all.n == 0 {
-		return emptyResult(r, "no decoder request", from, to)
-	}
 	if all.bad == 0 {
 		r.Passed = true
 		r.Detail = fmt.Sprintf("all %d decoder requests returned 200", all.n)
@@ -73,9 +73,7 @@ func checkFaultedMax(faulted *pullSet, pend []inflight, w event.Window, b event.
 		return r
 	}
 	if faulted.n == 0 {
-		r = emptyResult(r, "no pull naming the faulted source", w.Start, w.End)
-		r.Detail += inFlightNote(pend)
-		return r
+		return unended(r, "pull", "pulls", " naming the faulted source", w.Start, w.End, pend)
 	}
 	r.Passed = true
 	r.Detail = fmt.Sprintf("%d requests naming the faulted source each ended within %s (max %s)",
@@ -108,9 +106,7 @@ func checkHealthy(healthy *pullSet, pend []inflight, w event.Window, b event.Bou
 	st := event.Stats{N: healthy.n, Pulled: healthy.hits, Max: healthy.max}
 	nPast, oldest := past(pend, b.HealthyMax)
 	if st.N == 0 && nPast == 0 {
-		r = emptyResult(r, "no pull naming a healthy source", w.Start, w.End)
-		r.Detail += inFlightNote(pend)
-		return r
+		return unended(r, "pull", "pulls", " naming a healthy source", w.Start, w.End, pend)
 	}
 	// A pull in flight may still hit: the rate has failed only when it
 	// stays under the bound with every one of them a hit.
@@ -145,9 +141,7 @@ func checkHealthy(healthy *pullSet, pend []inflight, w event.Window, b event.Bou
 func checkRecovery(rec *pullSet, pend []inflight, from, to time.Duration, b event.Bounds) event.Result {
 	r := event.Result{Name: NameRecovery, Pending: len(pend)}
 	if rec.n == 0 {
-		r = emptyResult(r, "no pull naming the faulted source", from, to)
-		r.Detail += inFlightNote(pend)
-		return r
+		return unended(r, "pull", "pulls", " naming the faulted source", from, to, pend)
 	}
 	st := event.Stats{N: rec.n, Pulled: rec.hits}
 	r.Passed = atLeast(st.Pulled+len(pend), st.N+len(pend), b.RecoveryHitRate)
@@ -166,6 +160,26 @@ func emptyResult(r event.Result, what string, from, to time.Duration) event.Resu
 	r.Passed = false
 	r.Empty = true
 	r.Detail = fmt.Sprintf("empty window: %s started in [%s, %s)", what, secs1(from), secs1(to))
+	return r
+}
+
+// unended is the result of a check none of whose pulls ended: empty (it
+// judges nothing yet), and said so in words that count the pulls it holds
+// in flight, all started in [from, to) (a window with pulls in flight is
+// not a window without pulls). one and many are the noun ("pull" and
+// "pulls", "decoder request" and "decoder requests"), of is what it names.
+func unended(r event.Result, one, many, of string, from, to time.Duration, pend []inflight) event.Result {
+	if len(pend) == 0 {
+		return emptyResult(r, "no "+one+of, from, to)
+	}
+	r.Passed = false
+	r.Empty = true
+	noun, verb := one, "is"
+	if len(pend) > 1 {
+		noun, verb = many, "are"
+	}
+	r.Detail = fmt.Sprintf("none ended yet: %d %s%s started in [%s, %s) %s in flight, oldest %s",
+		len(pend), noun, of, secs1(from), secs1(to), verb, secs1(oldestAge(pend)))
 	return r
 }
 

@@ -203,7 +203,7 @@ func TestFaultedMax(t *testing.T) {
 				return s.Source != 0 || s.Start < 10*time.Second || s.Start >= 40*time.Second
 			}), cutShort(pull(0, 39*time.Second, time.Second))),
 			wantEmpty:  true,
-			wantDetail: "empty window: no pull naming the faulted source started in [10.0s, 40.0s); 1 in flight, oldest 1.0s", exact: true},
+			wantDetail: "none ended yet: 1 pull naming the faulted source started in [10.0s, 40.0s) is in flight, oldest 1.0s", exact: true},
 	})
 }
 

@@ -97,7 +97,10 @@ func Evaluate(in Input) event.Verdict {
 // of 0..sources-1 gets a line, also one no pull named; a sample naming a
 // source out of that range gets one too.
 func Steady(in Input, windows []event.Window, sources int) []event.SourceSummary {
-	outside := func(start time.Duration) bool {
+	// outside: in no fault window, and in no recovery window of a window
+	// on the pull's own source (to the recovery bound after it, cut at the
+	// next window's start and at the run's end).
+	outside := func(src int, start time.Duration) bool {
 		if !inWindow(start, 0, in.RunEnd) {
 			return false
 		}
@@ -107,6 +110,18 @@ func Steady(in Input, windows []event.Window, sources int) []event.SourceSummary
 				end = in.RunEnd
 			}
 			if inWindow(start, w.Start, end) {
+				return false
+			}
+			if w.Source != src || w.End == 0 || !w.Recovers {
+				continue
+			}
+			recEnd := min(w.End+in.Bounds.RecoveryWindow, in.RunEnd)
+			for _, o := range windows {
+				if o.Start >= w.End {
+					recEnd = min(recEnd, o.Start)
+				}
+			}
+			if inWindow(start, w.End, recEnd) {
 				return false
 			}
 		}
@@ -125,12 +140,12 @@ func Steady(in Input, windows []event.Window, sources int) []event.SourceSummary
 		get(i)
 	}
 	for _, s := range in.Samples {
-		if outside(s.Start) {
+		if outside(s.Source, s.Start) {
 			get(s.Source).Add(s)
 		}
 	}
 	for _, p := range in.Pending {
-		if outside(p.Start) {
+		if outside(p.Source, p.Start) {
 			get(p.Source).AddInFlight()
 		}
 	}

@@ -61,7 +61,7 @@ func TestPendingPullsPastTheBoundFailAtOnce(t *testing.T) {
 	// 14 s into the stall none has waited 15 s yet: faulted_max has not
 	// failed (it is empty: nothing ended), the median has.
 	v = Evaluate(stallLive(24 * time.Second))
-	if r := result(t, v, NameFaultedBound); r.Passed || !r.Empty || r.Detail != "empty window: no pull naming the faulted source started in [10.0s, 24.0s); 28 in flight, oldest 14.0s" {
+	if r := result(t, v, NameFaultedBound); r.Passed || !r.Empty || r.Detail != "none ended yet: 28 pulls naming the faulted source started in [10.0s, 24.0s) are in flight, oldest 14.0s" {
 		t.Errorf("faulted_max at 24 s = %+v; want empty with 28 in flight said", r)
 	}
 	// Just past 15 s the oldest has broken it.

@@ -3,6 +3,7 @@ package check
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +125,47 @@ func BenchmarkHistRecord(b *testing.B) {
 		h.Record(20*ms + time.Duration(rng.ExpFloat64()*float64(5*ms)))
 	}
 	b.ReportMetric(float64(h.h.GetMemorySize()), "hist-B")
+}
+
+// TestKeyedStallsAftermathIsNotSteady is the run of issue 27 item 5: a
+// stall fired by key (no script) and resumed by key, the faulted source's
+// pulls sent after the resume hanging on the stale reconnect. They belong
+// to the window's recovery check, not to the source's steady state; the
+// pulls after the recovery window and the healthy source's are steady.
+func TestKeyedStallsAftermathIsNotSteady(t *testing.T) {
+	b := DefaultBounds()
+	w := event.Window{Source: 0, Start: 12800 * ms, End: 19600 * ms, Recovers: true, Kind: "stall"}
+	var samples []event.Sample
+	for at := time.Duration(0); at < 80*time.Second; at += 500 * ms {
+		s0 := pull(0, at, 20*ms)
+		switch {
+		case at >= w.Start && at < w.End:
+			s0 = miss(pull(0, at, 10*time.Second))
+		case at >= w.End && at < w.End+b.RecoveryWindow:
+			s0 = miss(pull(0, at, 30*time.Second)) // hung after the resume
+		}
+		samples = append(samples, s0, pull(1, at, 20*ms))
+	}
+	v, _ := JudgeRun(RunFacts{Setup: Setup{Bounds: b, Sources: 2, Scripted: false},
+		Windows: []event.Window{w}, Samples: samples, Now: 120 * time.Second, RunEnd: 80 * time.Second})
+	var s0, s1 event.SourceSummary
+	for _, s := range v.Steady {
+		if s.Source == 0 {
+			s0 = s
+		} else {
+			s1 = s
+		}
+	}
+	// source-0: 0–12.8 s (26 pulls) and 44.6–80 s (70 pulls), all fast hits.
+	if s0.N != 26+70 || s0.Pulled != s0.N || s0.Latency.Max != 20*ms {
+		t.Errorf("source-0 steady %+v; want the 96 pulls outside the window and its recovery window, all fast hits", s0)
+	}
+	// source-1: all but the 14 sent in the window (a fault window's pulls).
+	if s1.N != 160-14 {
+		t.Errorf("source-1 steady n %d, want 146", s1.N)
+	}
+	rec := result(t, v, NameRecovery)
+	if !strings.Contains(rec.Detail, "of 50 pulls naming the faulted source") {
+		t.Errorf("recovery %q; want the 50 pulls after the resume judged there", rec.Detail)
+	}
 }

@@ -35,6 +35,9 @@ type Printer struct {
 	// live checks failed as last printed.
 	inflight map[int64]event.PullStart
 	failing  map[string]bool
+	// slow is the healthy bound (the run's HealthyMax): a pull that ends
+	// later has its cause printed as it ends.
+	slow time.Duration
 
 	// Summaries turns on one summary line per second of pulls (default on).
 	Summaries bool
@@ -120,6 +123,7 @@ func (p *Printer) Print(ev event.Event) {
 func (p *Printer) run(t time.Duration, r *event.RunInfo) {
 	p.sources = r.Sources
 	p.content = check.ContentRuleOf(*r)
+	p.slow = r.Bounds.HealthyMax
 	mode := ""
 	if event.ModeOf(r.Mode) != event.ModeP2P {
 		mode = ", mode " + r.Mode
@@ -172,6 +176,7 @@ func (p *Printer) samples(t time.Duration, ss []event.Sample) {
 			p.mismatch(t, s)
 		}
 	}
+	p.slowCauses(t, ss)
 	if !p.Summaries {
 		return
 	}
@@ -183,6 +188,18 @@ func (p *Printer) samples(t time.Duration, ss []event.Sample) {
 			p.second = sec
 		}
 		p.pending = append(p.pending, s)
+	}
+}
+
+// slowCauses prints the cause of the pulls of a batch that ended over the
+// healthy bound, one line per source and cause (a reap ends many pulls at
+// once): how many, their latencies, the timer and its value.
+func (p *Printer) slowCauses(t time.Duration, ss []event.Sample) {
+	if p.slow <= 0 {
+		return
+	}
+	for _, g := range event.SlowByCause(ss, p.slow) {
+		p.line(t, "slow: %s", g.Words(secs))
 	}
 }
 

@@ -39,6 +39,16 @@ type Sample struct {
 	// it fails none). A trial seeding when the run ended has its pull not
 	// sent: Aborted, Err "not sent: ...", and no pull_start.
 	Aborted bool `json:"aborted,omitempty"`
+	// KVRequestID is the pull's kv_request_id (p2p: its own; pd: the
+	// trial's, shared with the prefill leg): the id vLLM's log lines name.
+	KVRequestID string `json:"kv_request_id,omitempty"`
+
+	// Cause is what ended the pull and Timer the setting behind it with its
+	// value in this run (nil when no timer explains it), computed once by
+	// the experiment as the pull ends (package cause); "" in streams
+	// written before causes.
+	Cause Cause  `json:"cause,omitempty"`
+	Timer *Timer `json:"timer,omitempty"`
 
 	// Content (--content-tokens > 0): the pull's text beside the source's
 	// own greedy completion of the same prompt. Content is ContentSame or

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"p2pfault/cause"
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -62,6 +63,10 @@ type Experiment struct {
 	settled   chan struct{} // closed when the scripted timeline has played out
 	begun     chan struct{} // closed once the run event is sent (a Group starts its arms in order)
 	net       *network      // the run's firewall table, made on the first network fault
+	// causes names what ended each pull from the engines' lines (cause.go);
+	// decoderName is the engine whose reaps bear on the pulls.
+	causes      *cause.Tracker
+	decoderName string
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -100,7 +105,7 @@ func New(cfg Config) (*Experiment, error) {
 		return nil, err
 	}
 	cfg.Timeline = text
-	return &Experiment{
+	e := &Experiment{
 		cfg:      cfg,
 		plan:     plan,
 		timeline: tl,
@@ -115,7 +120,9 @@ func New(cfg Config) (*Experiment, error) {
 		settled:   make(chan struct{}),
 		begun:     make(chan struct{}),
 		net:       &network{runID: newRunID(cfg.Arm, cfg.Case)},
-	}, nil
+	}
+	e.causes = e.newCauses()
+	return e, nil
 }
 
 // Subscribe returns a channel that receives every event of the run and is
@@ -457,22 +464,24 @@ func (e *Experiment) flushLoop(done <-chan struct{}) {
 	for {
 		select {
 		case <-tick.C:
-			e.flushSamples()
+			e.flushSamples(false)
 			e.advance()
 			if n++; n%10 == 0 || e.pendingCrossed() {
 				e.emitLiveVerdict()
 			}
 		case <-done:
-			e.flushSamples()
+			e.flushSamples(true)
 			return
 		}
 	}
 }
 
-func (e *Experiment) flushSamples() {
+func (e *Experiment) flushSamples(final bool) {
+	now := e.since()
 	e.mu.Lock()
 	batch, starts := e.pending, e.starts
-	e.pending, e.starts = nil, nil
+	batch, e.pending = e.attribute(batch, now, final)
+	e.starts = nil
 	e.mu.Unlock()
 	// Starts go first: a pull that started and ended within one batch is
 	// then seen to start before it ends.
@@ -637,6 +646,7 @@ var interesting = []string{
 }
 
 func (e *Experiment) onLog(engine, line string) {
+	e.noteLine(engine, line)
 	for _, k := range interesting {
 		if strings.Contains(line, k) {
 			e.emit(event.Event{Kind: event.KindLog, Log: &event.LogLine{Engine: engine, Line: line}})

@@ -94,6 +94,11 @@ func TestPDTrialsAreTheProxysTwoLegs(t *testing.T) {
 		if want := cfg.Sources[s.Source].P2PHost; !strings.HasPrefix(s.Peer, want+":") {
 			t.Errorf("trial %d: sample peer %q, want the source's P2P address", s.Trial, s.Peer)
 		}
+		// The sample carries the id the decode leg sent: the one the
+		// decoder's log lines name (package cause matches by it).
+		if !ids[s.KVRequestID] {
+			t.Errorf("trial %d: sample kv_request_id %q, not one a decode leg sent", s.Trial, s.KVRequestID)
+		}
 	}
 }
 

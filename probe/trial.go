@@ -65,7 +65,8 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 			continue
 		}
 		pull = append(prefix, p.mode.pullHead()...)
-		pull = append(pull, p.mode.pullID(id)...)
+		s.KVRequestID = p.mode.pullID(id)
+		pull = append(pull, s.KVRequestID...)
 		pull = append(pull, a.kvTail...)
 		if p.cfg.Stream {
 			pull = append(pull, streamFields...)

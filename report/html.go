@@ -151,7 +151,7 @@ func buildPage(runs []Run) htmlPage {
 		p.Tables = append(p.Tables, content)
 	}
 	if cells := steadyCells(rows); len(cells) > 0 {
-		steady := htmlTable{ID: "steady", Title: "Steady state per source", Caption: steadyCaption + ".", Head: steadyHeader(rows)}
+		steady := htmlTable{ID: "steady", Title: "Steady state per source", Caption: steadyCaption(rows) + ".", Head: steadyHeader(rows)}
 		k := 0
 		for i, r := range rows {
 			for range r.Steady {

@@ -27,6 +27,9 @@ type chartRow struct {
 	HitRate      []chartHitRate `json:"hit_rate"`
 	Decoder      []chartDecoder `json:"decoder"`
 	Sources      []int          `json:"sources"`
+	// CauseLabels names each cause the pulls carry (their latency chart is
+	// coloured by cause then); absent for a stream from before causes.
+	CauseLabels map[event.Cause]string `json:"cause_labels,omitempty"`
 }
 
 // chartWindow is a fault window and the recovery window after it
@@ -73,6 +76,10 @@ type chartPull struct {
 	PullText   string `json:"pull_text,omitempty"`
 	SourceText string `json:"source_text,omitempty"`
 	Peer       string `json:"peer,omitempty"` // the P2P address the pull named (a replaced source has two)
+	// Cause is what ended the pull and Timer the setting behind it (package
+	// cause); absent in a stream from before causes.
+	Cause event.Cause `json:"cause,omitempty"`
+	Timer string      `json:"timer,omitempty"`
 }
 
 // chartHitRate is one source's hit rate over time: the share of its pulls
@@ -127,7 +134,16 @@ func chartData(id string, run Run) chartRow {
 	for _, s := range run.Samples {
 		p := chartPull{Source: s.Source, Trial: s.Trial, State: pullState(s), Start: s.Start.Seconds(),
 			Latency: s.Latency.Seconds(), Status: s.Status, Prompt: s.PromptTokens, Cached: s.CachedTokens,
-			TTFT: s.TTFT.Seconds(), Err: s.Err, Peer: s.Peer}
+			TTFT: s.TTFT.Seconds(), Err: s.Err, Peer: s.Peer, Cause: s.Cause}
+		if s.Timer != nil {
+			p.Timer = s.Timer.String()
+		}
+		if s.Cause != "" {
+			if c.CauseLabels == nil {
+				c.CauseLabels = map[event.Cause]string{}
+			}
+			c.CauseLabels[s.Cause] = s.Cause.Label()
+		}
 		if rule.Wrong(s) {
 			p.State, p.PullText, p.SourceText = pullWrong, s.PullText, s.SourceText
 		}

@@ -45,6 +45,9 @@ type Row struct {
 	// (a nemesis); absent for one scripted fault.
 	Windows []WindowRow         `json:"windows,omitempty"`
 	Kinds   []event.KindSummary `json:"kinds,omitempty"`
+	// Why is what ended each window's faulted pulls, by cause (why.go);
+	// absent for a stream whose samples carry no cause.
+	Why []WhyRow `json:"why,omitempty"`
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -119,6 +122,7 @@ func (r Run) Row() Row {
 	row.Steady = steadyRows(v)
 	row.Content = contentRow(r)
 	row.Windows, row.Kinds = windowRows(r), kindRows(r)
+	row.Why = whyRows(r)
 	return row
 }
 
@@ -232,6 +236,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 		}
 		b.WriteString("```\n")
 	}
+	writeWhy(&b, rows)
 	writeSteady(&b, rows)
 	writeDecoder(&b, rows)
 	writeVerifications(&b, rows)
@@ -283,7 +288,7 @@ func Table(rows []Row) string {
 // compared, the content table, a blank line between each.
 func Tables(rows []Row) string {
 	out := Table(rows) + "\n" + TimesTable(rows)
-	for _, t := range []string{SteadyTable(rows), ContentTable(rows)} {
+	for _, t := range []string{WhyTable(rows), SteadyTable(rows), ContentTable(rows)} {
 		if t != "" {
 			out += "\n" + t
 		}

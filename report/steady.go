@@ -119,8 +119,30 @@ func latencyCell(s float64) string {
 	return fmt.Sprintf("%.2f s", s)
 }
 
-// steadyCaption says what the steady-state table counts.
-const steadyCaption = "Each source's pulls started outside every fault window (a run without a fault: all of them): latency from send to the whole answer, percentiles from a bounded histogram (within 0.1 %), max exact; in flight: sent and never answered"
+// steadyCaption says what the steady-state table of rows counts: its words
+// follow what the rows are (a fault fired by key makes a window as a
+// scripted one does, so only a row without any window is "all of them").
+func steadyCaption(rows []Row) string {
+	faulted, plain := 0, 0
+	for _, r := range rows {
+		if len(r.Steady) == 0 {
+			continue
+		}
+		if r.Times != nil || len(r.Windows) > 0 {
+			faulted++
+		} else {
+			plain++
+		}
+	}
+	what := "Each source's pulls started outside every fault window and outside the recovery window after a window on that source (its aftermath, judged by the recovery check)"
+	switch {
+	case faulted == 0:
+		what = "Each source's pulls, all of them (no fault window opened)"
+	case plain > 0:
+		what += "; for a row without a fault window, all of them"
+	}
+	return what + ": latency from send to the whole answer, percentiles from a bounded histogram (within 0.1 %), max exact; in flight: sent and never answered"
+}
 
 // SteadyTable is the steady-state table as aligned plain text, printed
 // under the times table; "" when no row has one.
@@ -138,6 +160,6 @@ func writeSteady(b *strings.Builder, rows []Row) {
 	if len(cells) == 0 {
 		return
 	}
-	b.WriteString("\nSteady state per source. " + steadyCaption + ".\n\n")
+	b.WriteString("\nSteady state per source. " + steadyCaption(rows) + ".\n\n")
 	b.WriteString(markdownTable(steadyHeader(rows), cells))
 }

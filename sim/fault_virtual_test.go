@@ -140,7 +140,7 @@ func virtualStall(t *testing.T, mode string) {
 	}{
 		{dec, "lookup on " + src0.p2pID() + " timed out after 8.0s"},
 		{dec, "peer " + src0.p2pID() + " down: lookup timed out"},
-		{dec, "handshake with " + src0.p2pID() + " timed out after 30.0s"},
+		{dec, "P2PSession " + src0.p2pID() + ": handshake timed out after 30.0s"},
 		{src0, "connect from " + dec.p2pID() + " routed to a stale connection and dropped"},
 		{src0, "engine resumed after 30.0s frozen"},
 	} {

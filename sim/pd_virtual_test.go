@@ -80,7 +80,7 @@ func TestVirtualPDStoppedPrefiller(t *testing.T) {
 				reconnect.status, reconnect.cached, reconnect.latency, H+vMissCost, reconnect.body)
 		}
 		log := dec.log.String()
-		if !strings.Contains(log, "handshake with "+pre.p2pID()+" timed out after 30.0s") || strings.Contains(log, "sending abort") {
+		if !strings.Contains(log, "P2PSession "+pre.p2pID()+": handshake timed out after 30.0s") || strings.Contains(log, "sending abort") {
 			t.Errorf("decoder log: want the handshake deadline and no load-timeout abort:\n%s", log)
 		}
 		if !strings.Contains(pre.log.String(), "routed to a stale connection and dropped") {

@@ -22,6 +22,7 @@ type sourcePanel struct {
 	stats     latencyStats
 	ttft      ttftStats    // ttft.go
 	inflight  inflightLine // inflight.go
+	why       whyLine      // why.go
 	spark     []float64
 	n, ok200  int64
 	errs      int64
@@ -81,7 +82,7 @@ func (p sourcePanel) Render(w, h int) string {
 
 	// The chart takes what the four text lines leave; below four rows it
 	// cannot show an axis and a line, so it goes first.
-	ttft := append(p.inflight.lines(s), p.ttft.lines(s)...)
+	ttft := append(append(p.inflight.lines(s), p.why.lines(s)...), p.ttft.lines(s)...)
 	lines := []string{title}
 	chartH := h - 4 - len(ttft)
 	if chartH >= 4 {
@@ -115,6 +116,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
 		inflight: inflightLine{shown: m.st.sawStarts, n: pend.N, oldest: pend.Oldest},
+		why:      whyOf(src),
 		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
 		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),

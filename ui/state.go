@@ -34,6 +34,18 @@ func (p point) start() time.Duration { return p.end - p.latency }
 type span struct {
 	start, end time.Duration
 	open       bool
+	// causes counts the pulls naming the source started in the window by
+	// what ended them (the samples' causes); nil until one carries a cause
+	// (a pointer: spans stay comparable).
+	causes *causeTally
+}
+
+// causeTally is a window's pulls by cause.
+type causeTally struct{ n map[event.Cause]int }
+
+// holds reports whether a pull started at t is in the window.
+func (sp *span) holds(t time.Duration) bool {
+	return t >= sp.start && (sp.open || t < sp.end)
 }
 
 // sourceState is what the dashboard knows of one source.
@@ -551,6 +563,13 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 		if p.end > st.latestT {
 			st.latestT = p.end
 		}
+		st.countCause(s, *sm)
+	}
+	if st.run != nil {
+		// The slow pulls of the batch, named by what ended them.
+		for _, g := range event.SlowByCause(samples, st.run.Bounds.HealthyMax) {
+			st.addLog(st.latestT, levelWarn, "slow: %s", g.Words(fmtLatency))
+		}
 	}
 	// Drop what no window shows any more. Samples arrive roughly in the
 	// order they end, so the oldest are at the front.
@@ -558,6 +577,23 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 	for _, s := range st.sources {
 		for s.points.Len() > 0 && s.points.Front().end < horizon {
 			s.points.PopFront()
+		}
+	}
+}
+
+// countCause counts sm's cause in the fault window of s it started in.
+func (st *state) countCause(s *sourceState, sm event.Sample) {
+	if sm.Cause == "" {
+		return
+	}
+	for i := s.spans.Len() - 1; i >= 0; i-- {
+		sp := &s.spans.buf[(s.spans.head+i)%len(s.spans.buf)]
+		if sp.holds(sm.Start) {
+			if sp.causes == nil {
+				sp.causes = &causeTally{n: map[event.Cause]int{}}
+			}
+			sp.causes.n[sm.Cause]++
+			return
 		}
 	}
 }

@@ -17,7 +17,7 @@ func steadyLines(s *Styles, v *event.Verdict) []string {
 	if len(v.Steady) == 0 {
 		return nil
 	}
-	what := "pulls outside the fault windows"
+	what := "pulls outside the fault windows and their recovery windows"
 	if v.Times == nil {
 		what = "every pull of the run"
 	}

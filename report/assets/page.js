@@ -23,6 +23,15 @@
     'in flight': { symbol: 'path://M5,0 L10,9 L6.5,9 L6.5,16 L3.5,16 L3.5,9 L0,9 Z', size: [10, 16], color: '#b8008a' },
   };
   const secs = (s) => (+s).toFixed(3) + ' s';
+  // With causes (the pulls' cause, package cause) a latency chart colours
+  // the pulls that ended by what ended them, one series per cause; a pull
+  // in flight or with a wrong text keeps its own mark.
+  const causeColors = {
+    'p2p': '#1f77b4', 'local': '#2ca02c', 'heartbeat': '#e69500', 'lookup_deadline': '#bcbd22',
+    'handshake': '#d62728', 'peer_down': '#8c564b', 'load_timeout': '#9467bd', 'abort_ack': '#e377c2', 'source_failed': '#ff7f0e',
+    'unbound_store': '#17becf', 'pull_timeout': '#7f7f7f', 'error': '#000000', 'run_end': '#555555', 'unknown': '#ff00ff',
+  };
+  const ownMark = new Set(['wrong text', 'in flight']);
 
   function tipTable(title, cls, rows, attrs) {
     let h = '<div class="tip ' + cls + '"' + (attrs || '') + '><b>' + esc(title) + '</b><table>';
@@ -140,9 +149,21 @@
 
   function latency(row, src) {
     const series = windowSeries(row);
+    const labels = row.cause_labels || {};
+    const byCause = (p) => p.cause && !ownMark.has(p.state);
+    for (const cause of Object.keys(causeColors)) {
+      if (!labels[cause]) continue;
+      const pts = [];
+      row.pulls.forEach((p, i) => { if (p.source === src && byCause(p) && p.cause === cause) pts.push([p.start_s, p.latency_s, i]); });
+      if (!pts.length) continue;
+      series.push({
+        id: 'pulls-cause-' + cause, name: labels[cause], type: 'scatter', data: pts, symbol: 'circle', symbolSize: 7,
+        color: causeColors[cause], emphasis: { scale: 1.8 },
+      });
+    }
     for (const [state, st] of Object.entries(states)) {
       const pts = [];
-      row.pulls.forEach((p, i) => { if (p.source === src && p.state === state) pts.push([p.start_s, p.latency_s, i]); });
+      row.pulls.forEach((p, i) => { if (p.source === src && p.state === state && !byCause(p)) pts.push([p.start_s, p.latency_s, i]); });
       if (!pts.length) continue;
       series.push({
         id: 'pulls-' + state, name: state, type: 'scatter', data: pts, symbol: st.symbol, symbolSize: st.size,

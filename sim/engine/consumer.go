@@ -208,7 +208,8 @@ func (e *Engine) superviseSessions() {
 		switch s.state {
 		case sessDialing, sessPending:
 			if !e.now.Before(s.handshakeDeadline) {
-				e.log.Warning(compP2P, "handshake with %s timed out after %s", s.peer, secs(e.cfg.HandshakeTimeout))
+				// session.py P2PSession.poll's line (p2pfault's package cause reads it).
+				e.log.Warning(compP2P, "P2PSession %s: handshake timed out after %s — marking connection dead", s.peer, secs(e.cfg.HandshakeTimeout))
 				e.killSession(s, "handshake timed out")
 				continue
 			}
@@ -273,13 +274,16 @@ func (e *Engine) superviseLoads(s *session) {
 	}
 	for _, r := range due {
 		if r.state == rsLoad {
-			e.log.Warning(compP2P, "KV load for %s from %s timed out after %s, sending abort", r.in.Source.KVRequestID, s.peer, secs(e.cfg.LoadTimeout))
+			// client.py ClientRole.collect_results's line, with the sim's timeout after it.
+			e.log.Warning(compP2P, "P2PSession %s: %s timed out, sending abort (load timeout %s)", s.peer, r.in.Source.KVRequestID, secs(e.cfg.LoadTimeout))
 			r.state = rsAbort
 			r.deadline = e.now.Add(e.cfg.AbortAckTimeout)
 			e.sessionSend(s, wire.Message{Type: wire.TypeAbortFetch, KVRequestID: r.wireID})
 			continue
 		}
 		delete(s.loads, r.wireID)
+		// client.py ClientRole.collect_results's line, with the sim's timeout after it.
+		e.log.Warning(compP2P, "P2PSession %s: abort_ack timed out for kv_request_id=%s after %s", s.peer, r.in.Source.KVRequestID, secs(e.cfg.AbortAckTimeout))
 		e.loadFailed(r, "abort not acknowledged within "+secs(e.cfg.AbortAckTimeout))
 	}
 }
@@ -320,7 +324,8 @@ func (e *Engine) killSession(s *session, reason string) {
 	if s.state == sessDead {
 		return
 	}
-	e.log.Warning(compP2P, "peer %s down: %s", s.peer, reason)
+	// manager.py _reap_dead_sessions's line, with the sim's reason after it.
+	e.log.Warning(compP2P, "P2P %s: peer %s down: %s", e.id, s.peer, reason)
 	e.endSession(s, reason)
 }
 

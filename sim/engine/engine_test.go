@@ -189,7 +189,7 @@ func TestLoadFailurePolicy(t *testing.T) {
 				if got.latency < lo || got.latency > hi {
 					t.Errorf("load failed after %v, want in [%v, %v]", got.latency, lo, hi)
 				}
-				if !strings.Contains(dec.log.String(), "timed out after 0.3s, sending abort") {
+				if !strings.Contains(dec.log.String(), "timed out, sending abort (load timeout 0.3s)") {
 					t.Errorf("decoder log lacks the abort:\n%s", dec.log)
 				}
 			})

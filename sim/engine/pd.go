@@ -243,7 +243,8 @@ func (e *Engine) expireStores() {
 			continue
 		}
 		if st.c == nil {
-			e.log.Warning(compP2P, "unbound store kv_request_id=%s timed out after %s without a fetch — failing %d block(s)", st.id, secs(e.cfg.UnboundStoreTimeout), len(st.keys))
+			// manager.py _reap_unbound_stores's line (blocks where it counts jobs).
+			e.log.Warning(compP2P, "P2P %s: unbound store kv_request_id=%s timed out after %s without a fetch — failing %d block(s)", e.id, st.id, secs(e.cfg.UnboundStoreTimeout), len(st.keys))
 			e.releaseParked(st)
 			// Remembered for as long again: a late fetch is refused, a late
 			// store not parked (#53453's time-pruned _reaped_stores).

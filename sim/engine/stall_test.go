@@ -249,7 +249,7 @@ func TestStallPendingHandshake(t *testing.T) {
 				if strings.Contains(srcLog, stale) != tt.staleRoute {
 					t.Errorf("source log has %q: %v, want %v", stale, !tt.staleRoute, tt.staleRoute)
 				}
-				if want := "handshake with " + src.ID() + " timed out after 30.0s"; strings.Contains(decLog, want) != tt.staleRoute {
+				if want := "P2PSession " + src.ID() + ": handshake timed out after 30.0s"; strings.Contains(decLog, want) != tt.staleRoute {
 					t.Errorf("decoder log has %q: %v, want %v", want, !tt.staleRoute, tt.staleRoute)
 				}
 				if len(tooBusy) > 0 && !t.Failed() {

@@ -1,0 +1,54 @@
+package experiment
+
+import (
+	"time"
+
+	"p2pfault/cause"
+	"p2pfault/event"
+)
+
+// The cause of every pull (package cause) is computed here, once, as its
+// sample is sent: the tracker is fed every engine line as the engine
+// prints it, and a sample's cause travels on the sample event, which every
+// face renders.
+
+// forgetAfter is how long a line is kept past the pull timeout: a store
+// reaped unbound (60 s at vLLM's default) may explain a fetch that comes
+// later still.
+const forgetAfter = 3 * time.Minute
+
+func (e *Experiment) newCauses() *cause.Tracker {
+	b := e.cfg.Bounds.Scaled(e.cfg.TimeScale)
+	return cause.New(cause.Config{AtOnce: b.FaultedMedian, PullTimeout: e.cfg.scale(e.cfg.PullTimeout)})
+}
+
+// noteLine hands an engine's line to the tracker, stamped with when it was
+// read. Lines before t0 explain no measured pull.
+func (e *Experiment) noteLine(engine, line string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.t0.IsZero() || e.cluster == nil {
+		return
+	}
+	if e.decoderName == "" {
+		e.decoderName = e.cluster.Decoder().Name()
+	}
+	e.causes.Log(time.Since(e.t0), engine == e.decoderName, line)
+}
+
+// attribute sets the cause of each sample in batch and returns those to
+// send now and those to hold for the next batch: a pull that did not hit
+// and ended within cause.Skew may be explained by a line still on its way
+// (final sends everything).
+func (e *Experiment) attribute(batch []event.Sample, now time.Duration, final bool) (send, hold []event.Sample) {
+	for _, s := range batch {
+		if !final && !s.Hit() && !s.Aborted && now-s.End() < cause.Skew {
+			hold = append(hold, s)
+			continue
+		}
+		s.Cause, s.Timer = e.causes.Of(s)
+		send = append(send, s)
+	}
+	e.causes.Forget(now - e.cfg.scale(e.cfg.PullTimeout) - forgetAfter)
+	return send, hold
+}
