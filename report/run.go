@@ -72,85 +72,32 @@ func (r Run) Name() string { return runTitle(r.Info.Arm, r.Info.Mode, r.Info.Cas
 // end. Truncated is set when there is no end event; a cut last line only
 // ReadEvents sees, so Rebuild adds its verdict.
 func FromEvents(events []event.Event) (Run, error) {
-	var (
-		r        Run
-		haveRun  bool
-		doneAt   time.Duration
-		haveDone bool
-		final    *event.Verdict
-		open     []int // indexes into r.Windows of windows not closed yet
-		sawEnd   bool
-	)
+	var in intake
 	for i, ev := range events {
-		r.html.add(ev)
-		if i == 0 {
-			r.First = ev.Wall
-		}
-		if ev.Wall.After(r.Last) {
-			r.Last = ev.Wall
-		}
-		if r.T0.IsZero() && ev.T > 0 && !ev.Wall.IsZero() {
-			r.T0 = ev.Wall.Add(-ev.T)
-		}
-		switch ev.Kind {
-		case event.KindRun:
-			if ev.Run == nil {
-				return Run{}, fmt.Errorf("event %d (seq %d): run event without run info", i+1, ev.Seq)
-			}
-			if haveRun {
-				return Run{}, fmt.Errorf("event %d (seq %d): a second run event: one events log holds one run", i+1, ev.Seq)
-			}
-			r.Info, haveRun = *ev.Run, true
-		case event.KindPhase:
-			if ev.Phase == event.PhaseDone && !haveDone {
-				doneAt, haveDone = ev.T, true
-			}
-		case event.KindWindow:
-			if ev.Window == nil {
-				return Run{}, fmt.Errorf("event %d (seq %d): window event without window", i+1, ev.Seq)
-			}
-			open = addWindow(&r.Windows, open, *ev.Window)
-		case event.KindSamples:
-			r.Samples = append(r.Samples, ev.Samples...)
-		case event.KindVerdict:
-			if ev.Verdict != nil && ev.Final {
-				final = ev.Verdict
-			}
-		case event.KindEnd:
-			r.EndMessage, r.ExitCode, sawEnd = ev.Message, ev.ExitCode, true
-		case event.KindVerification:
-			if ev.Verification != nil {
-				r.Verifications = append(r.Verifications, *ev.Verification)
-			}
-		case event.KindMetrics:
-			if m := ev.Metrics; m != nil && m.Engine != "" {
-				if r.Metrics == nil {
-					r.Metrics = map[string][]scrape.Point{}
-				}
-				r.Metrics[m.Engine] = append(r.Metrics[m.Engine], scrape.Point{T: ev.T, Reading: m.Reading})
-			}
+		if err := in.take(i, ev); err != nil {
+			return Run{}, err
 		}
 	}
-	if !haveRun {
+	if !in.haveRun {
 		return Run{}, fmt.Errorf("no run event among %d events: not a p2pfault events log", len(events))
 	}
-
+	r := in.r
 	// The run ends at its phase "done", or for a crashed run at its last
 	// event; capped at the planned duration, past which the probe never
 	// sends (done and end come later, once in-flight pulls drained).
-	r.RunEnd = doneAt
-	if !haveDone && len(events) > 0 {
+	r.RunEnd = in.doneAt
+	if !in.haveDone && len(events) > 0 {
 		r.RunEnd = events[len(events)-1].T
 	}
 	if r.Info.Duration > 0 && r.RunEnd > r.Info.Duration {
 		r.RunEnd = r.Info.Duration
 	}
 	r.RunEnd = max(r.RunEnd, 0)
-	r.Truncated = !sawEnd
+	r.Truncated = !in.sawEnd
 	// The judge takes a window still open at the end as open, as the
 	// experiment did; the charts draw it to the run's end.
 	judged := slices.Clone(r.Windows)
-	for _, i := range open {
+	for _, i := range in.open {
 		r.Windows[i].End = max(r.RunEnd, r.Windows[i].Start)
 	}
 	// The checks look at the window the experiment judged (check.Judged).
@@ -164,11 +111,82 @@ func FromEvents(events []event.Event) (Run, error) {
 		Windows: judged, Samples: r.Samples, Pending: r.pending(), Verifications: r.Verifications,
 		Now: max(r.html.lastT, r.RunEnd), RunEnd: r.RunEnd,
 	})
-	if final == nil {
+	if in.final == nil {
 		r.Verdict, r.Recomputed = computed, true
 		return r, nil
 	}
-	r.Verdict = *final
+	r.Verdict = withComputed(*in.final, computed)
+	return r, nil
+}
+
+// intake is a run as FromEvents reads it, event by event.
+type intake struct {
+	r        Run
+	haveRun  bool
+	doneAt   time.Duration
+	haveDone bool
+	final    *event.Verdict
+	open     []int // indexes into r.Windows of windows not closed yet
+	sawEnd   bool
+}
+
+// take reads the i-th event; an error names a malformed one.
+func (in *intake) take(i int, ev event.Event) error {
+	r := &in.r
+	r.html.add(ev)
+	if i == 0 {
+		r.First = ev.Wall
+	}
+	if ev.Wall.After(r.Last) {
+		r.Last = ev.Wall
+	}
+	if r.T0.IsZero() && ev.T > 0 && !ev.Wall.IsZero() {
+		r.T0 = ev.Wall.Add(-ev.T)
+	}
+	switch ev.Kind {
+	case event.KindRun:
+		if ev.Run == nil {
+			return fmt.Errorf("event %d (seq %d): run event without run info", i+1, ev.Seq)
+		}
+		if in.haveRun {
+			return fmt.Errorf("event %d (seq %d): a second run event: one events log holds one run", i+1, ev.Seq)
+		}
+		r.Info, in.haveRun = *ev.Run, true
+	case event.KindPhase:
+		if ev.Phase == event.PhaseDone && !in.haveDone {
+			in.doneAt, in.haveDone = ev.T, true
+		}
+	case event.KindWindow:
+		if ev.Window == nil {
+			return fmt.Errorf("event %d (seq %d): window event without window", i+1, ev.Seq)
+		}
+		in.open = addWindow(&r.Windows, in.open, *ev.Window)
+	case event.KindSamples:
+		r.Samples = append(r.Samples, ev.Samples...)
+	case event.KindVerdict:
+		if ev.Verdict != nil && ev.Final {
+			in.final = ev.Verdict
+		}
+	case event.KindEnd:
+		r.EndMessage, r.ExitCode, in.sawEnd = ev.Message, ev.ExitCode, true
+	case event.KindVerification:
+		if ev.Verification != nil {
+			r.Verifications = append(r.Verifications, *ev.Verification)
+		}
+	case event.KindMetrics:
+		if m := ev.Metrics; m != nil && m.Engine != "" {
+			if r.Metrics == nil {
+				r.Metrics = map[string][]scrape.Point{}
+			}
+			r.Metrics[m.Engine] = append(r.Metrics[m.Engine], scrape.Point{T: ev.T, Reading: m.Reading})
+		}
+	}
+	return nil
+}
+
+// withComputed is the run's final verdict as its events carry it, with
+// what they do not carry taken from the verdict computed anew.
+func withComputed(v, computed event.Verdict) event.Verdict {
 	// event.Stats does not carry P50 and Max in JSON, so a verdict read
 	// back from events has them zero: take them from the samples.
 	fill := func(dst *event.Stats, src event.Stats) {
@@ -176,19 +194,19 @@ func FromEvents(events []event.Event) (Run, error) {
 			dst.P50, dst.Max = src.P50, src.Max
 		}
 	}
-	fill(&r.Verdict.Summary.Faulted, computed.Summary.Faulted)
-	fill(&r.Verdict.Summary.Healthy, computed.Summary.Healthy)
-	fill(&r.Verdict.Summary.Recovery, computed.Summary.Recovery)
-	if r.Verdict.Times == nil {
-		r.Verdict.Times = computed.Times // a stream written before verdicts carried them
+	fill(&v.Summary.Faulted, computed.Summary.Faulted)
+	fill(&v.Summary.Healthy, computed.Summary.Healthy)
+	fill(&v.Summary.Recovery, computed.Summary.Recovery)
+	if v.Times == nil {
+		v.Times = computed.Times // a stream written before verdicts carried them
 	}
-	if r.Verdict.Steady == nil {
-		r.Verdict.Steady = computed.Steady // ... or their steady-state summary
+	if v.Steady == nil {
+		v.Steady = computed.Steady // ... or their steady-state summary
 	}
-	if r.Verdict.Windows == nil {
-		r.Verdict.Windows, r.Verdict.Kinds = computed.Windows, computed.Kinds // ... or their windows' verdicts
+	if v.Windows == nil {
+		v.Windows, v.Kinds = computed.Windows, computed.Kinds // ... or their windows' verdicts
 	}
-	return r, nil
+	return v
 }
 
 // addWindow records a window event: End == 0 opens a window, anything else
