@@ -17,6 +17,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/exporter"
 	"p2pfault/fault"
 	"p2pfault/report"
 	"p2pfault/runfolder"
@@ -159,7 +160,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	caseName, specs, out, headless, arms := p.caseName, p.specs, p.out, p.headless, p.arms
+	caseName, out, headless, arms := p.caseName, p.out, p.headless, p.arms
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
 		if err != nil {
@@ -196,34 +197,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
 	var faces sync.WaitGroup
-	logErrs := []<-chan error{writeEvents(&faces, g.Subscribe(), p.compress.Path(out), p.compress)}
-	metrics.Feed(&faces, g.Subscribe)
-	if len(specs) > 1 {
-		// Each arm's folder holds its own events too, as a slice's row does.
-		for i, d := range arms.dirs {
-			logErrs = append(logErrs, writeEvents(&faces, armOnly(g.Subscribe(), specs[i].name), p.compress.Path(d), p.compress))
-		}
-	}
-	if headless {
-		startConsoles(&faces, g.Subscribe(), cmd.OutOrStdout(), specs, modeCase(o.flags.mode, caseName))
-	} else {
-		ch := g.Subscribe()
-		faces.Go(func() {
-			uiErr := ui.Run(ctx, g, ch, ui.Options{})
-			// Keep reading after the dashboard is gone: the experiment
-			// never drops an event, so an unread channel would stall it.
-			defer func() {
-				for range ch {
-				}
-			}()
-			if uiErr != nil {
-				cancel(uiErr)
-				return
-			}
-			cancel(errQuit)
-		})
-	}
-
+	logErrs := startFaces(ctx, cancel, &faces, cmd, o, p, g, metrics)
 	results := g.Run(ctx)
 	completed := true
 	for _, r := range results {
@@ -235,24 +209,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		<-ctx.Done()
 	}
 	faces.Wait()
-	var runErr error
-	passed := true
-	for _, r := range results {
-		err := r.Err
-		if errors.Is(err, errQuit) {
-			err = nil
-			if caseName != fault.CaseNone && r.Verdict.Checks == nil {
-				err = exitcode.ErrInterrupted
-			}
-		}
-		if err != nil && runErr == nil {
-			runErr = err
-			if len(results) > 1 {
-				runErr = armError{arm: r.Arm, err: err}
-			}
-		}
-		passed = passed && r.Verdict.Passed
-	}
+	runErr, passed := runOutcome(results, caseName)
 	for _, lerr := range logErrs {
 		if err := <-lerr; err != nil && runErr == nil {
 			runErr = err
@@ -271,6 +228,66 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		return exitcode.ErrBoundFailed
 	}
 	return nil
+}
+
+// startFaces subscribes the run's faces to g: the events files (the run's
+// and, with several arms, each arm's), the metrics, and the headless
+// printers or the dashboard, whose quitting cancels ctx. It returns the
+// events writers' errors, each sent once its writer is done.
+func startFaces(ctx context.Context, cancel context.CancelCauseFunc, faces *sync.WaitGroup, cmd *cobra.Command,
+	o *runOptions, p runPlan, g *experiment.Group, metrics *exporter.Server) []<-chan error {
+	logErrs := []<-chan error{writeEvents(faces, g.Subscribe(), p.compress.Path(p.out), p.compress)}
+	metrics.Feed(faces, g.Subscribe)
+	if len(p.specs) > 1 {
+		// Each arm's folder holds its own events too, as a slice's row does.
+		for i, d := range p.arms.dirs {
+			logErrs = append(logErrs, writeEvents(faces, armOnly(g.Subscribe(), p.specs[i].name), p.compress.Path(d), p.compress))
+		}
+	}
+	if p.headless {
+		startConsoles(faces, g.Subscribe(), cmd.OutOrStdout(), p.specs, modeCase(o.flags.mode, p.caseName))
+		return logErrs
+	}
+	ch := g.Subscribe()
+	faces.Go(func() {
+		uiErr := ui.Run(ctx, g, ch, ui.Options{})
+		// Keep reading after the dashboard is gone: the experiment
+		// never drops an event, so an unread channel would stall it.
+		defer func() {
+			for range ch {
+			}
+		}()
+		if uiErr != nil {
+			cancel(uiErr)
+			return
+		}
+		cancel(errQuit)
+	})
+	return logErrs
+}
+
+// runOutcome is the run's error (the first arm's, named by its arm when
+// there are several; quitting the dashboard is none, unless it cut a
+// scripted run short before its verdict) and whether every arm passed.
+func runOutcome(results []experiment.Result, caseName string) (runErr error, passed bool) {
+	passed = true
+	for _, r := range results {
+		err := r.Err
+		if errors.Is(err, errQuit) {
+			err = nil
+			if caseName != fault.CaseNone && r.Verdict.Checks == nil {
+				err = exitcode.ErrInterrupted
+			}
+		}
+		if err != nil && runErr == nil {
+			runErr = err
+			if len(results) > 1 {
+				runErr = armError{arm: r.Arm, err: err}
+			}
+		}
+		passed = passed && r.Verdict.Passed
+	}
+	return runErr, passed
 }
 
 // prepareOut creates the run's folder and warns about engines that an
