@@ -159,10 +159,6 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 		return nil
 	}
 	r := rand.New(rand.NewPCG(uint64(n.Seed), 0x9e3779b97f4a7c15))
-	type planned struct {
-		source     int
-		start, end time.Duration
-	}
 	var busy []planned
 	// Each lane is a sequence of faults, one after another with a gap
 	// between; lanes start staggered over one mean cycle.
@@ -186,31 +182,8 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 		if !k.TakesFor {
 			down = cmp.Or(n.Settle, n.Length)
 		}
-		// A source already faulted over [t, t+down) is not drawn; when
-		// every one is, the fault waits for the first to end.
 		var free []int
-		for {
-			free = free[:0]
-			next := time.Duration(-1)
-			for _, s := range srcs {
-				clash := false
-				for _, b := range busy {
-					if b.source == s && b.start < t+down && t < b.end {
-						clash = true
-						if next < 0 || b.end < next {
-							next = b.end
-						}
-					}
-				}
-				if !clash {
-					free = append(free, s)
-				}
-			}
-			if len(free) > 0 || next < 0 {
-				break
-			}
-			t = next
-		}
+		free, t = freeSources(busy, srcs, t, down)
 		if t+down+recovery > until || len(free) == 0 {
 			lanes = slices.Delete(lanes, li, li+1)
 			continue
@@ -226,6 +199,43 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 	}
 	slices.SortStableFunc(tl, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
 	return tl
+}
+
+// planned is a fault a schedule holds: its source is taken over
+// [start, end).
+type planned struct {
+	source     int
+	start, end time.Duration
+}
+
+// freeSources are the sources of srcs no fault in busy takes over
+// [t, t+down), and the instant they are free: when every one is taken,
+// the fault waits for the first to end (none free and t as given when no
+// fault would ever end).
+func freeSources(busy []planned, srcs []int, t, down time.Duration) ([]int, time.Duration) {
+	var free []int
+	for {
+		free = free[:0]
+		next := time.Duration(-1)
+		for _, s := range srcs {
+			clash := false
+			for _, b := range busy {
+				if b.source == s && b.start < t+down && t < b.end {
+					clash = true
+					if next < 0 || b.end < next {
+						next = b.end
+					}
+				}
+			}
+			if !clash {
+				free = append(free, s)
+			}
+		}
+		if len(free) > 0 || next < 0 {
+			return free, t
+		}
+		t = next
+	}
 }
 
 // uniformN is a number in [0, n) from r's next output. It reads r's raw
