@@ -134,16 +134,16 @@ func TestContentMatchesCatchesRecomputeKeepsPartialUnderAKill(t *testing.T) {
 // is every engine's, and a decoder slowed by a busy machine would make a
 // second source's pins lapse too.
 //
-// It stays on real processes and the kernel's firewall: the virtual
-// network's loss delays a transfer's lost segments one after another, so
-// at 30 % almost every pull of source-0 waits out the pull timeout (on the
-// virtual cluster at real time: p50 4.3 s, 2 of 197 pulled) and the
-// trigger, a fetch 150–300 ms after its lookup, never comes.
+// On the virtual cluster, at 20 %: the in-memory network delays a lost
+// segment by TCP's minimum RTO (200 ms, doubling when lost again), so a
+// fetch that loses one arrives 150-300 ms after its lookup, the defect's
+// trigger (12 to 26 such pulls a run in ten runs; the verdicts the same
+// every run). At 30 % a transfer's lost segments pile up and almost every
+// pull waits out the pull timeout, so the trigger never comes. On real
+// processes this test depended on the machine's timing (under two busy
+// cores the trigger did not come); the firewall's loss rule itself is
+// netfault's and experiment's real-process tests.
 func TestContentMatchesCatchesReuseFreedBlocksUnderLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two clusters for ~15 s")
-	}
-	needNet(t)
-	defectOnAndOff(t, false, "reuse-freed-blocks", "run", "--headless", "--timeline", "at 1s loss 30% source-0 for 10s",
+	defectOnAndOff(t, true, "reuse-freed-blocks", "run", "--headless", "--timeline", "at 1s loss 20% source-0 for 10s",
 		"--sources", "1", "--recovery", "2s", "--interval", "50ms", "--pull-timeout", "5s", "--engine-arg=--sim-store-timeout=150ms")
 }
