@@ -174,6 +174,22 @@ func testController(t *testing.T, scale float64, cl experiment.Opener, exact boo
 	}
 	rec.waitFor(t, "source-1 ready after the restore", 30*time.Second, faultOK(fault.ActionReady, 1))
 
+	// The run goes on until it has sent pulls and scraped the decoder: on
+	// the virtual cluster's fake clock every action above may come within
+	// one 100 ms batch, before any pull start or once-a-second scrape.
+	var sawStart, sawScrape bool
+	note := func(ev event.Event) bool {
+		sawStart = sawStart || ev.Kind == event.KindPullStart && len(ev.Pulls) > 0
+		sawScrape = sawScrape || ev.Kind == event.KindMetrics && ev.Metrics.Engine == "decoder" && ev.Metrics.Reading.Waiting.OK
+		return sawStart && sawScrape
+	}
+	for _, ev := range rec.seen {
+		note(ev)
+	}
+	if !sawStart || !sawScrape {
+		rec.waitFor(t, "a pull start and a decoder scrape", time.Minute, note)
+	}
+
 	cancel()
 	select {
 	case <-done:

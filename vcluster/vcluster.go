@@ -332,6 +332,10 @@ type Target struct {
 	started  time.Time
 	exit     string
 	cut      string // the network fault in force: "partition", "loss 30%", ""
+	// recorded is closed once the instance in force has exited and its
+	// exit is in state: Stop waits for it, so the run's last reading of
+	// the engine's state after Stop says exited.
+	recorded chan struct{}
 }
 
 var (
@@ -447,11 +451,12 @@ func (t *Target) start(ctx context.Context, spec runner.Spec, sameHost, restart 
 	if err != nil {
 		return fmt.Errorf("start %s: %w", spec.Name, err)
 	}
+	recorded := make(chan struct{})
 	t.mu.Lock()
-	t.eng = eng
+	t.eng, t.recorded = eng, recorded
 	t.instance++
 	t.mu.Unlock()
-	go t.watch(eng, lw)
+	go t.watch(eng, lw, recorded)
 
 	rctx, cancel := context.WithTimeout(ctx, t.c.cfg.ReadyTimeout)
 	defer cancel()
@@ -488,12 +493,13 @@ func (t *Target) start(ctx context.Context, spec runner.Spec, sameHost, restart 
 }
 
 // watch records how an instance exited, once it has.
-func (t *Target) watch(eng *sim.InProcess, lw *lineWriter) {
+func (t *Target) watch(eng *sim.InProcess, lw *lineWriter, recorded chan struct{}) {
 	<-eng.Done()
 	lw.flush()
 	t.mu.Lock()
 	if t.eng != eng {
 		t.mu.Unlock()
+		close(recorded)
 		return
 	}
 	exit := "code 0"
@@ -507,6 +513,7 @@ func (t *Target) watch(eng *sim.InProcess, lw *lineWriter) {
 		t.state = event.StateExited
 	}
 	t.mu.Unlock()
+	close(recorded)
 	t.c.onChange(t)
 }
 
@@ -655,6 +662,9 @@ func (t *Target) stop(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	t.mu.Lock()
+	recorded := t.recorded
+	t.mu.Unlock()
 	gctx, cancel := context.WithTimeout(ctx, t.c.cfg.StopGrace)
 	defer cancel()
 	done := make(chan error, 1)
@@ -664,4 +674,5 @@ func (t *Target) stop(ctx context.Context) {
 		eng.Kill()
 		<-eng.Done()
 	}
+	<-recorded
 }
