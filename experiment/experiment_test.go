@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/syncbuf"
 	"p2pfault/ui"
 	"p2pfault/vcluster"
 
@@ -281,7 +281,7 @@ func testController(t *testing.T, scale float64, cl experiment.Opener, exact boo
 // it draws. Its methods are the ones the tests use of teatest's.
 type bubbleTUI struct {
 	p    *tea.Program
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 }
 
@@ -289,7 +289,7 @@ func bubbleDashboard(t *testing.T, exp *experiment.Experiment, w, h int) *bubble
 	t.Helper()
 	r := lipgloss.NewRenderer(io.Discard)
 	r.SetColorProfile(termenv.Ascii)
-	b := &bubbleTUI{out: &lockedBuffer{}, done: make(chan struct{})}
+	b := &bubbleTUI{out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	b.p = tea.NewProgram(ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
 		tea.WithInput(&bytes.Buffer{}), tea.WithOutput(b.out),
 		tea.WithoutSignalHandler(), tea.WithoutSignals(), tea.WithANSICompressor())
@@ -320,23 +320,4 @@ func (b *bubbleTUI) WaitFinished(t *testing.T, _ ...teatest.FinalOpt) {
 	// tick, the event feed's gap): they end once their timers fire,
 	// which the bubble's clock does only while the test still waits.
 	time.Sleep(2 * time.Second)
-}
-
-// lockedBuffer is a bytes.Buffer safe for the program's writes and the
-// test's reads at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Read(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Read(p)
 }

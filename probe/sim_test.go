@@ -1,7 +1,6 @@
 package probe_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"p2pfault/probe"
+	"p2pfault/syncbuf"
 )
 
 // simEngine is one `p2pfault sim serve` (front end and engine core) in its
@@ -25,17 +25,8 @@ type simEngine struct {
 	p2pHost string
 	p2pPort int
 	sid     int // the session: signal every member with kill(-sid)
-	log     *syncBuf
+	log     *syncbuf.Buffer
 }
-
-// syncBuf is an engine's stderr, read while the engine writes it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 var simReady = regexp.MustCompile(`engine ready: serving model \S+ on http://(\S+), P2P identity (\S+):(\d+)`)
 
@@ -52,7 +43,7 @@ func startSim(t testing.TB, name string, extra ...string) simEngine {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "P2PFAULT_TEST_MAIN=1", "PYTHONHASHSEED=42")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	log := &syncBuf{}
+	log := &syncbuf.Buffer{}
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -17,6 +17,7 @@ import (
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
+	"p2pfault/syncbuf"
 )
 
 // startLoner starts a fake engine by hand in a session of its own and
@@ -33,6 +34,8 @@ func startLoner(t *testing.T) runner.SessionEntry {
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), testEnv()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +50,18 @@ func startLoner(t *testing.T) runner.SessionEntry {
 	t.Cleanup(func() {
 		killSessions([]int{pid})
 		<-reaped
+		if t.Failed() {
+			t.Logf("loner session %d said:\n%s", pid, out.String())
+		}
 	})
-	if !enginetest.Eventually(10*time.Second, func() bool { return len(liveMembers(t, pid)) == 2 }) {
-		t.Fatalf("loner session %d never had its core: %v", pid, liveMembers(t, pid))
+	// Ready, not only two members: between its fork and its exec the core
+	// is already a second member, a copy of the front end, and a core that
+	// then fails to start would leave one. The fake says "engine ready"
+	// once its core holds the P2P port and its HTTP port is bound.
+	if !enginetest.Eventually(10*time.Second, func() bool {
+		return strings.Contains(out.String(), "engine ready") && len(liveMembers(t, pid)) == 2
+	}) {
+		t.Fatalf("loner session %d never got ready with its core: live %v\n%s", pid, liveMembers(t, pid), out.String())
 	}
 	st, err := session.Stat(pid)
 	if err != nil {

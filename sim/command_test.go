@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"p2pfault/exitcode"
+	"p2pfault/syncbuf"
 )
 
 // runToExit runs `p2pfault sim ...` to its end and returns its exit code
@@ -18,7 +19,7 @@ import (
 func runToExit(t *testing.T, args, env []string) (int, string) {
 	t.Helper()
 	cmd := engineCmd("", args, env)
-	var stderr logBuf
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestHealthIsRefusedWhileTheModelLoads(t *testing.T) {
 	ln.Close()
 	started := time.Now()
 	cmd := engineCmd("", []string{"sim", "serve", "m", "--port", fmt.Sprint(port), "--sim-startup-delay", "1500ms"}, nil)
-	var stderr logBuf
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

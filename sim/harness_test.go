@@ -8,34 +8,16 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"p2pfault/syncbuf"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// logBuf collects an engine's stderr for assertions while it runs.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // engineProc is one sim engine started as a process in its own session
 // (Setsid), so the session id is the front end's pid and a fault can signal
@@ -44,7 +26,7 @@ type engineProc struct {
 	name    string
 	cmd     *exec.Cmd
 	pid     int
-	log     *logBuf
+	log     *syncbuf.Buffer
 	url     string // http://127.0.0.1:port
 	p2pHost string
 	p2pPort int
@@ -82,7 +64,7 @@ var readyLine = regexp.MustCompile(`engine ready: serving model \S+ on http://(\
 func startEngine(t testing.TB, name string, o engineOpts) *engineProc {
 	t.Helper()
 	args := append([]string{"sim", "serve"}, serveArgs(o)...)
-	e := &engineProc{name: name, log: &logBuf{}, exited: make(chan struct{})}
+	e := &engineProc{name: name, log: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	e.cmd = engineCmd(o.bin, args, o.env)
 	e.cmd.Stderr = e.log
 	if err := e.cmd.Start(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"p2pfault/memnet"
+	"p2pfault/syncbuf"
 )
 
 // vcluster is engines in process on one memnet fabric, for a test inside a
@@ -80,7 +81,7 @@ func (vc *vcluster) start(name string, o engineOpts) *vengine {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	e := &vengine{engineProc: &engineProc{name: name, log: &logBuf{}}, host: vc.fab.Host(name), args: serveArgs(o), env: env}
+	e := &vengine{engineProc: &engineProc{name: name, log: &syncbuf.Buffer{}}, host: vc.fab.Host(name), args: serveArgs(o), env: env}
 	vc.engines = append(vc.engines, e)
 	vc.run(e, e.args)
 	return e

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"strings"
@@ -15,25 +14,8 @@ import (
 	"p2pfault/netenv"
 	"p2pfault/sim/kv"
 	"p2pfault/sim/simlog"
+	"p2pfault/syncbuf"
 )
-
-// syncBuf is a log sink tests can read while engines write.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testConfig is a fast engine: timeouts in the hundreds of milliseconds.
 func testConfig() Config {
@@ -107,7 +89,7 @@ func freePort(t *testing.T) int {
 // to freeze it (its sockets stay open, as a SIGSTOPped process's do).
 type driven struct {
 	*Engine
-	log    *syncBuf
+	log    *syncbuf.Buffer
 	ids    atomic.Uint64
 	mu     sync.Mutex
 	paused bool
@@ -132,7 +114,7 @@ func startEngine(t *testing.T, mutate func(*Config)) *driven {
 	if host != nil {
 		cfg.Net = host
 	}
-	log := &syncBuf{}
+	log := &syncbuf.Buffer{}
 	e, err := New(cfg, simlog.New(log))
 	if err != nil {
 		t.Fatal(err)

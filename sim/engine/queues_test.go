@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"p2pfault/sim/simlog"
+	"p2pfault/syncbuf"
 )
 
 // queueLog records what OnQueues reports.
@@ -29,7 +30,7 @@ func (q *queueLog) last() (Queues, int) {
 // source stays held however slowly the test gets to look at it.
 func startWithQueues(t *testing.T, q *queueLog) *driven {
 	t.Helper()
-	log := &syncBuf{}
+	log := &syncbuf.Buffer{}
 	cfg := testConfig()
 	cfg.LookupTimeout, cfg.HeartbeatTimeout = 10*time.Second, 10*time.Second
 	host := hostFor(t)

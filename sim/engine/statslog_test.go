@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"p2pfault/sim/simlog"
+	"p2pfault/syncbuf"
 )
 
 // steppedEngine is an engine without P2P stepped by the test on a fake
 // clock, so interval arithmetic is exact.
-func steppedEngine(t *testing.T, mutate func(*Config)) (*Engine, *syncBuf, *time.Time) {
+func steppedEngine(t *testing.T, mutate func(*Config)) (*Engine, *syncbuf.Buffer, *time.Time) {
 	t.Helper()
 	cfg := testConfig()
 	cfg.P2P = false
@@ -19,7 +20,7 @@ func steppedEngine(t *testing.T, mutate func(*Config)) (*Engine, *syncBuf, *time
 		mutate(&cfg)
 	}
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	log := &syncBuf{}
+	log := &syncbuf.Buffer{}
 	e, err := New(cfg, simlog.WithClock(log, func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func tokens(base int32, n int) []int32 {
 	return ts
 }
 
-func statsLines(log *syncBuf) []string {
+func statsLines(log *syncbuf.Buffer) []string {
 	var out []string
 	for _, l := range strings.Split(log.String(), "\n") {
 		if strings.Contains(l, "[loggers]") {

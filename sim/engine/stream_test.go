@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"p2pfault/sim/simlog"
+	"p2pfault/syncbuf"
 )
 
 // clockedEngine is an engine without P2P whose clock the test drives.
@@ -15,7 +16,7 @@ func clockedEngine(t *testing.T) *Engine {
 	cfg.P2P = false
 	cfg.PrefillPerToken = 0
 	cfg.DecodePerToken = 10 * time.Millisecond
-	e, err := New(cfg, simlog.New(&syncBuf{}))
+	e, err := New(cfg, simlog.New(&syncbuf.Buffer{}))
 	if err != nil {
 		t.Fatal(err)
 	}
