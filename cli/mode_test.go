@@ -52,23 +52,21 @@ func TestDoctorChecksTheSameCommandLinesInPDMode(t *testing.T) {
 	}
 }
 
-// TestSliceModesAddRowsWithAModeColumn runs stall and kill in both modes
-// (four clusters at once) on the virtual cluster at time scale 1 and
-// checks the rows, their folders and the table's mode column, and that
-// the pd stall row is what sim/MODEL.md predicts for a stopped prefiller:
-// the decode legs end on the heartbeat or on the reconnect's handshake
-// deadline (max the 30 s deadline plus the sim's costs, never the load
-// timeout + abort-ack's 40 s), and after SIGCONT the prefiller's CPU tier
-// is full of the parked stores of the prefill legs whose decode legs died
-// with that reconnect, so nothing hits again within the recovery window.
+// TestSliceModesAddRowsWithAModeColumn runs kill in both modes on the
+// virtual cluster at time scale 1 and checks the rows, their folders, the
+// table's mode column, and that one row's events rebuild it, mode
+// included. What each mode's rows must be (the pd stall's decode legs
+// ending on the heartbeat or the reconnect's 30 s handshake deadline, its
+// prefiller's tier full of parked stores after SIGCONT) is experiment's
+// TestSeedTableOnTheVirtualCluster's to say; this is the slice's faces.
 func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
 	out := t.TempDir()
 	var run virtualRun
 	synctest.Test(t, func(t *testing.T) {
-		run = runVirtual(t, offGrid("slice", "--modes", "p2p,pd", "--arms", "main", "--cases", "stall,kill", "--quiet", "--out", out)...)
+		run = runVirtual(t, offGrid("slice", "--modes", "p2p,pd", "--arms", "main", "--cases", "kill", "--quiet", "--out", out)...)
 	})
-	if run.code != 1 {
-		t.Fatalf("slice exit %d, want 1 (both stalls fail)\n%s%s", run.code, run.stdout, run.stderr)
+	if run.code != 0 {
+		t.Fatalf("slice exit %d, want 0 (both kills pass)\n%s%s", run.code, run.stdout, run.stderr)
 	}
 	log := bytes.NewBufferString(run.stdout + run.stderr)
 	var rep struct {
@@ -105,34 +103,28 @@ func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
 		// leg that reached a restarted engine's P2P port just before its
 		// HTTP port opened (a load-timeout wait, README "PD mode") is a
 		// timing a loaded machine chose; here the engine's start is exact.
-		if r.Passed != (r.Case == "kill") {
-			t.Errorf("%s: passed=%v, want %v; failed checks:\n%s", name, r.Passed, r.Case == "kill", failingDetails(r.Checks))
+		if !r.Passed {
+			t.Errorf("%s: failed, want a pass; failed checks:\n%s", name, failingDetails(r.Checks))
 		}
-		if name == "main/pd/stall" {
-			if r.Faulted.Max < 30 || r.Faulted.Max > 30.5 {
-				t.Errorf("%s: faulted max %.3fs, want the 30 s handshake deadline + the sim's costs, in [30, 30.5] (load timeout + abort-ack would be 40)",
-					name, r.Faulted.Max)
-			}
-			if r.Recovery == nil || r.Recovery.N == 0 || 10*r.Recovery.Pulled > r.Recovery.N {
-				t.Errorf("%s: recovery %+v, want (almost) no hit: the prefiller's CPU tier is full of parked stores", name, r.Recovery)
-			}
+		if r.Faulted.Max > 0.1 || r.Recovery == nil || r.Recovery.N == 0 || 2*r.Recovery.Pulled < r.Recovery.N {
+			t.Errorf("%s: faulted max %.3fs, recovery %+v: want a local prefill's cost and >= 50%% pulled again", name, r.Faulted.Max, r.Recovery)
 		}
 	}
-	if got := strings.Join(names, " "); got != "main/p2p/stall main/p2p/kill main/pd/stall main/pd/kill" {
+	if got := strings.Join(names, " "); got != "main/p2p/kill main/pd/kill" {
 		t.Errorf("rows %s", got)
 	}
 	text := log.String()
-	for _, want := range []string{"\narm   mode  case   result", "\nmain  p2p   stall  FAIL", "\nmain  pd    stall  FAIL", "\nmain  pd    kill   ", "\narm   mode  case   detect_s  recover_s\n"} {
+	for _, want := range []string{"\narm   mode  case  result", "\nmain  p2p   kill  pass", "\nmain  pd    kill  pass", "\narm   mode  case  detect_s  recover_s\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	for _, dir := range []string{"main-stall", "main-kill", "main-pd-stall", "main-pd-kill"} {
+	for _, dir := range []string{"main-kill", "main-pd-kill"} {
 		if _, err := os.Stat(filepath.Join(out, dir, "events.jsonl")); err != nil {
 			t.Errorf("row folder: %v", err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, "timeline-main-pd-stall.svg")); err != nil {
+	if _, err := os.Stat(filepath.Join(out, "timeline-main-pd-kill.svg")); err != nil {
 		t.Errorf("timeline of the pd row: %v", err)
 	}
 	// One row's events rebuild its row, mode included, with the seed's

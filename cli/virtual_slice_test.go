@@ -14,7 +14,8 @@ import (
 // × stall, kill, remove) on the virtual cluster at time scale 1, inside a
 // synctest bubble, and checks the seed's verdicts and every cell of its
 // table against issue 8's tolerances with no slack: main stall fails on
-// the handshake timeout, everything else passes.
+// the handshake timeout, everything else passes. Its subtest (not with
+// -short) runs the slice on real processes and compares the two tables.
 func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
@@ -115,6 +116,9 @@ func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 	if t.Failed() {
 		t.Logf("report.json:\n%s", data)
 	}
+	// The same slice on real processes must give the same table. It reads
+	// this slice's output rather than running the virtual slice again.
+	t.Run("real processes agree", func(t *testing.T) { realSliceAgrees(t, out) })
 }
 
 // offGrid adds --fault-at 10.1037s to args. The seed's 10 s falls on the

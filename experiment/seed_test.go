@@ -56,10 +56,10 @@ const seedFaultAt = 10*time.Second - time.Millisecond
 // seedTable runs every arm × mode × case of the seed's slice on the
 // virtual cluster, each in a synctest bubble of its own at the seed's
 // time (scale 1), with the content check on as the slice has it.
-func seedTable(t *testing.T, cases ...string) []seedRow {
+func seedTable(t *testing.T, modes []string, cases ...string) []seedRow {
 	var rows []seedRow
 	for _, arm := range []string{"main", "fixed"} {
-		for _, mode := range []string{event.ModeP2P, event.ModePD} {
+		for _, mode := range modes {
 			for _, kase := range cases {
 				row := seedRow{arm: arm, mode: mode, kase: kase}
 				t.Run(arm+"/"+mode+"/"+kase, func(t *testing.T) {
@@ -91,17 +91,14 @@ func failedChecks(v event.Verdict) string {
 	return strings.Join(out, "; ")
 }
 
-// TestSeedTableOnTheVirtualCluster is the seed's table, arms main and
-// fixed × modes p2p and pd × stall, kill and remove, on the engines
-// `p2pfault slice` starts, at the seed's own time and bounds (scale 1),
-// each row in a synctest bubble: the verdicts of the seed and of
-// sim/MODEL.md, with the figures the fake clock makes exact asserted
-// tighter than a real-time slice can.
-//   - main p2p stall fails: a pull waits on the reconnect's handshake up to
-//     its 30 s deadline, plus the sim's named costs of the pull (tens of
-//     ms): max in [30 s, 30.1 s], p50 in between;
-//   - fixed p2p stall passes: p50 a healthy pull's, max below the 8 s
-//     lookup timeout;
+// TestSeedTableOnTheVirtualCluster is the seed's table in pd mode, arms
+// main and fixed × stall, kill and remove, on the engines `p2pfault
+// slice` starts, at the seed's own time and bounds (scale 1), each row in
+// a synctest bubble: the verdicts of the seed and of sim/MODEL.md, with
+// the figures the fake clock makes exact asserted tighter than a
+// real-time slice can. The p2p rows are cli's
+// TestVirtualSliceGivesTheSeedsTable, through the command and with
+// tighter bounds still (checkSeedRow judges them too, for the partition).
 //   - pd stall fails on both arms (the prefill arm's fix is the P2P
 //     pull's): the decode legs end on the handshake deadline (max in
 //     [30 s, 30.1 s], never the load timeout + abort-ack's 40 s), and the
@@ -112,7 +109,7 @@ func failedChecks(v event.Verdict) string {
 //   - everywhere: a healthy source keeps hitting (≥ 90 %, max ≤ 100 ms)
 //     and every pull that returned 200 answered its source's text.
 func TestSeedTableOnTheVirtualCluster(t *testing.T) {
-	for _, r := range seedTable(t, fault.ActionStall, fault.ActionKill, fault.ActionRemove) {
+	for _, r := range seedTable(t, []string{event.ModePD}, fault.ActionStall, fault.ActionKill, fault.ActionRemove) {
 		checkSeedRow(t, r)
 	}
 }
@@ -128,7 +125,7 @@ func TestSeedTableOnTheVirtualCluster(t *testing.T) {
 // CPU tier fills with parked stores as in its stall), so checkSeedRow
 // judges them as stalls.
 func TestPartitionCaseOnTheVirtualCluster(t *testing.T) {
-	for _, r := range seedTable(t, fault.ActionPartition) {
+	for _, r := range seedTable(t, []string{event.ModeP2P, event.ModePD}, fault.ActionPartition) {
 		checkSeedRow(t, r)
 	}
 }
