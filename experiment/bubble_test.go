@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -108,6 +109,7 @@ func (l *pipeListener) Addr() net.Addr { return pipeAddr(l.addr) }
 type fakeCluster struct {
 	nw            *pipeNet
 	prefillAtOnce bool
+	stopTakes     time.Duration // how long a stall's SIGSTOP takes to act (a loaded machine, a slow command)
 	srcs          []*fakeEngine
 	dec           *fakeEngine
 
@@ -316,6 +318,7 @@ func (e *fakeEngine) Report() fault.Report {
 }
 
 func (e *fakeEngine) Stop(context.Context) (time.Time, error) {
+	time.Sleep(e.c.stopTakes)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.frozen {
@@ -435,4 +438,56 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAScriptedStepWaitsForALateStallToEnd: `at 1s stall source-0 for
+// 4s; at 6s stall source-0 for 1s`, and the first stall's action takes
+// 2.5 s to act, as an attach file's command can on a loaded machine: it
+// stops the source at 3.5 s and resumes it at 7.5 s, after the second
+// step was due. The second step waits for that resume (with a warning)
+// and fires then, rather than being refused as a stall of a stalled
+// source (which failed the run).
+func TestAScriptedStepWaitsForALateStallToEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp, err := experiment.New(experiment.Config{
+			Timeline: "at 1s stall source-0 for 4s; at 6s stall source-0 for 1s",
+			Recovery: 2 * time.Second,
+			Cluster:  &fakeCluster{stopTakes: 2500 * time.Millisecond},
+			OutDir:   t.TempDir(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := exp.Subscribe()
+		var evs []event.Event
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			for ev := range ch {
+				evs = append(evs, ev)
+			}
+		}()
+		if _, err := exp.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		<-read
+		var stalls []string
+		waited := false
+		for _, ev := range evs {
+			switch {
+			case ev.Kind == event.KindFault && ev.Fault.Action == fault.ActionStall:
+				if ev.Fault.Err != "" {
+					t.Errorf("stall at %v refused: %s", ev.T, ev.Fault.Err)
+				}
+				stalls = append(stalls, ev.T.Round(100*time.Millisecond).String())
+			case ev.Kind == event.KindWarning && strings.Contains(ev.Message, "timeline: at 6s stall source-0 for 1s waits for the fault in force on source-0 to end"):
+				waited = true
+			}
+		}
+		// Each stall's event comes when its SIGSTOP acted: 1 s + 2.5 s,
+		// and the first's resume (3.5 s + 4 s) + 2.5 s.
+		if fmt.Sprint(stalls) != "[3.5s 10s]" || !waited {
+			t.Errorf("stalls at %v, waited %v; want [3.5s 10s] and the wait's warning", stalls, waited)
+		}
+	})
 }

@@ -62,22 +62,38 @@ func (e *Experiment) scheduleInfo() event.ScheduleInfo {
 	return si
 }
 
-// awaitRoom holds a nemesis step until it may fire: its source has no
-// fault in force and fewer than AtOnce fault windows are open. The
-// schedule plans this (a kill's window is planned as long as its
-// restart), so it waits only when a restart ran long; the wait is a
-// warning, once. A scripted step never waits: its author chose its time.
+// awaitRoom holds a step until it may fire. A nemesis step waits until
+// its source has no fault in force and fewer than AtOnce fault windows
+// are open. The schedule plans this (a kill's window is planned as long
+// as its restart), so it waits only when a restart ran long. A scripted
+// step waits only for a timed fault on its source (`stall source-0 for
+// 4s`) whose time has not run out: its author meant it to end first, and
+// it ends late only when its action started late (a loaded machine, an
+// attach file's slow command); an untimed fault in force is the author's
+// to resolve, and the step is refused as a key would be. The wait is a
+// warning, once.
 func (e *Experiment) awaitRoom(ctx context.Context, s fault.Step) {
+	const overdue = 5 * time.Second
 	n := e.cfg.Nemesis
-	if n == nil {
-		return
+	atOnce := 0
+	if n != nil {
+		atOnce = max(n.AtOnce, 1)
 	}
-	atOnce := max(n.AtOnce, 1)
+	who := "nemesis"
+	if n == nil {
+		who = "timeline"
+	}
 	room := func() (bool, string) {
+		now := e.since()
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if _, busy := e.faults[s.Source]; busy {
+		// A timed fault whose resume is long overdue has failed to end:
+		// the step is refused as a key would be, rather than wait forever.
+		if fi, busy := e.faults[s.Source]; busy && (n != nil || fi.until > 0 && now < fi.until+overdue) {
 			return false, "the fault in force on " + event.SourceName(s.Source)
+		}
+		if n == nil {
+			return true, ""
 		}
 		var open []string
 		for _, w := range e.windows {
@@ -101,7 +117,7 @@ func (e *Experiment) awaitRoom(ctx context.Context, s fault.Step) {
 		if !warned {
 			warned = true
 			e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
-				"nemesis: %s waits for %s to end", s, why)})
+				"%s: %s waits for %s to end", who, s, why)})
 		}
 		select {
 		case <-ctx.Done():
