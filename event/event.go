@@ -32,6 +32,7 @@ const (
 	KindVerification Kind = "verification" // a fault action checked on the host: Verification
 	KindCondition    Kind = "condition"    // a source's condition changed: Condition
 	KindAddress      Kind = "address"      // the address the probe names a source by, from now on: Address
+	KindWait         Kind = "wait"         // what pulls naming a peer wait on began or ended, as the decoder's log says: Wait
 )
 
 // Phase of a run.
@@ -79,6 +80,7 @@ type Event struct {
 	// WindowVerdict is a settled window's verdict (KindWindowVerdict).
 	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
 	Address       *AddressInfo   `json:"address,omitempty"`
+	Wait          *Wait          `json:"wait,omitempty"`
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
