@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -15,6 +16,9 @@ type inflightLine struct {
 	shown  bool // the stream tells pulls' starts
 	n      int
 	oldest time.Duration
+	// wait is what they wait on when the decoder's log says it (nil: it
+	// does not): the line names it instead of the oldest's age.
+	wait *event.Wait
 }
 
 func (l inflightLine) lines(s *Styles) []string {
@@ -25,6 +29,9 @@ func (l inflightLine) lines(s *Styles) []string {
 		return []string{s.Dim.Render("in flight 0")}
 	}
 	text := fmt.Sprintf("in flight %d, oldest %.1fs", l.n, l.oldest.Seconds())
+	if l.wait != nil {
+		text = l.wait.InFlightWords(l.n)
+	}
 	return []string{s.ChartInflight.Render(string(inflightRune)) + " " + s.Label.Render(text)}
 }
 
@@ -38,6 +45,15 @@ func (st *state) pending(nowT time.Duration) map[int]probe.Pending {
 		out[p.Source] = p
 	}
 	return out
+}
+
+// waitOf is what source i's pulls in flight wait on, if the decoder's
+// log said it for the peer they name.
+func (st *state) waitOf(i int) *event.Wait {
+	if w, ok := st.waits[st.peers[i]]; ok {
+		return &w
+	}
+	return nil
 }
 
 // inflightCount is how many pulls naming source i are in flight.
