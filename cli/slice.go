@@ -94,6 +94,14 @@ type slicePlan struct {
 // naming it): the first half of runSlice, shared with doctor so that
 // doctor checks exactly the rows these flags run.
 func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
+	if len(o.sweeps) > 0 && o.flags.attach != "" {
+		return slicePlan{}, exitcode.Usagef("--sweep sets the engines p2pfault starts; with --attach the engines are yours: set them and run a slice per value")
+	}
+	if len(o.sweeps) > 0 && cmd.Flags().Changed("metrics-listen") {
+		// Its series are labelled by arm, mode and case, which the rows of
+		// one sweep share.
+		return slicePlan{}, exitcode.Usagef("--metrics-listen with --sweep: the series are labelled by arm, mode and case, which a sweep's rows share; run without one of them")
+	}
 	if o.flags.attach != "" {
 		if err := o.attachSlice(cmd); err != nil {
 			return slicePlan{}, err
@@ -105,9 +113,6 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	}
 	if _, err := o.metrics.check(cmd.Flags()); err != nil {
 		return slicePlan{}, err
-	}
-	if len(o.sweeps) > 0 && o.flags.attach != "" {
-		return slicePlan{}, exitcode.Usagef("--sweep sets the engines p2pfault starts; with --attach the engines are yours: set them and run a slice per value")
 	}
 	axes, err := parseSweeps(o.sweeps, o.flags.engine, cmd.Flags())
 	if err != nil {

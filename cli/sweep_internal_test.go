@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -92,5 +93,28 @@ func TestSweepPointsAreTheCrossProduct(t *testing.T) {
 	}
 	if args := strings.Join(specs[0].Args, " "); !strings.Contains(args, `"port":7777,"unbound_store_timeout_s":90}`) {
 		t.Errorf("the p2p tier lacks unbound_store_timeout_s: %s", args)
+	}
+}
+
+// TestSliceRefusesASweepItCannotLabel: a sweep of engines p2pfault does
+// not start, or with series labelled only by arm, mode and case, is a
+// usage error before anything starts.
+func TestSliceRefusesASweepItCannotLabel(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sweep", "VLLM_P2P_HANDSHAKE_TIMEOUT_S=5", "--metrics-listen", "0"}, "--metrics-listen with --sweep"},
+		{[]string{"--sweep", "VLLM_P2P_HANDSHAKE_TIMEOUT_S=5", "--attach", "cluster.yaml"}, "with --attach the engines are yours"},
+	} {
+		cmd, o := newSliceCommand()
+		if err := cmd.Flags().Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		o.flags.out = t.TempDir()
+		_, err := o.configure(cmd)
+		if exitcode.Code(err) != exitcode.Usage || !strings.Contains(fmt.Sprint(err), tt.want) {
+			t.Errorf("%v: %v, want a usage error saying %q", tt.args, err, tt.want)
+		}
 	}
 }
