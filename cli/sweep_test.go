@@ -14,13 +14,16 @@ import (
 // follows the value (the stale-routed reconnect waits out its handshake
 // deadline, MODEL.md mechanisms 5 and 6), each row carries its setting in
 // report.json, the table has the setting's column, and report.html plots
-// both rows against the value.
+// both rows against the value. A 20 s stall and a 5 s recovery keep it
+// short: the session reaped at the lookup deadline (18 s) reconnects into
+// the stopped source, whose resume at 30 s drops the connect into its
+// stale route, so the reconnect still waits out the whole deadline.
 func TestVirtualSweepOfTheHandshakeTimeout(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
 	synctest.Test(t, func(t *testing.T) {
 		r = runVirtual(t, offGrid("slice", "--arms", "main", "--cases", "stall", "--quiet",
-			"--sweep", "VLLM_P2P_HANDSHAKE_TIMEOUT_S=10,30", "--out", out)...)
+			"--stall-for", "20s", "--recovery", "5s", "--sweep", "VLLM_P2P_HANDSHAKE_TIMEOUT_S=10,30", "--out", out)...)
 	})
 	if r.code != 1 {
 		t.Fatalf("slice exit %d, want 1 (the 30 s row fails faulted_max)\n%s%s", r.code, tail(r.stdout, 40), r.stderr)
