@@ -53,7 +53,7 @@ type chartSweep struct {
 }
 
 // sweepCharts are the page's sweep charts: one per swept setting and per
-// group of rows equal but for it.
+// group of rows equal but for it, where the group has two values or more.
 func sweepCharts(runs []Run, rows []Row) []chartSweep {
 	var names []string
 	for _, r := range rows {
@@ -81,7 +81,7 @@ func sweepCharts(runs []Run, rows []Row) []chartSweep {
 			g := groups[key]
 			if g == nil {
 				b := runs[i].Info.Bounds
-				g = &chartSweep{ID: fmt.Sprintf("sweep-%d", len(out)+len(keys)), Title: key + ": against " + name, Setting: name,
+				g = &chartSweep{Title: key + ": against " + name, Setting: name,
 					MaxBound: b.FaultedMax.Seconds(), MedianBound: b.FaultedMedian.Seconds(), RecoverBound: b.RecoveryWindow.Seconds()}
 				groups[key] = g
 				keys = append(keys, key)
@@ -96,7 +96,11 @@ func sweepCharts(runs []Run, rows []Row) []chartSweep {
 			g.Recover = append(g.Recover, rec)
 		}
 		for _, k := range keys {
-			out = append(out, *groups[k])
+			// One value is no line to read (a row folder's own page).
+			if g := groups[k]; len(g.Values) > 1 {
+				g.ID = fmt.Sprintf("sweep-%d", len(out))
+				out = append(out, *g)
+			}
 		}
 	}
 	return out
