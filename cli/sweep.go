@@ -33,13 +33,15 @@ type sweepSetting struct {
 
 // vllmSettings are the settings real vLLM has, in the order the usage
 // error lists them.
-var vllmSettings = []sweepSetting{
-	{name: "VLLM_P2P_HANDSHAKE_TIMEOUT_S", want: "a positive number of seconds", check: positiveSeconds, flag: "handshake-timeout",
-		apply: func(rc *runner.Config, v any) { rc.HandshakeTimeout = v.(time.Duration) }},
-	{name: "kv_load_failure_policy", want: "fail or recompute", check: loadPolicy, flag: "kv-load-failure-policy",
-		apply: func(rc *runner.Config, v any) { rc.LoadFailurePolicy = v.(string) }},
-	{name: "unbound_store_timeout_s", want: "a positive number of seconds", check: positiveSeconds,
-		apply: func(rc *runner.Config, v any) { rc.UnboundStoreTimeout = v.(time.Duration) }},
+func vllmSettings() []sweepSetting {
+	return []sweepSetting{
+		{name: "VLLM_P2P_HANDSHAKE_TIMEOUT_S", want: "a positive number of seconds", check: positiveSeconds, flag: "handshake-timeout",
+			apply: func(rc *runner.Config, v any) { rc.HandshakeTimeout = v.(time.Duration) }},
+		{name: "kv_load_failure_policy", want: "fail or recompute", check: loadPolicy, flag: "kv-load-failure-policy",
+			apply: func(rc *runner.Config, v any) { rc.LoadFailurePolicy = v.(string) }},
+		{name: "unbound_store_timeout_s", want: "a positive number of seconds", check: positiveSeconds,
+			apply: func(rc *runner.Config, v any) { rc.UnboundStoreTimeout = v.(time.Duration) }},
+	}
 }
 
 // simSettings are the simulated engine's own: one per timeout flag of
@@ -58,9 +60,9 @@ func simSettings() []sweepSetting {
 // sweepSettings are the settings engine has.
 func sweepSettings(engine string) []sweepSetting {
 	if engine == runner.EngineVLLM {
-		return vllmSettings
+		return vllmSettings()
 	}
-	return append(slices.Clone(vllmSettings), simSettings()...)
+	return append(vllmSettings(), simSettings()...)
 }
 
 func positiveSeconds(v string) (any, bool) {
