@@ -343,7 +343,7 @@ func (p *Printer) waitLines(at time.Duration) {
 	}
 	n := map[string]int{}
 	for _, s := range p.inflight {
-		if s.Start < at {
+		if w, ok := p.waits[s.Peer]; ok && w.Holds(s.Start, at) {
 			n[s.Peer]++
 		}
 	}

@@ -301,6 +301,9 @@ func TestPrinterNamesWhatPullsInFlightWaitOn(t *testing.T) {
 	for i := range 3 {
 		starts = append(starts, event.PullStart{Source: 0, Trial: int64(i), Start: 22*time.Second + time.Duration(i)*500*time.Millisecond, Peer: peer})
 	}
+	// Sent 50 ms before 24 s: too young to count as waiting (it may be a
+	// local prefill beside the pending handshake).
+	starts = append(starts, event.PullStart{Source: 0, Trial: 3, Start: 23950 * time.Millisecond, Peer: peer})
 	starts = append(starts, event.PullStart{Source: 1, Trial: 9, Start: 22 * time.Second, Peer: "127.0.0.1:7778"})
 	for _, ev := range []event.Event{
 		{T: 22 * time.Second, Kind: event.KindPullStart, Pulls: starts},
@@ -315,7 +318,8 @@ func TestPrinterNamesWhatPullsInFlightWaitOn(t *testing.T) {
 		p.Print(ev)
 	}
 	got := out.String()
-	// At 23 s two of source-0's pulls had started; at 24 s all three.
+	// At 23 s two of source-0's pulls had started; at 24 s three had
+	// waited 100 ms or more.
 	for _, want := range []string{
 		"[  23.00s] ◆ in flight 2: handshake with 127.0.0.1:7777 since 22.0 s (deadline 30 s)\n",
 		"[  24.00s] ◆ in flight 3: handshake with 127.0.0.1:7777 since 22.0 s (deadline 30 s)\n",

@@ -25,6 +25,16 @@ type Wait struct {
 	Timer *Timer `json:"timer,omitempty"`
 }
 
+// WaitAge is how long a pull must have been in flight to count among
+// those waiting on a wait: a younger one may be a local prefill beside it
+// (#64501's arm prefills at once while a handshake is pending), as long
+// as a prefill of a few hundred tokens takes, tens of milliseconds.
+const WaitAge = 100 * time.Millisecond
+
+// Holds says whether a pull started at start and in flight at now counts
+// among those waiting on w.
+func (w Wait) Holds(start, now time.Duration) bool { return now-start >= WaitAge }
+
 // waitWords are the words for what a wait is, before "with PEER".
 var waitWords = map[Cause]string{CauseHandshake: "handshake"}
 

@@ -47,13 +47,25 @@ func (st *state) pending(nowT time.Duration) map[int]probe.Pending {
 	return out
 }
 
-// waitOf is what source i's pulls in flight wait on, if the decoder's
-// log said it for the peer they name.
-func (st *state) waitOf(i int) *event.Wait {
-	if w, ok := st.waits[st.peers[i]]; ok {
-		return &w
+// inflightLineOf is source i's in-flight line from its pulls in flight:
+// when the decoder's log said what the pulls naming its peer wait on, the
+// wait and how many of them hold it (event.Wait.Holds).
+func (st *state) inflightLineOf(i int, pend probe.Pending, nowT time.Duration) inflightLine {
+	l := inflightLine{shown: st.sawStarts, n: pend.N, oldest: pend.Oldest}
+	w, ok := st.waits[st.peers[i]]
+	if !ok {
+		return l
 	}
-	return nil
+	n := 0
+	for _, s := range pend.Starts {
+		if w.Holds(s, nowT) {
+			n++
+		}
+	}
+	if n > 0 {
+		l.n, l.wait = n, &w
+	}
+	return l
 }
 
 // inflightCount is how many pulls naming source i are in flight.

@@ -16,7 +16,7 @@ func TestInFlightLineNamesWhatThePullsWaitOn(t *testing.T) {
 	const peer = "127.0.0.1:7777"
 	sc := sceneInFlight()
 	addr := event.Event{Kind: event.KindAddress, Address: &event.AddressInfo{Source: 0, URL: "http://127.0.0.1:8100", P2P: peer}}
-	wait := event.Event{T: 21 * time.Second, Kind: event.KindWait, Wait: &event.Wait{Peer: peer, What: event.CauseHandshake, Open: true,
+	wait := event.Event{T: 22 * time.Second, Kind: event.KindWait, Wait: &event.Wait{Peer: peer, What: event.CauseHandshake, Open: true,
 		Since: 20500 * time.Millisecond, Timer: &event.Timer{Name: "VLLM_P2P_HANDSHAKE_TIMEOUT_S", Value: 30 * time.Second}}}
 	base := append([]event.Event{addr}, sc.events...)
 	sc.events = append(append([]event.Event{}, base...), wait)
@@ -27,7 +27,7 @@ func TestInFlightLineNamesWhatThePullsWaitOn(t *testing.T) {
 	if !strings.Contains(out, "in flight 0") {
 		t.Error("the healthy source's panel lacks \"in flight 0\"")
 	}
-	reaped := event.Event{T: 21500 * time.Millisecond, Kind: event.KindWait, Wait: &event.Wait{Peer: peer, What: event.CauseHandshake, Since: 21500 * time.Millisecond}}
+	reaped := event.Event{T: 22 * time.Second, Kind: event.KindWait, Wait: &event.Wait{Peer: peer, What: event.CauseHandshake, Since: 21500 * time.Millisecond}}
 	sc.events = append(append(append([]event.Event{}, base...), wait), reaped)
 	out = feed(t, sc, 160, 48).View()
 	if strings.Contains(out, "handshake with") || !strings.Contains(out, "in flight 24, oldest ") {
