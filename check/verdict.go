@@ -264,7 +264,7 @@ func (j *Judge) windowVerdict(wj *winJudge, f *winFigs, now, runEnd time.Duratio
 			v.Times.RecoverS = seconds(at - w.End)
 		}
 	}
-	v.Summary = event.Summary{Faulted: f.faulted.set.stats(), Healthy: f.healthy.set.stats()}
+	v.Summary = event.Summary{Faulted: f.faulted.set.stats(), Healthy: f.healthy.set.stats(), AfterDetect: f.after.set.stats()}
 	if w.Recovers {
 		v.Summary.Recovery = f.recovery.set.stats()
 	}

@@ -30,7 +30,8 @@ type sliceOptions struct {
 	modes    []string // --modes; else --mode's one
 	parallel int
 	quiet    bool
-	compare  bool // --compare-seed
+	compare  bool     // --compare-seed
+	sweeps   []string // --sweep NAME=V1,V2,... (sweep.go)
 	metrics  metricsFlag
 }
 
@@ -57,19 +58,28 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	fs.IntVar(&o.parallel, "parallel", 0, "rows run at once (default: all with the simulated engine, 1 with vllm)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print only phases, faults and the table, not a summary line per second")
 	fs.BoolVar(&o.compare, "compare-seed", false, "also print the seed's table beside the run's, cell by cell with the difference and its tolerance (written to compare-seed.txt too)")
+	fs.StringArrayVar(&o.sweeps, "sweep", nil, "run every row once per value of an engine setting, NAME=V1,V2,... (repeatable: every combination): VLLM_P2P_HANDSHAKE_TIMEOUT_S, kv_load_failure_policy, unbound_store_timeout_s, and with the simulated engine its timeouts (sim-lookup-timeout, sim-heartbeat-timeout, sim-load-timeout, ...)")
 	o.metrics.register(fs)
 	return cmd, o
 }
 
-// sliceRow is one arm × mode × case.
+// sliceRow is one arm × mode × case, and with --sweep one combination
+// of the swept settings' values.
 type sliceRow struct {
 	arm, mode, caseName, vllmBin string
 	out                          string
+	point                        sweepPoint
 }
 
 // label names the row in progress lines and errors: "arm/case", or
-// "arm/mode/case" outside mode p2p.
-func (r sliceRow) label() string { return runfolder.RowLabel(r.arm, r.mode, r.caseName) }
+// "arm/mode/case" outside mode p2p, then its swept settings.
+func (r sliceRow) label() string {
+	l := runfolder.RowLabel(r.arm, r.mode, r.caseName)
+	if len(r.point.settings) > 0 {
+		l += " " + event.SettingsText(r.point.settings, " ")
+	}
+	return l
+}
 
 // slicePlan is a slice as its flags describe it: its rows, how many run
 // at once and one experiment configuration per row (without the attached
@@ -84,6 +94,14 @@ type slicePlan struct {
 // naming it): the first half of runSlice, shared with doctor so that
 // doctor checks exactly the rows these flags run.
 func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
+	if len(o.sweeps) > 0 && o.flags.attach != "" {
+		return slicePlan{}, exitcode.Usagef("--sweep sets the engines p2pfault starts; with --attach the engines are yours: set them and run a slice per value")
+	}
+	if len(o.sweeps) > 0 && cmd.Flags().Changed("metrics-listen") {
+		// Its series are labelled by arm, mode and case, which the rows of
+		// one sweep share.
+		return slicePlan{}, exitcode.Usagef("--metrics-listen with --sweep: the series are labelled by arm, mode and case, which a sweep's rows share; run without one of them")
+	}
 	if o.flags.attach != "" {
 		if err := o.attachSlice(cmd); err != nil {
 			return slicePlan{}, err
@@ -96,7 +114,11 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	if _, err := o.metrics.check(cmd.Flags()); err != nil {
 		return slicePlan{}, err
 	}
-	rows, err := o.plan(modes)
+	axes, err := parseSweeps(o.sweeps, o.flags.engine, cmd.Flags())
+	if err != nil {
+		return slicePlan{}, err
+	}
+	rows, err := o.plan(modes, sweepPoints(axes))
 	if err != nil {
 		return slicePlan{}, err
 	}
@@ -192,11 +214,13 @@ func (o *sliceOptions) rowConfigs(cmd *cobra.Command, rows []sliceRow, parallel 
 			return nil, err
 		}
 		cfg.Mode = r.mode
+		cfg.Settings = r.point.settings
 		if o.flags.attach == "" {
 			rc, err := o.flags.launchConfig(fs, r.arm, r.vllmBin)
 			if err != nil {
 				return nil, err
 			}
+			r.point.apply(&rc)
 			// Rows running at once take free ports rather than racing for
 			// the script's defaults.
 			rc.FreePorts = rc.FreePorts || parallel > 1
@@ -351,8 +375,8 @@ func (o *sliceOptions) rowModes(cmd *cobra.Command) ([]string, error) {
 }
 
 // plan lists the rows: arms in the order given, then modes in the order
-// given, then cases in the seed's order.
-func (o *sliceOptions) plan(modes []string) ([]sliceRow, error) {
+// given, then cases in the seed's order, then the sweep's points.
+func (o *sliceOptions) plan(modes []string, points []sweepPoint) ([]sliceRow, error) {
 	for _, c := range o.cases {
 		if _, ok := fault.CaseKind(c); !ok {
 			return nil, exitcode.Usagef("--cases: %q is not a fault case (%s)", c, strings.Join(fault.Cases(), ", "))
@@ -399,8 +423,10 @@ func (o *sliceOptions) plan(modes []string) ([]sliceRow, error) {
 		seen[a.name] = true
 		for _, m := range modes {
 			for _, c := range o.cases {
-				rows = append(rows, sliceRow{arm: a.name, mode: m, caseName: c, vllmBin: a.bin,
-					out: runfolder.Row(out, a.name, m, c)})
+				for _, p := range points {
+					rows = append(rows, sliceRow{arm: a.name, mode: m, caseName: c, vllmBin: a.bin, point: p,
+						out: runfolder.SweptRow(out, a.name, m, c, p.settings)})
+				}
 			}
 		}
 	}

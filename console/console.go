@@ -35,6 +35,9 @@ type Printer struct {
 	// live checks failed as last printed.
 	inflight map[int64]event.PullStart
 	failing  map[string]bool
+	// waits are what pulls naming each peer wait on, as the decoder's log
+	// said last (wait events), by peer: a second's line names it.
+	waits map[string]event.Wait
 	// slow is the healthy bound (the run's HealthyMax): a pull that ends
 	// later has its cause printed as it ends.
 	slow time.Duration
@@ -46,7 +49,7 @@ type Printer struct {
 // New returns a Printer writing to w, each line starting with prefix.
 func New(w io.Writer, prefix string) *Printer {
 	return &Printer{w: w, prefix: prefix, states: map[string]event.State{}, second: -1, Summaries: true,
-		inflight: map[int64]event.PullStart{}, failing: map[string]bool{}}
+		inflight: map[int64]event.PullStart{}, failing: map[string]bool{}, waits: map[string]event.Wait{}}
 }
 
 // Run prints every event of ch until it closes.
@@ -88,6 +91,15 @@ func (p *Printer) Print(ev event.Event) {
 				p.inflight[s.Trial] = s
 			}
 		}
+	case event.KindWait:
+		if ev.T >= p.second+time.Second {
+			p.flush() // the second's line says what they waited on then
+		}
+		if w := ev.Wait; w != nil && w.Open {
+			p.waits[w.Peer] = *w
+		} else if w != nil {
+			delete(p.waits, w.Peer)
+		}
 	case event.KindVerdict:
 		if ev.Verdict != nil && !ev.Final {
 			p.liveChecks(ev.T, ev.Verdict)
@@ -113,6 +125,7 @@ func (p *Printer) Print(ev event.Event) {
 	case event.KindEnd:
 		p.flush()
 		clear(p.inflight) // the run's pulls ended or were abandoned with it
+		clear(p.waits)
 		if ev.Message != "" {
 			p.line(ev.T, "end: %s", ev.Message)
 		}
@@ -316,7 +329,34 @@ func (p *Printer) flush() {
 		parts = append(parts, part)
 	}
 	p.line(at, "%s", strings.Join(parts, " | "))
+	p.waitLines(at)
 	p.pending = p.pending[:0]
+}
+
+// waitLines print, under a second's line, what the pulls in flight then
+// wait on where the decoder's log said it: one line per peer with a wait
+// open, "◆ in flight 18: handshake with 127.0.0.1:7777 since 22.0 s
+// (deadline 30 s)".
+func (p *Printer) waitLines(at time.Duration) {
+	if len(p.waits) == 0 {
+		return
+	}
+	n := map[string]int{}
+	for _, s := range p.inflight {
+		if w, ok := p.waits[s.Peer]; ok && w.Holds(s.Start, at) {
+			n[s.Peer]++
+		}
+	}
+	peers := make([]string, 0, len(p.waits))
+	for peer := range p.waits {
+		peers = append(peers, peer)
+	}
+	sort.Strings(peers)
+	for _, peer := range peers {
+		if n[peer] > 0 {
+			p.line(at, "◆ %s", p.waits[peer].InFlightWords(n[peer]))
+		}
+	}
 }
 
 // mismatch prints a pull that answered other text than its source.

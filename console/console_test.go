@@ -288,3 +288,47 @@ func TestPrinterNamesTheCauseOfSlowPulls(t *testing.T) {
 		t.Errorf("a fast pull named as slow:\n%s", got)
 	}
 }
+
+// TestPrinterNamesWhatPullsInFlightWaitOn: while the decoder's log says a
+// new session awaits its connect_ack, each second's line is followed by
+// the pulls in flight naming that peer and what they wait on; once the
+// session is reaped the line is gone.
+func TestPrinterNamesWhatPullsInFlightWaitOn(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	const peer = "127.0.0.1:7777"
+	var starts []event.PullStart
+	for i := range 3 {
+		starts = append(starts, event.PullStart{Source: 0, Trial: int64(i), Start: 22*time.Second + time.Duration(i)*500*time.Millisecond, Peer: peer})
+	}
+	// Sent 50 ms before 24 s: too young to count as waiting (it may be a
+	// local prefill beside the pending handshake).
+	starts = append(starts, event.PullStart{Source: 0, Trial: 3, Start: 23950 * time.Millisecond, Peer: peer})
+	starts = append(starts, event.PullStart{Source: 1, Trial: 9, Start: 22 * time.Second, Peer: "127.0.0.1:7778"})
+	for _, ev := range []event.Event{
+		{T: 22 * time.Second, Kind: event.KindPullStart, Pulls: starts},
+		{T: 22 * time.Second, Kind: event.KindWait, Wait: &event.Wait{Peer: peer, What: event.CauseHandshake, Open: true,
+			Since: 22 * time.Second, Timer: &event.Timer{Name: "VLLM_P2P_HANDSHAKE_TIMEOUT_S", Value: 30 * time.Second}}},
+		{Kind: event.KindSamples, Samples: []event.Sample{{Source: 1, Trial: 9, Start: 22 * time.Second, Latency: 30 * time.Millisecond, Status: 200, CachedTokens: 384}}},
+		{Kind: event.KindSamples, Samples: []event.Sample{{Source: 1, Trial: 10, Start: 23100 * time.Millisecond, Latency: 30 * time.Millisecond, Status: 200, CachedTokens: 384}}},
+		{T: 52 * time.Second, Kind: event.KindWait, Wait: &event.Wait{Peer: peer, What: event.CauseHandshake, Since: 52 * time.Second}},
+		{Kind: event.KindSamples, Samples: []event.Sample{{Source: 1, Trial: 11, Start: 52100 * time.Millisecond, Latency: 30 * time.Millisecond, Status: 200, CachedTokens: 384}}},
+		{T: 54 * time.Second, Kind: event.KindEnd},
+	} {
+		p.Print(ev)
+	}
+	got := out.String()
+	// At 23 s two of source-0's pulls had started; at 24 s three had
+	// waited 100 ms or more.
+	for _, want := range []string{
+		"[  23.00s] ◆ in flight 2: handshake with 127.0.0.1:7777 since 22.0 s (deadline 30 s)\n",
+		"[  24.00s] ◆ in flight 3: handshake with 127.0.0.1:7777 since 22.0 s (deadline 30 s)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "◆"); n != 2 {
+		t.Errorf("%d wait lines, want 2 (none once the session was reaped):\n%s", n, got)
+	}
+}

@@ -7,7 +7,10 @@
 // on the stream, not on the code that runs processes or faults.
 package event
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Kind says which payload field of an Event is set.
 type Kind string
@@ -29,6 +32,7 @@ const (
 	KindVerification Kind = "verification" // a fault action checked on the host: Verification
 	KindCondition    Kind = "condition"    // a source's condition changed: Condition
 	KindAddress      Kind = "address"      // the address the probe names a source by, from now on: Address
+	KindWait         Kind = "wait"         // what pulls naming a peer wait on began or ended, as the decoder's log says: Wait
 )
 
 // Phase of a run.
@@ -76,6 +80,7 @@ type Event struct {
 	// WindowVerdict is a settled window's verdict (KindWindowVerdict).
 	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
 	Address       *AddressInfo   `json:"address,omitempty"`
+	Wait          *Wait          `json:"wait,omitempty"`
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
@@ -113,6 +118,17 @@ type RunInfo struct {
 	// (check.ParseContentRule).
 	ContentTokens int    `json:"content_tokens,omitempty"`
 	ContentMatch  string `json:"content_match,omitempty"`
+	// Settings are the engine settings a slice's --sweep gave this row
+	// (one per swept name, in the order given); absent without a sweep.
+	Settings []Setting `json:"settings,omitempty"`
+}
+
+// Setting is one engine setting of a run as --sweep gave it: its name
+// (VLLM_P2P_HANDSHAKE_TIMEOUT_S, kv_load_failure_policy, a --sim-* flag)
+// and its value as typed.
+type Setting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // State is an engine's process state, as the process table shows it.
@@ -176,4 +192,14 @@ type FaultInfo struct {
 	Duration time.Duration `json:"duration_ns,omitempty"` // stall length, when known
 	By       string        `json:"by"`                    // "script" or "key"
 	Err      string        `json:"error,omitempty"`       // set when the action could not be taken
+}
+
+// SettingsText is settings as NAME=VALUE joined by sep ("" for none): how
+// a swept row's settings name it in titles, labels and folders.
+func SettingsText(settings []Setting, sep string) string {
+	parts := make([]string, len(settings))
+	for i, s := range settings {
+		parts[i] = s.Name + "=" + s.Value
+	}
+	return strings.Join(parts, sep)
 }

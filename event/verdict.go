@@ -80,6 +80,10 @@ type Summary struct {
 	Faulted  Stats `json:"faulted"`  // pulls naming the faulted source, started in the fault window
 	Healthy  Stats `json:"healthy"`  // pulls naming any other source, started in the fault window
 	Recovery Stats `json:"recovery"` // pulls naming the faulted source, started in the recovery window
+	// AfterDetect is the faulted pulls started DetectAfter after the fault
+	// on, those check 3 takes the median of (its P50); absent in a verdict
+	// of several windows and in streams from before it.
+	AfterDetect Stats `json:"after_detect,omitzero"`
 }
 
 // Verdict is the outcome of all checks over one run.

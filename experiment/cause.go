@@ -23,17 +23,27 @@ func (e *Experiment) newCauses() *cause.Tracker {
 }
 
 // noteLine hands an engine's line to the tracker, stamped with when it was
-// read. Lines before t0 explain no measured pull.
+// read, and sends the wait a decoder's line begins or ends (cause.WaitOf),
+// which the faces pair with the pulls in flight. Lines before t0 explain
+// no measured pull.
 func (e *Experiment) noteLine(engine, line string) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.t0.IsZero() || e.cluster == nil {
+		e.mu.Unlock()
 		return
 	}
 	if e.decoderName == "" {
 		e.decoderName = e.cluster.Decoder().Name()
 	}
-	e.causes.Log(time.Since(e.t0), engine == e.decoderName, line)
+	at, decoder := time.Since(e.t0), engine == e.decoderName
+	e.causes.Log(at, decoder, line)
+	e.mu.Unlock()
+	if !decoder {
+		return
+	}
+	if w, ok := cause.WaitOf(at, line); ok {
+		e.emit(event.Event{Kind: event.KindWait, Wait: &w})
+	}
 }
 
 // attribute sets the cause of each sample in batch and returns those to

@@ -29,6 +29,10 @@ type Config struct {
 	// Mode is the leg of the tier the probe exercises: event.ModeP2P ("")
 	// or event.ModePD (probe.Config.Mode).
 	Mode string
+	// Settings label the row with the engine settings a slice's --sweep
+	// gave its cluster (the cluster's own configuration applies them);
+	// carried on the run event for the reports.
+	Settings []event.Setting
 
 	// Cluster opens the run's engines: Launch{runner.Config} for engines
 	// p2pfault starts, an attach.Cluster for engines it did not start.

@@ -139,6 +139,7 @@ func (e *Experiment) Info() event.RunInfo {
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
 		FaultFor:      c.scale(c.FaultFor),
 		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
+		Settings: c.Settings,
 	}
 	if c.Nemesis != nil {
 		info.Nemesis = fault.NemesisRandom

@@ -72,13 +72,13 @@ func contentRow(r Run) *ContentRow {
 
 // contentHeader is the content table's header: per row, the rule, the
 // pulls compared of those that returned 200, and the wrong ones.
-func contentHeader(withMode bool) []string {
+func contentHeader(withMode keyCols) []string {
 	return append(keyHead(withMode), "content_match", "compared", "wrong")
 }
 
 // contentCells is each row's line of the content table; nil when no row
 // compared texts.
-func contentCells(rows []Row, withMode bool) [][]string {
+func contentCells(rows []Row, withMode keyCols) [][]string {
 	var out [][]string
 	any := false
 	for _, r := range rows {

@@ -48,7 +48,10 @@ type htmlPage struct {
 	Tables  []htmlTable
 	Notes   []string
 	Rows    []htmlRow
-	Data    pageData
+	// Sweeps are the charts against a swept setting (sweep.go); page.js
+	// draws each from Data.Sweeps by its ID.
+	Sweeps []chartSweep
+	Data   pageData
 
 	CSS            template.CSS
 	Library        template.JS
@@ -172,6 +175,8 @@ func buildPage(runs []Run) htmlPage {
 		p.Rows = append(p.Rows, htmlRowOf(ids[i], run, rows[i]))
 		p.Data.Rows = append(p.Data.Rows, chartData(ids[i], run))
 	}
+	p.Sweeps = sweepCharts(runs, rows)
+	p.Data.Sweeps = p.Sweeps
 	return p
 }
 
@@ -262,7 +267,7 @@ func htmlTables(id string, row Row) []htmlTable {
 			plainHTMLTable(id+"-kinds", "Per kind", "", kindsHeader(false), kindsCells([]Row{row})))
 	}
 	if cells := decoderCells([]Row{row}); len(cells) > 0 {
-		ts = append(ts, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(false), cells))
+		ts = append(ts, plainHTMLTable(id+"-decoder", "The decoder's /metrics", decoderCaption+".", decoderHeader(keyCols{}), cells))
 	}
 	if len(row.TTFT) > 0 {
 		ts = append(ts, plainHTMLTable(id+"-ttft", "Time to first token (streamed pulls)", "", ttftHeader(), ttftCells(row)))

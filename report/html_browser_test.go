@@ -105,6 +105,16 @@ func TestReportHTMLInChromium(t *testing.T) {
 			t.Errorf("%s/%s has no latency chart", r.Arm, r.Case)
 		}
 	}
+	// A slice with --sweep (-page of one) has its charts against the
+	// setting drawn too; the fixture has none.
+	if want := len(sweepCharts(make([]Run, len(rows)), rows)); len(st.Sweeps) != want {
+		t.Errorf("%d sweep charts, want %d", len(st.Sweeps), want)
+	}
+	for _, c := range st.Sweeps {
+		if !c.Drawn {
+			t.Errorf("sweep chart %s not drawn", c.ID)
+		}
+	}
 	if st.Pwned != "" || st.Injected != 0 {
 		t.Errorf("content from the events ran as markup: window.__pwned=%q, %d injected elements", st.Pwned, st.Injected)
 	}
@@ -301,6 +311,11 @@ type pageState struct {
 			Height float64 `json:"h"`
 		} `json:"charts"`
 	} `json:"rows"`
+	// Sweeps are the charts against a swept setting (drawn as the rows').
+	Sweeps []struct {
+		ID    string `json:"id"`
+		Drawn bool   `json:"drawn"`
+	} `json:"sweeps"`
 	Pwned    string `json:"pwned"`
 	Injected int    `json:"injected"`
 }
@@ -321,6 +336,9 @@ const pageStateJS = `(() => {
         drawn: !!echarts.getInstanceByDom(el) && !!el.querySelector('canvas'),
         w: el.clientWidth, h: el.clientHeight,
       })),
+    })),
+    sweeps: [...document.querySelectorAll('section.sweeps .chart')].map((el) => ({
+      id: el.id, drawn: !!echarts.getInstanceByDom(el) && !!el.querySelector('canvas'),
     })),
     pwned: window.__pwned === undefined ? '' : String(window.__pwned),
     injected: document.querySelectorAll('#pwned').length,

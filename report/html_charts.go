@@ -12,6 +12,9 @@ import (
 // row, read by page.js. Times are seconds since t0.
 type pageData struct {
 	Rows []chartRow `json:"rows"`
+	// Sweeps are the figures against a swept setting's values (sweep.go);
+	// absent without a sweep.
+	Sweeps []chartSweep `json:"sweeps,omitempty"`
 }
 
 type chartRow struct {
@@ -110,7 +113,7 @@ const hitRateBins = 8
 func chartData(id string, run Run) chartRow {
 	c := chartRow{
 		ID:           id,
-		Title:        runTitle(run.Info.Arm, run.Info.Mode, run.Info.Case, " / "),
+		Title:        runTitle(run.Info.Arm, run.Info.Mode, run.Info.Case, " / ") + settingsSuffix(run.Info.Settings, " "),
 		RunEnd:       run.RunEnd.Seconds(),
 		FaultedBound: run.Info.Bounds.FaultedMax.Seconds(),
 		Windows:      []chartWindow{},

@@ -85,7 +85,7 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 		if !r.First.IsZero() {
 			s.Timestamp = r.First.UTC().Format("2006-01-02T15:04:05")
 		}
-		class := "p2pfault." + runTitle(r.Info.Arm, r.Info.Mode, r.Info.Case, ".")
+		class := "p2pfault." + runTitle(r.Info.Arm, r.Info.Mode, r.Info.Case, ".") + settingsSuffix(r.Info.Settings, ".")
 		if event.ModeOf(r.Info.Mode) != event.ModeP2P {
 			s.Properties = append(s.Properties, junitProperty{Name: "mode", Value: r.Info.Mode})
 		}

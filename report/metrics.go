@@ -48,7 +48,7 @@ func writeDecoder(b *strings.Builder, rows []Row) {
 
 const decoderCaption = "The decoder's own /metrics over each window (– where it does not export the series)"
 
-func decoderHeader(withMode bool) []string {
+func decoderHeader(withMode keyCols) []string {
 	return append(keyHead(withMode), "window", "external hit rate", "external hits / queries", "P2P read", "max running", "max waiting")
 }
 
@@ -69,7 +69,7 @@ func decoderCells(rows []Row) [][]string {
 	return cells
 }
 
-func deltaCells(r Row, withMode bool, window string, d scrape.Deltas) []string {
+func deltaCells(r Row, withMode keyCols, window string, d scrape.Deltas) []string {
 	rate := notApplicable
 	if d.HitRate.OK {
 		rate = fmt.Sprintf("%.0f%%", 100*d.HitRate.V)

@@ -130,12 +130,13 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 	for i, r := range rows {
 		row := r.(map[string]any)
 		if i == 2 {
-			want("remove row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "times", "steady")
+			want("remove row", row, "arm", "mode", "case", "passed", "checks", "faulted", "after_detect", "healthy", "times", "steady")
 		} else {
-			want("stall row", row, "arm", "mode", "case", "passed", "checks", "faulted", "healthy", "recovery", "times", "steady")
+			want("stall row", row, "arm", "mode", "case", "passed", "checks", "faulted", "after_detect", "healthy", "recovery", "times", "steady")
 			want("recovery", row["recovery"].(map[string]any), "n", "pulled")
 		}
 		want("faulted", row["faulted"].(map[string]any), "n", "pulled", "p50_s", "max_s")
+		want("after_detect", row["after_detect"].(map[string]any), "n", "pulled", "p50_s", "max_s")
 		want("healthy", row["healthy"].(map[string]any), "n", "pulled", "max_s")
 		want("times", row["times"].(map[string]any), "detect_s", "recover_s")
 		for _, c := range row["checks"].([]any) {

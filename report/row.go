@@ -16,15 +16,22 @@ import (
 // stable shape of DESIGN.md that CI reads; the fields tagged "-" feed the
 // top-level keys of report.json and the notes of report.md.
 type Row struct {
-	Arm      string       `json:"arm"`
-	Mode     string       `json:"mode"` // p2p or pd (mode.go)
-	Case     string       `json:"case"`
-	Passed   bool         `json:"passed"`
-	Checks   []CheckRow   `json:"checks"`
-	Faulted  FaultedRow   `json:"faulted"`
-	Healthy  HealthyRow   `json:"healthy"`
-	Recovery *RecoveryRow `json:"recovery,omitempty"` // absent when the fault does not recover (remove)
-	TTFT     []TTFTRow    `json:"ttft,omitempty"`     // streamed runs only (ttft.go)
+	Arm  string `json:"arm"`
+	Mode string `json:"mode"` // p2p or pd (mode.go)
+	Case string `json:"case"`
+	// Settings are the engine settings a slice's --sweep gave the row
+	// (sweep.go); absent without a sweep.
+	Settings []event.Setting `json:"settings,omitempty"`
+	Passed   bool            `json:"passed"`
+	Checks   []CheckRow      `json:"checks"`
+	Faulted  FaultedRow      `json:"faulted"`
+	// AfterDetect is the faulted pulls check 3 takes the median of (those
+	// started the detect bound after the fault on); absent for a run of
+	// several windows and for streams from before it.
+	AfterDetect *FaultedRow  `json:"after_detect,omitempty"`
+	Healthy     HealthyRow   `json:"healthy"`
+	Recovery    *RecoveryRow `json:"recovery,omitempty"` // absent when the fault does not recover (remove)
+	TTFT        []TTFTRow    `json:"ttft,omitempty"`     // streamed runs only (ttft.go)
 	// Times are the judged fault's detect_s and recover_s (null when it
 	// never happened); absent for a run without a fault.
 	Times *event.Times `json:"times,omitempty"`
@@ -94,6 +101,7 @@ func (r Run) Row() Row {
 		Arm:        r.Info.Arm,
 		Mode:       event.ModeOf(r.Info.Mode),
 		Case:       r.Info.Case,
+		Settings:   r.Info.Settings,
 		Passed:     v.Passed,
 		Checks:     make([]CheckRow, 0, len(v.Checks)),
 		TimeScale:  r.Info.TimeScale,
@@ -108,6 +116,9 @@ func (r Run) Row() Row {
 	f, h := v.Summary.Faulted, v.Summary.Healthy
 	row.Faulted = FaultedRow{N: f.N, Pulled: f.Pulled, P50: f.P50.Seconds(), Max: f.Max.Seconds()}
 	row.Healthy = HealthyRow{N: h.N, Pulled: h.Pulled, Max: h.Max.Seconds()}
+	if a := v.Summary.AfterDetect; a.N > 0 {
+		row.AfterDetect = &FaultedRow{N: a.N, Pulled: a.Pulled, P50: a.P50.Seconds(), Max: a.Max.Seconds()}
+	}
 	if r.HasWindow && r.Window.Recovers {
 		row.Recovery = &RecoveryRow{N: v.Summary.Recovery.N, Pulled: v.Summary.Recovery.Pulled}
 	}
@@ -179,12 +190,12 @@ func WriteJSON(w io.Writer, rows ...Row) error {
 
 // header is the seed's table header, with a mode column when the rows
 // are of several modes (mode.go).
-func header(withMode bool) []string {
+func header(withMode keyCols) []string {
 	return append(keyHead(withMode), "result", "faulted source p50 / max", "healthy source pulled, max", "faulted source pulled after recovery")
 }
 
 // cells is the row as the seed's table shows it.
-func (r Row) cells(withMode bool) []string {
+func (r Row) cells(withMode keyCols) []string {
 	result := "pass"
 	if !r.Passed {
 		result = "FAIL"

@@ -63,7 +63,9 @@ func (r Run) Wall() time.Duration {
 
 // Name is "arm/case" ("arm/pd/case" for a row of mode pd), the run's name
 // in JUnit and in messages.
-func (r Run) Name() string { return runTitle(r.Info.Arm, r.Info.Mode, r.Info.Case, "/") }
+func (r Run) Name() string {
+	return runTitle(r.Info.Arm, r.Info.Mode, r.Info.Case, "/") + settingsSuffix(r.Info.Settings, " ")
+}
 
 // FromEvents rebuilds a run from one arm's events (as ByArm splits them).
 // The verdict is the final verdict event's when there is one; otherwise the

@@ -47,7 +47,7 @@ func WriteSVG(w io.Writer, run Run) error {
 // timelinePlot is the timeline as a plot, whatever it is drawn on.
 func timelinePlot(run Run) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = runTitle(run.Info.Arm, run.Info.Mode, run.Info.Case, " / ")
+	p.Title.Text = runTitle(run.Info.Arm, run.Info.Mode, run.Info.Case, " / ") + settingsSuffix(run.Info.Settings, " ")
 	p.X.Label.Text = "seconds since t0"
 	p.Y.Label.Text = "pull latency (s)"
 	p.Legend.Top = true

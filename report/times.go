@@ -11,13 +11,13 @@ import (
 
 // timesHeader is the second table's header: the judged fault's detect and
 // recover times per row, under the seed's table (which stays as it is).
-func timesHeader(withMode bool) []string {
+func timesHeader(withMode keyCols) []string {
 	return append(keyHead(withMode), "detect_s", "recover_s")
 }
 
 // timesCells is each row's line of the times table; "–" where a time
 // never happened or the row has no fault.
-func timesCells(rows []Row, withMode bool) [][]string {
+func timesCells(rows []Row, withMode keyCols) [][]string {
 	out := make([][]string, 0, len(rows))
 	for _, r := range rows {
 		detect, recover := notApplicable, notApplicable

@@ -86,11 +86,16 @@ func WriteAll(dir string, runs []Run) error {
 }
 
 // TimelineName is the timeline file of run among several:
-// timeline-<arm>-<case>.svg (timeline-<arm>-pd-<case>.svg for a pd row),
+// timeline-<arm>-<case>.svg (timeline-<arm>-pd-<case>.svg for a pd row,
+// then -NAME_VALUE per swept setting),
 // with anything but letters, digits, '.', '_' and '-' in the names
 // replaced by '_' ("+ #64501" is a fine arm name but not a fine file name).
 func TimelineName(r Run) string {
-	return "timeline-" + runTitle(fileSafe(r.Info.Arm), fileSafe(event.ModeOf(r.Info.Mode)), fileSafe(r.Info.Case), "-") + ".svg"
+	name := runTitle(fileSafe(r.Info.Arm), fileSafe(event.ModeOf(r.Info.Mode)), fileSafe(r.Info.Case), "-")
+	if len(r.Info.Settings) > 0 {
+		name += "-" + fileSafe(event.SettingsText(r.Info.Settings, "-"))
+	}
+	return "timeline-" + name + ".svg"
 }
 
 func fileSafe(s string) string {

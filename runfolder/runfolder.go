@@ -72,9 +72,20 @@ func Row(dir, arm, mode, caseName string) string {
 }
 
 // RowOf is the folder inside dir of the run an events stream's run event
-// describes (a several-arm run's arm, a slice's row).
+// describes (a several-arm run's arm, a slice's row, a swept one's value).
 func RowOf(dir string, run event.RunInfo) string {
-	return Row(dir, run.Arm, run.Mode, run.Case)
+	return SweptRow(dir, run.Arm, run.Mode, run.Case, run.Settings)
+}
+
+// SweptRow is Row for a row of a slice's --sweep: ARM-CASE (or
+// ARM-MODE-CASE) then -NAME_VALUE per setting, made safe for a file name
+// (main-stall-VLLM_P2P_HANDSHAKE_TIMEOUT_S_10); Row itself without one.
+func SweptRow(dir, arm, mode, caseName string, settings []event.Setting) string {
+	row := Row(dir, arm, mode, caseName)
+	if len(settings) > 0 {
+		row += rowSep + FileSafe(event.SettingsText(settings, rowSep))
+	}
+	return row
 }
 
 // RunName names a run's default folder: its arms joined by '+', then its

@@ -103,6 +103,11 @@ type Config struct {
 	// kv_load_failure_policy: "fail", "recompute", or "" for the engine's
 	// default (fail).
 	LoadFailurePolicy string
+	// UnboundStoreTimeout goes into the p2p tier's entry of every engine's
+	// kv-transfer-config as unbound_store_timeout_s (#53453): how long a
+	// PD prefill's parked blocks wait for their fetch. 0 = the engine's
+	// default (60 s).
+	UnboundStoreTimeout time.Duration
 
 	ExtraArgs   []string // appended to every engine's argv
 	SourceArgs  []string // appended to the sources' argv, after ExtraArgs

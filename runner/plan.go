@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -82,9 +83,12 @@ type p2pTier struct {
 	Type string `json:"type"`
 	Host string `json:"host"`
 	Port int    `json:"port"`
+	// UnboundStoreS is the tier's unbound_store_timeout_s (#53453), in
+	// seconds; omitted for the engine's default.
+	UnboundStoreS float64 `json:"unbound_store_timeout_s,omitempty"`
 }
 
-func kvTransferJSON(host string, port int, policy string) string {
+func kvTransferJSON(host string, port int, policy string, unbound time.Duration) string {
 	// Marshalling a struct of strings and ints cannot fail.
 	b, _ := json.Marshal(kvTransferConfig{
 		KVConnector: "OffloadingConnector",
@@ -92,7 +96,7 @@ func kvTransferJSON(host string, port int, policy string) string {
 		Extra: kvExtraConfig{
 			SpecName:       "TieringOffloadingSpec",
 			CPUBytesToUse:  DefaultCPUBytes,
-			SecondaryTiers: []p2pTier{{Type: "p2p", Host: host, Port: port}},
+			SecondaryTiers: []p2pTier{{Type: "p2p", Host: host, Port: port, UnboundStoreS: unbound.Seconds()}},
 		},
 		LoadFailurePolicy: policy,
 	})
@@ -211,7 +215,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			"--enforce-eager",
 			"--tensor-parallel-size", "1",
 			"--enable-prompt-tokens-details",
-			"--kv-transfer-config", kvTransferJSON(Host, p.p2p, cfg.LoadFailurePolicy),
+			"--kv-transfer-config", kvTransferJSON(Host, p.p2p, cfg.LoadFailurePolicy, cfg.UnboundStoreTimeout),
 		)
 		if cfg.Engine == EngineSim && cfg.TimeScale != event.DefaultTimeScale {
 			s.Args = append(s.Args, "--sim-time-scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))

@@ -92,6 +92,15 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.storeTimeout, "sim-store-timeout", 30*time.Second, "a source's store job (a lookup hit's pin, a PD store bound to a fetch) not sent within this fails and frees its blocks")
 }
 
+// TimeoutFlags are the `sim serve` flags (without their dashes) that set
+// one of the engine's timeouts or timer periods, each a duration: what a
+// slice's --sweep may vary on the simulated engine beside the settings
+// real vLLM has.
+func TimeoutFlags() []string {
+	return []string{"sim-lookup-timeout", "sim-heartbeat-interval", "sim-heartbeat-timeout", "sim-lookup-hold",
+		"sim-load-timeout", "sim-abort-ack-timeout", "sim-store-timeout"}
+}
+
 // serveConfig is a validated `sim serve` configuration.
 type serveConfig struct {
 	Model               string

@@ -127,3 +127,21 @@ func TestResolveErrorsAreUsageErrors(t *testing.T) {
 		t.Errorf("exit code %d for %v, want %d", exitcode.Code(err), err, exitcode.Usage)
 	}
 }
+
+// TestTimeoutFlagsAreDurationFlagsOfServe: every name a slice may sweep
+// on the simulated engine is a duration flag of `sim serve` (so a sweep
+// value reaches a timeout, not an unknown flag).
+func TestTimeoutFlagsAreDurationFlagsOfServe(t *testing.T) {
+	var f serveFlags
+	fs := newServeFlagSet(&f)
+	for _, name := range TimeoutFlags() {
+		fl := fs.Lookup(name)
+		if fl == nil {
+			t.Errorf("%s: not a flag of sim serve", name)
+			continue
+		}
+		if fl.Value.Type() != "duration" {
+			t.Errorf("%s: a %s flag, want a duration", name, fl.Value.Type())
+		}
+	}
+}

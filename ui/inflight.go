@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/probe"
 )
 
@@ -15,6 +16,9 @@ type inflightLine struct {
 	shown  bool // the stream tells pulls' starts
 	n      int
 	oldest time.Duration
+	// wait is what they wait on when the decoder's log says it (nil: it
+	// does not): the line names it instead of the oldest's age.
+	wait *event.Wait
 }
 
 func (l inflightLine) lines(s *Styles) []string {
@@ -25,6 +29,9 @@ func (l inflightLine) lines(s *Styles) []string {
 		return []string{s.Dim.Render("in flight 0")}
 	}
 	text := fmt.Sprintf("in flight %d, oldest %.1fs", l.n, l.oldest.Seconds())
+	if l.wait != nil {
+		text = l.wait.InFlightWords(l.n)
+	}
 	return []string{s.ChartInflight.Render(string(inflightRune)) + " " + s.Label.Render(text)}
 }
 
@@ -38,6 +45,27 @@ func (st *state) pending(nowT time.Duration) map[int]probe.Pending {
 		out[p.Source] = p
 	}
 	return out
+}
+
+// inflightLineOf is source i's in-flight line from its pulls in flight:
+// when the decoder's log said what the pulls naming its peer wait on, the
+// wait and how many of them hold it (event.Wait.Holds).
+func (st *state) inflightLineOf(i int, pend probe.Pending, nowT time.Duration) inflightLine {
+	l := inflightLine{shown: st.sawStarts, n: pend.N, oldest: pend.Oldest}
+	w, ok := st.waits[st.peers[i]]
+	if !ok {
+		return l
+	}
+	n := 0
+	for _, s := range pend.Starts {
+		if w.Holds(s, nowT) {
+			n++
+		}
+	}
+	if n > 0 {
+		l.n, l.wait = n, &w
+	}
+	return l
 }
 
 // inflightCount is how many pulls naming source i are in flight.

@@ -115,7 +115,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 	kind, text := m.st.badge(i, nowT)
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
-		inflight: inflightLine{shown: m.st.sawStarts, n: pend.N, oldest: pend.Oldest},
+		inflight: m.st.inflightLineOf(i, pend, nowT),
 		why:      whyOf(src),
 		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},

@@ -142,6 +142,11 @@ type state struct {
 	// so the panels keep a line for them.
 	inflight  *probe.InFlight
 	sawStarts bool
+	// peers are the P2P address each source's pulls name now (address
+	// events), waits what the pulls naming a peer wait on as the decoder's
+	// log says (wait events): the source panel's in-flight line names it.
+	peers map[int]string
+	waits map[string]event.Wait
 	// metrics is each engine's latest /metrics reading (metrics events).
 	metrics map[string]event.MetricsInfo
 	// content is the run's content rule (its run event); wrongLogged
@@ -165,6 +170,8 @@ const maxWrongLogged = 10
 func newState(maxPoints, logLines int) *state {
 	return &state{
 		inflight:  probe.NewInFlight(),
+		peers:     map[int]string{},
+		waits:     map[string]event.Wait{},
 		metrics:   make(map[string]event.MetricsInfo),
 		engines:   make(map[string]*engineState),
 		log:       newRing[logEntry](logLines),
@@ -310,6 +317,7 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		st.applyEnd(ev)
 		// The run's pulls were ended or abandoned with it.
 		st.inflight = probe.NewInFlight()
+		clear(st.waits)
 	case event.KindPullStart:
 		st.sawStarts = true
 		for _, p := range ev.Pulls {
@@ -329,6 +337,12 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		st.applyCondition(ev)
 	case event.KindAddress:
 		st.applyAddress(ev)
+	case event.KindWait:
+		if w := ev.Wait; w != nil && w.Open {
+			st.waits[w.Peer] = *w
+		} else if w != nil {
+			delete(st.waits, w.Peer)
+		}
 	case event.KindVerification:
 		st.applyVerification(ev)
 	}
@@ -389,6 +403,9 @@ func (st *state) applyCondition(ev event.Event) {
 // applyAddress: a source's first address is the run's own (the process
 // table shows its ports); a new one (a replace) goes in the log.
 func (st *state) applyAddress(ev event.Event) {
+	if a := ev.Address; a != nil {
+		st.peers[a.Source] = a.P2P
+	}
 	if a := ev.Address; a != nil && a.Prev != "" {
 		st.addLog(ev.T, levelInfo, "%s: pulls name %s from now on, not %s", event.SourceName(a.Source), a.P2P, a.Prev)
 	}

@@ -248,6 +248,45 @@
     return opt;
   }
 
+  // A sweep chart: the faulted max, the median after detect and the
+  // recovery time of one row of the slice at each value of the swept
+  // setting (a category axis: the values as typed, in the order run), each
+  // with its check's bound dashed in its colour.
+  function sweep(sw) {
+    const figs = [
+      { id: 'max', name: 'faulted max', data: sw.faulted_max_s, bound: sw.faulted_max_bound_s, what: 'faulted_max bound', color: '#d62728' },
+      { id: 'median', name: 'median after detect', data: sw.median_after_detect_s, bound: sw.faulted_median_bound_s, what: 'faulted_median bound', color: '#1f77b4' },
+      { id: 'recover', name: 'recover_s', data: sw.recover_s, bound: sw.recovery_window_s, what: 'recovery window', color: '#2ca02c' },
+    ];
+    const series = figs.map((f) => ({
+      id: 'sweep-' + f.id, name: f.name, type: 'line', color: f.color, symbolSize: 8, connectNulls: false,
+      data: f.data,
+      markLine: f.bound > 0 ? {
+        symbol: 'none', lineStyle: { type: 'dashed', color: f.color },
+        label: { formatter: f.what + ' ' + f.bound.toFixed(2) + ' s', position: 'insideEndTop', color: f.color },
+        data: [{ yAxis: f.bound, bound: f.bound }],
+      } : undefined,
+    }));
+    const top = Math.max(...figs.map((f) => f.bound * 1.15), ...figs.flatMap((f) => f.data.filter((v) => v !== null)));
+    return {
+      animation: false,
+      grid: { left: 62, right: 30, top: 38, bottom: 48 },
+      legend: { top: 4, left: 8 },
+      tooltip: {
+        trigger: 'axis', confine: true,
+        formatter: (ps) => {
+          const list = Array.isArray(ps) ? ps : [ps];
+          if (!list.length) return '';
+          const rows = list.map((p) => [p.seriesName, p.value === null || p.value === undefined ? '–' : secs(p.value)]);
+          return tipTable(sw.setting + ' = ' + list[0].name, 'sweep-tip', rows);
+        },
+      },
+      xAxis: { type: 'category', name: sw.setting, nameLocation: 'middle', nameGap: 28, data: sw.values },
+      yAxis: { type: 'value', name: 'seconds', nameLocation: 'middle', nameGap: 42, min: 0, max: niceMax(top) },
+      series: series,
+    };
+  }
+
   // The legend lists the series with their own icons: a swatch for a
   // shaded window, a dash for the bound.
   function withLegend(opt) {
@@ -271,6 +310,14 @@
       charts.push(chart);
     }
     linkZoom(group);
+  }
+
+  for (const sw of data.sweeps || []) {
+    const el = document.getElementById(sw.id);
+    if (!el) continue;
+    const chart = echarts.init(el, null, { renderer: 'canvas' });
+    chart.setOption(withLegend(sweep(sw)));
+    charts.push(chart);
   }
 
   // The charts of a row share their time axis: zooming one zooms the rest.

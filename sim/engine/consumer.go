@@ -106,6 +106,11 @@ func (e *Engine) onDialed(s *session, nc net.Conn, err error) {
 		return
 	}
 	s.state = sessPending
+	// The sim's line (vLLM's _get_or_create_session logs none): what the
+	// session's waiters now wait on and until when, which p2pfault's
+	// package cause reads to name the wait of pulls in flight.
+	e.log.Info(compP2P, "P2PSession %s: connect sent, awaiting connect_ack (handshake timeout %s, session opened %s ago)",
+		s.peer, secs(e.cfg.HandshakeTimeout), secs(e.cfg.HandshakeTimeout-s.handshakeDeadline.Sub(e.now)))
 	e.send(s.c, wire.Message{
 		Type:        wire.TypeConnect,
 		PeerID:      e.id,
