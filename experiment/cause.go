@@ -23,15 +23,20 @@ func (e *Experiment) newCauses() *cause.Tracker {
 }
 
 // noteLine hands an engine's line to the tracker, stamped with when it was
-// read. Lines before t0 explain no measured pull.
+// read. Lines before t0 explain no measured pull; the engaged gate
+// (gate.go) reads them.
 func (e *Experiment) noteLine(engine, line string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.t0.IsZero() || e.cluster == nil {
+	if e.cluster == nil {
 		return
 	}
 	if e.decoderName == "" {
 		e.decoderName = e.cluster.Decoder().Name()
+	}
+	e.engaged.Log(engine == e.decoderName, line) // the warm-up's lines too: the gate reads them
+	if e.t0.IsZero() {
+		return
 	}
 	e.causes.Log(time.Since(e.t0), engine == e.decoderName, line)
 }
