@@ -16,15 +16,18 @@ import (
 // stable shape of DESIGN.md that CI reads; the fields tagged "-" feed the
 // top-level keys of report.json and the notes of report.md.
 type Row struct {
-	Arm      string       `json:"arm"`
-	Mode     string       `json:"mode"` // p2p or pd (mode.go)
-	Case     string       `json:"case"`
-	Passed   bool         `json:"passed"`
-	Checks   []CheckRow   `json:"checks"`
-	Faulted  FaultedRow   `json:"faulted"`
-	Healthy  HealthyRow   `json:"healthy"`
-	Recovery *RecoveryRow `json:"recovery,omitempty"` // absent when the fault does not recover (remove)
-	TTFT     []TTFTRow    `json:"ttft,omitempty"`     // streamed runs only (ttft.go)
+	Arm    string `json:"arm"`
+	Mode   string `json:"mode"` // p2p or pd (mode.go)
+	Case   string `json:"case"`
+	Passed bool   `json:"passed"`
+	// NotJudged names the fault windows that could not be judged, and
+	// why; a row with one and no failed check is "not judged" (exit 3).
+	NotJudged []string     `json:"not_judged,omitempty"`
+	Checks    []CheckRow   `json:"checks"`
+	Faulted   FaultedRow   `json:"faulted"`
+	Healthy   HealthyRow   `json:"healthy"`
+	Recovery  *RecoveryRow `json:"recovery,omitempty"` // absent when the fault does not recover (remove)
+	TTFT      []TTFTRow    `json:"ttft,omitempty"`     // streamed runs only (ttft.go)
 	// Times are the judged fault's detect_s and recover_s (null when it
 	// never happened); absent for a run without a fault.
 	Times *event.Times `json:"times,omitempty"`
@@ -95,6 +98,7 @@ func (r Run) Row() Row {
 		Mode:       event.ModeOf(r.Info.Mode),
 		Case:       r.Info.Case,
 		Passed:     v.Passed,
+		NotJudged:  v.NotJudged,
 		Checks:     make([]CheckRow, 0, len(v.Checks)),
 		TimeScale:  r.Info.TimeScale,
 		Truncated:  r.Truncated,
@@ -183,12 +187,23 @@ func header(withMode bool) []string {
 	return append(keyHead(withMode), "result", "faulted source p50 / max", "healthy source pulled, max", "faulted source pulled after recovery")
 }
 
+// notJudgedOnly reports whether the row did not pass only because a
+// window could not be judged: no check of it failed.
+func (r Row) notJudgedOnly() bool {
+	if r.Passed || len(r.NotJudged) == 0 {
+		return false
+	}
+	for _, c := range r.Checks {
+		if !c.Passed {
+			return false
+		}
+	}
+	return true
+}
+
 // cells is the row as the seed's table shows it.
 func (r Row) cells(withMode bool) []string {
-	result := "pass"
-	if !r.Passed {
-		result = "FAIL"
-	}
+	result := result(r.Passed, r.notJudgedOnly())
 	faulted, healthy, recovery := notApplicable, notApplicable, notApplicable
 	if r.Faulted.N > 0 {
 		faulted = fmt.Sprintf("%.2f s / %.2f s", r.Faulted.P50, r.Faulted.Max)
@@ -227,6 +242,12 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	for _, r := range rows {
 		if r.Passed {
 			continue
+		}
+		if len(r.NotJudged) > 0 {
+			fmt.Fprintf(&b, "\n**%s** could not be judged on every window:\n\n```\n%s\n```\n", r.title(), strings.Join(r.NotJudged, "\n"))
+			if r.notJudgedOnly() {
+				continue
+			}
 		}
 		fmt.Fprintf(&b, "\n**%s** failed:\n\n```\n%s\n", r.title(), r.SeedLine())
 		for _, c := range r.Checks {
