@@ -9,15 +9,15 @@ import (
 )
 
 const (
-	OK          = 0
-	Failed      = 1
-	Usage       = 2
+	OK     = 0
+	Failed = 1
+	Usage  = 2
 	// NotJudged: the run could not be judged. The cluster started, but its
 	// P2P tier never engaged (the warm-up gate), or a source had stopped
 	// hitting before its fault fired (that window is invalid). A failed
 	// bound takes precedence: a run with a failed window and an invalid
 	// one exits 1.
-	NotJudged = 3
+	NotJudged   = 3
 	Interrupted = 130
 )
 
