@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -87,8 +88,7 @@ func (g *Engagement) Log(decoder bool, line string) {
 		return
 	}
 	if m := reRefusedStill.FindStringSubmatch(line); m != nil {
-		n := 0
-		fmt.Sscan(m[2], &n)
+		n, _ := strconv.Atoi(m[2]) // \d+: only an overflow fails, and counts nothing
 		g.peer(m[1]).Refused += n
 	}
 }
@@ -126,7 +126,7 @@ type Evidence struct {
 	Decoder *Counters
 }
 
-// Gate causes, stable: the warm-up error and report.json name them.
+// Gate causes, stable: the warm-up error names them ("cause (rejected): ...").
 const (
 	GateRejected   = "rejected"
 	GateRefused    = "refused"
