@@ -167,7 +167,8 @@ func Diagnose(ev Evidence) (string, string) {
 			return GateMiss, fmt.Sprintf("the decoder's lookups were answered MISS for prompts %s was seeded with "+
 				"(vllm:external_prefix_cache_queries_total rose by %.0f tokens, the hits by 0): the engines name blocks differently; "+
 				"give them the same PYTHONHASHSEED, --block-size and model, the pulls the seed's cache_salt, "+
-				"and check that %s is the P2P address of the engine seeded", src, d.ExtQueries.V, ev.Peer)
+				"and check that %s is the P2P address of the engine seeded "+
+				"(p2pfault doctor run --attach FILE compares the seeds of engines on this host)", src, d.ExtQueries.V, ev.Peer)
 		}
 		if d.P2PReadBytes.OK && d.P2PReadBytes.V == 0 {
 			return GateNoBytes, fmt.Sprintf("no byte moved over P2P into the decoder "+

@@ -111,3 +111,60 @@ func TestAWindowWhoseSourceStoppedHittingIsNotJudged(t *testing.T) {
 		}
 	})
 }
+
+// misaddressed is a virtual cluster whose source-0 the probe names at a
+// P2P port nothing listens on: a port mis-addressed.
+type misaddressed struct{ vcluster.Opener }
+
+func (o misaddressed) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Cluster, error) {
+	cl, err := o.Opener.Open(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	return misaddressedCluster{cl.(*vcluster.Cluster)}, nil
+}
+
+type misaddressedCluster struct{ *vcluster.Cluster }
+
+func (c misaddressedCluster) Sources() []experiment.Target {
+	ts := c.Cluster.Sources()
+	ts[0] = wrongPort{ts[0]}
+	return ts
+}
+
+type wrongPort struct{ experiment.Target }
+
+func (w wrongPort) P2PPort() int { return w.Target.P2PPort() + 100 }
+
+// TestAPortMisaddressedIsNotJudgedAndSaysWhy: the pulls name source-0 at a
+// P2P port nothing listens on; the decoder's every connect is refused (the
+// sim's log says so, real vLLM's would not, and p2pfault's own connect is
+// refused too), so the warm-up never hits there: exit 3, cause refused.
+func TestAPortMisaddressedIsNotJudgedAndSaysWhy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rcfg := runner.Config{Sources: 2, ExtraArgs: []string{"--sim-startup-delay=0s"}}
+		exp, err := experiment.New(experiment.Config{Case: fault.ActionStall, WarmupTimeout: 5 * time.Second,
+			Cluster: misaddressed{vcluster.Opener{Config: rcfg, Seed: 1}}, OutDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		_, err = exp.Run(context.Background())
+		if exitcode.Code(err) != exitcode.NotJudged {
+			t.Fatalf("exit %d (%v), want %d", exitcode.Code(err), err, exitcode.NotJudged)
+		}
+		msg := err.Error()
+		t.Log(msg)
+		for _, want := range []string{
+			"source 0 (P2P 127.0.0.1:7877) not handshaken within 5s",
+			"cause (refused): connection refused on source-0's P2P port: the decoder's log counts",
+			"connects to 127.0.0.1:7877 refused: nothing listens there",
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error lacks %q:\n%s", want, msg)
+			}
+		}
+		if strings.Contains(msg, "source 1") {
+			t.Errorf("source-1 warmed up and is named:\n%s", msg)
+		}
+	})
+}
