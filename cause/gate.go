@@ -148,7 +148,7 @@ func Diagnose(ev Evidence) (string, string) {
 	case ev.Log.Refused > 0 || ev.Dialed && errors.Is(ev.Dial, syscall.ECONNREFUSED):
 		seen := fmt.Sprintf("p2pfault's own connect to %s was refused", ev.Peer)
 		if ev.Log.Refused > 0 {
-			seen = fmt.Sprintf("the decoder's log counts %d connects to %s refused", ev.Log.Refused, ev.Peer)
+			seen = fmt.Sprintf("the decoder's log reports its connects to %s refused (%d counted)", ev.Peer, ev.Log.Refused)
 		}
 		return GateRefused, fmt.Sprintf("connection refused on %s's P2P port: %s: nothing listens there; "+
 			"the pulls must name the host:port the source's --kv-transfer-config binds "+

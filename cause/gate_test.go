@@ -54,7 +54,7 @@ func TestTheGateNamesEachCauseFromItsEvidence(t *testing.T) {
 			[]string{gateDecoder + ": peer " + gatePeer + " down: connection refused",
 				"peer " + gatePeer + " still down: 19 connects refused in the last 10.0s"},
 			Evidence{Dialed: true, Dial: refused}, GateRefused,
-			[]string{"connection refused on source-0's P2P port", "counts 20 connects to " + gatePeer + " refused", "nothing listens there"}},
+			[]string{"connection refused on source-0's P2P port", "its connects to " + gatePeer + " refused (20 counted)", "nothing listens there"}},
 		{"real vLLM retries a refused connect silently: p2pfault's own connect is refused",
 			nil, Evidence{Dialed: true, Dial: fmt.Errorf("dial tcp %s: %w", gatePeer, refused)}, GateRefused,
 			[]string{"p2pfault's own connect to " + gatePeer + " was refused"}},

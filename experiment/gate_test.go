@@ -156,8 +156,8 @@ func TestAPortMisaddressedIsNotJudgedAndSaysWhy(t *testing.T) {
 		t.Log(msg)
 		for _, want := range []string{
 			"source 0 (P2P 127.0.0.1:7877) not handshaken within 5s",
-			"cause (refused): connection refused on source-0's P2P port: the decoder's log counts",
-			"connects to 127.0.0.1:7877 refused: nothing listens there",
+			"cause (refused): connection refused on source-0's P2P port: the decoder's log reports its connects to 127.0.0.1:7877 refused",
+			"nothing listens there",
 		} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("error lacks %q:\n%s", want, msg)
