@@ -17,7 +17,9 @@ import (
 // the order it is read (the first that speaks names the cause):
 //
 //  1. the decoder's log rejecting the source's connect (vLLM's protocol
-//     error on a block_len, config fingerprint or hash seed mismatch);
+//     error on a block_len, config fingerprint or hash seed mismatch), or,
+//     where the log is not seen (an attached engine), the source's and
+//     the decoder's PYTHONHASHSEED as their processes were started;
 //  2. connection refused on the source's P2P port: the decoder's log (the
 //     sim's reap line; real vLLM's ZMQ retries a refused connect silently)
 //     or p2pfault's own TCP connect to the port after the warm-up;
@@ -124,11 +126,19 @@ type Evidence struct {
 	// Decoder is the decoder's counters over the warm-up, given only when
 	// no source hit (nil otherwise, or when not scraped).
 	Decoder *Counters
+	// Seeds are the PYTHONHASHSEED the source's and the decoder's
+	// processes were started with, when p2pfault could read both (an
+	// attached engine on this host: /proc/PID/environ); nil otherwise.
+	Seeds *Seeds
 }
+
+// Seeds are two engines' PYTHONHASHSEED ("unset" when not set).
+type Seeds struct{ Source, Decoder string }
 
 // Gate causes, stable: the warm-up error names them ("cause (rejected): ...").
 const (
 	GateRejected   = "rejected"
+	GateHashSeed   = "hash_seed"
 	GateRefused    = "refused"
 	GateHandshake  = "handshake_timeout"
 	GateSeedFailed = "seed_failed"
@@ -145,6 +155,10 @@ func Diagnose(ev Evidence) (string, string) {
 	case ev.Log.Rejected != "":
 		return GateRejected, fmt.Sprintf("the decoder's log rejects %s's connect (%s): %s",
 			src, ev.Log.Rejected, rejectFix(ev.Log.Rejected))
+	case ev.Seeds != nil && ev.Seeds.Source != ev.Seeds.Decoder:
+		return GateHashSeed, fmt.Sprintf("%s runs with PYTHONHASHSEED=%s, the decoder with PYTHONHASHSEED=%s (their processes' environments): "+
+			"engines with different seeds name blocks differently and vLLM rejects their handshake (hash seed mismatch); "+
+			"give every engine the same PYTHONHASHSEED", src, ev.Seeds.Source, ev.Seeds.Decoder)
 	case ev.Log.Refused > 0 || ev.Dialed && errors.Is(ev.Dial, syscall.ECONNREFUSED):
 		seen := fmt.Sprintf("p2pfault's own connect to %s was refused", ev.Peer)
 		if ev.Log.Refused > 0 {

@@ -33,9 +33,15 @@ func (e *Experiment) notEngaged(ctx context.Context, cl Cluster, err error) erro
 	}
 	network := netenv.Or(networkOf(cl))
 	lines := make([]string, 0, len(nws))
+	decSeed, decOK := hashSeedOf(cl.Decoder())
 	for _, nw := range nws {
 		ev := cause.Evidence{Source: nw.Source, Peer: nw.Peer, SeedErr: nw.Last.SeedErr, Dialed: true}
 		ev.Dial = dialOnce(ctx, network, nw.Peer)
+		if src, ok := sourceAt(cl, nw.Source); ok && decOK {
+			if seed, ok := hashSeedOf(src); ok {
+				ev.Seeds = &cause.Seeds{Source: seed, Decoder: decSeed}
+			}
+		}
 		e.mu.Lock()
 		ev.Log = e.engaged.Peer(nw.Peer)
 		if len(nws) == len(cl.Sources()) {
@@ -46,6 +52,41 @@ func (e *Experiment) notEngaged(ctx context.Context, cl Cluster, err error) erro
 		lines = append(lines, fmt.Sprintf("%s\n  cause (%s): %s", nw.Error(), c, words))
 	}
 	return exitcode.NotJudgedf("warm-up: P2P never engaged, so the run cannot be judged:\n%s", strings.Join(lines, "\n"))
+}
+
+// environer is a target that can say what environment its engine's
+// process was started with (an attached engine on this host).
+type environer interface {
+	Environ() ([]string, error)
+}
+
+// hashSeedOf is t's PYTHONHASHSEED ("unset" when not set); ok false when
+// its environment cannot be read.
+func hashSeedOf(t Target) (string, bool) {
+	en, ok := t.(environer)
+	if !ok {
+		return "", false
+	}
+	env, err := en.Environ()
+	if err != nil {
+		return "", false
+	}
+	for _, kv := range env {
+		if v, found := strings.CutPrefix(kv, "PYTHONHASHSEED="); found && v != "" {
+			return v, true
+		}
+	}
+	return "unset", true
+}
+
+// sourceAt is cl's source of index i.
+func sourceAt(cl Cluster, i int) (Target, bool) {
+	for _, s := range cl.Sources() {
+		if s.Index() == i {
+			return s, true
+		}
+	}
+	return nil, false
 }
 
 // dialOnce connects to addr and hangs up: nil when something accepted.
