@@ -411,6 +411,9 @@ func printFailures(w io.Writer, runs []report.Run) {
 		for _, l := range row.WindowFailures() {
 			fmt.Fprintf(w, "%s: %s\n", r.Name(), l)
 		}
+		for _, l := range row.NotJudged {
+			fmt.Fprintf(w, "%s: not judged: %s\n", r.Name(), l)
+		}
 		fmt.Fprintf(w, "%s: %s\n", r.Name(), r.Verdict.Summary.Faulted.SeedLine("faulted"))
 	}
 }

@@ -168,7 +168,11 @@ func kindsCells(rows []Row) [][]string {
 	var out [][]string
 	for _, r := range rows {
 		for _, k := range r.Kinds {
-			line := []string{k.Kind, fmt.Sprint(k.Count), fmt.Sprint(k.Passed), fmt.Sprint(k.Failed),
+			failed := fmt.Sprint(k.Failed)
+			if k.NotJudged > 0 {
+				failed += fmt.Sprintf(" (%d not judged)", k.NotJudged)
+			}
+			line := []string{k.Kind, fmt.Sprint(k.Count), fmt.Sprint(k.Passed), failed,
 				worst(k.WorstDetectS, k.NotDetected, "not detected"), worst(k.WorstRecoverS, k.NotRecovered, "not recovered")}
 			if many {
 				line = append([]string{r.Arm, r.Case}, line...)
@@ -215,6 +219,9 @@ func WindowsTable(rows []Row) string {
 func windowFailures(r Row) []string {
 	var out []string
 	for _, w := range r.Windows {
+		if w.NotJudged != "" {
+			continue // its checks are not failures: the row's NotJudged says why
+		}
 		for _, c := range w.Checks {
 			if !c.Passed {
 				out = append(out, fmt.Sprintf("window %d (%s %s at %s): %s: %s", w.Index, w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), c.Name, c.Detail))
