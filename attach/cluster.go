@@ -190,6 +190,20 @@ func (t *Target) listener() (Listener, error) {
 	return FindListener(s.Host, s.Port)
 }
 
+// Environ is the environment a local engine's process was started with
+// (/proc/PID/environ of its listener); an error for an engine on another
+// host or one whose process cannot be read.
+func (t *Target) Environ() ([]string, error) {
+	if !t.local {
+		return nil, errors.New("not on this host")
+	}
+	l, err := t.listener()
+	if err != nil {
+		return nil, err
+	}
+	return ProcEnv(l.Pid)
+}
+
 // answered records that the engine just answered /health (a restart's
 // ready wait) and finds its new process.
 func (t *Target) answered() {

@@ -194,3 +194,19 @@ func ownSession(l Listener) error {
 	}
 	return nil
 }
+
+// ProcEnv reads /proc/PID/environ: the environment the process was
+// started with (what PYTHONHASHSEED its engine hashes blocks with).
+func ProcEnv(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if kv != "" {
+			env = append(env, kv)
+		}
+	}
+	return env, nil
+}

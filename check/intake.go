@@ -48,6 +48,9 @@ type Judge struct {
 
 	inflight map[int64]event.PullStart
 	buf      []event.Sample // ended, not judged yet, in start order
+	// recent is each source's latest pulls that ended (baseline.go): a
+	// window opened on it starts its baseline from them.
+	recent map[int]baseline
 
 	// run is every pull judged: the run's all_200 and, over every window,
 	// its faulted, healthy and recovery pulls (a run of several windows
@@ -79,7 +82,7 @@ type Setup struct {
 // NewJudge returns a judge of a run set up as s.
 func NewJudge(s Setup) *Judge {
 	j := &Judge{b: s.Bounds, sources: s.Sources, scripted: s.Scripted, content: NewContentTally(s.Content),
-		inflight: map[int64]event.PullStart{}, steady: map[int]*Figures{}}
+		inflight: map[int64]event.PullStart{}, steady: map[int]*Figures{}, recent: map[int]baseline{}}
 	for i := range s.Sources {
 		j.steady[i] = NewFigures()
 	}
@@ -96,6 +99,7 @@ type winJudge struct {
 
 	f       winFigs
 	verifs  []event.Verification
+	base    baseline // its source's latest pulls that ended before it opened
 	settled *event.WindowVerdict
 }
 
@@ -106,7 +110,8 @@ func (j *Judge) Open(w event.Window) {
 			o.spanEnd = w.Start
 		}
 	}
-	wj := &winJudge{w: w, index: len(j.wins) + 1, f: winFigs{rec: recoverAcc{rate: j.b.RecoveryHitRate}}}
+	wj := &winJudge{w: w, index: len(j.wins) + 1, f: winFigs{rec: recoverAcc{rate: j.b.RecoveryHitRate}},
+		base: j.recent[w.Source].before(w.Start)}
 	j.wins = append(j.wins, wj)
 }
 
@@ -150,6 +155,7 @@ func (j *Judge) Started(p event.PullStart) {
 func (j *Judge) Ended(s event.Sample) {
 	delete(j.inflight, s.Trial)
 	j.content.Add(s)
+	j.noteBaseline(s)
 	if j.stopped(s.Start) {
 		return
 	}

@@ -60,6 +60,7 @@ func JudgeRun(f RunFacts) (event.Verdict, bool) {
 	// as the live judge counts them, in the verdict).
 	for _, s := range f.Samples {
 		j.content.Add(s)
+		j.noteBaseline(s)
 		if inWindow(s.Start, 0, runEnd) { // one sent after the run's end is not judged (the oracle's rule too)
 			j.buf = append(j.buf, s)
 		}

@@ -53,6 +53,22 @@ func aggregate(windows []event.WindowVerdict) []event.Result {
 	return out
 }
 
+// judgedOnly is windows less those that could not be judged.
+func judgedOnly(windows []event.WindowVerdict) []event.WindowVerdict {
+	return slices.DeleteFunc(slices.Clone(windows), func(w event.WindowVerdict) bool { return w.NotJudged != "" })
+}
+
+// notJudged names each window of windows that could not be judged, and why.
+func notJudged(windows []event.WindowVerdict) []string {
+	var out []string
+	for _, w := range windows {
+		if w.NotJudged != "" {
+			out = append(out, fmt.Sprintf("window %d (%s %s at %s): %s", w.Index, w.Kind, event.SourceName(w.Source), secs1(w.Start), w.NotJudged))
+		}
+	}
+	return out
+}
+
 // worstTimes are the worst detect_s and recover_s of windows (over the
 // per-kind summary's): none when a window never detected (or, of those
 // that recover, never recovered).
@@ -95,9 +111,13 @@ func Kinds(windows []event.WindowVerdict) []event.KindSummary {
 		}
 		k := &out[i]
 		k.Count++
-		if w.Passed {
+		switch {
+		case w.NotJudged != "":
+			k.NotJudged++
+			continue // its times say nothing of the fault
+		case w.Passed:
 			k.Passed++
-		} else {
+		default:
 			k.Failed++
 		}
 		if d := w.Times.DetectS; d == nil {

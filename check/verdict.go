@@ -59,8 +59,9 @@ func (j *Judge) Verdict(now, runEnd time.Duration, final bool) (event.Verdict, b
 		v.Passed = passed(v.Checks)
 		return withContent(v, j.content), false
 	}
+	v.NotJudged = notJudged(windows)
 	if several {
-		v.Checks = append([]event.Result{runAll}, aggregate(windows)...)
+		v.Checks = append([]event.Result{runAll}, aggregate(judgedOnly(windows))...)
 		r := t.run
 		v.Summary = event.Summary{Faulted: r.faulted.set.stats(), Healthy: r.healthy.set.stats()}
 		if slices.ContainsFunc(windows, func(w event.WindowVerdict) bool { return w.Recovers }) {
@@ -76,7 +77,10 @@ func (j *Judge) Verdict(now, runEnd time.Duration, final bool) (event.Verdict, b
 				jv = w
 			}
 		}
-		v.Checks = append([]event.Result{runAll}, windowOnly(jv.Checks)...)
+		v.Checks = []event.Result{runAll}
+		if jv.NotJudged == "" {
+			v.Checks = append(v.Checks, windowOnly(jv.Checks)...)
+		}
 		v.Summary = jv.Summary
 		tm := jv.Times
 		v.Times = &tm
@@ -87,7 +91,7 @@ func (j *Judge) Verdict(now, runEnd time.Duration, final bool) (event.Verdict, b
 	if len(j.verifs) > 0 {
 		v.Checks = append(v.Checks, FaultTookEffect(j.verifs, 0))
 	}
-	v.Passed = passed(v.Checks)
+	v.Passed = passed(v.Checks) && len(v.NotJudged) == 0
 	v.Kinds = Kinds(windows)
 	for _, w := range windows {
 		if final || !w.Settled {
@@ -255,7 +259,10 @@ func (j *Judge) windowVerdict(wj *winJudge, f *winFigs, now, runEnd time.Duratio
 		checks = append(checks, FaultTookEffect(wj.verifs, 0))
 	}
 	v := event.WindowVerdict{Index: wj.index, Kind: w.Kind, Source: w.Source, Start: w.Start, End: wj.w.End,
-		Recovers: w.Recovers, Passed: passed(checks), Checks: checks}
+		Recovers: w.Recovers, Passed: passed(checks), Checks: checks, NotJudged: wj.base.notJudged(w.Source, w.Start)}
+	if v.NotJudged != "" {
+		v.Passed = false
+	}
 	if d, ok := f.det.result(w.Start); ok {
 		v.Times.DetectS = seconds(d)
 	}

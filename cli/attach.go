@@ -22,7 +22,7 @@ import (
 // with --attach there is nothing to launch, so each is a usage error.
 var launchFlags = []string{
 	"engine", "vllm-bin", "model", "gpus", "sources", "source-port", "decoder-port", "p2p-port",
-	"free-ports", "kv-load-failure-policy", "engine-arg", "handshake-timeout",
+	"free-ports", "kv-load-failure-policy", "engine-arg", "source-arg", "decoder-arg", "handshake-timeout",
 }
 
 // refuseWithAttach names every flag given that has no meaning with --attach.

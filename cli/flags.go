@@ -29,6 +29,8 @@ type clusterFlags struct {
 	decoderPort int
 	p2pPort     int
 	engineArgs  []string
+	sourceArgs  []string // --source-arg: the sources' only
+	decoderArgs []string // --decoder-arg: the decoder's only
 	freePorts   bool
 	loadPolicy  string
 	handshake   time.Duration
@@ -66,6 +68,8 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.loadPolicy, "kv-load-failure-policy", "recompute", "kv_load_failure_policy of every engine: recompute (a KV load that fails because its source died prefills locally) or fail (vLLM's default: the request errors)")
 	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from a pool below the kernel's ephemeral range instead of the defaults (parallel runs, tests)")
 	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
+	fs.StringArrayVar(&f.sourceArgs, "source-arg", nil, "extra argument for the sources' command lines only, after --engine-arg (repeatable)")
+	fs.StringArrayVar(&f.decoderArgs, "decoder-arg", nil, "extra argument for the decoder's command line only, after --engine-arg (repeatable), e.g. --decoder-arg=--block-size=64 to see the engaged gate name a block_len mismatch")
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
 	fs.DurationVar(&f.restart, "restart-length", runner.DefaultRestartLength, "how long a simulated source restarted by the kill case takes from SIGKILL to ready (scaled by --time-scale; a first start takes ~1 s); no effect with --engine vllm")
 
@@ -226,6 +230,8 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 		HandshakeTimeout:  f.handshake,
 		RestartDelay:      f.restart,
 		ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
+		SourceArgs:        f.sourceArgs,
+		DecoderArgs:       f.decoderArgs,
 		Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
 		FreePorts:         f.freePorts,
 		LoadFailurePolicy: f.loadPolicy,

@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
+	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
@@ -209,7 +210,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		<-ctx.Done()
 	}
 	faces.Wait()
-	runErr, passed := runOutcome(results, caseName)
+	runErr, verdicts := runOutcome(results, caseName)
 	for _, lerr := range logErrs {
 		if err := <-lerr; err != nil && runErr == nil {
 			runErr = err
@@ -217,17 +218,15 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	}
 	// A run that could not start (a port in use, an engine that failed)
 	// has no verdict to show: the error says what went wrong.
-	printTable := headless && exitcode.Code(runErr) != exitcode.Usage
+	// Nor has one whose warm-up gate stopped it (exit 3 with an error).
+	printTable := headless && exitcode.Code(runErr) != exitcode.Usage && exitcode.Code(runErr) != exitcode.NotJudged
 	if werr := writeReports(cmd.OutOrStdout(), out, p.compress, arms.dirs, printTable); werr != nil && runErr == nil {
 		runErr = werr
 	}
 	if runErr != nil {
 		return runErr
 	}
-	if !passed {
-		return exitcode.ErrBoundFailed
-	}
-	return nil
+	return check.Outcome(verdicts...)
 }
 
 // startFaces subscribes the run's faces to g: the events files (the run's
@@ -268,9 +267,8 @@ func startFaces(ctx context.Context, cancel context.CancelCauseFunc, faces *sync
 
 // runOutcome is the run's error (the first arm's, named by its arm when
 // there are several; quitting the dashboard is none, unless it cut a
-// scripted run short before its verdict) and whether every arm passed.
-func runOutcome(results []experiment.Result, caseName string) (runErr error, passed bool) {
-	passed = true
+// scripted run short before its verdict) and every arm's verdict.
+func runOutcome(results []experiment.Result, caseName string) (runErr error, verdicts []event.Verdict) {
 	for _, r := range results {
 		err := r.Err
 		if errors.Is(err, errQuit) {
@@ -285,9 +283,9 @@ func runOutcome(results []experiment.Result, caseName string) (runErr error, pas
 				runErr = armError{arm: r.Arm, err: err}
 			}
 		}
-		passed = passed && r.Verdict.Passed
+		verdicts = append(verdicts, r.Verdict)
 	}
-	return runErr, passed
+	return runErr, verdicts
 }
 
 // prepareOut creates the run's folder and warns about engines that an
@@ -412,6 +410,9 @@ func printFailures(w io.Writer, runs []report.Run) {
 		}
 		for _, l := range row.WindowFailures() {
 			fmt.Fprintf(w, "%s: %s\n", r.Name(), l)
+		}
+		for _, l := range row.NotJudged {
+			fmt.Fprintf(w, "%s: not judged: %s\n", r.Name(), l)
 		}
 		fmt.Fprintf(w, "%s: %s\n", r.Name(), r.Verdict.Summary.Faulted.SeedLine("faulted"))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"p2pfault/check"
 	"p2pfault/console"
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -168,12 +169,12 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 				return printCompareSeed(stdout, out, table, o.flags.timeScale, o.flags.interval)
 			}
 		}
-		passed, err := printSlice(stdout, out, runs, time.Since(start), o.flags.timeScale, compare)
+		outcome, err := printSlice(stdout, out, runs, time.Since(start), o.flags.timeScale, compare)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		if firstErr == nil && !passed {
-			return exitcode.ErrBoundFailed
+		if firstErr == nil && outcome != nil {
+			return outcome
 		}
 	}
 	for _, err := range errs {
@@ -314,16 +315,17 @@ func rebuildRows(rows []sliceRow, errs []error) ([]report.Run, error) {
 	return runs, firstErr
 }
 
-// printSlice writes the slice's reports and prints its table; passed says
-// whether every row held its bounds.
+// printSlice writes the slice's reports and prints its table; outcome is
+// the rows' verdicts' exit (check.Outcome: nil when every row held its
+// bounds, a failed bound before a window not judged).
 // compare, when set, prints more under the failures (--compare-seed).
-func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.Duration, scale float64, compare func([]report.Row) error) (passed bool, err error) {
+func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.Duration, scale float64, compare func([]report.Row) error) (outcome error, err error) {
 	err = report.WriteAll(out, runs)
 	var table []report.Row
-	passed = true
+	verdicts := make([]event.Verdict, 0, len(runs))
 	for _, r := range runs {
 		table = append(table, r.Row())
-		passed = passed && r.Row().Passed
+		verdicts = append(verdicts, r.Verdict)
 	}
 	fmt.Fprintln(stdout)
 	fmt.Fprint(stdout, report.Tables(table)+windowsText(table))
@@ -335,7 +337,7 @@ func printSlice(stdout *lockedWriter, out string, runs []report.Run, wall time.D
 	}
 	fmt.Fprintf(stdout, "slice: %d rows in %.1fs wall time, time scale %g; reports: %s\n",
 		len(runs), wall.Seconds(), scale, out)
-	return passed, err
+	return check.Outcome(verdicts...), err
 }
 
 // rowModes are the modes whose rows the slice runs: --modes, or --mode's

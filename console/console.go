@@ -104,6 +104,13 @@ func (p *Printer) Print(ev event.Event) {
 		if ev.Verdict != nil && !ev.Final {
 			p.liveChecks(ev.T, ev.Verdict)
 		}
+		if ev.Verdict != nil && ev.Final {
+			// A window that could not be judged is no check's failure:
+			// its reason is said once, with the final verdict (exit 3).
+			for _, n := range ev.Verdict.NotJudged {
+				p.line(ev.T, "not judged: %s", n)
+			}
+		}
 	case event.KindWindowVerdict:
 		if ev.WindowVerdict != nil {
 			p.windowVerdict(ev.T, ev.WindowVerdict)
@@ -258,6 +265,10 @@ func (p *Printer) windowVerdict(t time.Duration, w *event.WindowVerdict) {
 	times := fmt.Sprintf("detect %s, recover %s", fmtTime(w.Times.DetectS), fmtTime(w.Times.RecoverS))
 	if w.Passed {
 		p.line(t, "%s: pass (%s)", head, times)
+		return
+	}
+	if w.NotJudged != "" {
+		p.line(t, "%s: not judged: %s", head, w.NotJudged)
 		return
 	}
 	var failed []string

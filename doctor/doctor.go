@@ -126,7 +126,7 @@ func System() Host {
 			return attach.Open(ctx, f, attach.Options{})
 		},
 		Listener: attach.FindListener,
-		ProcEnv:  procEnv,
+		ProcEnv:  attach.ProcEnv,
 	}
 }
 
@@ -145,22 +145,6 @@ func runProgram(ctx context.Context, path string, args ...string) ([]byte, error
 		return out, fmt.Errorf("%s %s: no answer within %s", path, strings.Join(args, " "), ExecTimeout)
 	}
 	return out, err
-}
-
-// procEnv reads /proc/PID/environ: the environment the process was
-// started with, which is what Python read PYTHONHASHSEED from.
-func procEnv(pid int) ([]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return nil, err
-	}
-	var env []string
-	for _, kv := range strings.Split(string(b), "\x00") {
-		if kv != "" {
-			env = append(env, kv)
-		}
-	}
-	return env, nil
 }
 
 // Run runs every check that applies to p, in the order a user fixes

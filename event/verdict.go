@@ -102,6 +102,22 @@ type Verdict struct {
 	// window; a live verdict carries the windows not yet settled.
 	Windows []WindowVerdict `json:"windows,omitempty"`
 	Kinds   []KindSummary   `json:"kinds,omitempty"`
+	// NotJudged names every fault window that could not be judged and why
+	// ("window 1 (stall source-0 at 10.0s): ..."; check/baseline.go). A
+	// verdict with one did not pass; its Checks leave that window out.
+	NotJudged []string `json:"not_judged,omitempty"`
+}
+
+// Failed reports whether a bound failed: a check did not hold, or the
+// verdict did not pass with every window judged. A verdict that did not
+// pass and did not fail could not be judged (exit 3).
+func (v Verdict) Failed() bool {
+	for _, c := range v.Checks {
+		if !c.Passed {
+			return true
+		}
+	}
+	return !v.Passed && len(v.NotJudged) == 0
 }
 
 // Verification is what became of one fault action: whether its effect was

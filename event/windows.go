@@ -21,6 +21,10 @@ type WindowVerdict struct {
 	End      time.Duration `json:"end_ns"` // 0 while open
 	Recovers bool          `json:"recovers"`
 	Passed   bool          `json:"passed"`
+	// NotJudged is why the window could not be judged ("": it was): its
+	// source had stopped hitting before the fault fired. Such a window did
+	// not pass and did not fail; its checks are kept for the record.
+	NotJudged string `json:"not_judged,omitempty"`
 	// Settled: nothing that is still to come can change this verdict (its
 	// span is over and none of its pulls is in flight).
 	Settled bool     `json:"settled"`
@@ -39,6 +43,7 @@ type KindSummary struct {
 	Count         int      `json:"count"`
 	Passed        int      `json:"passed"`
 	Failed        int      `json:"failed"`
+	NotJudged     int      `json:"not_judged,omitempty"` // invalid windows: neither passed nor failed
 	WorstDetectS  *float64 `json:"worst_detect_s"`
 	NotDetected   int      `json:"not_detected"`
 	WorstRecoverS *float64 `json:"worst_recover_s"`

@@ -1,6 +1,6 @@
 // Package exitcode maps p2pfault's errors to the process exit codes of the
 // design: 0 every bound held, 1 a bound failed, 2 usage or setup error,
-// 130 interrupted.
+// 3 could not be judged, 130 interrupted.
 package exitcode
 
 import (
@@ -9,9 +9,15 @@ import (
 )
 
 const (
-	OK          = 0
-	Failed      = 1
-	Usage       = 2
+	OK     = 0
+	Failed = 1
+	Usage  = 2
+	// NotJudged: the run could not be judged. The cluster started, but its
+	// P2P tier never engaged (the warm-up gate), or a source had stopped
+	// hitting before its fault fired (that window is invalid). A failed
+	// bound takes precedence: a run with a failed window and an invalid
+	// one exits 1.
+	NotJudged   = 3
 	Interrupted = 130
 )
 
@@ -37,6 +43,16 @@ func AsUsage(err error) error {
 	}
 	return &Error{Code: Usage, Err: err}
 }
+
+// NotJudgedf is a run that could not be judged (exit 3): the message
+// names what kept it from being judged and what to fix.
+func NotJudgedf(format string, args ...any) error {
+	return &Error{Code: NotJudged, Err: fmt.Errorf(format, args...)}
+}
+
+// ErrNotJudged is returned by a run that completed with no bound failed
+// but a fault window that could not be judged (exit 3).
+var ErrNotJudged = &Error{Code: NotJudged, Err: errors.New("a fault window could not be judged")}
 
 // ErrBoundFailed is returned by a run whose checks did not all hold (exit 1).
 var ErrBoundFailed = &Error{Code: Failed, Err: errors.New("a bound failed")}

@@ -15,6 +15,8 @@ func TestCodeFollowsTheOutermostClassifiedError(t *testing.T) {
 		{"nil is success", nil, OK},
 		{"a bound failed", ErrBoundFailed, Failed},
 		{"interrupted", ErrInterrupted, Interrupted},
+		{"not judged", ErrNotJudged, NotJudged},
+		{"a gate that names its cause", fmt.Errorf("warm-up: %w", NotJudgedf("source 0: hash seed mismatch")), NotJudged},
 		{"usage", Usagef("--time-scale %v: want a positive number", -1), Usage},
 		{"wrapped usage keeps its code", fmt.Errorf("run: %w", AsUsage(errors.New("port 8100 in use"))), Usage},
 		{"wrapped interruption keeps its code", fmt.Errorf("slice: %w", ErrInterrupted), Interrupted},

@@ -25,17 +25,23 @@ func (e *Experiment) newCauses() *cause.Tracker {
 // noteLine hands an engine's line to the tracker, stamped with when it was
 // read, and sends the wait a decoder's line begins or ends (cause.WaitOf),
 // which the faces pair with the pulls in flight. Lines before t0 explain
-// no measured pull.
+// no measured pull; the engaged gate (gate.go) reads them.
 func (e *Experiment) noteLine(engine, line string) {
 	e.mu.Lock()
-	if e.t0.IsZero() || e.cluster == nil {
+	if e.cluster == nil {
 		e.mu.Unlock()
 		return
 	}
 	if e.decoderName == "" {
 		e.decoderName = e.cluster.Decoder().Name()
 	}
-	at, decoder := time.Since(e.t0), engine == e.decoderName
+	decoder := engine == e.decoderName
+	e.engaged.Log(decoder, line) // the warm-up's lines too: the gate reads them
+	if e.t0.IsZero() {
+		e.mu.Unlock()
+		return
+	}
+	at := time.Since(e.t0)
 	e.causes.Log(at, decoder, line)
 	e.mu.Unlock()
 	if !decoder {

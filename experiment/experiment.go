@@ -67,6 +67,11 @@ type Experiment struct {
 	// decoderName is the engine whose reaps bear on the pulls.
 	causes      *cause.Tracker
 	decoderName string
+	// engaged reads the decoder's lines on its sessions from the start,
+	// warmFirst and warmLast its first and latest scrape before t0: the
+	// engaged gate's evidence (gate.go).
+	engaged             *cause.Engagement
+	warmFirst, warmLast *event.Reading
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -122,6 +127,7 @@ func New(cfg Config) (*Experiment, error) {
 		net:       &network{runID: newRunID(cfg.Arm, cfg.Case)},
 	}
 	e.causes = e.newCauses()
+	e.engaged = cause.NewEngagement()
 	return e, nil
 }
 
@@ -258,7 +264,7 @@ func (e *Experiment) stopCluster(cl Cluster, verdict *event.Verdict, err *error)
 	e.emitEngines()
 	endErr := *err
 	if endErr == nil && !verdict.Passed {
-		endErr = exitcode.ErrBoundFailed // the end event carries the run's exit code
+		endErr = check.Outcome(*verdict) // the end event carries the run's exit code
 	}
 	e.emitEnd(endErr)
 }
@@ -278,7 +284,7 @@ func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, err
 		if ctx.Err() != nil {
 			return pr, interrupted(ctx)
 		}
-		return pr, exitcode.AsUsage(fmt.Errorf("warm-up: %w", err))
+		return pr, e.notEngaged(ctx, cl, err)
 	}
 	return pr, nil
 }
@@ -602,6 +608,9 @@ func (e *Experiment) emit(ev event.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ev.Arm = e.cfg.Arm
+	if ev.Kind == event.KindMetrics && e.t0.IsZero() {
+		e.noteWarmReading(ev.Metrics)
+	}
 	e.bus.publish(ev, e.t0) // the bus stamps sequence and time: one order for every arm
 }
 

@@ -3,6 +3,7 @@ package probe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -721,6 +722,20 @@ func TestWarmup(t *testing.T) {
 				}
 				if tt.notInErr != "" && strings.Contains(err.Error(), tt.notInErr) {
 					t.Errorf("error %q names %q, which warmed up", err, tt.notInErr)
+				}
+				// Each source the error names is a NotWarm with its last
+				// attempt, for the experiment's gate.
+				nws := probe.NotWarmOf(err)
+				if len(nws) == 0 {
+					t.Errorf("no NotWarm in %q", err)
+				}
+				for _, nw := range nws {
+					if !strings.Contains(err.Error(), fmt.Sprintf("source %d (P2P %s)", nw.Source, nw.Peer)) {
+						t.Errorf("NotWarm %+v is not named in %q", nw, err)
+					}
+					if strings.Contains(nw.Error(), "after the seed failed") != (nw.Last.SeedErr != "") {
+						t.Errorf("NotWarm of source %d: last seed error %q, message %q", nw.Source, nw.Last.SeedErr, nw.Error())
+					}
 				}
 			}
 			_, pulls := c.recorded()

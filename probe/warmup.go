@@ -40,19 +40,48 @@ func (p *Prober) Warmup(ctx context.Context, timeout time.Duration) error {
 	return errors.Join(errs...)
 }
 
+// NotWarm is a source whose pulls never hit in the warm-up: its error
+// names it and its last failure; Last is that attempt's outcome, for the
+// experiment's gate (package cause) to name why.
+type NotWarm struct {
+	Source int
+	Peer   string // the P2P address its pulls named
+	Last   event.Sample
+	msg    string
+	err    error
+}
+
+func (n *NotWarm) Error() string { return n.msg }
+func (n *NotWarm) Unwrap() error { return n.err }
+
+// NotWarmOf is every NotWarm in err (Warmup's joined errors).
+func NotWarmOf(err error) []*NotWarm {
+	if nw, ok := err.(*NotWarm); ok {
+		return []*NotWarm{nw}
+	}
+	var out []*NotWarm
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, NotWarmOf(e)...)
+		}
+	}
+	return out
+}
+
 func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout time.Duration) error {
 	a := p.address(i)
 	name := fmt.Sprintf("source %d (P2P %s)", a.src.Index, a.peer)
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	var last string
+	var lastSample event.Sample
 	for attempt := 1; ; attempt++ {
 		s, info := p.trial(ctx, t0, i, int64(attempt), nil)
 		if s.Hit() {
 			return nil
 		}
 		if ctx.Err() == nil || last == "" {
-			last = lastFailure(s, info)
+			last, lastSample = lastFailure(s, info), s
 		}
 		wait.Reset(p.cfg.Interval)
 		select {
@@ -61,13 +90,16 @@ func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout ti
 		case <-ctx.Done():
 		}
 		// The caller says "warm-up"; each line names the source it is about.
+		nw := &NotWarm{Source: a.src.Index, Peer: a.peer, Last: lastSample}
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errWarmupDeadline):
-			return fmt.Errorf("%s not handshaken within %s (%s); last: %s: %w",
-				name, timeout, attempts(attempt), last, context.DeadlineExceeded)
+			nw.msg = fmt.Sprintf("%s not handshaken within %s (%s); last: %s", name, timeout, attempts(attempt), last)
+			nw.err = context.DeadlineExceeded
 		default:
-			return fmt.Errorf("%s not handshaken: stopped after %s (last: %s): %w", name, attempts(attempt), last, cause)
+			nw.msg = fmt.Sprintf("%s not handshaken: stopped after %s (last: %s): %v", name, attempts(attempt), last, cause)
+			nw.err = cause
 		}
+		return nw
 	}
 }
 

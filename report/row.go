@@ -23,8 +23,11 @@ type Row struct {
 	// (sweep.go); absent without a sweep.
 	Settings []event.Setting `json:"settings,omitempty"`
 	Passed   bool            `json:"passed"`
-	Checks   []CheckRow      `json:"checks"`
-	Faulted  FaultedRow      `json:"faulted"`
+	// NotJudged names the fault windows that could not be judged, and
+	// why; a row with one and no failed check is "not judged" (exit 3).
+	NotJudged []string   `json:"not_judged,omitempty"`
+	Checks    []CheckRow `json:"checks"`
+	Faulted   FaultedRow `json:"faulted"`
 	// AfterDetect is the faulted pulls check 3 takes the median of (those
 	// started the detect bound after the fault on); absent for a run of
 	// several windows and for streams from before it.
@@ -103,6 +106,7 @@ func (r Run) Row() Row {
 		Case:       r.Info.Case,
 		Settings:   r.Info.Settings,
 		Passed:     v.Passed,
+		NotJudged:  v.NotJudged,
 		Checks:     make([]CheckRow, 0, len(v.Checks)),
 		TimeScale:  r.Info.TimeScale,
 		Truncated:  r.Truncated,
@@ -194,12 +198,23 @@ func header(withMode keyCols) []string {
 	return append(keyHead(withMode), "result", "faulted source p50 / max", "healthy source pulled, max", "faulted source pulled after recovery")
 }
 
+// notJudgedOnly reports whether the row did not pass only because a
+// window could not be judged: no check of it failed.
+func (r Row) notJudgedOnly() bool {
+	if r.Passed || len(r.NotJudged) == 0 {
+		return false
+	}
+	for _, c := range r.Checks {
+		if !c.Passed {
+			return false
+		}
+	}
+	return true
+}
+
 // cells is the row as the seed's table shows it.
 func (r Row) cells(withMode keyCols) []string {
-	result := "pass"
-	if !r.Passed {
-		result = "FAIL"
-	}
+	result := result(r.Passed, r.notJudgedOnly())
 	faulted, healthy, recovery := notApplicable, notApplicable, notApplicable
 	if r.Faulted.N > 0 {
 		faulted = fmt.Sprintf("%.2f s / %.2f s", r.Faulted.P50, r.Faulted.Max)
@@ -238,6 +253,12 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	for _, r := range rows {
 		if r.Passed {
 			continue
+		}
+		if len(r.NotJudged) > 0 {
+			fmt.Fprintf(&b, "\n**%s** could not be judged on every window:\n\n```\n%s\n```\n", r.title(), strings.Join(r.NotJudged, "\n"))
+			if r.notJudgedOnly() {
+				continue
+			}
 		}
 		fmt.Fprintf(&b, "\n**%s** failed:\n\n```\n%s\n", r.title(), r.SeedLine())
 		for _, c := range r.Checks {

@@ -13,18 +13,20 @@ import (
 // report.json gives it (rows[].windows[]): a run of more than one window
 // (a nemesis) has one per window, in start order.
 type WindowRow struct {
-	Index    int          `json:"index"`
-	Kind     string       `json:"kind"`
-	Source   int          `json:"source"`
-	StartS   float64      `json:"start_s"`
-	LengthS  float64      `json:"length_s"` // to the run's end for a window still open then
-	Open     bool         `json:"open,omitempty"`
-	Passed   bool         `json:"passed"`
-	Checks   []CheckRow   `json:"checks"`
-	Times    event.Times  `json:"times"`
-	Faulted  FaultedRow   `json:"faulted"`
-	Healthy  HealthyRow   `json:"healthy"`
-	Recovery *RecoveryRow `json:"recovery,omitempty"`
+	Index   int     `json:"index"`
+	Kind    string  `json:"kind"`
+	Source  int     `json:"source"`
+	StartS  float64 `json:"start_s"`
+	LengthS float64 `json:"length_s"` // to the run's end for a window still open then
+	Open    bool    `json:"open,omitempty"`
+	Passed  bool    `json:"passed"`
+	// NotJudged is why the window could not be judged ("": it was).
+	NotJudged string       `json:"not_judged,omitempty"`
+	Checks    []CheckRow   `json:"checks"`
+	Times     event.Times  `json:"times"`
+	Faulted   FaultedRow   `json:"faulted"`
+	Healthy   HealthyRow   `json:"healthy"`
+	Recovery  *RecoveryRow `json:"recovery,omitempty"`
 }
 
 // windowRows are the verdict's windows as rows; none for a run of one
@@ -37,7 +39,7 @@ func windowRows(r Run) []WindowRow {
 	out := make([]WindowRow, 0, len(ws))
 	for _, w := range ws {
 		wr := WindowRow{Index: w.Index, Kind: w.Kind, Source: w.Source, StartS: roundMillis(w.Start.Seconds()),
-			Passed: w.Passed, Times: w.Times}
+			Passed: w.Passed, NotJudged: w.NotJudged, Times: w.Times}
 		end := w.End
 		if end == 0 {
 			wr.Open, end = true, max(r.RunEnd, w.Start)
@@ -101,7 +103,7 @@ func windowsCells(rows []Row) [][]string {
 			if w.Open {
 				length += "+"
 			}
-			line := []string{fmt.Sprint(w.Index), w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), length, passFail(w.Passed)}
+			line := []string{fmt.Sprint(w.Index), w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), length, result(w.Passed, w.NotJudged != "")}
 			if many {
 				line = append([]string{r.Arm, r.Case}, line...)
 			}
@@ -130,9 +132,16 @@ func checkCell(w WindowRow, name string) string {
 	return notApplicable
 }
 
-func passFail(ok bool) string {
-	if ok {
+func passFail(ok bool) string { return result(ok, false) }
+
+// result is a verdict's word: pass, FAIL, or not judged (a window whose
+// source had stopped hitting before its fault fired, check/baseline.go).
+func result(ok, notJudged bool) string {
+	switch {
+	case ok:
 		return "pass"
+	case notJudged:
+		return "not judged"
 	}
 	return "FAIL"
 }
@@ -159,7 +168,11 @@ func kindsCells(rows []Row) [][]string {
 	var out [][]string
 	for _, r := range rows {
 		for _, k := range r.Kinds {
-			line := []string{k.Kind, fmt.Sprint(k.Count), fmt.Sprint(k.Passed), fmt.Sprint(k.Failed),
+			failed := fmt.Sprint(k.Failed)
+			if k.NotJudged > 0 {
+				failed += fmt.Sprintf(" (%d not judged)", k.NotJudged)
+			}
+			line := []string{k.Kind, fmt.Sprint(k.Count), fmt.Sprint(k.Passed), failed,
 				worst(k.WorstDetectS, k.NotDetected, "not detected"), worst(k.WorstRecoverS, k.NotRecovered, "not recovered")}
 			if many {
 				line = append([]string{r.Arm, r.Case}, line...)
@@ -206,6 +219,9 @@ func WindowsTable(rows []Row) string {
 func windowFailures(r Row) []string {
 	var out []string
 	for _, w := range r.Windows {
+		if w.NotJudged != "" {
+			continue // its checks are not failures: the row's NotJudged says why
+		}
 		for _, c := range w.Checks {
 			if !c.Passed {
 				out = append(out, fmt.Sprintf("window %d (%s %s at %s): %s: %s", w.Index, w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), c.Name, c.Detail))

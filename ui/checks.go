@@ -91,7 +91,10 @@ func timesSuffix(s *Styles, v *event.Verdict) string {
 func (v verdictTable) Render(w, h int) string {
 	s := v.styles
 	res := s.Pass.Render("PASS")
-	if !v.verdict.Passed {
+	switch {
+	case !v.verdict.Passed && !v.verdict.Failed():
+		res = s.Dim.Render("NOT JUDGED")
+	case !v.verdict.Passed:
 		res = s.Fail.Render("FAIL")
 	}
 	title := s.Section.Render("verdict") + " " + res
@@ -99,6 +102,9 @@ func (v verdictTable) Render(w, h int) string {
 		title += s.Dim.Render(" · arm " + orDash(v.run.Arm) + " · case " + orDash(v.run.Case))
 	}
 	lines := []string{title}
+	for _, n := range v.verdict.NotJudged {
+		lines = append(lines, "  "+s.Dim.Render("not judged: "+n))
+	}
 	nameW := 0
 	for _, r := range v.verdict.Checks {
 		nameW = max(nameW, len(r.Name))

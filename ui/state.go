@@ -650,6 +650,10 @@ func (st *state) applyVerdict(ev event.Event) {
 		st.addLog(ev.T, levelInfo, "verdict: PASS")
 		return
 	}
+	if !v.Failed() {
+		st.addLog(ev.T, levelWarn, "verdict: NOT JUDGED (%s)", strings.Join(v.NotJudged, "; "))
+		return
+	}
 	var failed []string
 	for _, c := range v.Checks {
 		if !c.Passed {

@@ -40,6 +40,10 @@ func (st *state) applySettled(ev event.Event) {
 		st.addLog(ev.T, levelInfo, "window %d (%s %s): pass", w.Index, w.Kind, event.SourceName(w.Source))
 		return
 	}
+	if w.NotJudged != "" {
+		st.addLog(ev.T, levelWarn, "window %d (%s %s): not judged: %s", w.Index, w.Kind, event.SourceName(w.Source), w.NotJudged)
+		return
+	}
 	var failed []string
 	for _, c := range w.Checks {
 		if !c.Passed {
@@ -105,7 +109,10 @@ func (p windowsPanel) Render(w, h int) string {
 	first := max(len(p.windows)-rows, 0)
 	for _, win := range p.windows[first:] {
 		res := s.Pass.Render("pass")
-		if !win.Passed {
+		switch {
+		case win.NotJudged != "":
+			res = s.Dim.Render("n/j") // not judged: its source had stopped hitting
+		case !win.Passed:
 			res = s.Fail.Render("FAIL")
 		}
 		open := ""

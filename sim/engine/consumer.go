@@ -152,6 +152,13 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 		}
 		s.queued = nil
 	case wire.TypeConnectReject:
+		// The producer's fields, checked as vLLM's decoder checks the
+		// source's Connect: the decoder's own line names the mismatch.
+		if reason := e.connectMismatch(m); reason != "" {
+			e.protocolError(s.peer, reason)
+			e.killSession(s, "protocol error: "+reason)
+			return
+		}
 		e.killSession(s, "connect rejected: "+m.Reason)
 	case wire.TypeLookupResp:
 		r := s.lookups[m.KVRequestID]

@@ -90,6 +90,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	}{
 		{"different hash seeds refuse each other", func(c *Config) { c.HashSeed = "7" }, "hash seed mismatch"},
 		{"a different TP size changes the fingerprint", func(c *Config) { c.TPSize = 2 }, "config fingerprint mismatch"},
+		{"a different block size changes block_len", func(c *Config) { c.BlockSize *= 2 }, "block_len mismatch"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,9 +103,10 @@ func TestHandshakeRefusals(t *testing.T) {
 				if got.res.Err != nil || got.res.CachedTokens != 0 {
 					t.Fatalf("got cached %d err %v, want a local prefill", got.res.CachedTokens, got.res.Err)
 				}
+				// Both sides log vLLM's protocol error on the other's connect.
 				for name, e := range map[string]*driven{"source": src, "decoder": dec} {
-					if !strings.Contains(e.log.String(), tt.want) {
-						t.Errorf("%s log lacks %q:\n%s", name, tt.want, e.log)
+					if want := "protocol error: malformed 'connect': " + tt.want; !strings.Contains(e.log.String(), want) {
+						t.Errorf("%s log lacks %q:\n%s", name, want, e.log)
 					}
 				}
 			})

@@ -87,9 +87,14 @@ func (e *Engine) onConnect(c *conn, m wire.Message) {
 	if c.peerID != "" {
 		return // no second connect on one connection
 	}
-	if reason := e.checkPeer(m); reason != "" {
-		e.log.Warning(compP2P, "refused connect from %s: %s", m.PeerID, reason)
-		e.send(c, wire.Message{Type: wire.TypeConnectReject, Reason: reason})
+	if reason := e.connectMismatch(m); reason != "" {
+		e.protocolError(m.PeerID, reason)
+		// vLLM's source disconnects after its own Connect went out; the
+		// sim's producer sends no Connect of its own, so the reject carries
+		// its fields, and the consumer checks them as vLLM's decoder checks
+		// the source's Connect (consumerFrame).
+		e.send(c, wire.Message{Type: wire.TypeConnectReject, Reason: reason,
+			PeerID: e.id, Fingerprint: e.fingerprint, HashSeed: e.cfg.HashSeed, BlockLen: e.blockBytes})
 		e.closeAfterFlush(c)
 		return
 	}
@@ -111,17 +116,30 @@ func (e *Engine) onConnect(c *conn, m wire.Message) {
 	e.log.Info(compP2P, "accepted connect from %s", m.PeerID)
 }
 
-// checkPeer returns why a connect must be refused, or "".
-func (e *Engine) checkPeer(m wire.Message) string {
+// connectMismatch is why a peer's connect fields (its connect, or the
+// producer's reject) must be refused, or "": the checks of vLLM's
+// session.py P2PSession._validate_connect_candidate, in its order and
+// words (the sim's fingerprint holds the block size, so a --block-size
+// that differs is a block_len mismatch first, as on vLLM).
+func (e *Engine) connectMismatch(m wire.Message) string {
 	switch {
-	case m.HashSeed != e.cfg.HashSeed:
-		return fmt.Sprintf("hash seed mismatch (ours %s, theirs %s)", e.cfg.HashSeed, m.HashSeed)
-	case m.Fingerprint != e.fingerprint:
-		return fmt.Sprintf("config fingerprint mismatch (ours %q, theirs %q)", e.fingerprint, m.Fingerprint)
 	case m.BlockLen != e.blockBytes:
-		return fmt.Sprintf("block_len mismatch (ours %d, theirs %d)", e.blockBytes, m.BlockLen)
+		return fmt.Sprintf("block_len mismatch from %s: remote=%d, local=%d", m.PeerID, m.BlockLen, e.blockBytes)
+	case m.Fingerprint != e.fingerprint:
+		return fmt.Sprintf("config fingerprint mismatch from %s: remote='%s', local='%s'", m.PeerID, m.Fingerprint, e.fingerprint)
+	case m.HashSeed != e.cfg.HashSeed:
+		return fmt.Sprintf("hash seed mismatch from %s: remote='%s', local='%s'. "+
+			"Ensure PYTHONHASHSEED (if set) matches on all P2P peers.", m.PeerID, m.HashSeed, e.cfg.HashSeed)
 	}
 	return ""
+}
+
+// protocolError logs vLLM's line for a connect it refuses (session.py
+// P2PSession._protocol_error on the ValueError of the validation:
+// "P2PSession %s: protocol error: %s — disconnecting", the reason
+// "malformed 'connect': ..."); p2pfault's package cause reads it.
+func (e *Engine) protocolError(peer, reason string) {
+	e.log.Error(compP2P, "P2PSession %s: protocol error: malformed '%s': %s — disconnecting", peer, wire.TypeConnect, reason)
 }
 
 // answerLookup answers h unless a block it would hit is still being

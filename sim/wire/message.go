@@ -32,10 +32,10 @@ const (
 // DecodeFrame rejects a frame that lacks one of them or carries another.
 type Message struct {
 	Type        string
-	PeerID      string   // connect, connect_ack: the sender's "host:port" identity
-	Fingerprint string   // connect: model, block size, TP size, KV bytes per token
-	HashSeed    string   // connect: PYTHONHASHSEED of the sender
-	BlockLen    int64    // connect: bytes per KV block
+	PeerID      string   // connect, connect_ack, connect_reject: the sender's "host:port" identity
+	Fingerprint string   // connect, connect_reject: model, block size, TP size, KV bytes per token
+	HashSeed    string   // connect, connect_reject: PYTHONHASHSEED of the sender
+	BlockLen    int64    // connect, connect_reject: bytes per KV block
 	Reason      string   // connect_reject
 	KVRequestID string   // lookup .. abort_ack
 	Keys        []uint64 // lookup, fetch: block hashes, in prompt order
@@ -113,7 +113,10 @@ func fieldsOf(typ string) (field, bool) {
 	case TypeConnectAck:
 		return fType | fPeerID, true
 	case TypeConnectReject:
-		return fType | fReason, true
+		// The producer's own connect fields ride on its reject (vLLM's
+		// source sends a Connect of its own), so the consumer can name the
+		// mismatch from its side.
+		return fType | fReason | fPeerID | fFingerprint | fHashSeed | fBlockLen, true
 	case TypeLookup, TypeFetch:
 		return fType | fKVRequestID | fKeys, true
 	case TypeLookupResp:

@@ -15,7 +15,7 @@ func allMessages() []Message {
 	return []Message{
 		{Type: TypeConnect, PeerID: "127.0.0.1:7779", Fingerprint: "model=m block_size=128", HashSeed: "42", BlockLen: 4 << 20},
 		{Type: TypeConnectAck, PeerID: "127.0.0.1:7777"},
-		{Type: TypeConnectReject, Reason: "hash seed mismatch (ours 42, theirs 7)"},
+		{Type: TypeConnectReject, Reason: "hash seed mismatch from 127.0.0.1:7779: remote='7', local='42'", PeerID: "127.0.0.1:7777", Fingerprint: "fp", HashSeed: "42", BlockLen: 4096},
 		{Type: TypeLookup, KVRequestID: "k#1", Keys: []uint64{0, 1, 1 << 63, ^uint64(0)}},
 		{Type: TypeLookupResp, KVRequestID: "k#1", Hits: []bool{true, true, false}},
 		{Type: TypeFetch, KVRequestID: "k#1", Keys: []uint64{42}},
