@@ -82,7 +82,7 @@ func Evaluate(in Input) event.Verdict {
 	for _, c := range checks {
 		passed = passed && c.Passed
 	}
-	sum := event.Summary{Faulted: fs.stats(), Healthy: hs.stats()}
+	sum := event.Summary{Faulted: fs.stats(), Healthy: hs.stats(), AfterDetect: ads.stats()}
 	if w.Recovers {
 		sum.Recovery = rs.stats()
 	}
