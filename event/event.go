@@ -76,6 +76,7 @@ type Event struct {
 	// WindowVerdict is a settled window's verdict (KindWindowVerdict).
 	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
 	Address       *AddressInfo   `json:"address,omitempty"`
+	Load          *LoadInfo      `json:"load,omitempty"` // KindLoad
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
