@@ -749,5 +749,9 @@ func conditionBadge(c event.ConditionInfo) badgeKind {
 	case event.CondStarting:
 		return badgeStarting
 	}
+	if c.Fault != "" {
+		// A kind's condition of its own (busy): a fault in force.
+		return badgeStalled
+	}
 	return badgeUnknown
 }
