@@ -24,7 +24,6 @@ func TestBusyWindowOnTheVirtualCluster(t *testing.T) {
 		var final *event.LoadInfo
 		var win *event.Window
 		var verified *event.Verification
-		judged := map[string]bool{}
 		for _, ev := range r.events {
 			switch {
 			case ev.Kind == event.KindLoad && ev.Load.Final:
@@ -33,10 +32,6 @@ func TestBusyWindowOnTheVirtualCluster(t *testing.T) {
 				win = ev.Window
 			case ev.Kind == event.KindVerification && ev.Verification.Action == fault.ActionBusy:
 				verified = ev.Verification
-			case ev.Kind == event.KindWindowVerdict && ev.WindowVerdict.Kind == fault.ActionBusy:
-				for _, c := range ev.WindowVerdict.Checks {
-					judged[c.Name] = true
-				}
 			}
 		}
 		if final == nil || win == nil {
@@ -55,9 +50,13 @@ func TestBusyWindowOnTheVirtualCluster(t *testing.T) {
 		if verified == nil || !verified.Verified {
 			t.Errorf("busy verification %+v: want the source's queues seen rising", verified)
 		}
-		for _, name := range []string{"faulted_max", "healthy_keeps_hitting", "recovery_hits_again"} {
+		judged := map[string]bool{}
+		for _, c := range r.verdict.Checks {
+			judged[c.Name] = true
+		}
+		for _, name := range []string{"faulted_max", "faulted_median_after_detect", "healthy_keeps_hitting", "recovery_hits_again", "fault_took_effect"} {
 			if !judged[name] {
-				t.Errorf("the busy window was not judged by %s (judged: %v)", name, judged)
+				t.Errorf("the busy window was not judged by %s (judged: %v)", name, r.verdict.Checks)
 			}
 		}
 	})
