@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
 	"p2pfault/memnet"
@@ -26,6 +27,7 @@ import (
 type busySource struct {
 	service time.Duration
 	url     string
+	flat    bool // its /metrics always say nothing runs (an engine the load does not reach)
 
 	mu       sync.Mutex
 	arrived  []time.Time
@@ -33,8 +35,8 @@ type busySource struct {
 	cutShort int // requests whose client went away before the answer
 }
 
-func startBusySource(t *testing.T, fab *memnet.Fabric, service time.Duration) *busySource {
-	s := &busySource{service: service}
+func startBusySource(t *testing.T, fab *memnet.Fabric, service time.Duration, flat bool) *busySource {
+	s := &busySource{service: service, flat: flat}
 	ln, err := fab.Host("source-0").Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +50,9 @@ func startBusySource(t *testing.T, fab *memnet.Fabric, service time.Duration) *b
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		n := s.inside
+		if s.flat {
+			n = 0
+		}
 		s.mu.Unlock()
 		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} %d\n"+
 			"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 0\n", n)
@@ -140,7 +145,7 @@ func (e *loadEnv) Loaded(info event.LoadInfo, start, end time.Time) {
 func TestBusyLoadStopsAtItsWindowsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
-		src := startBusySource(t, fab, 400*time.Millisecond)
+		src := startBusySource(t, fab, 400*time.Millisecond, false)
 		env := &loadEnv{recEnv: newRecEnv(t), nw: fab.Host("p2pfault"), url: src.url}
 		k, _ := fault.Lookup(fault.ActionBusy)
 		f := &fault.Fire{Kind: k, Target: loadTarget{src.url}, Options: fault.Options{For: 3 * time.Second, Arg: "4x100"}, By: "script", Env: env}
@@ -199,7 +204,7 @@ func TestBusyLoadStopsAtItsWindowsEnd(t *testing.T) {
 func TestBusyRefusesAPromptTheSourceCannotTake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
-		src := startBusySource(t, fab, time.Millisecond)
+		src := startBusySource(t, fab, time.Millisecond, false)
 		env := &loadEnv{recEnv: newRecEnv(t), nw: fab.Host("p2pfault"), url: src.url}
 		k, _ := fault.Lookup(fault.ActionBusy)
 		f := &fault.Fire{Kind: k, Target: loadTarget{src.url}, Options: fault.Options{For: time.Second, Arg: "2x7000"}, Env: env}
@@ -213,6 +218,33 @@ func TestBusyRefusesAPromptTheSourceCannotTake(t *testing.T) {
 		if _, n := src.lastArrival(); n != 0 {
 			t.Errorf("%d load requests sent, want none", n)
 		}
+	})
+}
+
+// TestBusyNotSeenInTheSourcesQueuesFailsFaultTookEffect: a load the
+// source's own /metrics do not show (its queues stay empty) is not taken
+// for a busy source: the verification fails after its 2 s, saying what
+// the queues were, and so does check fault_took_effect.
+func TestBusyNotSeenInTheSourcesQueuesFailsFaultTookEffect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fab := memnet.New(1)
+		src := startBusySource(t, fab, 400*time.Millisecond, true)
+		env := &loadEnv{recEnv: newRecEnv(t), nw: fab.Host("p2pfault"), url: src.url}
+		k, _ := fault.Lookup(fault.ActionBusy)
+		f := &fault.Fire{Kind: k, Target: loadTarget{src.url}, Options: fault.Options{For: 5 * time.Second, Arg: "4x100"}, Env: env}
+		if err := k.Act(f); err != nil {
+			t.Fatal(err)
+		}
+		ef := k.Verify(f)
+		if ef.OK || ef.After != 2*time.Second || !strings.Contains(ef.Detail, "running 0, waiting 0") {
+			t.Fatalf("verify: %+v, want not seen within 2s, the flat queues named", ef)
+		}
+		r := check.FaultTookEffect([]event.Verification{{Action: fault.ActionBusy, At: time.Second, Verified: ef.OK, After: ef.After, Detail: ef.Detail}}, 0)
+		if r.Passed || !strings.Contains(r.Detail, "busy source-0 at 1.0s not seen within 2.0s") || !strings.Contains(r.Detail, "needs a rise of 2") {
+			t.Errorf("fault_took_effect: %+v, want it failed with the queues' evidence", r)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
 	})
 }
 
