@@ -291,8 +291,9 @@ func Table(rows []Row) string {
 }
 
 // Tables is what a terminal shows of rows: the seed's table, the times
-// table, the steady-state table (when a row has one) and, when texts were
-// compared, the content table, a blank line between each.
+// table, the why table, the steady-state table (when a row has one), when
+// texts were compared the content table, and after a busy fault the load
+// and the decoder's lookup delay (load.go), a blank line between each.
 func Tables(rows []Row) string {
 	out := Table(rows) + "\n" + TimesTable(rows)
 	for _, t := range []string{WhyTable(rows), SteadyTable(rows), ContentTable(rows), LoadTable(rows), LookupTable(rows)} {
