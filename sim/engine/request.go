@@ -188,7 +188,10 @@ func (e *Engine) advance(r *request) {
 			}
 			e.storeBlocks(r)
 			r.state = rsDecode
-			r.wakeAt = e.now.Add(time.Duration(r.in.MaxTokens) * e.cfg.DecodePerToken)
+			// The step that computed the prompt's last chunk sampled its
+			// first token (vLLM's scheduler samples at the end of a
+			// prefill); each further token takes a decode step.
+			r.wakeAt = e.now.Add(time.Duration(max(r.in.MaxTokens-1, 0)) * e.cfg.DecodePerToken)
 			r.kv = kv.DecodeDigest(r.held, r.in.Tokens[len(r.held)*e.cfg.BlockSize:])
 			if h := r.in.Hooks; h != nil && h.Decoding != nil {
 				h.Decoding(r.kv)

@@ -2,7 +2,8 @@ package engine
 
 import "time"
 
-// The scheduler's batch (MODEL.md, "The scheduler pays for load"). vLLM's
+// The scheduler's batch (sim/MODEL.md, "Load: the scheduler pays for it",
+// mechanisms 18 and 19). vLLM's
 // engine core runs one loop per engine: schedule a batch, serve the P2P
 // tier (TieringOffloadingManager.on_schedule_end → serve_external_requests,
 // once per step), execute the model, apply its output, and again. While the
@@ -64,8 +65,9 @@ func (e *Engine) schedule() int {
 }
 
 // stepLen is how long a batch executes: every token it schedules, prefill
-// or decode, costs the per-token compute (PrefillPerToken, the cost of one
-// prompt token today's single prefill pays), and a batch that decodes
+// or decode, costs the per-token compute (PrefillPerToken, the sim's cost of
+// a prompt token: 384 of them ≈ 10 ms, as the seed's local prefill), and a
+// batch that decodes
 // takes at least one decode step (DecodePerToken: a forward pass reads the
 // weights whatever the batch, so decoding one request or many costs the
 // same until compute dominates).
