@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"p2pfault/probe"
 )
 
 // TestVirtualSliceGivesTheSeedsTable runs the whole slice (main and fixed
@@ -70,15 +73,19 @@ func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 		switch {
 		case name == "main/stall":
 			// The seed: the max is the 30 s handshake deadline plus the
-			// sim's own costs (a lookup, a prefill: tens of milliseconds),
-			// not "about" it; p50 in issue 8's window.
-			if r.Faulted.Max < 30 || r.Faulted.Max > 30.1 {
-				t.Errorf("%s: faulted max %.3fs, want the 30 s handshake deadline + the sim's costs, in [30, 30.1]", name, r.Faulted.Max)
+			// sim's own costs (a lookup, a prefill: tens of milliseconds)
+			// and the first waiter's decode of its content tokens in the
+			// burst of the waiters' recomputes, all released at the
+			// deadline (after the first, one 55 ms step a token; sim/MODEL.md,
+			// the scheduler), not "about" it; p50 in issue 8's window.
+			maxMax := 30.1 + float64(probe.DefaultContentTokens-1)*0.055
+			if r.Faulted.Max < 30 || r.Faulted.Max > maxMax {
+				t.Errorf("%s: faulted max %.3fs, want the 30 s handshake deadline + the sim's costs, in [30, %.3f]", name, r.Faulted.Max, maxMax)
 			}
 			if r.Faulted.P50 < 14.3 || r.Faulted.P50 > 19.4 {
 				t.Errorf("%s: faulted p50 %.2fs, want in [14.3, 19.4]", name, r.Faulted.P50)
 			}
-			if !strings.Contains(failingDetails(r.Checks), "a request naming the faulted source took 30.0s (bound 15.0s)") {
+			if !seedLikeFailure.MatchString(failingDetails(r.Checks)) {
 				t.Errorf("%s: no seed-like failure message in %+v", name, r.Checks)
 			}
 		case name == "fixed/stall":
@@ -120,6 +127,11 @@ func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 	// this slice's output rather than running the virtual slice again.
 	t.Run("real processes agree", func(t *testing.T) { realSliceAgrees(t, out) })
 }
+
+// seedLikeFailure is the seed's failure of main's stall: the faulted
+// max, the 30 s handshake deadline and the pull's costs (the burst of
+// recomputes at the deadline adds up to 0.4 s), against the 15 s bound.
+var seedLikeFailure = regexp.MustCompile(`a request naming the faulted source took 30\.[0-4]s \(bound 15\.0s\)`)
 
 // offGrid adds --fault-at 10.1037s to args. The seed's 10 s falls on the
 // trials' grid (one every 0.5 s) and on the engines' periodic timers, and

@@ -42,6 +42,8 @@ type Printer struct {
 	// later has its cause printed as it ends.
 	slow time.Duration
 
+	loads map[loadKey]bool // the loads whose running line was printed
+
 	// Summaries turns on one summary line per second of pulls (default on).
 	Summaries bool
 }
@@ -49,7 +51,7 @@ type Printer struct {
 // New returns a Printer writing to w, each line starting with prefix.
 func New(w io.Writer, prefix string) *Printer {
 	return &Printer{w: w, prefix: prefix, states: map[string]event.State{}, second: -1, Summaries: true,
-		inflight: map[int64]event.PullStart{}, failing: map[string]bool{}, waits: map[string]event.Wait{}}
+		inflight: map[int64]event.PullStart{}, failing: map[string]bool{}, waits: map[string]event.Wait{}, loads: map[loadKey]bool{}}
 }
 
 // Run prints every event of ch until it closes.
@@ -122,6 +124,10 @@ func (p *Printer) Print(ev event.Event) {
 	case event.KindVerification:
 		if v := ev.Verification; v != nil {
 			p.verification(ev.T, v)
+		}
+	case event.KindLoad:
+		if l := ev.Load; l != nil {
+			p.load(ev.T, l)
 		}
 	case event.KindAddress:
 		// The first address of each source is the one the run started
@@ -230,6 +236,30 @@ func (p *Printer) verification(t time.Duration, v *event.Verification) {
 		what = "did NOT take effect"
 	}
 	p.line(t, "verified: %s %s %s after %s: %s", v.Action, event.SourceName(v.Source), what, secs(v.After), v.Detail)
+}
+
+// load prints a fault's own load: once as it runs (its first report,
+// which says it really sends) and once when it stopped.
+func (p *Printer) load(t time.Duration, l *event.LoadInfo) {
+	what := fmt.Sprintf("%s %s: load of %d requests at once, %d-token prompts", l.Kind, event.SourceName(l.Source), l.Concurrency, l.PromptTokens)
+	counts := fmt.Sprintf("%d sent, %d answered (p50 %s, max %s), %d failed", l.Sent, l.Answered, secs(l.P50), secs(l.Max), l.Failed)
+	if l.LastErr != "" {
+		counts += " (last: " + l.LastErr + ")"
+	}
+	key := loadKey{source: l.Source, start: l.Start}
+	switch {
+	case l.Final:
+		p.line(t, "%s stopped at %s: %s, %d in flight cancelled", what, secs(l.End), counts, l.Cancelled)
+	case !p.loads[key]:
+		p.loads[key] = true
+		p.line(t, "%s running: %s so far", what, counts)
+	}
+}
+
+// loadKey names one load: its source and start.
+type loadKey struct {
+	source int
+	start  time.Duration
 }
 
 // schedule prints a nemesis' schedule: its seed and settings, then one

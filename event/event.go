@@ -81,6 +81,7 @@ type Event struct {
 	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
 	Address       *AddressInfo   `json:"address,omitempty"`
 	Wait          *Wait          `json:"wait,omitempty"`
+	Load          *LoadInfo      `json:"load,omitempty"` // KindLoad
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the

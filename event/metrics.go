@@ -60,6 +60,43 @@ type Reading struct {
 	ExtHits      MetricValue `json:"ext_hits"`       // counter, tokens
 	ExtQueries   MetricValue `json:"ext_queries"`    // counter, tokens
 	P2PReadBytes MetricValue `json:"p2p_read_bytes"` // counter, bytes read from the P2P tier
+	// The KV-offload lookup delays (vLLM's
+	// vllm:kv_offload_lookup_{sync,async}_delay_seconds): nil when the
+	// engine does not export them. Async is the wait from a lookup's
+	// first RETRY until it resolved: what a busy source's scheduler adds.
+	LookupSync  *Histogram `json:"lookup_sync,omitempty"`
+	LookupAsync *Histogram `json:"lookup_async,omitempty"`
+}
+
+// Histogram is a histogram series as read: its observations' count and
+// sum and its cumulative buckets by upper bound, ascending (the +Inf
+// bucket is Count, not listed: JSON has no infinity).
+type Histogram struct {
+	Count   float64  `json:"count"`
+	Sum     float64  `json:"sum"`
+	Buckets []Bucket `json:"buckets,omitempty"`
+}
+
+// Bucket is one cumulative bucket: N observations were at most Le.
+type Bucket struct {
+	Le float64 `json:"le"`
+	N  float64 `json:"n"`
+}
+
+// Delay is what a delay histogram gained over a span of time: how many
+// observations, their mean (exact: from the sum), their median as the
+// buckets place it (Prometheus's histogram_quantile) and the bound of the
+// highest bucket any fell in (Over: past the highest finite bound, Max is
+// that bound). Absent values when the engine does not export the series;
+// N 0 and absent Mean, P50 and Max when nothing was observed.
+type Delay struct {
+	N    int         `json:"n"`
+	Mean MetricValue `json:"mean_s"`
+	P50  MetricValue `json:"p50_s"`
+	Max  MetricValue `json:"max_le_s"`
+	Over bool        `json:"over,omitempty"`
+	// Exported: the engine exports the series at all.
+	Exported bool `json:"exported"`
 }
 
 // Live is one engine's figures at its latest scrape: the gauges as read and
@@ -70,4 +107,6 @@ type Live struct {
 	HitRate    MetricValue   `json:"hit_rate"`     // external prefix cache, fraction in [0, 1]; absent with no queries in the window
 	P2PReadBps MetricValue   `json:"p2p_read_bps"` // P2P bytes read per second
 	Window     time.Duration `json:"window_ns"`    // what the rates span: up to the rate window, less early in a run
+	// LookupAsync is the async lookup delay observed over the rate window.
+	LookupAsync Delay `json:"lookup_async"`
 }

@@ -10,6 +10,8 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
+	"p2pfault/netenv"
+	"p2pfault/scrape"
 	"p2pfault/verify"
 )
 
@@ -391,4 +393,41 @@ func (f *firing) Fail(err error) { f.e.fail(err) }
 func (f *firing) Changed() {
 	f.e.readdress(f.src)
 	f.e.emitEngines()
+}
+
+var _ fault.LoadEnv = (*firing)(nil)
+
+// LoadTarget is how a kind's own load reaches the fired source: the model
+// the run's engines serve, over the cluster's network.
+func (f *firing) LoadTarget() (string, netenv.Network) {
+	f.e.mu.Lock()
+	cl := f.e.cluster
+	f.e.mu.Unlock()
+	var nw netenv.Network
+	if cl != nil {
+		nw = networkOf(cl)
+	}
+	return f.e.plan.Model, nw
+}
+
+// SourceMetrics reads the fired source's /metrics once, as the scraper
+// does, for a kind's verification (busy: its queues).
+func (f *firing) SourceMetrics(ctx context.Context) (event.Reading, error) {
+	t, err := f.e.source(f.src)
+	if err != nil {
+		return event.Reading{}, err
+	}
+	_, nw := f.LoadTarget()
+	return scrape.FetchOnce(ctx, nw, t.HTTPURL(), 0)
+}
+
+// Loaded sends a report of the load on the fired source, begun at start
+// and ended at end (zero while it runs).
+func (f *firing) Loaded(info event.LoadInfo, start, end time.Time) {
+	info.Source = f.src
+	info.Start = f.e.rel(start)
+	if !end.IsZero() {
+		info.End = max(f.e.rel(end), info.Start+1)
+	}
+	f.e.emit(event.Event{Kind: event.KindLoad, Load: &info})
 }

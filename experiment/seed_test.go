@@ -155,8 +155,14 @@ func checkSeedRow(t *testing.T, r seedRow) {
 	}
 	switch {
 	case stall && !wantPass:
-		if s.Faulted.Max < 30*time.Second || s.Faulted.Max > 30*time.Second+costs {
-			t.Errorf("%s: faulted max %v, want the 30s handshake deadline plus the pull's costs (<= %v)", name, s.Faulted.Max, costs)
+		// The waiters are all released at the handshake deadline and
+		// recompute together: the first of them, served first, decodes its
+		// content tokens after the first one step each, each step one of
+		// the burst's full steps (2048 tokens at 26 µs, held to the 5 ms
+		// tick: 55 ms; sim/MODEL.md, the scheduler).
+		burst := time.Duration(probe.DefaultContentTokens-1) * 55 * time.Millisecond
+		if s.Faulted.Max < 30*time.Second || s.Faulted.Max > 30*time.Second+costs+burst {
+			t.Errorf("%s: faulted max %v, want the 30s handshake deadline plus the pull's costs and its decode in the burst (<= %v)", name, s.Faulted.Max, costs+burst)
 		}
 		if s.Faulted.P50 < 8*time.Second || s.Faulted.P50 > 24*time.Second {
 			t.Errorf("%s: faulted p50 %v, want in [8s, 24s]", name, s.Faulted.P50)

@@ -92,6 +92,8 @@ type Exporter struct {
 	windows    *prometheus.CounterVec
 	compared   *prometheus.CounterVec
 	wrong      *prometheus.CounterVec
+	loadSent   *prometheus.CounterVec
+	loadEnded  *prometheus.CounterVec
 }
 
 // New returns an Exporter with no stream yet.
@@ -142,7 +144,16 @@ func newAt(now func() time.Time) *Exporter {
 		Namespace: namespace, Name: "content_wrong_total",
 		Help: "Compared pulls whose text the run's content rule (--content-match) calls wrong.",
 	}, sourceLabels)
-	x.reg.MustRegister(x.info, x.pulls, x.latency, x.sent, x.verdict, x.faultSince, x.windows, x.compared, x.wrong,
+	loadLabels := append(append([]string(nil), rowLabels...), "kind", "source")
+	x.loadSent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "load_requests_sent_total",
+		Help: "Requests a fault kind's own load (busy) sent straight to a source, apart from the probe's trials.",
+	}, loadLabels)
+	x.loadEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "load_requests_ended_total",
+		Help: "Requests of a fault kind's own load that ended, by outcome: answered (200), failed, cancelled (in flight at the load's end).",
+	}, append(loadLabels, "outcome"))
+	x.reg.MustRegister(x.info, x.pulls, x.latency, x.sent, x.verdict, x.faultSince, x.windows, x.compared, x.wrong, x.loadSent, x.loadEnded,
 		scrapeTime{x},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return x
@@ -191,6 +202,7 @@ type row struct {
 	kept     []*window       // windows whose verdict series exist, oldest first
 	runSet   map[string]bool // checks the run's verdict gave a value
 	sources  map[int]*sourceSeries
+	loads    map[winKey]event.LoadCounts // each load's counts as last counted, by source and start
 }
 
 type winKey struct {
@@ -253,6 +265,10 @@ func (s *Stream) Feed(ev event.Event) {
 		if ev.Verdict != nil {
 			x.verdictEvent(r, ev.Verdict, ev.Final)
 		}
+	case event.KindLoad:
+		if l := ev.Load; l != nil {
+			x.load(r, l)
+		}
 	case event.KindWindowVerdict:
 		if w := ev.WindowVerdict; w != nil {
 			x.setWindowChecks(r, w.Index, w.Checks, true)
@@ -272,6 +288,24 @@ func (s *Stream) Feed(ev event.Event) {
 	}
 }
 
+// load counts what a load's report adds to its last one (each report
+// carries the load's counts so far).
+func (x *Exporter) load(r *row, l *event.LoadInfo) {
+	k := winKey{source: l.Source, start: l.Start}
+	last := r.loads[k]
+	r.loads[k] = l.LoadCounts
+	labels := r.with(l.Kind, event.SourceName(l.Source))
+	add := func(c prometheus.Counter, now, was int) {
+		if now > was {
+			c.Add(float64(now - was))
+		}
+	}
+	add(x.loadSent.WithLabelValues(labels...), l.Sent, last.Sent)
+	add(x.loadEnded.WithLabelValues(append(labels, "answered")...), l.Answered, last.Answered)
+	add(x.loadEnded.WithLabelValues(append(labels, "failed")...), l.Failed, last.Failed)
+	add(x.loadEnded.WithLabelValues(append(labels, "cancelled")...), l.Cancelled, last.Cancelled)
+}
+
 // start makes the row of a run event's arm.
 func (s *Stream) start(ev event.Event) {
 	x, info := s.x, *ev.Run
@@ -281,7 +315,7 @@ func (s *Stream) start(ev event.Event) {
 	}
 	r := &row{labels: []string{arm, event.ModeOf(info.Mode), info.Case}, info: info, rule: check.ContentRuleOf(info),
 		inflight: map[int64]event.PullStart{}, windows: map[winKey]*window{}, counted: map[int]bool{}, runSet: map[string]bool{},
-		sources: map[int]*sourceSeries{}}
+		sources: map[int]*sourceSeries{}, loads: map[winKey]event.LoadCounts{}}
 	s.arms[arm] = r
 	x.rows = append(x.rows, r)
 	x.info.WithLabelValues(r.with(info.Engine, strconv.FormatFloat(info.TimeScale, 'g', -1, 64))...).Set(1)

@@ -52,6 +52,9 @@ type Options struct {
 type Arg struct {
 	Name  string             // in messages, e.g. "a share such as 30%"
 	Check func(string) error // nil when the word is good; the error says why not
+	// Optional: the word may be left out (`busy source-0`), and the kind
+	// takes its defaults; Check then accepts "" too (a key fires it so).
+	Optional bool
 }
 
 // Kind is one fault, registered by name (one file per kind, in the way
@@ -66,6 +69,9 @@ type Kind struct {
 	Order    int    // position in help and messages
 
 	TakesFor bool // "for DURATION" is allowed in the timeline
+	// NeedsFor: "for DURATION" must be given, since nothing else ends the
+	// fault (busy: no kind undoes it).
+	NeedsFor bool
 	Arg      *Arg // the word it takes before the target (nil: none)
 	// MoreHelp keeps the key out of the one-line help under the dashboard
 	// (it fits 80 columns with the seed's kinds); `?` still lists it.

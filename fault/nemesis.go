@@ -85,11 +85,11 @@ func ParseDraw(s string) (Draw, error) {
 		return Draw{}, fmt.Errorf("%s cannot fire repeatedly (%s); a nemesis draws from %s", name, whyNotRepeatable(k), RepeatableNames())
 	}
 	switch {
-	case k.Arg != nil && !hasArg:
+	case k.Arg != nil && !hasArg && !k.Arg.Optional:
 		return Draw{}, fmt.Errorf("%s takes %s: write %s=ARG, e.g. %s=30%%", name, k.Arg.Name, name, name)
 	case k.Arg == nil && hasArg:
 		return Draw{}, fmt.Errorf("%s takes no argument, got %q", name, arg)
-	case k.Arg != nil:
+	case k.Arg != nil && hasArg:
 		if err := k.Arg.Check(arg); err != nil {
 			return Draw{}, fmt.Errorf("%s %q: %w", name, arg, err)
 		}

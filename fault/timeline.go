@@ -149,7 +149,7 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 		return s, syntaxError(a.line, a.col, "unknown action %q (want %s)", a.text, Names())
 	}
 	s.Kind = k
-	if k.Arg != nil {
+	if k.Arg != nil && !(k.Arg.Optional && next < len(toks) && strings.HasPrefix(toks[next].text, "source-")) {
 		arg, err := want(k.Arg.Name)
 		if err != nil {
 			return s, err
@@ -182,6 +182,9 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 		if s.For == 0 {
 			return s, syntaxError(d.line, d.col, "%s for %q: want a positive duration", k.Name, d.text)
 		}
+	}
+	if k.NeedsFor && s.For == 0 {
+		return s, syntaxError(line, endCol, "%s needs \"for DURATION\" (nothing else ends it), e.g. %q", k.Name, joinTokens(toks)+" for 30s")
 	}
 	if next < len(toks) {
 		x := toks[next]

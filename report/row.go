@@ -44,6 +44,11 @@ type Row struct {
 	// Decoder is the decoder's own /metrics over the fault and recovery
 	// windows (metrics.go); absent when it was not scraped.
 	Decoder *DecoderMetrics `json:"decoder_metrics,omitempty"`
+	// Loads are the fault kinds' own loads (busy) and Lookup the
+	// decoder's lookup delay per span of the run (load.go); absent when
+	// there was none, or the decoder does not export the delay.
+	Loads  []LoadRow   `json:"loads,omitempty"`
+	Lookup []LookupRow `json:"lookup_delay,omitempty"`
 	// Steady is each source's pulls outside every fault window
 	// (steady.go); absent only in a report of a stream with no samples.
 	Steady []SteadyRow `json:"steady,omitempty"`
@@ -134,6 +139,7 @@ func (r Run) Row() Row {
 	}
 	row.Verifications = r.Verifications
 	row.Decoder = decoderMetrics(r)
+	row.Loads, row.Lookup = loadRows(r), lookupRows(r)
 	row.Steady = steadyRows(v)
 	row.Content = contentRow(r)
 	row.Windows, row.Kinds = windowRows(r), kindRows(r)
@@ -271,6 +277,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	writeWhy(&b, rows)
 	writeSteady(&b, rows)
 	writeDecoder(&b, rows)
+	writeLoads(&b, rows)
 	writeVerifications(&b, rows)
 	writeTTFT(&b, rows)
 	first, last := span(rows)
@@ -316,11 +323,12 @@ func Table(rows []Row) string {
 }
 
 // Tables is what a terminal shows of rows: the seed's table, the times
-// table, the steady-state table (when a row has one) and, when texts were
-// compared, the content table, a blank line between each.
+// table, the why table, the steady-state table (when a row has one), when
+// texts were compared the content table, and after a busy fault the load
+// and the decoder's lookup delay (load.go), a blank line between each.
 func Tables(rows []Row) string {
 	out := Table(rows) + "\n" + TimesTable(rows)
-	for _, t := range []string{WhyTable(rows), SteadyTable(rows), ContentTable(rows)} {
+	for _, t := range []string{WhyTable(rows), SteadyTable(rows), ContentTable(rows), LoadTable(rows), LookupTable(rows)} {
 		if t != "" {
 			out += "\n" + t
 		}

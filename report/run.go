@@ -30,6 +30,8 @@ type Run struct {
 
 	// Verifications are the fault actions checked on the host, in order.
 	Verifications []event.Verification
+	// Loads are the fault kinds' own loads (busy), each its last report.
+	Loads []event.LoadInfo
 	// Metrics are each engine's scrapes of /metrics, by engine name, in
 	// time order (T since t0).
 	Metrics map[string][]scrape.Point
@@ -174,6 +176,10 @@ func (in *intake) take(i int, ev event.Event) error {
 	case event.KindVerification:
 		if ev.Verification != nil {
 			r.Verifications = append(r.Verifications, *ev.Verification)
+		}
+	case event.KindLoad:
+		if ev.Load != nil {
+			r.Loads = addLoad(r.Loads, *ev.Load)
 		}
 	case event.KindMetrics:
 		if m := ev.Metrics; m != nil && m.Engine != "" {

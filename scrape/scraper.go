@@ -239,3 +239,15 @@ func (s *Scraper) Fetch(ctx context.Context, metricsURL string) (event.Reading, 
 	}
 	return r, nil
 }
+
+// FetchOnce reads one engine's /metrics once (baseURL is its HTTP base
+// URL), over nw (nil: the OS's) within timeout (0: DefaultInterval), with
+// a client of its own whose connections it closes before it returns.
+func FetchOnce(ctx context.Context, nw netenv.Network, baseURL string, timeout time.Duration) (event.Reading, error) {
+	s, err := New(Config{Targets: []Target{{Name: "engine", URL: baseURL}}, Timeout: timeout, Network: nw})
+	if err != nil {
+		return event.Reading{}, err
+	}
+	defer s.client.CloseIdleConnections()
+	return s.Fetch(ctx, s.urls[0])
+}

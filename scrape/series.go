@@ -7,10 +7,13 @@ package scrape
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"p2pfault/event"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -27,6 +30,15 @@ const (
 	// are labelled "0:primary" and "1:p2p" (p2p as the first secondary).
 	TierLabel = "tier"
 	TierP2P   = "1:p2p"
+	// The KV-offload connector's lookup delays, histograms in seconds
+	// (vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py,
+	// _ConnectorMetricName); when an engine exports only the tiering
+	// manager's (vllm/v1/kv_offload/tiering/base.py,
+	// TieringOffloadingMetrics, labelled by tier), the P2P tier's is read.
+	SeriesLookupSync      = "vllm:kv_offload_lookup_sync_delay_seconds"
+	SeriesLookupAsync     = "vllm:kv_offload_lookup_async_delay_seconds"
+	SeriesTierLookupSync  = "vllm:kv_offload_tiering_lookup_sync_delay_seconds"
+	SeriesTierLookupAsync = "vllm:kv_offload_tiering_lookup_async_delay_seconds"
 )
 
 // Parse reads one exposition in format (expfmt.ResponseFormat of the
@@ -71,7 +83,56 @@ func parse(r io.Reader, format expfmt.Format, filter bool) (event.Reading, error
 		ExtHits:      sum(family(SeriesExtHits), nil),
 		ExtQueries:   sum(family(SeriesExtQueries), nil),
 		P2PReadBytes: sum(family(SeriesTierRead), isP2P),
+		LookupSync:   lookupDelay(family, SeriesLookupSync, SeriesTierLookupSync, isP2P),
+		LookupAsync:  lookupDelay(family, SeriesLookupAsync, SeriesTierLookupAsync, isP2P),
 	}, nil
+}
+
+// lookupDelay is the connector's histogram name summed over its label
+// sets, or else the tiering manager's tiered's P2P tier; nil when neither
+// is exported.
+func lookupDelay(family func(string) *dto.MetricFamily, name, tiered string, isP2P func(*dto.Metric) bool) *event.Histogram {
+	if h := sumHist(family(name), nil); h != nil {
+		return h
+	}
+	return sumHist(family(tiered), isP2P)
+}
+
+// sumHist adds the histograms of f's metrics that keep accepts (all when
+// nil), bucket by bucket; nil when f is nil or none matched.
+func sumHist(f *dto.MetricFamily, keep func(*dto.Metric) bool) *event.Histogram {
+	if f == nil {
+		return nil
+	}
+	var out *event.Histogram
+	for _, m := range f.GetMetric() {
+		h := m.GetHistogram()
+		if h == nil || keep != nil && !keep(m) {
+			continue
+		}
+		if out == nil {
+			out = &event.Histogram{}
+		}
+		out.Count += float64(h.GetSampleCount())
+		out.Sum += h.GetSampleSum()
+		for _, b := range h.GetBucket() {
+			if math.IsInf(b.GetUpperBound(), +1) {
+				continue
+			}
+			out.Buckets = addBucket(out.Buckets, b.GetUpperBound(), float64(b.GetCumulativeCount()))
+		}
+	}
+	return out
+}
+
+// addBucket adds n to the bucket bounded by le, kept in ascending order.
+func addBucket(bs []event.Bucket, le, n float64) []event.Bucket {
+	i, found := slices.BinarySearchFunc(bs, le, func(b event.Bucket, le float64) int { return cmp.Compare(b.Le, le) })
+	if found {
+		bs[i].N += n
+		return bs
+	}
+	return slices.Insert(bs, i, event.Bucket{Le: le, N: n})
 }
 
 func cutSuffix(s, suffix string) (string, bool) {
@@ -129,6 +190,12 @@ var wanted = func() map[string]bool {
 		m[n] = true
 		if base, ok := cutSuffix(n, "_total"); ok {
 			m[base] = true
+		}
+	}
+	for _, n := range []string{SeriesLookupSync, SeriesLookupAsync, SeriesTierLookupSync, SeriesTierLookupAsync} {
+		// A histogram's samples are named for its series.
+		for _, suffix := range []string{"", "_bucket", "_sum", "_count", "_created"} {
+			m[n+suffix] = true
 		}
 	}
 	return m

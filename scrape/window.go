@@ -66,6 +66,9 @@ type Deltas struct {
 	P2PReadBytes event.MetricValue `json:"p2p_read_bytes"` // bytes read over P2P
 	MaxRunning   event.MetricValue `json:"max_running"`
 	MaxWaiting   event.MetricValue `json:"max_waiting"`
+	// The lookup delays observed over the window.
+	LookupAsync event.Delay `json:"lookup_async"`
+	LookupSync  event.Delay `json:"lookup_sync"`
 	// The scrapes the counter deltas span: the last one at or before the
 	// window's start (the first one in it when there is none before) to the
 	// last one at or before its end.
@@ -103,6 +106,8 @@ func Window(points []Point, from, to time.Duration) Deltas {
 		}
 		d.MaxRunning = peak(inside, running)
 		d.MaxWaiting = peak(inside, waiting)
+		d.LookupAsync = delayOver(points[first:last+1], lookupAsync)
+		d.LookupSync = delayOver(points[first:last+1], lookupSync)
 	}
 	if first < 0 || last <= first {
 		return d
@@ -144,6 +149,7 @@ func (h *history) add(p Point) event.Live {
 	if b := increase(h.points, p2pBytes); b.OK && l.Window > 0 {
 		l.P2PReadBps = event.MetricOf(b.V / l.Window.Seconds())
 	}
+	l.LookupAsync = delayOver(h.points, lookupAsync)
 	if l.HitRate.OK && (math.IsNaN(l.HitRate.V) || l.HitRate.V < 0) {
 		l.HitRate = event.MetricValue{}
 	}

@@ -26,7 +26,7 @@ type frontEnd struct {
 	cfg     serveConfig
 	log     *simlog.Logger
 	link    *link.Conn
-	metrics metrics
+	metrics *metrics
 	vocab   *vocabMemory
 
 	mu      sync.Mutex
@@ -46,6 +46,7 @@ func newFrontEnd(cfg serveConfig, l *link.Conn, log *simlog.Logger) *frontEnd {
 		link:     l,
 		pending:  make(map[uint64]*call),
 		vocab:    newVocabMemory(),
+		metrics:  newMetrics(),
 		startup:  make(chan link.Msg, 1),
 		gone:     make(chan struct{}),
 		shutdown: make(chan struct{}),

@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
 
 	"p2pfault/sim/engine"
@@ -27,6 +29,70 @@ type metrics struct {
 	p2pPulls, p2pHits  int64
 	requestsWithSource int64
 	queues             engine.Queues // the core's last report
+	// The offload connector's lookup delays, on the side that looks up
+	// (the decoder of a pull).
+	lookupSync, lookupAsync histogram
+}
+
+// vLLM's buckets for the two lookup-delay histograms, in seconds
+// (distributed/kv_transfer/kv_connector/v1/offloading/metrics.py,
+// get_connector_metric_definitions).
+var (
+	lookupSyncBuckets  = []float64{0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1}
+	lookupAsyncBuckets = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+)
+
+// newMetrics is the front end's counters, empty.
+func newMetrics() *metrics {
+	return &metrics{lookupSync: newHistogram(lookupSyncBuckets), lookupAsync: newHistogram(lookupAsyncBuckets)}
+}
+
+// histogram is a Prometheus histogram: cumulative bucket counts, sum, count.
+type histogram struct {
+	bounds []float64
+	counts []int64 // counts[i]: observations ≤ bounds[i]
+	sum    float64
+	count  int64
+}
+
+func newHistogram(bounds []float64) histogram {
+	return histogram{bounds: bounds, counts: make([]int64, len(bounds))}
+}
+
+func (h *histogram) observe(v float64) {
+	for i, b := range h.bounds {
+		if v <= b {
+			h.counts[i]++
+		}
+	}
+	h.sum += v
+	h.count++
+}
+
+// write renders h as prometheus_client does: a bucket per bound and +Inf,
+// then _sum and _count.
+func (h *histogram) write(w io.Writer, name, help, labels string) error {
+	if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name); err != nil {
+		return err
+	}
+	for i, b := range h.bounds {
+		if _, err := fmt.Fprintf(w, "%s_bucket{%s,le=%q} %d\n", name, labels, promFloat(b), h.counts[i]); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "%s_bucket{%s,le=\"+Inf\"} %d\n%s_sum{%s} %s\n%s_count{%s} %d\n",
+		name, labels, h.count, name, labels, strconv.FormatFloat(h.sum, 'g', -1, 64), name, labels, h.count)
+	return err
+}
+
+// promFloat formats a bucket bound as Python's repr of a float does
+// ("1.0", "0.0001", "1e-05"), the le values vLLM's /metrics shows.
+func promFloat(v float64) string {
+	s := strconv.FormatFloat(v, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return s
 }
 
 // setQueues keeps the engine core's queue lengths for the gauges.
@@ -56,6 +122,13 @@ func (m *metrics) addStats(st engine.Stats, pulled bool) {
 	m.extHits += int64(st.ExternalHitTokens)
 	m.primaryReadBytes += st.CPUReadBytes
 	m.p2pReadBytes += st.P2PReadBytes
+	if st.LookupSync > 0 {
+		// vLLM observes no sync delay for a lookup that took no time.
+		m.lookupSync.observe(st.LookupSync.Seconds())
+	}
+	if st.LookupDeferred {
+		m.lookupAsync.observe(st.LookupAsync.Seconds())
+	}
 	if pulled {
 		m.requestsWithSource++
 		if st.P2PReadBytes > 0 {
@@ -109,6 +182,14 @@ func (m *metrics) write(w io.Writer, model string) error {
 		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %d\n", s.name, s.help, s.name, s.name, s.labels, s.v); err != nil {
 			return err
 		}
+	}
+	// Labelled as vLLM's KV-connector metrics are, by model and engine.
+	hl := l + `,engine="0"`
+	if err := m.lookupSync.write(w, "vllm:kv_offload_lookup_sync_delay_seconds", "Histogram of the time spent in a single offload lookup call, in seconds.", hl); err != nil {
+		return err
+	}
+	if err := m.lookupAsync.write(w, "vllm:kv_offload_lookup_async_delay_seconds", "Histogram of time between a request's offload lookup first deferring and the following lookup resolving, or request finish, in seconds.", hl); err != nil {
+		return err
 	}
 	for _, s := range counters {
 		if s.help != "" {

@@ -26,6 +26,7 @@ type serveFlags struct {
 	kvTransferConfig    string
 	blockSize           int
 	maxModelLen         int
+	maxNumBatchedTokens int
 	promptTokensDetails bool
 	gpuMemUtil          float64
 	enforceEager        bool
@@ -64,6 +65,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.kvTransferConfig, "kv-transfer-config", "", "OffloadingConnector JSON with a TieringOffloadingSpec and a p2p secondary tier")
 	fs.IntVar(&f.blockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&f.maxModelLen, "max-model-len", 2048, "longest prompt + completion in tokens")
+	fs.IntVar(&f.maxNumBatchedTokens, "max-num-batched-tokens", engine.DefaultMaxNumBatchedTokens, "token budget of one scheduler step: longer prompts are prefilled in chunks of it (vLLM's default for the API server)")
 	fs.BoolVar(&f.promptTokensDetails, "enable-prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens")
 	fs.Float64Var(&f.gpuMemUtil, "gpu-memory-utilization", 0.9, "fraction of the (simulated) GPU for the KV cache, in (0, 1]")
 	fs.BoolVar(&f.enforceEager, "enforce-eager", false, "accepted for compatibility; no effect")
@@ -78,8 +80,8 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.heartbeatInterval, "sim-heartbeat-interval", 2*time.Second, "ping interval on ready P2P sessions")
 	fs.DurationVar(&f.heartbeatTimeout, "sim-heartbeat-timeout", 10*time.Second, "silence after a ping that kills a P2P session")
 	fs.DurationVar(&f.lookupHold, "sim-lookup-hold", 5*time.Second, "how long a source holds a lookup on blocks it is still computing")
-	fs.DurationVar(&f.prefillPerToken, "sim-prefill-per-token", 26*time.Microsecond, "prefill cost per uncached prompt token")
-	fs.DurationVar(&f.decodePerToken, "sim-decode-per-token", 2*time.Millisecond, "decode cost per generated token")
+	fs.DurationVar(&f.prefillPerToken, "sim-prefill-per-token", 26*time.Microsecond, "compute cost of each token a scheduler step takes (prefill chunks and decode tokens)")
+	fs.DurationVar(&f.decodePerToken, "sim-decode-per-token", 2*time.Millisecond, "shortest scheduler step that decodes: the cost of one generated token")
 	fs.Float64Var(&f.transferBandwidth, "sim-transfer-bandwidth", 10e9, "P2P transfer bandwidth in bytes/s")
 	fs.IntVar(&f.kvBytesPerToken, "sim-kv-bytes-per-token", 32768, "KV bytes per token (32768 = Llama-3.2-1B fp16)")
 	fs.DurationVar(&f.startupDelay, "sim-startup-delay", time.Second, "simulated model load before the engine binds its ports (p2pfault sets a real restart's length, --restart-length, when it restarts an engine)")
@@ -161,7 +163,7 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 	for _, v := range []struct {
 		name string
 		val  int
-	}{{"--block-size", f.blockSize}, {"--max-model-len", f.maxModelLen}, {"--tensor-parallel-size", f.tpSize}, {"--sim-kv-bytes-per-token", f.kvBytesPerToken}} {
+	}{{"--block-size", f.blockSize}, {"--max-model-len", f.maxModelLen}, {"--max-num-batched-tokens", f.maxNumBatchedTokens}, {"--tensor-parallel-size", f.tpSize}, {"--sim-kv-bytes-per-token", f.kvBytesPerToken}} {
 		if v.val <= 0 {
 			return fail("%s %d: must be positive", v.name, v.val)
 		}
@@ -301,6 +303,7 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			UnboundStoreTimeout: scale(kvt.UnboundStoreTimeout),
 			PrefillPerToken:     f.prefillPerToken,
 			DecodePerToken:      f.decodePerToken,
+			MaxNumBatchedTokens: f.maxNumBatchedTokens,
 			TransferBandwidth:   f.transferBandwidth,
 			Tick:                f.tick,
 			FreezeGap:           f.freezeGap,

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +58,8 @@ func TestResolveServeConfig(t *testing.T) {
 					return "stats interval (vLLM's VLLM_LOG_STATS_INTERVAL default)"
 				case time.Duration(384)*e.PrefillPerToken < 9*time.Millisecond || time.Duration(384)*e.PrefillPerToken > 11*time.Millisecond:
 					return "a 384-token prefill should cost about 10 ms"
+				case e.MaxNumBatchedTokens != 2048:
+					return "token budget (vLLM's API-server default, 2048)"
 				}
 				return ""
 			}},
@@ -122,9 +126,11 @@ func TestResolveServeConfig(t *testing.T) {
 }
 
 func TestResolveErrorsAreUsageErrors(t *testing.T) {
-	_, err := resolveArgs(t, nil, "--sim-freeze-gap", "0s")
-	if exitcode.Code(err) != exitcode.Usage {
-		t.Errorf("exit code %d for %v, want %d", exitcode.Code(err), err, exitcode.Usage)
+	for _, args := range [][]string{{"--sim-freeze-gap", "0s"}, {"--max-num-batched-tokens", "0"}} {
+		_, err := resolveArgs(t, nil, args...)
+		if exitcode.Code(err) != exitcode.Usage || !strings.Contains(fmt.Sprint(err), args[0]) {
+			t.Errorf("%v: exit code %d for %v, want %d naming %s", args, exitcode.Code(err), err, exitcode.Usage, args[0])
+		}
 	}
 }
 

@@ -88,14 +88,22 @@ func virtualPartition(t *testing.T, mode string) {
 	heal := partitionFor
 	var during []sample
 	firstHit := time.Duration(-1)
+	// A hit that meets the decoder's burst of local prefills (main's
+	// waiters, all released at the handshake deadline) waits its turn.
+	waiters := 0
+	for _, s := range samples {
+		if s.source == 0 && s.start < heal {
+			waiters++
+		}
+	}
 	for _, s := range samples {
 		if s.r.err != nil || s.r.status != http.StatusOK {
 			t.Errorf("%v: want 200 (body %s)", s, s.r.body)
 			continue
 		}
 		if s.source == 1 {
-			if s.r.cached == 0 || s.end-s.start > vHitCost {
-				t.Errorf("%v: the other source must keep hitting, each within %v", s, vHitCost)
+			if s.r.cached == 0 || s.end-s.start > vHitCost+vBurst(waiters) {
+				t.Errorf("%v: the other source must keep hitting, each within %v", s, vHitCost+vBurst(waiters))
 			}
 			continue
 		}
@@ -122,8 +130,10 @@ func virtualPartition(t *testing.T, mode string) {
 	if slowest > L+H+vMissCost {
 		t.Errorf("slowest pull naming source 0 during the partition took %v, want at most %v", slowest, L+H+vMissCost)
 	}
-	if mode == "wait" && !atStep(slowest, H+vMissCost) {
-		t.Errorf("slowest pull naming source 0 during the partition took %v, want a handshake timeout %v (to the step)", slowest, H+vMissCost)
+	// The slowest is the first of the waiters, served in the burst's
+	// first full step.
+	if mode == "wait" && (slowest < H+vMissCost-vTick || slowest > H+vMissCost+vBurstStep) {
+		t.Errorf("slowest pull naming source 0 during the partition took %v, want a handshake timeout %v (to the step, + one step of a burst)", slowest, H+vMissCost)
 	}
 	if firstHit < 0 || firstHit-heal > H {
 		t.Errorf("first hit after the heal at %v started at %v, want within a handshake timeout", heal, firstHit)

@@ -30,6 +30,46 @@ func metricsCells(m event.MetricsInfo, ok bool) []string {
 	return []string{gauge(l.Running), gauge(l.Waiting), hit, read}
 }
 
+// lookupHead is the column of each engine's async KV-offload lookup delay
+// (vllm:kv_offload_lookup_async_delay_seconds) over the rate window: the
+// median as its buckets place it and the highest bucket, shown only
+// once an engine exports it. The decoder's is the one that grows when a
+// source it pulls from is busy (vLLM #55179).
+const lookupHead = "LOOKUP 10s p50/max"
+
+// exportsLookup says whether an engine scraped exports the lookup delay.
+func exportsLookup(ms map[string]event.MetricsInfo) bool {
+	for _, m := range ms {
+		if m.Live.LookupAsync.Exported {
+			return true
+		}
+	}
+	return false
+}
+
+func lookupCell(m event.MetricsInfo, ok bool) string {
+	d := m.Live.LookupAsync
+	switch {
+	case !ok || !d.Exported:
+		return "–"
+	case !d.P50.OK:
+		return "none"
+	}
+	top := "≤" + fmtDelay(d.Max.V)
+	if d.Over {
+		top = ">" + fmtDelay(d.Max.V)
+	}
+	return fmtDelay(d.P50.V) + "/" + top
+}
+
+// fmtDelay is a delay in seconds, short: "3ms", "2.5s".
+func fmtDelay(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.0fms", s*1e3)
+	}
+	return fmt.Sprintf("%.1fs", s)
+}
+
 func gauge(v event.MetricValue) string {
 	if !v.OK {
 		return "–"

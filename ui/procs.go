@@ -71,6 +71,10 @@ func (t procTable) rows() [][]string {
 	if scraped {
 		head = append(head, metricsHead...)
 	}
+	lookup := exportsLookup(t.metrics)
+	if lookup {
+		head = append(head, lookupHead)
+	}
 	rows := [][]string{head}
 	for _, e := range t.engines {
 		i := e.info
@@ -88,6 +92,9 @@ func (t procTable) rows() [][]string {
 		if scraped {
 			m, ok := t.metrics[i.Name]
 			row = append(row, metricsCells(m, ok)...)
+			if lookup {
+				row = append(row, lookupCell(m, ok))
+			}
 		}
 		rows = append(rows, row)
 	}

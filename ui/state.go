@@ -345,6 +345,8 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		}
 	case event.KindVerification:
 		st.applyVerification(ev)
+	case event.KindLoad:
+		st.applyLoad(ev)
 	}
 }
 
@@ -418,6 +420,16 @@ func (st *state) applyVerification(ev event.Event) {
 			level, what = levelWarn, "did NOT take effect"
 		}
 		st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, event.SourceName(v.Source), what, fmtLatency(v.After), v.Detail)
+	}
+}
+
+// applyLoad logs a fault's own load when it stopped: what it sent and
+// what came of it (the reports while it runs are the source's queues on
+// the process table).
+func (st *state) applyLoad(ev event.Event) {
+	if l := ev.Load; l != nil && l.Final {
+		st.addLog(ev.T, levelInfo, "%s %s load stopped: %d sent, %d answered (p50 %s, max %s), %d failed, %d cancelled at the end",
+			l.Kind, event.SourceName(l.Source), l.Sent, l.Answered, fmtLatency(l.P50), fmtLatency(l.Max), l.Failed, l.Cancelled)
 	}
 }
 
@@ -769,6 +781,10 @@ func conditionBadge(c event.ConditionInfo) badgeKind {
 		return badgeExited
 	case event.CondStarting:
 		return badgeStarting
+	}
+	if c.Fault != "" {
+		// A kind's condition of its own (busy): a fault in force.
+		return badgeStalled
 	}
 	return badgeUnknown
 }

@@ -84,9 +84,15 @@ type Config struct {
 	// reaped and its kv_request_id failed. 0 means 60 s.
 	UnboundStoreTimeout time.Duration
 
-	PrefillPerToken   time.Duration // not scaled: compute cost
-	DecodePerToken    time.Duration
-	TransferBandwidth float64 // bytes per second of a peer-to-peer transfer
+	// PrefillPerToken is the compute cost of one token a step schedules
+	// (sched.go); DecodePerToken the shortest step that decodes. Not
+	// scaled: compute costs.
+	PrefillPerToken time.Duration
+	DecodePerToken  time.Duration
+	// MaxNumBatchedTokens is vLLM's --max-num-batched-tokens, the token
+	// budget of one step. 0 means DefaultMaxNumBatchedTokens.
+	MaxNumBatchedTokens int
+	TransferBandwidth   float64 // bytes per second of a peer-to-peer transfer
 
 	Tick       time.Duration // scheduler step period
 	FreezeGap  time.Duration // a gap between steps over this means the process was frozen
@@ -138,6 +144,9 @@ func (c Config) withDefaults() Config {
 	if c.UnboundStoreTimeout == 0 {
 		c.UnboundStoreTimeout = DefaultUnboundStoreTimeout
 	}
+	if c.MaxNumBatchedTokens == 0 {
+		c.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
+	}
 	return c
 }
 
@@ -176,6 +185,9 @@ func (c Config) Validate() error {
 	positive("block size", c.BlockSize)
 	positive("tensor-parallel size", c.TPSize)
 	positive("KV bytes per token", c.KVBytesPerToken)
+	if c.MaxNumBatchedTokens < 0 {
+		errs = append(errs, fmt.Errorf("max num batched tokens %d must not be negative", c.MaxNumBatchedTokens))
+	}
 	if c.GPUBlocks < 0 || c.CPUBlocks < 0 {
 		errs = append(errs, fmt.Errorf("cache capacities %d/%d must not be negative", c.GPUBlocks, c.CPUBlocks))
 	}

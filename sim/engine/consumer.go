@@ -175,6 +175,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			e.miss(r)
 			return
 		}
+		e.lookupResolved(r)
 		keys := r.hashes[r.localHit() : r.localHit()+n]
 		e.reserveLoad(r, keys)
 		r.state = rsLoad

@@ -48,7 +48,8 @@ type Engine struct {
 
 	// Owned by the stepping goroutine.
 	now        time.Time // the current step's time
-	lastStep   time.Time
+	lastStep   time.Time // when the last step's batch ended
+	busyUntil  time.Time // the batch executing ends then (sched.go)
 	shut       bool
 	gpu, cpu   *kv.LRU
 	active     []*request
@@ -224,12 +225,17 @@ func (e *Engine) post(ev event) bool {
 // Step runs one scheduler step at now. Resume detection comes before the
 // inbox so that what a frozen process finds waiting is judged the same way
 // whichever goroutine woke first.
+//
+// A step whose batch has prefill to compute executes for its length
+// (schedule): a Step called before it ends does nothing, as vLLM's loop is
+// in execute_model then, and the next one lands the batch first.
 func (e *Engine) Step(now time.Time) {
-	if e.shut {
+	if e.shut || e.executing(now) {
 		return
 	}
 	e.now = now
 	e.detectResume()
+	e.landBatch()
 	e.drainInbox()
 	e.serveHeldLookups(false)
 	e.finishTransfers()
@@ -237,9 +243,19 @@ func (e *Engine) Step(now time.Time) {
 	e.expireStores()
 	e.superviseSessions()
 	e.advanceRequests()
+	if e.schedule() > 0 && !e.executing(now) {
+		// A batch that costs nothing (PrefillPerToken 0) ends at once.
+		e.landBatch()
+		e.advanceRequests()
+	}
 	e.logStats()
 	e.reportQueues()
+	// The gap resume detection measures runs from the batch's end: a long
+	// step is not a freeze.
 	e.lastStep = now
+	if e.busyUntil.After(now) {
+		e.lastStep = e.busyUntil
+	}
 }
 
 func (e *Engine) detectResume() {

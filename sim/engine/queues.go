@@ -5,7 +5,9 @@ package engine
 // sets the gauges vllm:num_requests_running and vllm:num_requests_waiting.
 // A request held on a lookup, a handshake or a KV load is waiting, as
 // vLLM's scheduler keeps a deferred (RETRY) or WAITING_FOR_REMOTE_KVS
-// request in its waiting queue; only prefill and decode are running.
+// request in its waiting queue, and a request is running from the first
+// step that schedules tokens of it (a prompt the token budget has not
+// reached yet waits, sched.go).
 type Queues struct {
 	Running int
 	Waiting int
@@ -24,6 +26,11 @@ func (e *Engine) queues() (q Queues, usedBlocks int) {
 		case rsDone:
 			continue
 		case rsPrefill, rsDecode:
+			if r.state == rsPrefill && !r.admitted {
+				// Not yet given a chunk: still in vLLM's waiting queue.
+				q.Waiting++
+				continue
+			}
 			q.Running++
 			// A running request holds its prompt's blocks and the one its
 			// completion grows into.

@@ -58,6 +58,15 @@ type Stats struct {
 	ExternalHitTokens   int // vllm:external_prefix_cache_hits: own CPU tier + P2P
 	CPUReadBytes        int64
 	P2PReadBytes        int64
+	// The offload lookup's delays (vllm:kv_offload_lookup_sync_delay_seconds
+	// and _async_delay_seconds): LookupSync is the time spent in the lookup
+	// calls themselves (the CPU tier's and the P2P tier's, measured on the
+	// machine's clock), LookupAsync the time from the lookup's first RETRY
+	// to its HIT or MISS, or to the request's end, if it was deferred
+	// (LookupDeferred).
+	LookupSync     time.Duration
+	LookupAsync    time.Duration
+	LookupDeferred bool
 }
 
 // LoadError is a fetch from a peer that failed after its lookup hit.
@@ -107,10 +116,18 @@ type request struct {
 	sess     *session
 	wireID   string    // kv_request_id on the wire
 	deadline time.Time // of the lookup, load or abort in flight
-	wakeAt   time.Time // end of prefill or decode
-	storing  []uint64  // its blocks counted in e.computing until stored
-	stream   *streamState
-	kv       uint64 // kv.DecodeDigest of what the decode reads, set when it starts
+	wakeAt   time.Time // end of decode
+	// The prefill's progress: tokens to compute, computed, and scheduled in
+	// the batch executing (sched.go). admitted: it has been scheduled, so
+	// it is in vLLM's running queue, no longer waiting.
+	toCompute, computed, sched int
+	admitted                   bool
+	storing                    []uint64 // its blocks counted in e.computing until stored
+	// deferredAt is when its lookup first returned RETRY (a session not
+	// ready, a lookup sent), until the lookup resolves (lookupResolved).
+	deferredAt time.Time
+	stream     *streamState
+	kv         uint64 // kv.DecodeDigest of what the decode reads, set when it starts
 }
 
 func (r *request) localHit() int { return r.gpuHit + r.cpuHit }
@@ -158,18 +175,23 @@ func (e *Engine) advance(r *request) {
 				e.drop(r)
 				return
 			}
+			t := time.Now()
 			e.pollSession(r)
+			r.stats.LookupSync += time.Since(t)
 		case rsPrefill:
 			if r.cancelled {
 				e.drop(r)
 				return
 			}
-			if e.now.Before(r.wakeAt) {
-				return
+			if r.computed < r.toCompute {
+				return // its chunks come step by step (schedule)
 			}
 			e.storeBlocks(r)
 			r.state = rsDecode
-			r.wakeAt = e.now.Add(time.Duration(r.in.MaxTokens) * e.cfg.DecodePerToken)
+			// The step that computed the prompt's last chunk sampled its
+			// first token (vLLM's scheduler samples at the end of a
+			// prefill); each further token takes a decode step.
+			r.wakeAt = e.now.Add(time.Duration(max(r.in.MaxTokens-1, 0)) * e.cfg.DecodePerToken)
 			r.kv = kv.DecodeDigest(r.held, r.in.Tokens[len(r.held)*e.cfg.BlockSize:])
 			if h := r.in.Hooks; h != nil && h.Decoding != nil {
 				h.Decoding(r.kv)
@@ -204,7 +226,9 @@ func (e *Engine) lookupLocal(r *request) {
 	r.maxHit = kv.MaxHitBlocks(n, bs)
 	cand := r.hashes[:r.maxHit]
 	r.gpuHit = e.gpu.PrefixHits(cand)
+	t := time.Now()
 	r.cpuHit = e.cpu.PrefixHits(cand[r.gpuHit:])
+	cpuLookup := time.Since(t)
 	for i, h := range cand[:r.gpuHit] {
 		r.held[i], _ = e.gpu.Digest(h)
 	}
@@ -220,6 +244,7 @@ func (e *Engine) lookupLocal(r *request) {
 		ExternalQueryTokens: n - r.gpuHit*bs,
 		ExternalHitTokens:   r.cpuHit * bs,
 		CPUReadBytes:        int64(r.cpuHit) * e.blockBytes,
+		LookupSync:          cpuLookup,
 	}
 	if r.in.Source == nil || !e.cfg.P2P || r.localHit() == r.maxHit {
 		e.startCompute(r)
@@ -251,9 +276,11 @@ func (e *Engine) pollSession(r *request) {
 			r.sess = s
 			s.waiters = append(s.waiters, r)
 		}
+		e.lookupDeferred(r)
 	case sessReady:
 		r.sess = s
 		r.state = rsLookup
+		e.lookupDeferred(r)
 		r.deadline = e.now.Add(e.cfg.LookupTimeout)
 		s.lookups[r.wireID] = r
 		e.send(s.c, wire.Message{Type: wire.TypeLookup, KVRequestID: r.wireID, Keys: r.hashes[r.localHit():r.maxHit]})
@@ -263,8 +290,27 @@ func (e *Engine) pollSession(r *request) {
 	}
 }
 
+// lookupDeferred: the lookup returned RETRY; the delay runs from the first.
+func (e *Engine) lookupDeferred(r *request) {
+	if r.deferredAt.IsZero() && !r.stats.LookupDeferred {
+		r.deferredAt = e.now
+	}
+}
+
+// lookupResolved: the deferred lookup answered HIT or MISS, or its request
+// ended; its async delay is counted once.
+func (e *Engine) lookupResolved(r *request) {
+	if r.deferredAt.IsZero() {
+		return
+	}
+	r.stats.LookupAsync = e.now.Sub(r.deferredAt)
+	r.stats.LookupDeferred = true
+	r.deferredAt = time.Time{}
+}
+
 // miss ends the peer phase with no blocks from the peer.
 func (e *Engine) miss(r *request) {
+	e.lookupResolved(r)
 	r.sess = nil
 	if r.cancelled {
 		e.drop(r)
@@ -331,7 +377,7 @@ func (e *Engine) startCompute(r *request) {
 	}
 	cached := (r.localHit() + r.peerHit) * e.cfg.BlockSize
 	r.state = rsPrefill
-	r.wakeAt = e.now.Add(time.Duration(len(r.in.Tokens)-cached) * e.cfg.PrefillPerToken)
+	r.toCompute, r.computed = len(r.in.Tokens)-cached, 0
 	for _, h := range r.hashes {
 		if !e.cpu.Contains(h) {
 			e.computing[h]++
@@ -380,6 +426,7 @@ func (e *Engine) finish(r *request, res Result) {
 }
 
 func (e *Engine) drop(r *request) {
+	e.lookupResolved(r)
 	e.releaseComputing(r)
 	e.releaseReserved(r)
 	e.producerLegEnded(r)

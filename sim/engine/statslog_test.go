@@ -89,8 +89,11 @@ func TestStatsLineReportsThroughputQueuesAndHitRates(t *testing.T) {
 			t.Fatalf("after two idle intervals: %q, want one more line with 0.0 tokens/s", got)
 		}
 
-		// A request still prefilling counts as running and holds its blocks.
-		e.cfg.PrefillPerToken = time.Second
+		// A request still prefilling counts as running and holds its blocks:
+		// chunks of 10 tokens, 100 ms a step, so each step below finds the
+		// last chunk done and schedules the next.
+		e.cfg.PrefillPerToken = 10 * time.Millisecond
+		e.cfg.MaxNumBatchedTokens = 10
 		e.Submit(9, Request{Tokens: tokens(1000, 100), MaxTokens: 12}, func(Result) {})
 		step(time.Second)
 		step(9 * time.Second)

@@ -6,11 +6,11 @@ import "time"
 // goroutine; they must not block. They let the front end stream tokens as
 // the engine samples them and learn when a cancelled request was dropped.
 type Hooks struct {
-	// Token is called once per generated token, n counting from 1, when its
-	// decode step ends: token n of a request whose prefill ended at p is
-	// sampled at p + n×DecodePerToken, seen on the first tick after that
-	// (the non-streamed answer comes at p + MaxTokens×DecodePerToken, so a
-	// stream's last token and a plain answer arrive together).
+	// Token is called once per generated token, n counting from 1, when the
+	// step that samples it ends: token 1 with the prompt's last prefill
+	// chunk, at p, token n at p + (n-1)×DecodePerToken, seen on the first
+	// tick after that (the non-streamed answer comes with the last token,
+	// so a stream's last token and a plain answer arrive together).
 	Token func(n int)
 	// Decoding is called once, when the prefill ends and decoding starts,
 	// with the digest of what the decode reads (Result.KV): the generated
@@ -29,7 +29,7 @@ type streamState struct {
 }
 
 // emitTokens hands the tokens whose decode step has ended to the request's
-// Token hook. The decode of MaxTokens tokens ends at r.wakeAt.
+// Token hook. Its last token, MaxTokens, is sampled at r.wakeAt.
 func (e *Engine) emitTokens(r *request) {
 	h := r.in.Hooks
 	if h == nil || h.Token == nil || r.cancelled {
@@ -41,11 +41,8 @@ func (e *Engine) emitTokens(r *request) {
 	n := r.in.MaxTokens
 	due := n
 	if d := e.cfg.DecodePerToken; d > 0 && e.now.Before(r.wakeAt) {
-		start := r.wakeAt.Add(-time.Duration(n) * d)
-		due = int(e.now.Sub(start) / d)
-		if due > n {
-			due = n
-		}
+		first := r.wakeAt.Add(-time.Duration(n-1) * d) // token 1, the prefill's end
+		due = min(int(e.now.Sub(first)/d)+1, n)
 	}
 	for r.stream.sent < due {
 		r.stream.sent++

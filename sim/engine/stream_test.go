@@ -35,12 +35,12 @@ func TestTokenHookFollowsTheDecodeCost(t *testing.T) {
 			got = append(got, fmt.Sprint("done err=", r.Err))
 		})
 		t0 := time.Unix(1000, 0)
-		e.Step(t0) // admitted, prefilled (no cost), decoding from t0
-		if len(got) != 0 {
-			t.Fatalf("at the decode's start: %v", got)
+		e.Step(t0) // admitted, prefilled (no cost): the prefill's step samples token 1
+		if fmt.Sprint(got) != "[token 1]" {
+			t.Fatalf("at the prefill's end: %v", got)
 		}
 		e.Step(t0.Add(25 * time.Millisecond))
-		if fmt.Sprint(got) != "[token 1 token 2]" {
+		if fmt.Sprint(got) != "[token 1 token 2 token 3]" {
 			t.Fatalf("after 25 ms of 10 ms tokens: %v", got)
 		}
 		e.Step(t0.Add(50 * time.Millisecond))
@@ -63,14 +63,15 @@ func TestCancelledRequestReportsAbortedNotDone(t *testing.T) {
 		e.Step(t0.Add(35 * time.Millisecond))
 		e.Cancel(7)
 		e.Step(t0.Add(36 * time.Millisecond))
-		if abortedAfter != 3 || tokens != 3 || done || st.PromptTokens != 40 {
-			t.Errorf("aborted after %d tokens (sampled %d), done %v, stats %+v: want 3, 3, false, 40 prompt tokens", abortedAfter, tokens, done, st)
+		// Tokens at 0, 10, 20 and 30 ms: 4 sampled when the cancel comes.
+		if abortedAfter != 4 || tokens != 4 || done || st.PromptTokens != 40 {
+			t.Errorf("aborted after %d tokens (sampled %d), done %v, stats %+v: want 4, 4, false, 40 prompt tokens", abortedAfter, tokens, done, st)
 		}
 		if len(e.active) != 0 || len(e.byID) != 0 {
 			t.Errorf("the request is still held: %d active, %d by id", len(e.active), len(e.byID))
 		}
 		e.Step(t0.Add(2 * time.Second))
-		if done || tokens != 3 {
+		if done || tokens != 4 {
 			t.Errorf("a dropped request went on: done %v, %d tokens", done, tokens)
 		}
 	})
