@@ -376,21 +376,11 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ch := exp.Subscribe()
-				var evs []event.Event
-				read := make(chan struct{})
-				go func() {
-					defer close(read)
-					for ev := range ch {
-						evs = append(evs, ev)
-					}
-				}()
 				start := time.Now()
-				v, err := exp.Run(context.Background())
+				evs, v, err := runCollecting(context.Background(), exp)
 				if err != nil {
 					t.Fatalf("Run: %v", err)
 				}
-				<-read
 				took := time.Since(start)
 				// Warm-up (one interval), 10 s to the fault, 30 s stall,
 				// 25 s recovery, and the pulls in flight drained.
@@ -458,19 +448,10 @@ func TestAScriptedStepWaitsForALateStallToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch := exp.Subscribe()
-		var evs []event.Event
-		read := make(chan struct{})
-		go func() {
-			defer close(read)
-			for ev := range ch {
-				evs = append(evs, ev)
-			}
-		}()
-		if _, err := exp.Run(context.Background()); err != nil {
+		evs, _, err := runCollecting(context.Background(), exp)
+		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		<-read
 		var stalls []string
 		waited := false
 		for _, ev := range evs {

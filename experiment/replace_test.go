@@ -48,19 +48,9 @@ func testReplace(t *testing.T, mode string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ch := exp.Subscribe()
-			var evs []event.Event
-			collected := make(chan struct{})
-			go func() {
-				defer close(collected)
-				for ev := range ch {
-					evs = append(evs, ev)
-				}
-			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			v, err := exp.Run(ctx)
-			<-collected
+			evs, v, err := runCollecting(ctx, exp)
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}

@@ -31,20 +31,28 @@ func runVirtual(t *testing.T, cfg experiment.Config, rcfg runner.Config) virtual
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ch := exp.Subscribe()
 	var r virtualRun
+	start := time.Now()
+	r.events, r.verdict, r.err = runCollecting(context.Background(), exp)
+	r.took = time.Since(start)
+	return r
+}
+
+// runCollecting runs exp and returns its verdict, error and every event it
+// sent, read from a subscription taken before the run.
+func runCollecting(ctx context.Context, exp *experiment.Experiment) ([]event.Event, event.Verdict, error) {
+	ch := exp.Subscribe()
+	var evs []event.Event
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		for ev := range ch {
-			r.events = append(r.events, ev)
+			evs = append(evs, ev)
 		}
 	}()
-	start := time.Now()
-	r.verdict, r.err = exp.Run(context.Background())
+	v, err := exp.Run(ctx)
 	<-read
-	r.took = time.Since(start)
-	return r
+	return evs, v, err
 }
 
 // armArgs are the engines' arguments of an arm, as the command line gives
