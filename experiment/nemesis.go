@@ -67,11 +67,12 @@ func (e *Experiment) scheduleInfo() event.ScheduleInfo {
 // are open. The schedule plans this (a kill's window is planned as long
 // as its restart), so it waits only when a restart ran long. A scripted
 // step waits only for a timed fault on its source (`stall source-0 for
-// 4s`) whose time has not run out: its author meant it to end first, and
-// it ends late only when its action started late (a loaded machine, an
-// attach file's slow command); an untimed fault in force is the author's
-// to resolve, and the step is refused as a key would be. The wait is a
-// warning, once.
+// 4s`) that its author planned to end before it (meantToEndBefore) and
+// whose time has not long run out: it ends late only when its action
+// started late (a loaded machine, an attach file's slow command). A fault
+// the author overlapped the step with, or an untimed one, is the
+// author's to resolve: the step is refused as a key would be. The wait
+// is a warning, once.
 func (e *Experiment) awaitRoom(ctx context.Context, s fault.Step) {
 	const overdue = 5 * time.Second
 	n := e.cfg.Nemesis
@@ -82,6 +83,9 @@ func (e *Experiment) awaitRoom(ctx context.Context, s fault.Step) {
 	who := "nemesis"
 	if n == nil {
 		who = "timeline"
+		if !e.meantToEndBefore(s) {
+			return
+		}
 	}
 	room := func() (bool, string) {
 		now := e.since()
@@ -125,4 +129,21 @@ func (e *Experiment) awaitRoom(ctx context.Context, s fault.Step) {
 		case <-tick.C:
 		}
 	}
+}
+
+// meantToEndBefore reports whether the timeline's last step on s's source
+// before s's time was a timed one planned to end by then (its At plus its
+// For): the author meant s to find the source free.
+func (e *Experiment) meantToEndBefore(s fault.Step) bool {
+	var prev fault.Step
+	found := false
+	for _, p := range e.timeline { // in time order
+		if p.At >= s.At {
+			break
+		}
+		if p.Source == s.Source {
+			prev, found = p, true
+		}
+	}
+	return found && prev.For > 0 && prev.At+prev.For <= s.At
 }
