@@ -68,7 +68,7 @@ func TestWhyCountsTheRecoveryWindowToo(t *testing.T) {
 	sc := withEvents(sceneSteady(), 8*time.Second, opened)
 	sc = withEvents(sc, 30*time.Second, closed)
 	sc = withEvents(sc, 60*time.Second, event.Event{Kind: event.KindSamples, Samples: []event.Sample{
-		pull(20, 30, event.CauseHandshake, hs), // in the window
+		pull(20, 30, event.CauseHandshake, hs),                                         // in the window
 		pull(31, 19, event.CauseHandshake, hs), pull(40, 10, event.CauseHandshake, hs), // after it
 		pull(52, 0.05, event.CauseP2P, nil), pull(54.9, 0.05, event.CauseP2P, nil),
 		pull(55, 0.05, event.CauseP2P, nil), // at the recovery window's end: in neither
