@@ -9,7 +9,7 @@ import (
 	"p2pfault/fault"
 )
 
-// spansOf is source i's chart windows as (start, end, open).
+// spansOf is source i's chart windows (start, end, open, recovers).
 func spansOf(m Model, i int) []span {
 	var out []span
 	sp := &m.st.sources[i].spans
@@ -41,15 +41,15 @@ func TestChartWindowsComeFromWindowEventsOnly(t *testing.T) {
 		}, nil},
 		{"the window opens at its own start, not the fault event's time", func() scene {
 			return withEvents(sceneSteady(), stallAt, stall, opened)
-		}, []span{{start: stoppedAt, open: true}}},
+		}, []span{{start: stoppedAt, open: true, recovers: true}}},
 		{"the window event sent again keeps one window", func() scene {
 			return withEvents(sceneSteady(), stallAt, stall, opened, opened)
-		}, []span{{start: stoppedAt, open: true}}},
+		}, []span{{start: stoppedAt, open: true, recovers: true}}},
 		{"the closing window event closes it", func() scene {
 			return withEvents(withEvents(sceneSteady(), stallAt, stall, opened), resumedAt, resume, closed)
-		}, []span{{start: stoppedAt, end: resumedAt}}},
+		}, []span{{start: stoppedAt, end: resumedAt, recovers: true}}},
 		{"a window only seen closed is drawn", func() scene { return withEvents(sceneSteady(), resumedAt, closed) },
-			[]span{{start: stoppedAt, end: resumedAt}}},
+			[]span{{start: stoppedAt, end: resumedAt, recovers: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -116,7 +116,7 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 	return sourcePanel{
 		index: i, selected: i == m.selected, badge: kind, badgeText: text,
 		inflight: m.st.inflightLineOf(i, pend, nowT),
-		why:      whyOf(src),
+		why:      whyOf(src, m.st.recoveryWindow()),
 		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
 		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),

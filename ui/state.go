@@ -38,6 +38,11 @@ type span struct {
 	// what ended them (the samples' causes); nil until one carries a cause
 	// (a pointer: spans stay comparable).
 	causes *causeTally
+	// recovers: the window has a recovery window after it (stall, kill),
+	// whose pulls after counts by cause, as the report's why table does
+	// (sent "after"); nil until one of them carries a cause.
+	recovers bool
+	after    *causeTally
 }
 
 // causeTally is a window's pulls by cause.
@@ -46,6 +51,20 @@ type causeTally struct{ n map[event.Cause]int }
 // holds reports whether a pull started at t is in the window.
 func (sp *span) holds(t time.Duration) bool {
 	return t >= sp.start && (sp.open || t < sp.end)
+}
+
+// followedBy reports whether a pull started at t is in the recovery
+// window of length rec after the closed window, [end, end+rec).
+func (sp *span) followedBy(t, rec time.Duration) bool {
+	return sp.recovers && !sp.open && t >= sp.end && t < sp.end+rec
+}
+
+// count adds c to the tally at *tp, made on the first.
+func count(tp **causeTally, c event.Cause) {
+	if *tp == nil {
+		*tp = &causeTally{n: map[event.Cause]int{}}
+	}
+	(*tp).n[c]++
 }
 
 // sourceState is what the dashboard knows of one source.
@@ -546,16 +565,16 @@ func (st *state) applyWindow(ev event.Event) {
 		if sp := s.openSpan(); sp != nil {
 			sp.start = w.Start // the same window sent again
 		} else {
-			s.spans.Push(span{start: w.Start, open: true})
+			s.spans.Push(span{start: w.Start, open: true, recovers: w.Recovers})
 		}
 		st.addLog(ev.T, levelFault, "fault window opened on %s", event.SourceName(w.Source))
 		return
 	}
 	switch sp := s.lastSpan(); {
 	case sp != nil && (sp.open || sp.start == w.Start):
-		sp.start, sp.end, sp.open = w.Start, w.End, false
+		sp.start, sp.end, sp.open, sp.recovers = w.Start, w.End, false, w.Recovers
 	default:
-		s.spans.Push(span{start: w.Start, end: w.End})
+		s.spans.Push(span{start: w.Start, end: w.End, recovers: w.Recovers})
 	}
 	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", event.SourceName(w.Source), fmtLatency(w.End-w.Start))
 }
@@ -610,19 +629,29 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 	}
 }
 
-// countCause counts sm's cause in the fault window of s it started in.
+// recoveryWindow is the run's recovery bound (0 before the run event).
+func (st *state) recoveryWindow() time.Duration {
+	if st.run == nil {
+		return 0
+	}
+	return st.run.Bounds.RecoveryWindow
+}
+
+// countCause counts sm's cause in each fault window of s it started in,
+// or in the recovery window after, as the report's why table does (a pull
+// in one window's recovery and the next window counts in both).
 func (st *state) countCause(s *sourceState, sm event.Sample) {
 	if sm.Cause == "" {
 		return
 	}
+	rec := st.recoveryWindow()
 	for i := s.spans.Len() - 1; i >= 0; i-- {
 		sp := &s.spans.buf[(s.spans.head+i)%len(s.spans.buf)]
-		if sp.holds(sm.Start) {
-			if sp.causes == nil {
-				sp.causes = &causeTally{n: map[event.Cause]int{}}
-			}
-			sp.causes.n[sm.Cause]++
-			return
+		switch {
+		case sp.holds(sm.Start):
+			count(&sp.causes, sm.Cause)
+		case sp.followedBy(sm.Start, rec):
+			count(&sp.after, sm.Cause)
 		}
 	}
 }

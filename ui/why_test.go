@@ -51,3 +51,39 @@ func assertHasWhy(t *testing.T, view string) {
 		}
 	}
 }
+
+// TestWhyCountsTheRecoveryWindowToo: the pulls sent after a stall's window
+// closed, in its recovery window (25 s by default), are counted on their
+// own line, as the report's why table counts them "after"; a pull sent
+// past the recovery window is in neither, and one sent in the window stays
+// on the window's line. The replay of the same events reads the same.
+func TestWhyCountsTheRecoveryWindowToo(t *testing.T) {
+	opened := event.Event{Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: 8 * time.Second, Recovers: true, Kind: "stall"}}
+	closed := event.Event{Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: 8 * time.Second, End: 30 * time.Second, Recovers: true, Kind: "stall"}}
+	hs := &event.Timer{Name: "VLLM_P2P_HANDSHAKE_TIMEOUT_S", Value: 30 * time.Second}
+	pull := func(start, lat float64, c event.Cause, tm *event.Timer) event.Sample {
+		return event.Sample{Source: 0, Start: time.Duration(start * float64(time.Second)), Latency: time.Duration(lat * float64(time.Second)),
+			Status: 200, PromptTokens: 400, Cause: c, Timer: tm}
+	}
+	sc := withEvents(sceneSteady(), 8*time.Second, opened)
+	sc = withEvents(sc, 30*time.Second, closed)
+	sc = withEvents(sc, 60*time.Second, event.Event{Kind: event.KindSamples, Samples: []event.Sample{
+		pull(20, 30, event.CauseHandshake, hs),                                         // in the window
+		pull(31, 19, event.CauseHandshake, hs), pull(40, 10, event.CauseHandshake, hs), // after it
+		pull(52, 0.05, event.CauseP2P, nil), pull(54.9, 0.05, event.CauseP2P, nil),
+		pull(55, 0.05, event.CauseP2P, nil), // at the recovery window's end: in neither
+	}})
+	m := feed(t, sc, 160, 48)
+	r := fromFile(t, writeEvents(t, sc.events), 160, 48)
+	r.seek(wallAt(sc.now))
+	for _, view := range []string{m.View(), r.View()} {
+		for _, want := range []string{
+			"why handshake 1 (window at 8.0s)",
+			"after p2p 2 · handshake 2 (recovery 30.0s–55.0s)",
+		} {
+			if !strings.Contains(view, want) {
+				t.Errorf("view lacks %q:\n%s", want, view)
+			}
+		}
+	}
+}
