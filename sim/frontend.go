@@ -49,7 +49,7 @@ type coreLink struct {
 	pending map[uint64]*call
 	lbLoad  engine.Queues // the balancer's view: the core's last report plus the picks since
 
-	startup chan link.Msg  // the core's ready or fatal, once
+	startup chan link.Msg // the core's ready or fatal, once
 	gone    chan struct{} // closed when the link ends
 }
 

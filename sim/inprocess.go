@@ -69,8 +69,8 @@ type InProcess struct {
 
 	httpAddr string   // set before ready is closed
 	p2pAddrs []string // by data-parallel rank, set before ready is closed
-	err               error  // set before done is closed
-	killed            atomic.Bool
+	err      error    // set before done is closed
+	killed   atomic.Bool
 }
 
 // StartInProcess starts an engine in process (see the contract above).
