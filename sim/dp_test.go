@@ -229,3 +229,112 @@ func TestDataParallelCoresAreProcessesByRank(t *testing.T) {
 		t.Errorf("log lacks vLLM's monitor line for rank 1:\n%s", e.log)
 	}
 }
+
+// TestVirtualDPSourceGoneMidTransfer is vLLM issue #56828's layout on the
+// virtual cluster, pd mode: a prefiller with two data-parallel ranks goes
+// away while decode legs load from both ranks. Rank 0's core dies (its
+// connections reset) and the pod's network goes with it (a partition: the
+// other rank's connection falls silent, and the engine's shutdown of its
+// other core never reaches the decoder). Liveness is per connection: the
+// decoder marks rank 0's peer down at once, and nothing of that reaches
+// its session with rank 1, whose loads — the one in flight and one
+// submitted a second later — wait on that session's own liveness.
+//
+// In the sim that is the heartbeat (mechanism 4, which fails a dead
+// session's loads): rank 1's loads end 10–12 s after the fault. #56828
+// reports 36–43 s (load timeout + abort-ack) there, where vLLM kept the
+// loads past the sibling's "peer down" (sim/MODEL.md, "Data
+// parallelism"); this test pins the sim's figures.
+func TestVirtualDPSourceGoneMidTransfer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hbIvl, hbTO = 2 * time.Second, 10 * time.Second
+		vc := newVCluster(t)
+		kv := strings.Replace(pdKVConfig, `"port":0`, `"port":7777`, 1)
+		// 6 MB/s: a 384-token load (12.6 MB) takes 2.1 s, so a fault 1 s
+		// after the decode legs catches both mid-transfer.
+		pre := vc.start("prefiller", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", kv, "--data-parallel-size", "2", "--sim-transfer-bandwidth", "6e6"}})
+		dec := vc.start("decoder", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", pdKVConfig}})
+		c := vc.c
+		prefill := func(rank int, id, prompt string) {
+			r := postCompletionWith(c, pre.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+				"kv_transfer_params": map[string]any{"remote_decoder": map[string]any{"kv_request_id": id}}}, rankHeader(strconv.Itoa(rank)))
+			if r.status != http.StatusOK {
+				t.Fatalf("prefill leg %s on rank %d: %d %s", id, rank, r.status, r.body)
+			}
+		}
+		decode := func(rank int, id, prompt string) result {
+			return postCompletion(c, dec.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+				"kv_transfer_params": map[string]any{"remote_prefiller": map[string]any{"kv_request_id": id, "remote_host": "127.0.0.1", "remote_port": 7777 + rank}}})
+		}
+		for r := range 2 {
+			p, id := words(fmt.Sprint("gone-warm-", r), 400), fmt.Sprint("gone-warm-", r)
+			prefill(r, id, p)
+			if w := decode(r, id, p); w.status != http.StatusOK || w.cached != 384 {
+				t.Fatalf("warm-up decode leg from rank %d: %d cached %d %s", r, w.status, w.cached, w.body)
+			}
+		}
+		legs := []struct {
+			rank  int
+			id    string
+			after time.Duration // since the decode legs start; the fault is at 1 s
+		}{{0, "gone-r0", 0}, {1, "gone-r1", 0}, {1, "gone-r1-late", 2 * time.Second}}
+		prompts := map[string]string{}
+		for _, l := range legs {
+			prompts[l.id] = words(l.id, 400)
+			prefill(l.rank, l.id, prompts[l.id])
+		}
+		res := make([]result, len(legs))
+		done := make(chan int, len(legs))
+		for i, l := range legs {
+			go func() {
+				time.Sleep(l.after)
+				res[i] = decode(l.rank, l.id, prompts[l.id])
+				done <- i
+			}()
+		}
+		time.Sleep(time.Second)
+		fault := time.Now()
+		if err := pre.p.KillRank(0); err != nil {
+			t.Fatal(err)
+		}
+		vc.fab.Partition(pre.host, dec.host)
+		for range legs {
+			<-done
+		}
+		end := func(i int) time.Duration { return res[i].sent.Add(res[i].latency).Sub(fault) }
+		for i, l := range legs {
+			t.Logf("rank %d decode leg %s: sent %v after the fault, status %d cached %d, ended %v after the fault",
+				l.rank, l.id, res[i].sent.Sub(fault), res[i].status, res[i].cached, end(i))
+			if res[i].status != http.StatusOK || res[i].cached != 0 {
+				t.Errorf("%s: status %d cached %d, want 200 and a local prefill (policy recompute): %s", l.id, res[i].status, res[i].cached, res[i].body)
+			}
+		}
+		// #56828: "the decoder marked the rank-0 peer down within the second".
+		if e := end(0); e > time.Second {
+			t.Errorf("rank 0's in-flight load ended %v after its core died, want within the second (its connection reset)", e)
+		}
+		// Rank 1's session learns nothing from rank 0's: both its loads end
+		// when its own heartbeat times out, a ping at most one interval
+		// after the fault and hbTO of silence after it.
+		for _, i := range []int{1, 2} {
+			if e := end(i); e < hbTO || e > hbTO+hbIvl+vMissCost {
+				t.Errorf("%s ended %v after the fault, want on rank 1's own heartbeat, in [%v, %v]", legs[i].id, e, hbTO, hbTO+hbIvl+vMissCost)
+			}
+		}
+		log := dec.log.String()
+		if !strings.Contains(log, "peer 127.0.0.1:7777 down") || !strings.Contains(log, "peer 127.0.0.1:7778 down: heartbeat timed out") {
+			t.Errorf("decoder log: want rank 0's peer down on the reset and rank 1's on its heartbeat:\n%s", log)
+		}
+		select {
+		case <-pre.p.Done():
+			if pre.p.Err() == nil {
+				t.Errorf("the prefiller exited cleanly after rank 0's core died, want a failure")
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("the prefiller still runs 10 s after rank 0's core died")
+		}
+		if !strings.Contains(pre.log.String(), "Engine core proc EngineCore_DP0 died unexpectedly") {
+			t.Errorf("prefiller log lacks the monitor's line for rank 0:\n%s", pre.log)
+		}
+	})
+}
