@@ -230,6 +230,23 @@ func TestDataParallelCoresAreProcessesByRank(t *testing.T) {
 	}
 }
 
+// dpPrefill sends a PD prefill leg pinned to one rank, as vLLM's proxy
+// does with --prefiller-dp-size.
+func dpPrefill(t *testing.T, c *http.Client, pre *engineProc, rank int, id, prompt string) {
+	t.Helper()
+	r := postCompletionWith(c, pre.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+		"kv_transfer_params": map[string]any{"remote_decoder": map[string]any{"kv_request_id": id}}}, rankHeader(strconv.Itoa(rank)))
+	if r.status != http.StatusOK {
+		t.Fatalf("prefill leg %s on rank %d: %d %s", id, rank, r.status, r.body)
+	}
+}
+
+// dpDecode sends the decode leg of id naming the rank's P2P port.
+func dpDecode(c *http.Client, dec *engineProc, port int, id, prompt string) result {
+	return postCompletion(c, dec.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+		"kv_transfer_params": map[string]any{"remote_prefiller": map[string]any{"kv_request_id": id, "remote_host": "127.0.0.1", "remote_port": port}}})
+}
+
 // TestVirtualDPSourceGoneMidTransfer is vLLM issue #56828's layout on the
 // virtual cluster, pd mode: a prefiller with two data-parallel ranks goes
 // away while decode legs load from both ranks. Rank 0's core dies (its
@@ -255,17 +272,8 @@ func TestVirtualDPSourceGoneMidTransfer(t *testing.T) {
 		pre := vc.start("prefiller", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", kv, "--data-parallel-size", "2", "--sim-transfer-bandwidth", "6e6"}})
 		dec := vc.start("decoder", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", pdKVConfig}})
 		c := vc.c
-		prefill := func(rank int, id, prompt string) {
-			r := postCompletionWith(c, pre.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
-				"kv_transfer_params": map[string]any{"remote_decoder": map[string]any{"kv_request_id": id}}}, rankHeader(strconv.Itoa(rank)))
-			if r.status != http.StatusOK {
-				t.Fatalf("prefill leg %s on rank %d: %d %s", id, rank, r.status, r.body)
-			}
-		}
-		decode := func(rank int, id, prompt string) result {
-			return postCompletion(c, dec.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
-				"kv_transfer_params": map[string]any{"remote_prefiller": map[string]any{"kv_request_id": id, "remote_host": "127.0.0.1", "remote_port": 7777 + rank}}})
-		}
+		prefill := func(rank int, id, prompt string) { dpPrefill(t, c, pre.engineProc, rank, id, prompt) }
+		decode := func(rank int, id, prompt string) result { return dpDecode(c, dec.engineProc, 7777+rank, id, prompt) }
 		for r := range 2 {
 			p, id := words(fmt.Sprint("gone-warm-", r), 400), fmt.Sprint("gone-warm-", r)
 			prefill(r, id, p)
