@@ -391,6 +391,7 @@ func TestVirtualDPSourceGoneMidTransferLoadsTimeOut(t *testing.T) {
 			}
 		}
 		for _, want := range []string{
+			"dead-session loads: timeout",
 			"session 127.0.0.1:7778 died with 2 unacknowledged load(s)",
 			"P2PSession 127.0.0.1:7778: gone-r1 timed out, sending abort (load timeout 30.0s)",
 			"P2PSession 127.0.0.1:7778: abort_ack timed out for kv_request_id=gone-r1 after 10.0s",

@@ -152,8 +152,8 @@ func (e *Engine) Start() {
 	if e.ln == nil {
 		return
 	}
-	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s)",
-		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake)
+	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s, dead-session loads: %s)",
+		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake, e.cfg.DeadSessionLoads)
 	if d := e.cfg.Defects; d.ReuseFreedBlocks || d.RecomputeKeepsPartial {
 		var on []string
 		if d.ReuseFreedBlocks {
