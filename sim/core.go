@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"p2pfault/exitcode"
@@ -16,11 +17,17 @@ import (
 )
 
 // coreConfig is what the front end hands its engine-core child (as JSON in
-// the hidden `sim core --config` flag).
+// the hidden `sim core --config` flag; the rank is its own flag).
 type coreConfig struct {
 	Engine       engine.Config `json:"engine"`
 	StartupDelay time.Duration `json:"startup_delay"`
+	Rank         int           `json:"-"` // data-parallel rank
 }
+
+// coreRankFlag carries an engine core's data-parallel rank on its command
+// line (`sim core --data-parallel-rank R --config ...`), so a tool finds
+// rank R's process by its /proc/PID/cmdline.
+const coreRankFlag = "--data-parallel-rank"
 
 // linkFD is the core's end of the socketpair: the first of cmd.ExtraFiles.
 const linkFD = 3
@@ -28,11 +35,15 @@ const linkFD = 3
 // linkFlush bounds how long a stopping core waits to tell its front end.
 const linkFlush = time.Second
 
-func runCoreProcess(ctx context.Context, configJSON string, log *simlog.Logger) error {
+func runCoreProcess(ctx context.Context, configJSON string, rank int, log *simlog.Logger) error {
 	var cfg coreConfig
 	if err := json.Unmarshal([]byte(configJSON), &cfg); err != nil {
 		return exitcode.Usagef("sim core --config: %v", err)
 	}
+	if rank < 0 {
+		return exitcode.Usagef("sim core %s %d: must not be negative", coreRankFlag, rank)
+	}
+	cfg.Rank = rank
 	f := os.NewFile(linkFD, "link")
 	if f == nil {
 		return exitcode.Usagef("sim core: no link on fd %d (the core is started by `sim serve`)", linkFD)
@@ -69,7 +80,7 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 		}
 	}()
 
-	log.Info(compEngine, "loading model %s (simulated: %s)", cfg.Engine.Model, cfg.StartupDelay)
+	log.Info(compEngine, "%s: loading model %s (simulated: %s)", coreName(cfg.Rank), cfg.Engine.Model, cfg.StartupDelay)
 	if cfg.StartupDelay > 0 {
 		t := time.NewTimer(cfg.StartupDelay)
 		select {
@@ -110,11 +121,42 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 	}()
 	// vLLM's core sends its SchedulerStats to the API server with its
 	// outputs; the front end sets the queue gauges of /metrics from them.
-	e.OnQueues(func(q engine.Queues) { _ = l.Send(link.Msg{Type: link.TypeQueues, Queues: &q}) })
+	var last atomic.Pointer[engine.Queues]
+	e.OnQueues(func(q engine.Queues) {
+		last.Store(&q)
+		_ = l.Send(link.Msg{Type: link.TypeQueues, Queues: &q})
+	})
+	go republishQueues(linkCtx, l, &last, cfg.Engine.Gate)
 	if err := e.Run(linkCtx); err != nil {
 		return &exitcode.Error{Code: exitcode.Failed, Err: err}
 	}
 	return stopCore(ctx, l, log)
+}
+
+// queuesRepublish is how often the core reports its queues even when they
+// have not changed: vLLM's DP front end gets each engine's counts from the
+// coordinator "every 100ms" (core_client.py, DPLBAsyncMPClient), which is
+// what resets the balancer's own increments (balance.go).
+const queuesRepublish = 100 * time.Millisecond
+
+// republishQueues sends the last queues every queuesRepublish until ctx
+// ends; a frozen in-process core (gate) sends nothing.
+func republishQueues(ctx context.Context, l *link.Conn, last *atomic.Pointer[engine.Queues], gate func()) {
+	t := time.NewTicker(queuesRepublish)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if gate != nil {
+				gate()
+			}
+			if q := last.Load(); q != nil {
+				_ = l.Send(link.Msg{Type: link.TypeQueues, Queues: q})
+			}
+		}
+	}
 }
 
 // stopCore ends the link: on a signal the front end is told first, so it

@@ -25,7 +25,8 @@ func TestLookupDelaysAreVLLMsHistograms(t *testing.T) {
 	m.record(engine.Stats{LookupSync: 20 * time.Microsecond}, 1, true, true)
 	m.record(engine.Stats{}, 1, true, false) // no lookup call timed: no sync observation
 	var b bytes.Buffer
-	if err := m.write(&b, "m"); err != nil {
+	f := &frontEnd{cfg: serveConfig{Model: "m"}, cores: []*coreLink{{metrics: m}}}
+	if err := f.writeMetrics(&b); err != nil {
 		t.Fatal(err)
 	}
 	fams := map[string]*dto.MetricFamily{}
