@@ -33,6 +33,7 @@ type metrics struct {
 	// (the decoder of a pull).
 	lookupSync, lookupAsync histogram
 }
+
 // vLLM's buckets for the two lookup-delay histograms, in seconds
 // (distributed/kv_transfer/kv_connector/v1/offloading/metrics.py,
 // get_connector_metric_definitions).
@@ -90,7 +91,6 @@ func promFloat(v float64) string {
 	}
 	return s
 }
-
 
 // setQueues keeps the engine core's queue lengths for the gauges.
 func (m *metrics) setQueues(q engine.Queues) {
