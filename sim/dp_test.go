@@ -374,7 +374,7 @@ func TestVirtualDPSourceGoneMidTransfer(t *testing.T) {
 // TestVirtualDPSourceGoneMidTransferLoadsTimeOut: #56828 with the
 // decoder's --sim-dead-session-loads timeout, the build: rank 1's
 // session still dies of its heartbeat, but its loads outlive it (mechanism
-// 25), each to its load timeout after its submit, then its abort goes into
+// 27), each to its load timeout after its submit, then its abort goes into
 // the dead connection and is never acked, and the load fails after the
 // abort-ack timeout: 40 s after its submit, the 36–43 s. Rank 0's,
 // whose connection reset, still end at once.
@@ -383,11 +383,11 @@ func TestVirtualDPSourceGoneMidTransferLoadsTimeOut(t *testing.T) {
 		const loadTO, abortTO = 30 * time.Second, 10 * time.Second
 		g := goneMidTransfer(t, "--sim-dead-session-loads", "timeout")
 		for _, i := range []int{1, 2} {
-			// Exact on the fake clock: vMissCost holds the step that takes
-			// the leg up (its submit) and the local prefill after the
-			// failure.
-			if l, want := g.res[i].latency, loadTO+abortTO+vMissCost; l != want {
-				t.Errorf("%s took %v, want load timeout + abort-ack after its submit + a miss's cost, %v", goneLegs[i].id, l, want)
+			// On the fake clock: the two timers after its submit, plus a
+			// miss's cost (the step that takes the leg up and the local
+			// prefill after the failure: at most vMissCost).
+			if l, lo := g.res[i].latency, loadTO+abortTO; l < lo || l > lo+vMissCost {
+				t.Errorf("%s took %v, want load timeout + abort-ack after its submit + a miss's cost, in [%v, %v]", goneLegs[i].id, l, lo, lo+vMissCost)
 			}
 		}
 		for _, want := range []string{
