@@ -175,8 +175,11 @@ type LogLine struct {
 // (package fault: stall, resume, kill, remove, restore, ...) or
 // fault.ActionReady, the restarted source answering again.
 type FaultInfo struct {
-	Action   string        `json:"action"`
-	Source   int           `json:"source"`
+	Action string `json:"action"`
+	Source int    `json:"source"`
+	// Target is what the action acted on when it was less than the whole
+	// source: one data-parallel rank, "source-0/rank1"; "" for the source.
+	Target   string        `json:"target,omitempty"`
 	Duration time.Duration `json:"duration_ns,omitempty"` // stall length, when known
 	By       string        `json:"by"`                    // "script" or "key"
 	Err      string        `json:"error,omitempty"`       // set when the action could not be taken

@@ -104,12 +104,23 @@ type Verdict struct {
 // seen on the host (every member of a stalled session in state T, ...) and
 // how long after the action.
 type Verification struct {
-	Action   string        `json:"action"` // stall, resume, kill, remove, ...
-	Source   int           `json:"source"`
+	Action string `json:"action"` // stall, resume, kill, remove, ...
+	Source int    `json:"source"`
+	// Target is what the action acted on when it was less than the whole
+	// source: one data-parallel rank, "source-0/rank1"; "" for the source.
+	Target   string        `json:"target,omitempty"`
 	At       time.Duration `json:"at_ns"`    // the action, since t0
 	Verified bool          `json:"verified"` // the effect was seen
 	After    time.Duration `json:"after_ns"` // from the action until seen, or until verification gave up
 	Detail   string        `json:"detail"`   // what was seen, e.g. "2 of 2 processes of session 4242 in state T"
+}
+
+// TargetName is what v's action acted on: its Target, or its source.
+func (v Verification) TargetName() string {
+	if v.Target != "" {
+		return v.Target
+	}
+	return SourceName(v.Source)
 }
 
 // Times are how long one fault took to be noticed and to be over, in real

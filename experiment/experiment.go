@@ -94,7 +94,7 @@ func New(cfg Config) (*Experiment, error) {
 		}
 	}
 	text := tl.String()
-	if err := tl.Check(plan.Sources); err != nil {
+	if err := tl.Check(plan.Sources, plan.Ranks); err != nil {
 		return nil, err
 	}
 	for i := range tl {
@@ -135,7 +135,7 @@ func (e *Experiment) Info() event.RunInfo {
 	c := e.cfg
 	info := event.RunInfo{
 		Arm: c.Arm, Case: c.Case, Mode: c.Mode, Engine: e.plan.Engine, TimeScale: c.TimeScale,
-		Sources: e.plan.Sources, Interval: c.scale(c.Interval), Timeline: c.Timeline,
+		Sources: e.plan.Sources, SourceRanks: e.plan.Ranks, Interval: c.scale(c.Interval), Timeline: c.Timeline,
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
 		FaultFor:      c.scale(c.FaultFor),
 		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
@@ -387,7 +387,7 @@ func (e *Experiment) safely(fn func()) {
 func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	var srcs []probe.Source
 	for _, s := range cl.Sources() {
-		srcs = append(srcs, probe.Source{Index: s.Index(), URL: s.HTTPURL(), P2PHost: s.P2PHost(), P2PPort: s.P2PPort()})
+		srcs = append(srcs, probeSource(s))
 	}
 	return probe.Config{
 		DecoderURL:   cl.Decoder().HTTPURL(),

@@ -11,8 +11,35 @@ import "p2pfault/event"
 type Action struct {
 	Kind   *Kind
 	Source int
+	// Grain is what of the source it acts on: the whole engine (the zero
+	// value) or one data-parallel rank's engine core.
+	Grain
 	Options
 }
 
-// String is the action as a message names it: "stall source-0".
-func (a Action) String() string { return a.Kind.Name + " " + event.SourceName(a.Source) }
+// String is the action as a message names it: "stall source-0",
+// "stall source-0/rank1".
+func (a Action) String() string { return a.Kind.Name + " " + a.TargetName() }
+
+// TargetName is what the action acts on: "source-0" or "source-0/rank1".
+func (a Action) TargetName() string { return event.TargetName(a.Source, a.Grain.RankOr()) }
+
+// Grain is what of a source a fault acts on: the whole engine (every
+// member: its front end and all its engine cores; the zero value) or one
+// data-parallel rank's engine core (OnRank).
+type Grain struct {
+	OnRank bool
+	Rank   int // with OnRank: the rank
+}
+
+// RankOr is the rank, or -1 for the whole engine (event.TargetName's
+// spelling).
+func (g Grain) RankOr() int {
+	if !g.OnRank {
+		return -1
+	}
+	return g.Rank
+}
+
+// OneRank is the grain of rank r alone.
+func OneRank(r int) Grain { return Grain{OnRank: true, Rank: r} }
