@@ -52,14 +52,14 @@ func startInProcess(tb testing.TB, args ...string) *inProcess {
 		}
 	}()
 	l := link.New(front)
-	fe := newFrontEnd(cfg, l, log)
+	fe := newFrontEnd(cfg, []*link.Conn{l}, log)
 	tb.Cleanup(func() {
 		cancel()
 		l.Close()
 		wg.Wait()
 	})
 	select {
-	case m := <-fe.startup:
+	case m := <-fe.cores[0].startup:
 		if m.Type != link.TypeReady {
 			tb.Fatalf("core failed: %s", m.Message)
 		}

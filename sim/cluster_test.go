@@ -49,10 +49,10 @@ func TestThreeEnginesPullOverP2P(t *testing.T) {
 
 	t.Run("the decoder's metrics count the pulls", func(t *testing.T) {
 		wants := []string{
-			`vllm:external_prefix_cache_hits_total{model_name="m"} 768`,
+			`vllm:external_prefix_cache_hits_total{model_name="m",engine="0"} 768`,
 			`vllm:kv_offload_tiering_read_bytes_total{model_name="m",tier="1:p2p"} 25165824`, // 2 pulls × 3 blocks × 4 MiB
-			`vllm:request_success_total{model_name="m",finished_reason="length"} 4`,
-			`vllm:prompt_tokens_total{model_name="m"} 1600`,
+			`vllm:request_success_total{model_name="m",engine="0",finished_reason="length"} 4`,
+			`vllm:prompt_tokens_total{model_name="m",engine="0"} 1600`,
 			// Every request has ended: the scheduler's gauges are back at 0.
 			`vllm:num_requests_running{model_name="m",engine="0"} 0`,
 			`vllm:num_requests_waiting{model_name="m",engine="0"} 0`,

@@ -72,8 +72,9 @@ func serveCommand() *cobra.Command {
 
 func coreCommand() *cobra.Command {
 	var config string
+	var rank int
 	cmd := &cobra.Command{
-		Use:           "core --config JSON",
+		Use:           "core --data-parallel-rank R --config JSON",
 		Short:         "Engine-core child of `sim serve` (started by it, link on fd 3)",
 		Hidden:        true,
 		SilenceUsage:  true,
@@ -82,10 +83,11 @@ func coreCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			return runCoreProcess(ctx, config, simlog.New(os.Stderr))
+			return runCoreProcess(ctx, config, rank, simlog.New(os.Stderr))
 		},
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	cmd.Flags().StringVar(&config, "config", "", "engine-core configuration (JSON)")
+	cmd.Flags().IntVar(&rank, coreRankFlag[2:], 0, "the core's data-parallel rank (on the command line so a tool can find one rank's process)")
 	return cmd
 }

@@ -16,11 +16,17 @@ import (
 )
 
 // coreConfig is what the front end hands its engine-core child (as JSON in
-// the hidden `sim core --config` flag).
+// the hidden `sim core --config` flag; the rank is its own flag).
 type coreConfig struct {
 	Engine       engine.Config `json:"engine"`
 	StartupDelay time.Duration `json:"startup_delay"`
+	Rank         int           `json:"-"` // data-parallel rank
 }
+
+// coreRankFlag carries an engine core's data-parallel rank on its command
+// line (`sim core --data-parallel-rank R --config ...`), so a tool finds
+// rank R's process by its /proc/PID/cmdline.
+const coreRankFlag = "--data-parallel-rank"
 
 // linkFD is the core's end of the socketpair: the first of cmd.ExtraFiles.
 const linkFD = 3
@@ -28,11 +34,15 @@ const linkFD = 3
 // linkFlush bounds how long a stopping core waits to tell its front end.
 const linkFlush = time.Second
 
-func runCoreProcess(ctx context.Context, configJSON string, log *simlog.Logger) error {
+func runCoreProcess(ctx context.Context, configJSON string, rank int, log *simlog.Logger) error {
 	var cfg coreConfig
 	if err := json.Unmarshal([]byte(configJSON), &cfg); err != nil {
 		return exitcode.Usagef("sim core --config: %v", err)
 	}
+	if rank < 0 {
+		return exitcode.Usagef("sim core %s %d: must not be negative", coreRankFlag, rank)
+	}
+	cfg.Rank = rank
 	f := os.NewFile(linkFD, "link")
 	if f == nil {
 		return exitcode.Usagef("sim core: no link on fd %d (the core is started by `sim serve`)", linkFD)
@@ -69,7 +79,7 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 		}
 	}()
 
-	log.Info(compEngine, "loading model %s (simulated: %s)", cfg.Engine.Model, cfg.StartupDelay)
+	log.Info(compEngine, "%s: loading model %s (simulated: %s)", coreName(cfg.Rank), cfg.Engine.Model, cfg.StartupDelay)
 	if cfg.StartupDelay > 0 {
 		t := time.NewTimer(cfg.StartupDelay)
 		select {

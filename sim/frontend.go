@@ -21,81 +21,106 @@ const (
 var errCoreGone = errors.New("engine core is not running")
 
 // frontEnd is the HTTP side of an engine: it tokenizes, validates and
-// forwards requests to the engine core over the link, and keeps /metrics.
+// forwards requests to an engine core over its link, and keeps /metrics.
+// With data parallelism it has one core per rank and picks the rank of
+// each request as vLLM's DP front end does (balance.go).
 type frontEnd struct {
-	cfg     serveConfig
-	log     *simlog.Logger
+	cfg   serveConfig
+	log   *simlog.Logger
+	vocab *vocabMemory
+	cores []*coreLink // by rank
+	lb    balancer
+
+	gone         chan struct{} // closed when the first core's link ends
+	goneRank     int           // that core's rank, set before gone is closed
+	goneOnce     sync.Once
+	shutdown     chan struct{} // closed when a core says it stops on a signal
+	shutdownOnce sync.Once
+}
+
+// coreLink is the front end's side of one engine core's link.
+type coreLink struct {
+	rank    int
 	link    *link.Conn
 	metrics metrics
-	vocab   *vocabMemory
 
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]*call
+	lbLoad  engine.Queues // the balancer's view: the core's last report plus the picks since
 
-	startup      chan link.Msg // the core's ready or fatal, once
-	gone         chan struct{} // closed when the link ends
-	shutdown     chan struct{} // closed when the core says it stops on a signal
-	shutdownOnce sync.Once
+	startup chan link.Msg // the core's ready or fatal, once
+	gone    chan struct{} // closed when the link ends
 }
 
-func newFrontEnd(cfg serveConfig, l *link.Conn, log *simlog.Logger) *frontEnd {
+func newFrontEnd(cfg serveConfig, links []*link.Conn, log *simlog.Logger) *frontEnd {
 	f := &frontEnd{
 		cfg:      cfg,
 		log:      log,
-		link:     l,
-		pending:  make(map[uint64]*call),
 		vocab:    newVocabMemory(),
-		startup:  make(chan link.Msg, 1),
 		gone:     make(chan struct{}),
 		shutdown: make(chan struct{}),
 	}
-	go f.readLoop()
+	for r, l := range links {
+		c := &coreLink{rank: r, link: l, pending: make(map[uint64]*call), startup: make(chan link.Msg, 1), gone: make(chan struct{})}
+		f.cores = append(f.cores, c)
+		go f.readLoop(c)
+	}
 	return f
 }
 
-func (f *frontEnd) readLoop() {
-	defer close(f.gone)
+func (f *frontEnd) readLoop(c *coreLink) {
+	defer func() {
+		close(c.gone)
+		f.goneOnce.Do(func() { f.goneRank = c.rank; close(f.gone) })
+	}()
 	for {
-		m, err := f.link.Recv()
+		m, err := c.link.Recv()
 		if err != nil {
 			return
 		}
 		switch m.Type {
 		case link.TypeReady, link.TypeFatal:
 			select {
-			case f.startup <- m:
+			case c.startup <- m:
 			default:
 			}
 		case link.TypeResult:
-			f.mu.Lock()
-			c := f.pending[m.ID]
-			delete(f.pending, m.ID)
-			f.mu.Unlock()
-			if c != nil {
-				c.finish(m)
+			c.mu.Lock()
+			call := c.pending[m.ID]
+			delete(c.pending, m.ID)
+			c.mu.Unlock()
+			if call != nil {
+				call.finish(m)
 			}
 		case link.TypeToken, link.TypeDecoding:
-			f.mu.Lock()
-			c := f.pending[m.ID]
-			f.mu.Unlock()
-			if c != nil {
-				c.token(m)
+			c.mu.Lock()
+			call := c.pending[m.ID]
+			c.mu.Unlock()
+			if call != nil {
+				call.token(m)
 			}
 		case link.TypeAborted:
-			f.metrics.abort(m.Stats, m.N)
+			c.metrics.abort(m.Stats, m.N)
 		case link.TypeQueues:
 			if m.Queues != nil {
-				f.metrics.setQueues(*m.Queues)
+				c.metrics.setQueues(*m.Queues)
+				c.mu.Lock()
+				c.lbLoad = *m.Queues
+				c.mu.Unlock()
 			}
 		case link.TypeShutdown:
-			f.log.Info(compAPI, "engine core is shutting down: %s", m.Message)
+			f.log.Info(compAPI, "engine core %s is shutting down: %s", coreName(c.rank), m.Message)
 			f.shutdownOnce.Do(func() { close(f.shutdown) })
 		}
 	}
 }
 
-// stopping reports whether the core announced a clean shutdown.
+// coreName is how vLLM names a data-parallel engine core in its logs and
+// process title (EngineCore_DP<rank>).
+func coreName(rank int) string { return fmt.Sprintf("EngineCore_DP%d", rank) }
+
+// stopping reports whether a core announced a clean shutdown.
 func (f *frontEnd) stopping() bool {
 	select {
 	case <-f.shutdown:
@@ -105,38 +130,43 @@ func (f *frontEnd) stopping() bool {
 	}
 }
 
-// complete runs req on the core and waits for its result. A client that
+// complete runs req on a core and waits for its result. A client that
 // goes away cancels the request in the core, as vLLM aborts it.
-func (f *frontEnd) complete(ctx context.Context, req completionRequest) (link.Msg, error) {
+func (f *frontEnd) complete(ctx context.Context, req completionRequest) (link.Msg, *coreLink, error) {
 	c, err := f.submit(req, false)
 	if err != nil {
-		return link.Msg{}, err
+		return link.Msg{}, nil, err
 	}
 	for {
 		select {
 		case <-c.wake:
 			if res, _, _, done := c.state(); done {
-				return res, nil
+				return res, c.core, nil
 			}
 		case <-ctx.Done():
 			f.cancel(c)
-			return link.Msg{}, ctx.Err()
-		case <-f.gone:
+			return link.Msg{}, c.core, ctx.Err()
+		case <-c.core.gone:
 			f.forget(c)
-			return link.Msg{}, errCoreGone
+			return link.Msg{}, c.core, errCoreGone
 		}
 	}
 }
 
-// submit sends req to the core; with stream, the core reports each token.
+// submit sends req to the core of its rank (req.DPRank, or the balancer's
+// pick); with stream, the core reports each token.
 func (f *frontEnd) submit(req completionRequest, stream bool) (*call, error) {
-	c := &call{wake: make(chan struct{}, 1)}
-	f.mu.Lock()
-	f.nextID++
-	c.id = f.nextID
-	f.pending[c.id] = c
-	f.mu.Unlock()
-	err := f.link.Send(link.Msg{Type: link.TypeSubmit, ID: c.id, Tokens: req.Tokens, CacheSalt: req.CacheSalt,
+	core := f.lb.pick(f.cores)
+	if req.DPRank != nil {
+		core = f.cores[*req.DPRank]
+	}
+	c := &call{core: core, wake: make(chan struct{}, 1)}
+	core.mu.Lock()
+	core.nextID++
+	c.id = core.nextID
+	core.pending[c.id] = c
+	core.mu.Unlock()
+	err := core.link.Send(link.Msg{Type: link.TypeSubmit, ID: c.id, Tokens: req.Tokens, CacheSalt: req.CacheSalt,
 		MaxTokens: req.MaxTokens, Source: req.Source, Decoder: req.RemoteDecoder, Stream: stream})
 	if err != nil {
 		f.forget(c)
@@ -146,21 +176,22 @@ func (f *frontEnd) submit(req completionRequest, stream bool) (*call, error) {
 }
 
 func (f *frontEnd) forget(c *call) {
-	f.mu.Lock()
-	delete(f.pending, c.id)
-	f.mu.Unlock()
+	c.core.mu.Lock()
+	delete(c.core.pending, c.id)
+	c.core.mu.Unlock()
 }
 
 // cancel abandons c: the core drops the request and reports the abort.
 func (f *frontEnd) cancel(c *call) {
 	f.forget(c)
-	_ = f.link.Send(link.Msg{Type: link.TypeCancel, ID: c.id})
+	_ = c.core.link.Send(link.Msg{Type: link.TypeCancel, ID: c.id})
 }
 
 // call is one request in flight on the core. The link's reader updates it
 // and never blocks: wake holds at most one pending notice.
 type call struct {
 	id   uint64
+	core *coreLink // the rank it runs on
 	wake chan struct{}
 
 	mu     sync.Mutex

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func (f *frontEnd) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf bytes.Buffer
-	if err := f.metrics.write(&buf, f.cfg.Model); err != nil {
+	if err := f.writeMetrics(&buf); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -151,6 +152,9 @@ func (f *frontEnd) serveGenerate(w http.ResponseWriter, r *http.Request, decode 
 		return
 	}
 	req, apiErr := decode(body, f.cfg.Model, f.cfg.MaxModelLen)
+	if apiErr == nil {
+		req.DPRank, apiErr = dataParallelRank(r.Header, len(f.cores))
+	}
 	if apiErr != nil {
 		writeAPIError(w, apiErr)
 		return
@@ -159,7 +163,7 @@ func (f *frontEnd) serveGenerate(w http.ResponseWriter, r *http.Request, decode 
 		f.stream(w, r, req, received)
 		return
 	}
-	res, err := f.complete(r.Context(), req)
+	res, core, err := f.complete(r.Context(), req)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return // the client is gone
@@ -167,11 +171,11 @@ func (f *frontEnd) serveGenerate(w http.ResponseWriter, r *http.Request, decode 
 		writeAPIError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: err.Error()})
 		return
 	}
-	if apiErr := f.resultError(res, req); apiErr != nil {
+	if apiErr := core.resultError(res, req); apiErr != nil {
 		writeAPIError(w, apiErr)
 		return
 	}
-	f.metrics.record(res.Stats, req.MaxTokens, true, req.Source != nil)
+	core.metrics.record(res.Stats, req.MaxTokens, true, req.Source != nil)
 	u := f.usage(req, res, req.MaxTokens)
 	text := generate(sampleSeed(req, res.KV), req.MaxTokens)
 	var resp any
@@ -205,12 +209,37 @@ func (f *frontEnd) serveGenerate(w http.ResponseWriter, r *http.Request, decode 
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// resultError is the error answer for a failed result, counted in
-// /metrics; nil for a success.
-func (f *frontEnd) resultError(res link.Msg, req completionRequest) *apiError {
+// dpRankHeader pins a request to one data-parallel rank, as vLLM's
+// OpenAI server reads it (serving engine's _get_data_parallel_rank).
+const dpRankHeader = "X-data-parallel-rank"
+
+// dataParallelRank reads the X-data-parallel-rank header of an engine with
+// size ranks: nil without it. vLLM answers a rank out of range 400
+// ("data_parallel_rank N is out of range [0, size)."); a value that is not
+// an integer it ignores (and balances), which the sim answers 400 as well,
+// since a misspelt rank silently moved elsewhere would mislead a test.
+func dataParallelRank(h http.Header, size int) (*int, *apiError) {
+	v, ok := h[http.CanonicalHeaderKey(dpRankHeader)]
+	if !ok {
+		return nil, nil
+	}
+	s := strings.TrimSpace(strings.Join(v, ","))
+	r, err := strconv.Atoi(s)
+	if err != nil {
+		return nil, badRequest("", "%s %q: data_parallel_rank must be an integer in [0, %d)", dpRankHeader, s, size)
+	}
+	if r < 0 || r >= size {
+		return nil, badRequest("", "%s %d: data_parallel_rank %d is out of range [0, %d).", dpRankHeader, r, r, size)
+	}
+	return &r, nil
+}
+
+// resultError is the error answer for a failed result, counted in its
+// rank's /metrics; nil for a success.
+func (c *coreLink) resultError(res link.Msg, req completionRequest) *apiError {
 	switch res.ErrKind {
 	case link.ErrKindLoad:
-		f.metrics.record(res.Stats, 0, false, req.Source != nil)
+		c.metrics.record(res.Stats, 0, false, req.Source != nil)
 		return &apiError{Status: http.StatusInternalServerError, Type: "InternalServerError", Message: res.Message}
 	case link.ErrKindShutdown:
 		return &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: res.Message}

@@ -14,8 +14,9 @@ package sim
 //     A usage or configuration error returns at once (an exitcode.Error
 //     with code Usage, as `sim serve` exits 2); otherwise it returns at once
 //     and the engine starts in the background.
-//   - Ready is closed once the engine serves HTTP; HTTPAddr and P2PAddr are
-//     set from then on. Done is closed once every goroutine the engine's
+//   - Ready is closed once the engine serves HTTP; HTTPAddr, P2PAddr (rank
+//     0's) and P2PAddrs (one per --data-parallel-size rank) are set from
+//     then on. Done is closed once every goroutine the engine's
 //     front end and core wait for has ended; Err then says how it exited
 //     (nil after a clean shutdown, ErrKilled after Kill). An engine that
 //     fails to start closes Done without Ready.
@@ -66,9 +67,10 @@ type InProcess struct {
 	done  chan struct{}
 	term  context.CancelFunc // the SIGTERM both the front end and the core receive
 
-	httpAddr, p2pAddr string // set before ready is closed
-	err               error  // set before done is closed
-	killed            atomic.Bool
+	httpAddr string   // set before ready is closed
+	p2pAddrs []string // by data-parallel rank, set before ready is closed
+	err      error    // set before done is closed
+	killed   atomic.Bool
 }
 
 // StartInProcess starts an engine in process (see the contract above).
@@ -82,14 +84,16 @@ func StartInProcess(ctx context.Context, args []string, env map[string]string, h
 	sig, term := context.WithCancel(context.Background())
 	p := &InProcess{host: host, log: &cutWriter{w: logw}, ready: make(chan struct{}), done: make(chan struct{}), term: term}
 	log := simlog.New(p.log)
-	frontEnd, coreEnd := host.Pipe()
-	core := &inProcessCore{done: make(chan struct{})}
-	go func() {
-		core.err = runCore(sig, coreConfig{Engine: cfg.Engine, StartupDelay: cfg.StartupDelay}, coreEnd, log)
-		close(core.done)
-	}()
-	start := func() (engineCore, *link.Conn, error) {
-		log.Info(compAPI, "started engine core (in process) for model %s", cfg.Model)
+	// One core per data-parallel rank, each on its own link, as the
+	// front-end process starts one child per rank.
+	start := func(rank int) (engineCore, *link.Conn, error) {
+		frontEnd, coreEnd := host.Pipe()
+		core := &inProcessCore{done: make(chan struct{})}
+		go func() {
+			core.err = runCore(sig, coreConfig{Engine: cfg.rankEngine(rank), StartupDelay: cfg.StartupDelay, Rank: rank}, coreEnd, log)
+			close(core.done)
+		}()
+		log.Info(compAPI, "started engine core %s (in process) for model %s", coreName(rank), cfg.Model)
 		return core, link.New(frontEnd), nil
 	}
 	go func() {
@@ -128,8 +132,8 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	return f.resolve(fs.Arg(0), getenv)
 }
 
-func (p *InProcess) setReady(http net.Addr, p2pID string) {
-	p.httpAddr, p.p2pAddr = http.String(), p2pID
+func (p *InProcess) setReady(http net.Addr, p2pIDs []string) {
+	p.httpAddr, p.p2pAddrs = http.String(), p2pIDs
 	close(p.ready)
 }
 
@@ -146,14 +150,23 @@ func (p *InProcess) HTTPAddr() string {
 	}
 }
 
-// P2PAddr is the core's P2P identity, "host:port" ("" before Ready or
+// P2PAddr is rank 0's P2P identity, "host:port" ("" before Ready or
 // without a P2P tier).
 func (p *InProcess) P2PAddr() string {
+	if a := p.P2PAddrs(); len(a) > 0 {
+		return a[0]
+	}
+	return ""
+}
+
+// P2PAddrs are every data-parallel rank's P2P identities, by rank (nil
+// before Ready; "" each without a P2P tier).
+func (p *InProcess) P2PAddrs() []string {
 	select {
 	case <-p.ready:
-		return p.p2pAddr
+		return p.p2pAddrs
 	default:
-		return ""
+		return nil
 	}
 }
 

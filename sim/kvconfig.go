@@ -23,15 +23,41 @@ type kvTransfer struct {
 	UnboundStoreTimeout time.Duration
 }
 
-// vLLM's defaults for a p2p tier entry without host or port.
+// vLLM's defaults for a p2p tier entry without host or port, when
+// VLLM_P2P_SIDE_CHANNEL_HOST / _PORT are not set either (reference §1, §11).
 const (
 	defaultP2PHost = "localhost"
 	defaultP2PPort = 5710
 )
 
+// p2pDefaults is the bind address a p2p tier entry without host or port
+// takes: VLLM_P2P_SIDE_CHANNEL_HOST and VLLM_P2P_SIDE_CHANNEL_PORT, else
+// vLLM's defaults (PR #47636; explicit keys win).
+type p2pDefaults struct {
+	Host string
+	Port int
+}
+
+// sideChannelDefaults reads VLLM_P2P_SIDE_CHANNEL_HOST and _PORT.
+func sideChannelDefaults(getenv func(string) string) (p2pDefaults, error) {
+	d := p2pDefaults{Host: defaultP2PHost, Port: defaultP2PPort}
+	if h := getenv("VLLM_P2P_SIDE_CHANNEL_HOST"); h != "" {
+		d.Host = h
+	}
+	if v := getenv("VLLM_P2P_SIDE_CHANNEL_PORT"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > 65535 {
+			return d, fmt.Errorf("VLLM_P2P_SIDE_CHANNEL_PORT=%q: must be an integer in 0..65535", v)
+		}
+		d.Port = p
+	}
+	return d, nil
+}
+
 // parseKVTransferConfig reads the OffloadingConnector + TieringOffloadingSpec
-// config of reference §1. Errors name the key at fault.
-func parseKVTransferConfig(s string) (kvTransfer, error) {
+// config of reference §1; a p2p tier without host or port takes def's.
+// Errors name the key at fault.
+func parseKVTransferConfig(s string, def p2pDefaults) (kvTransfer, error) {
 	out := kvTransfer{UnboundStoreTimeout: engine.DefaultUnboundStoreTimeout}
 	top, err := decodeObject(s)
 	if err != nil {
@@ -77,7 +103,7 @@ func parseKVTransferConfig(s string) (kvTransfer, error) {
 		return out, fmt.Errorf("--kv-transfer-config: kv_connector_extra_config.cpu_bytes_to_use must be a positive integer, got %s", show(cpuRaw))
 	}
 	out.CPUBytes = cpu
-	if err := parseTiers(extra, &out); err != nil {
+	if err := parseTiers(extra, def, &out); err != nil {
 		return out, err
 	}
 	// vLLM reads the policy from the top level; accept it in the extra
@@ -102,7 +128,7 @@ func parseKVTransferConfig(s string) (kvTransfer, error) {
 	return out, nil
 }
 
-func parseTiers(extra map[string]any, out *kvTransfer) error {
+func parseTiers(extra map[string]any, def p2pDefaults, out *kvTransfer) error {
 	raw, ok := extra["secondary_tiers"]
 	if !ok || raw == nil {
 		return nil // no secondary tier: CPU offload only, no P2P
@@ -127,7 +153,7 @@ func parseTiers(extra map[string]any, out *kvTransfer) error {
 		if out.P2P {
 			return fmt.Errorf("--kv-transfer-config: %s: only one p2p tier is supported", key)
 		}
-		out.P2P, out.P2PHost, out.P2PPort = true, defaultP2PHost, defaultP2PPort
+		out.P2P, out.P2PHost, out.P2PPort = true, def.Host, def.Port
 		if h, ok := tier["host"]; ok {
 			hs, ok := h.(string)
 			if !ok || hs == "" {

@@ -3,13 +3,14 @@ package sim
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"p2pfault/sim/engine"
 )
 
-// metrics are the reference §5 counters the sim counts honestly. The front
-// end keeps them from each request's result, so /metrics answers even while
+// metrics are the reference §5 counters the sim counts honestly, one set
+// per data-parallel rank. The front end keeps them from each request's result, so /metrics answers even while
 // the engine core is stopped (vLLM's API server also serves them).
 type metrics struct {
 	mu                 sync.Mutex
@@ -75,48 +76,87 @@ func (m *metrics) abort(st engine.Stats, tokens int) {
 	m.addStats(st, false)
 }
 
-// write renders the Prometheus text exposition format.
-func (m *metrics) write(w io.Writer, model string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l := fmt.Sprintf(`model_name=%q`, model)
-	type series struct {
-		name, help, labels string
-		v                  int64
+// series is one metric of /metrics: each rank's sample of it (engine
+// label), or one sample summed over the ranks (perEngine false).
+type series struct {
+	name, help, labels string // labels after model_name and engine
+	perEngine          bool
+	v                  func(m *metrics) int64
+}
+
+// vLLM's v1 PrometheusStatLogger labels its per-engine series with
+// model_name and engine (the data-parallel rank); the sim does the same
+// for every series it counts per rank.
+var counterSeries = []series{
+	{"vllm:request_success_total", "Count of successfully processed requests.", `finished_reason="length"`, true, func(m *metrics) int64 { return m.success }},
+	{"vllm:request_success_total", "", `finished_reason="abort"`, true, func(m *metrics) int64 { return m.aborted }},
+	{"vllm:prompt_tokens_total", "Number of prefill tokens processed.", "", true, func(m *metrics) int64 { return m.promptTokens }},
+	{"vllm:generation_tokens_total", "Number of generation tokens processed.", "", true, func(m *metrics) int64 { return m.generationTokens }},
+	{"vllm:prefix_cache_queries_total", "Prefix cache queries, in tokens (GPU).", "", true, func(m *metrics) int64 { return m.gpuQueries }},
+	{"vllm:prefix_cache_hits_total", "Prefix cache hits, in tokens (GPU).", "", true, func(m *metrics) int64 { return m.gpuHits }},
+	{"vllm:external_prefix_cache_queries_total", "External prefix cache queries, in tokens (KV connector).", "", true, func(m *metrics) int64 { return m.extQueries }},
+	{"vllm:external_prefix_cache_hits_total", "External prefix cache hits, in tokens (KV connector: own CPU tier and P2P).", "", true, func(m *metrics) int64 { return m.extHits }},
+	{"vllm:kv_offload_tiering_read_bytes_total", "Bytes read from an offload tier.", `tier="0:primary"`, false, func(m *metrics) int64 { return m.primaryReadBytes }},
+	{"vllm:kv_offload_tiering_read_bytes_total", "", `tier="1:p2p"`, false, func(m *metrics) int64 { return m.p2pReadBytes }},
+	{"sim:request_failure_total", "Requests that failed in the engine (a KV load under kv_load_failure_policy=fail). Sim only.", "", true, func(m *metrics) int64 { return m.failed }},
+	{"sim:p2p_pull_requests_total", "Requests that named a remote_kv_source. Sim only.", "", true, func(m *metrics) int64 { return m.requestsWithSource }},
+	{"sim:p2p_pull_hits_total", "Of those, requests that loaded blocks over P2P. Sim only.", "", true, func(m *metrics) int64 { return m.p2pHits }},
+}
+
+// gaugeSeries are vLLM's scheduler gauges, from each core's last report.
+var gaugeSeries = []series{
+	{"vllm:num_requests_running", "Number of requests in model execution batches.", "", true, func(m *metrics) int64 { return int64(m.queues.Running) }},
+	{"vllm:num_requests_waiting", "Number of requests waiting to be processed.", "", true, func(m *metrics) int64 { return int64(m.queues.Waiting) }},
+}
+
+// writeMetrics renders the Prometheus text exposition format of every
+// rank's metrics.
+func (f *frontEnd) writeMetrics(w io.Writer) error {
+	ranks := make([]*metrics, len(f.cores))
+	for i, c := range f.cores {
+		ranks[i] = &c.metrics
+		c.metrics.mu.Lock()
+		defer c.metrics.mu.Unlock()
 	}
-	counters := []series{
-		{"vllm:request_success_total", "Count of successfully processed requests.", l + `,finished_reason="length"`, m.success},
-		{"vllm:request_success_total", "", l + `,finished_reason="abort"`, m.aborted},
-		{"vllm:prompt_tokens_total", "Number of prefill tokens processed.", l, m.promptTokens},
-		{"vllm:generation_tokens_total", "Number of generation tokens processed.", l, m.generationTokens},
-		{"vllm:prefix_cache_queries_total", "Prefix cache queries, in tokens (GPU).", l, m.gpuQueries},
-		{"vllm:prefix_cache_hits_total", "Prefix cache hits, in tokens (GPU).", l, m.gpuHits},
-		{"vllm:external_prefix_cache_queries_total", "External prefix cache queries, in tokens (KV connector).", l, m.extQueries},
-		{"vllm:external_prefix_cache_hits_total", "External prefix cache hits, in tokens (KV connector: own CPU tier and P2P).", l, m.extHits},
-		{"vllm:kv_offload_tiering_read_bytes_total", "Bytes read from an offload tier.", l + `,tier="0:primary"`, m.primaryReadBytes},
-		{"vllm:kv_offload_tiering_read_bytes_total", "", l + `,tier="1:p2p"`, m.p2pReadBytes},
-		{"sim:request_failure_total", "Requests that failed in the engine (a KV load under kv_load_failure_policy=fail). Sim only.", l, m.failed},
-		{"sim:p2p_pull_requests_total", "Requests that named a remote_kv_source. Sim only.", l, m.requestsWithSource},
-		{"sim:p2p_pull_hits_total", "Of those, requests that loaded blocks over P2P. Sim only.", l, m.p2pHits},
-	}
-	// vLLM's scheduler gauges, labelled by engine index as its v1 API
-	// server does (one core here: engine "0").
-	gauges := []series{
-		{"vllm:num_requests_running", "Number of requests in model execution batches.", l + `,engine="0"`, int64(m.queues.Running)},
-		{"vllm:num_requests_waiting", "Number of requests waiting to be processed.", l + `,engine="0"`, int64(m.queues.Waiting)},
-	}
-	for _, s := range gauges {
-		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %d\n", s.name, s.help, s.name, s.name, s.labels, s.v); err != nil {
+	for _, s := range gaugeSeries {
+		if err := writeSeries(w, "gauge", s, f.cfg.Model, ranks); err != nil {
 			return err
 		}
 	}
-	for _, s := range counters {
-		if s.help != "" {
-			if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", s.name, s.help, s.name); err != nil {
-				return err
-			}
+	for _, s := range counterSeries {
+		if err := writeSeries(w, "counter", s, f.cfg.Model, ranks); err != nil {
+			return err
 		}
-		if _, err := fmt.Fprintf(w, "%s{%s} %d\n", s.name, s.labels, s.v); err != nil {
+	}
+	return nil
+}
+
+func writeSeries(w io.Writer, typ string, s series, model string, ranks []*metrics) error {
+	if s.help != "" {
+		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", s.name, s.help, s.name, typ); err != nil {
+			return err
+		}
+	}
+	labels := func(engine string) string {
+		l := fmt.Sprintf(`model_name=%q`, model)
+		if engine != "" {
+			l += fmt.Sprintf(`,engine=%q`, engine)
+		}
+		if s.labels != "" {
+			l += "," + s.labels
+		}
+		return l
+	}
+	if !s.perEngine {
+		var sum int64
+		for _, m := range ranks {
+			sum += s.v(m)
+		}
+		_, err := fmt.Fprintf(w, "%s{%s} %d\n", s.name, labels(""), sum)
+		return err
+	}
+	for r, m := range ranks {
+		if _, err := fmt.Fprintf(w, "%s{%s} %d\n", s.name, labels(strconv.Itoa(r)), s.v(m)); err != nil {
 			return err
 		}
 	}

@@ -30,6 +30,7 @@ type serveFlags struct {
 	gpuMemUtil          float64
 	enforceEager        bool
 	tpSize              int
+	dpSize              int
 	seed                int64
 	pendingHandshake    string
 	disableLogStats     bool
@@ -68,6 +69,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.gpuMemUtil, "gpu-memory-utilization", 0.9, "fraction of the (simulated) GPU for the KV cache, in (0, 1]")
 	fs.BoolVar(&f.enforceEager, "enforce-eager", false, "accepted for compatibility; no effect")
 	fs.IntVar(&f.tpSize, "tensor-parallel-size", 1, "tensor-parallel size (part of the P2P config fingerprint)")
+	fs.IntVar(&f.dpSize, "data-parallel-size", 1, "data-parallel ranks: one engine-core child per rank, each with its own CPU tier and P2P manager; rank r binds P2P at the base port + r")
 	fs.Int64Var(&f.seed, "seed", 0, "sampling seed (accepted; the sim's output is deterministic)")
 	fs.BoolVar(&f.disableLogStats, "disable-log-stats", false, "do not print the periodic stats line (throughput, queues, prefix cache hit rates)")
 	fs.StringVar(&f.pendingHandshake, "p2p-pending-handshake", "wait", "a request meeting a pending P2P handshake: wait (vLLM main) or prefill (vLLM PR #64501)")
@@ -99,9 +101,23 @@ type serveConfig struct {
 	Port                int
 	MaxModelLen         int
 	PromptTokensDetails bool
+	DPSize              int           // --data-parallel-size: engine cores, one per rank
 	StartupDelay        time.Duration // scaled
 	HashSeedRandom      bool          // PYTHONHASHSEED was unset
 	Engine              engine.Config
+}
+
+// rankEngine is rank r's engine configuration: vLLM runs one P2P manager
+// per data-parallel rank, bound at base_port + data_parallel_index (PR
+// #47636, reference §11); a base of 0 (a free port, a sim extension) gives
+// each rank a free port of its own. Each rank has its own tiers, sized
+// alike.
+func (c serveConfig) rankEngine(r int) engine.Config {
+	e := c.Engine
+	if e.P2P && e.P2PPort != 0 {
+		e.P2PPort += r
+	}
+	return e
 }
 
 // gpuBlocksPerUtil sizes the simulated GPU prefix cache: blocks at a
@@ -122,9 +138,12 @@ func (f *serveFlags) resolve(model string, getenv func(string) string) (serveCon
 	if err != nil {
 		return serveConfig{}, err
 	}
-	kvt, err := f.kvTransfer()
+	kvt, err := f.kvTransfer(getenv)
 	if err != nil {
 		return serveConfig{}, err
+	}
+	if kvt.P2P && kvt.P2PPort > 0 && kvt.P2PPort+f.dpSize-1 > 65535 {
+		return serveConfig{}, exitcode.Usagef("--data-parallel-size %d: the P2P ports %d..%d (base + rank) pass 65535", f.dpSize, kvt.P2PPort, kvt.P2PPort+f.dpSize-1)
 	}
 	c := f.build(model, mode, env, kvt)
 	// A scale small enough to round a timeout to zero is a bad scale.
@@ -152,7 +171,7 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 	for _, v := range []struct {
 		name string
 		val  int
-	}{{"--block-size", f.blockSize}, {"--max-model-len", f.maxModelLen}, {"--tensor-parallel-size", f.tpSize}, {"--sim-kv-bytes-per-token", f.kvBytesPerToken}} {
+	}{{"--block-size", f.blockSize}, {"--max-model-len", f.maxModelLen}, {"--tensor-parallel-size", f.tpSize}, {"--data-parallel-size", f.dpSize}, {"--sim-kv-bytes-per-token", f.kvBytesPerToken}} {
 		if v.val <= 0 {
 			return fail("%s %d: must be positive", v.name, v.val)
 		}
@@ -238,12 +257,16 @@ func resolveEnv(getenv func(string) string, disableLogStats bool) (serveEnv, err
 }
 
 // kvTransfer parses --kv-transfer-config (empty: no P2P tier).
-func (f *serveFlags) kvTransfer() (kvTransfer, error) {
+func (f *serveFlags) kvTransfer(getenv func(string) string) (kvTransfer, error) {
 	kvt := kvTransfer{UnboundStoreTimeout: engine.DefaultUnboundStoreTimeout}
 	if f.kvTransferConfig == "" {
 		return kvt, nil
 	}
-	kvt, err := parseKVTransferConfig(f.kvTransferConfig)
+	def, err := sideChannelDefaults(getenv)
+	if err != nil {
+		return kvt, exitcode.AsUsage(err)
+	}
+	kvt, err = parseKVTransferConfig(f.kvTransferConfig, def)
 	if err != nil {
 		return kvt, exitcode.AsUsage(err)
 	}
@@ -264,6 +287,7 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 		Port:                f.port,
 		MaxModelLen:         f.maxModelLen,
 		PromptTokensDetails: f.promptTokensDetails,
+		DPSize:              f.dpSize,
 		StartupDelay:        scale(f.startupDelay),
 		HashSeedRandom:      env.seedRandom,
 		Engine: engine.Config{

@@ -24,6 +24,9 @@ type completionRequest struct {
 	// RemoteDecoder is remote_decoder.kv_request_id: a PD prefill leg,
 	// whose blocks the engine parks for the decoder that fetches that id.
 	RemoteDecoder string
+	// DPRank is the X-data-parallel-rank header's rank (nil: the balancer
+	// picks one).
+	DPRank *int
 
 	Chat            bool // /v1/chat/completions: answer as chat.completion
 	Stream          bool // answer as server-sent events (stream.go)

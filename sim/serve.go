@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,13 +32,14 @@ const httpShutdownWait = time.Second
 
 func failed(err error) error { return &exitcode.Error{Code: exitcode.Failed, Err: err} }
 
-// runServe is the front-end process: start the engine core, wait until it
-// is ready, then bind HTTP and serve until a signal or the core's death.
+// runServe is the front-end process: start the engine cores (one per
+// data-parallel rank), wait until they are ready, then bind HTTP and serve
+// until a signal or a core's death.
 func runServe(ctx context.Context, cfg serveConfig, log *simlog.Logger) error {
-	return runFrontEnd(ctx, cfg, func() (engineCore, *link.Conn, error) { return startCore(cfg, log) }, nil, log)
+	return runFrontEnd(ctx, cfg, func(rank int) (engineCore, *link.Conn, error) { return startCore(cfg, rank, log) }, nil, log)
 }
 
-// engineCore is the front end's handle on its engine core: a child process
+// engineCore is the front end's handle on one engine core: a child process
 // (coreProc) or, in process, a goroutine (inProcessCore).
 type engineCore interface {
 	// status describes how the core exited, waiting up to d for it.
@@ -45,34 +48,31 @@ type engineCore interface {
 	stop(l *link.Conn, log *simlog.Logger)
 }
 
-// runFrontEnd is the front end: start the engine core, wait until it is ready,
-// then bind HTTP on cfg.Engine.Net (one network for the front end and its
-// core, as one host's) and serve until ctx ends (a signal) or the
-// core's death. ready, when set, is told the bound HTTP address and the
-// core's P2P identity once the engine is ready.
-func runFrontEnd(ctx context.Context, cfg serveConfig, start func() (engineCore, *link.Conn, error), ready func(http net.Addr, p2pID string), log *simlog.Logger) error {
+// runFrontEnd is the front end: start cfg.DPSize engine cores (start(rank)
+// each), wait until every one is ready, then bind HTTP on cfg.Engine.Net
+// (one network for the front end and its cores, as one host's) and serve
+// until ctx ends (a signal) or a core's death. ready, when set, is told the
+// bound HTTP address and each rank's P2P identity once the engine is ready.
+//
+// One core's death ends the whole engine, as in vLLM: the front end's
+// engine-core monitor (core_client.py MPClient.start_engine_core_monitor:
+// "If any die unexpectedly, marks the engine as dead, and shuts down the
+// client") shuts every core down, and the API server exits on the
+// EngineDeadError that follows.
+func runFrontEnd(ctx context.Context, cfg serveConfig, start func(rank int) (engineCore, *link.Conn, error), ready func(http net.Addr, p2pIDs []string), log *simlog.Logger) error {
 	if cfg.HashSeedRandom {
 		log.Warning(compAPI, "PYTHONHASHSEED is not set: using random hash seed %s; P2P peers with another seed will refuse this engine (hash seed mismatch)", cfg.Engine.HashSeed)
 	}
-	core, l, err := start()
+	cores, links, err := startCores(max(cfg.DPSize, 1), start, log)
 	if err != nil {
 		return failed(err)
 	}
-	defer core.stop(l, log)
-	fe := newFrontEnd(cfg, l, log)
+	defer stopCores(cores, links, log)
+	fe := newFrontEnd(cfg, links, log)
 
-	var p2pID string
-	select {
-	case <-ctx.Done():
-		log.Info(compAPI, "interrupted during startup")
-		return nil
-	case m := <-fe.startup:
-		if m.Type == link.TypeFatal {
-			return failed(fmt.Errorf("engine core failed to start: %s", m.Message))
-		}
-		p2pID = m.P2PID
-	case <-fe.gone:
-		return failed(fmt.Errorf("engine core exited during startup: %s", core.status(time.Second)))
+	p2pIDs, err := fe.waitReady(ctx, cores)
+	if err != nil || p2pIDs == nil {
+		return err
 	}
 
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
@@ -91,12 +91,13 @@ func runFrontEnd(ctx context.Context, cfg serveConfig, start func() (engineCore,
 		}
 	}()
 	if ready != nil {
-		ready(ln.Addr(), p2pID)
+		ready(ln.Addr(), p2pIDs)
 	}
-	if p2pID == "" {
-		p2pID = "none (no p2p tier configured)"
+	shown := strings.Join(p2pIDs, ", ")
+	if shown == "" || p2pIDs[0] == "" {
+		shown = "none (no p2p tier configured)"
 	}
-	log.Info(compAPI, "engine ready: serving model %s on http://%s, P2P identity %s", cfg.Model, ln.Addr(), p2pID)
+	log.Info(compAPI, "engine ready: serving model %s on http://%s, P2P identity %s", cfg.Model, ln.Addr(), shown)
 
 	select {
 	case <-ctx.Done():
@@ -109,10 +110,59 @@ func runFrontEnd(ctx context.Context, cfg serveConfig, start func() (engineCore,
 		if fe.stopping() {
 			return nil
 		}
-		status := core.status(time.Second)
-		log.Error(compAPI, "engine core died (%s): shutting down the API server", status)
-		return failed(fmt.Errorf("engine core died: %s", status))
+		status := cores[fe.goneRank].status(time.Second)
+		// vLLM's monitor logs "Engine core proc EngineCore_DP<r> died
+		// unexpectedly, shutting down client."
+		log.Error(compAPI, "engine core died: Engine core proc %s died unexpectedly (%s), shutting down client and the API server", coreName(fe.goneRank), status)
+		return failed(fmt.Errorf("engine core %s died: %s", coreName(fe.goneRank), status))
 	}
+}
+
+// startCores starts n engine cores in rank order; if one fails to start,
+// those already started are stopped.
+func startCores(n int, start func(rank int) (engineCore, *link.Conn, error), log *simlog.Logger) ([]engineCore, []*link.Conn, error) {
+	cores := make([]engineCore, 0, n)
+	links := make([]*link.Conn, 0, n)
+	for r := range n {
+		c, l, err := start(r)
+		if err != nil {
+			stopCores(cores, links, log)
+			return nil, nil, err
+		}
+		cores, links = append(cores, c), append(links, l)
+	}
+	return cores, links, nil
+}
+
+// stopCores stops every core at once (each may take coreStopWait).
+func stopCores(cores []engineCore, links []*link.Conn, log *simlog.Logger) {
+	var wg sync.WaitGroup
+	for i, c := range cores {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.stop(links[i], log) }()
+	}
+	wg.Wait()
+}
+
+// waitReady waits until every core is ready and returns their P2P
+// identities by rank; nil and no error when ctx ended first.
+func (fe *frontEnd) waitReady(ctx context.Context, cores []engineCore) ([]string, error) {
+	ids := make([]string, len(fe.cores))
+	for r, c := range fe.cores {
+		select {
+		case <-ctx.Done():
+			fe.log.Info(compAPI, "interrupted during startup")
+			return nil, nil
+		case m := <-c.startup:
+			if m.Type == link.TypeFatal {
+				return nil, failed(fmt.Errorf("engine core failed to start: %s", m.Message))
+			}
+			ids[r] = m.P2PID
+		case <-fe.gone:
+			return nil, failed(fmt.Errorf("engine core %s exited during startup: %s", coreName(fe.goneRank), cores[fe.goneRank].status(time.Second)))
+		}
+	}
+	return ids, nil
 }
 
 // coreProc is the engine-core child process.
@@ -122,10 +172,12 @@ type coreProc struct {
 	err    error // cmd.Wait's, once exited is closed
 }
 
-// startCore re-executes this binary as `sim core` on one end of a
-// socketpair. The child stays in our session and process group (a fault
-// signalling the group reaches it) and dies with us (Pdeathsig).
-func startCore(cfg serveConfig, log *simlog.Logger) (*coreProc, *link.Conn, error) {
+// startCore re-executes this binary as `sim core --data-parallel-rank R`
+// on one end of a socketpair: the rank on its command line is how a tool
+// finds one rank's process from outside (/proc/PID/cmdline). The child
+// stays in our session and process group (a fault signalling the group
+// reaches it) and dies with us (Pdeathsig).
+func startCore(cfg serveConfig, rank int, log *simlog.Logger) (*coreProc, *link.Conn, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start engine core: socketpair: %w", err)
@@ -143,12 +195,12 @@ func startCore(cfg serveConfig, log *simlog.Logger) (*coreProc, *link.Conn, erro
 		conn.Close()
 		return nil, nil, fmt.Errorf("start engine core: find own executable: %w", err)
 	}
-	b, err := json.Marshal(coreConfig{Engine: cfg.Engine, StartupDelay: cfg.StartupDelay})
+	b, err := json.Marshal(coreConfig{Engine: cfg.rankEngine(rank), StartupDelay: cfg.StartupDelay})
 	if err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("start engine core: encode config: %w", err)
 	}
-	cmd := exec.Command(exe, "sim", "core", "--config", string(b))
+	cmd := exec.Command(exe, "sim", "core", coreRankFlag, strconv.Itoa(rank), "--config", string(b))
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -156,7 +208,7 @@ func startCore(cfg serveConfig, log *simlog.Logger) (*coreProc, *link.Conn, erro
 		conn.Close()
 		return nil, nil, fmt.Errorf("start engine core %s: %w", exe, err)
 	}
-	log.Info(compAPI, "started engine core (pid %d) for model %s", cmd.Process.Pid, cfg.Model)
+	log.Info(compAPI, "started engine core %s (pid %d) for model %s", coreName(rank), cmd.Process.Pid, cfg.Model)
 	p := &coreProc{cmd: cmd, exited: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	return p, link.New(conn), nil

@@ -38,7 +38,7 @@ func (f *frontEnd) stream(w http.ResponseWriter, r *http.Request, req completion
 		case <-r.Context().Done():
 			f.cancel(c)
 			return
-		case <-f.gone:
+		case <-c.core.gone:
 			f.forget(c)
 			buf = enc.error(buf[:0], &apiError{Status: http.StatusServiceUnavailable, Type: "ServiceUnavailableError", Message: errCoreGone.Error()})
 			_, _ = w.Write(append(buf, doneEvent...))
@@ -59,10 +59,10 @@ func (f *frontEnd) stream(w http.ResponseWriter, r *http.Request, req completion
 			buf = enc.token(buf, sent, words[sent-1])
 		}
 		if done {
-			if apiErr := f.resultError(res, req); apiErr != nil {
+			if apiErr := c.core.resultError(res, req); apiErr != nil {
 				buf = enc.error(buf[:0], apiErr) // a failed load samples no token
 			} else {
-				f.metrics.record(res.Stats, req.MaxTokens, true, req.Source != nil)
+				c.core.metrics.record(res.Stats, req.MaxTokens, true, req.Source != nil)
 				if req.IncludeUsage {
 					buf = enc.usage(buf, f.usage(req, res, sent))
 				}

@@ -439,7 +439,7 @@ func TestTokenizeCountIsPromptTokens(t *testing.T) {
 	})
 }
 
-var abortLine = regexp.MustCompile(`vllm:request_success_total\{model_name="m",finished_reason="abort"\} (\d+)`)
+var abortLine = regexp.MustCompile(`vllm:request_success_total\{model_name="m",engine="0",finished_reason="abort"\} (\d+)`)
 
 func metricValue(t testing.TB, c *http.Client, url string, re *regexp.Regexp) int {
 	t.Helper()
@@ -461,8 +461,8 @@ func TestStreamDisconnectAbortsTheEngineRequest(t *testing.T) {
 	e := startInProcess(t)
 	url := serve(t, e)
 	c := newClient(10 * time.Second)
-	gen := regexp.MustCompile(`vllm:generation_tokens_total\{model_name="m"\} (\d+)`)
-	length := regexp.MustCompile(`vllm:request_success_total\{model_name="m",finished_reason="length"\} (\d+)`)
+	gen := regexp.MustCompile(`vllm:generation_tokens_total\{model_name="m",engine="0"\} (\d+)`)
+	length := regexp.MustCompile(`vllm:request_success_total\{model_name="m",engine="0",finished_reason="length"\} (\d+)`)
 	// 400 tokens at 2 ms each: the stream would run 0.8 s.
 	resp, err := c.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"a b c","max_tokens":400,"stream":true}`))
 	if err != nil {
