@@ -184,3 +184,6 @@ type FaultInfo struct {
 	By       string        `json:"by"`                    // "script" or "key"
 	Err      string        `json:"error,omitempty"`       // set when the action could not be taken
 }
+
+// TargetName is what f's action acted on: its Target, or its source.
+func (f FaultInfo) TargetName() string { return targetName(f.Source, f.Target) }

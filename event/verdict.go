@@ -44,6 +44,19 @@ type Window struct {
 	// Kind is the fault kind that opened it (stall, kill, ...; "" in
 	// streams written before windows carried it).
 	Kind string `json:"kind,omitempty"`
+	// Target is what the fault that opened it acted on when it was less
+	// than the whole source: one data-parallel rank, "source-0/rank1".
+	Target string `json:"target,omitempty"`
+}
+
+// TargetName is what w's fault acted on: its Target, or its source.
+func (w Window) TargetName() string { return targetName(w.Source, w.Target) }
+
+func targetName(source int, target string) string {
+	if target != "" {
+		return target
+	}
+	return SourceName(source)
 }
 
 // Result is one check's verdict. Detail is a message like the seed's
@@ -93,6 +106,10 @@ type Verdict struct {
 	// Steady is each source's pulls outside every fault window (a soak's
 	// whole run): check.Judge's. Only the final verdict carries it.
 	Steady []SourceSummary `json:"steady,omitempty"`
+	// Ranks breaks the pulls naming a source of several data-parallel
+	// ranks down by rank and by what they were to its fault windows
+	// (final verdicts; none for sources of one rank).
+	Ranks []RankSummary `json:"ranks,omitempty"`
 	// Windows are every fault window judged on its own and Kinds what
 	// they came to per kind (windows.go), for a run of more than one
 	// window; a live verdict carries the windows not yet settled.
@@ -116,12 +133,7 @@ type Verification struct {
 }
 
 // TargetName is what v's action acted on: its Target, or its source.
-func (v Verification) TargetName() string {
-	if v.Target != "" {
-		return v.Target
-	}
-	return SourceName(v.Source)
-}
+func (v Verification) TargetName() string { return targetName(v.Source, v.Target) }
 
 // Times are how long one fault took to be noticed and to be over, in real
 // seconds; nil where it never happened. report.json gives them as

@@ -112,7 +112,7 @@ func New(cfg Config) (*Experiment, error) {
 		faults:   map[int]inForce{},
 		conds:    map[int]event.ConditionInfo{},
 		held:     map[int]any{},
-		judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources,
+		judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources, Ranks: plan.Ranks,
 			Scripted: len(tl) > 0, Content: cfg.ContentMatch}),
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),

@@ -295,9 +295,9 @@ func (e *Experiment) faultEvent(action string, src int, target string, d time.Du
 
 // openWindow starts a fault window of kind on src; recovers says whether
 // it will close (stall, kill) or last to the end of the run (remove).
-func (e *Experiment) openWindow(src int, kind string, at time.Time, recovers bool) {
+func (e *Experiment) openWindow(src int, target, kind string, at time.Time, recovers bool) {
 	t := e.rel(at)
-	w := event.Window{Source: src, Start: t, Recovers: recovers, Kind: kind}
+	w := event.Window{Source: src, Target: target, Start: t, Recovers: recovers, Kind: kind}
 	e.mu.Lock()
 	e.windows = append(e.windows, w)
 	e.judge.Open(w)
@@ -347,7 +347,7 @@ func (f *firing) Record(action string, d time.Duration, by string, err error) {
 }
 
 func (f *firing) OpenWindow(at time.Time, recovers bool) {
-	f.e.openWindow(f.src, f.kind.Name, at, recovers)
+	f.e.openWindow(f.src, f.target, f.kind.Name, at, recovers)
 }
 func (f *firing) CloseWindow(at time.Time) { f.e.closeWindow(f.src, at) }
 

@@ -287,7 +287,7 @@ func htmlTables(id string, row Row) []htmlTable {
 			if !tookEffect(v) {
 				seen = "did not take effect"
 			}
-			cells = append(cells, []string{v.Action, event.SourceName(v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
+			cells = append(cells, []string{v.Action, v.TargetName(), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
 		}
 		ts = append(ts, plainHTMLTable(id+"-verified", "Faults verified on the host", "", []string{"action", "source", "at", "result", "after", "detail"}, cells))
 	}

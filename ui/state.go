@@ -400,7 +400,7 @@ func (st *state) applyVerification(ev event.Event) {
 		if !v.Verified || v.After > check.DefaultVerifyWithin {
 			level, what = levelWarn, "did NOT take effect"
 		}
-		st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, event.SourceName(v.Source), what, fmtLatency(v.After), v.Detail)
+		st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, v.TargetName(), what, fmtLatency(v.After), v.Detail)
 	}
 }
 
@@ -490,14 +490,14 @@ func (st *state) applyFault(ev event.Event) {
 		by = "script"
 	}
 	if f.Err != "" {
-		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, event.SourceName(f.Source), by, f.Err)
+		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, f.TargetName(), by, f.Err)
 		return
 	}
 	if st.source(f.Source) == nil {
 		st.addLog(ev.T, levelWarn, "%s on source %d, which is out of range", f.Action, f.Source)
 		return
 	}
-	what := fmt.Sprintf("%s %s (%s)", f.Action, event.SourceName(f.Source), by)
+	what := fmt.Sprintf("%s %s (%s)", f.Action, f.TargetName(), by)
 	if k, _ := fault.Lookup(f.Action); k != nil && k.Opens && k.TakesFor && f.Duration > 0 {
 		what += " for " + fmtSpan(f.Duration)
 	}
@@ -519,7 +519,7 @@ func (st *state) applyWindow(ev event.Event) {
 		} else {
 			s.spans.Push(span{start: w.Start, open: true})
 		}
-		st.addLog(ev.T, levelFault, "fault window opened on %s", event.SourceName(w.Source))
+		st.addLog(ev.T, levelFault, "fault window opened on %s", w.TargetName())
 		return
 	}
 	switch sp := s.lastSpan(); {
@@ -528,7 +528,7 @@ func (st *state) applyWindow(ev event.Event) {
 	default:
 		s.spans.Push(span{start: w.Start, end: w.End})
 	}
-	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", event.SourceName(w.Source), fmtLatency(w.End-w.Start))
+	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", w.TargetName(), fmtLatency(w.End-w.Start))
 }
 
 func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
