@@ -360,20 +360,46 @@ func (h *Host) Crash() {
 	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	h.die(func(net.Addr) bool { return true })
+	h.frozen = false
+	h.gen++
+	f.changed()
+}
+
+// CrashPort is Crash of the one process of the host that owns port: its
+// listeners on port close and the connections whose local port is port
+// end as a dead process's do, while the rest of the host runs on (one
+// data-parallel engine core of several, each with its own P2P port).
+func (h *Host) CrashPort(port int) {
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h.die(func(a net.Addr) bool {
+		ta, ok := a.(*net.TCPAddr)
+		return ok && ta.Port == port
+	})
+	f.changed()
+}
+
+// die ends the listeners and connections whose local address matches, as
+// the kernel does for a process that died; f.mu is held.
+func (h *Host) die(match func(net.Addr) bool) {
 	for ln := range h.lns {
-		ln.close()
+		if match(ln.addr) {
+			ln.close()
+		}
 	}
 	for c := range h.ends {
+		if !match(c.laddr) {
+			continue
+		}
 		c.drop()
 		if c.in.buffered > 0 {
 			c.out.rst = true
 		} else {
-			f.push(c.out, nil, true)
+			h.f.push(c.out, nil, true)
 		}
 	}
-	h.frozen = false
-	h.gen++
-	f.changed()
 }
 
 // Pipe returns the two ends of a connection inside the host (a

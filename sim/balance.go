@@ -13,7 +13,8 @@ import (
 //   - each rank's load is max(in flight, waiting + running): the front end's
 //     own unfinished requests on that rank (exact) against the core's last
 //     reported queues (vLLM's coordinator publishes them every 100 ms; the
-//     sim's core reports them after every step that changed them);
+//     sim's core reports them after every step that changed them and again
+//     every queuesRepublish);
 //   - the least loaded rank wins; ties go to the first in the scan, which
 //     starts one rank further on each pick, so an idle engine's requests go
 //     round-robin;

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"p2pfault/exitcode"
@@ -120,11 +121,42 @@ func runCore(ctx context.Context, cfg coreConfig, rw io.ReadWriteCloser, log *si
 	}()
 	// vLLM's core sends its SchedulerStats to the API server with its
 	// outputs; the front end sets the queue gauges of /metrics from them.
-	e.OnQueues(func(q engine.Queues) { _ = l.Send(link.Msg{Type: link.TypeQueues, Queues: &q}) })
+	var last atomic.Pointer[engine.Queues]
+	e.OnQueues(func(q engine.Queues) {
+		last.Store(&q)
+		_ = l.Send(link.Msg{Type: link.TypeQueues, Queues: &q})
+	})
+	go republishQueues(linkCtx, l, &last, cfg.Engine.Gate)
 	if err := e.Run(linkCtx); err != nil {
 		return &exitcode.Error{Code: exitcode.Failed, Err: err}
 	}
 	return stopCore(ctx, l, log)
+}
+
+// queuesRepublish is how often the core reports its queues even when they
+// have not changed: vLLM's DP front end gets each engine's counts from the
+// coordinator "every 100ms" (core_client.py, DPLBAsyncMPClient), which is
+// what resets the balancer's own increments (balance.go).
+const queuesRepublish = 100 * time.Millisecond
+
+// republishQueues sends the last queues every queuesRepublish until ctx
+// ends; a frozen in-process core (gate) sends nothing.
+func republishQueues(ctx context.Context, l *link.Conn, last *atomic.Pointer[engine.Queues], gate func()) {
+	t := time.NewTicker(queuesRepublish)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if gate != nil {
+				gate()
+			}
+			if q := last.Load(); q != nil {
+				_ = l.Send(link.Msg{Type: link.TypeQueues, Queues: q})
+			}
+		}
+	}
 }
 
 // stopCore ends the link: on a signal the front end is told first, so it

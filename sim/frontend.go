@@ -156,9 +156,11 @@ func (f *frontEnd) complete(ctx context.Context, req completionRequest) (link.Ms
 // submit sends req to the core of its rank (req.DPRank, or the balancer's
 // pick); with stream, the core reports each token.
 func (f *frontEnd) submit(req completionRequest, stream bool) (*call, error) {
-	core := f.lb.pick(f.cores)
+	var core *coreLink
 	if req.DPRank != nil {
 		core = f.cores[*req.DPRank]
+	} else {
+		core = f.lb.pick(f.cores)
 	}
 	c := &call{core: core, wake: make(chan struct{}, 1)}
 	core.mu.Lock()

@@ -304,12 +304,25 @@ func newClient(timeout time.Duration) *http.Client {
 }
 
 func postCompletion(c *http.Client, url string, body any) result {
+	return postCompletionWith(c, url, body, nil)
+}
+
+// postCompletionWith is postCompletion with extra request headers.
+func postCompletionWith(c *http.Client, url string, body any, header http.Header) result {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return result{err: err, sent: time.Now()}
 	}
 	start := time.Now()
-	resp, err := c.Post(url+"/v1/completions", "application/json", bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/completions", bytes.NewReader(b))
+	if err != nil {
+		return result{err: err, sent: start}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return result{err: err, sent: start, latency: time.Since(start)}
 	}

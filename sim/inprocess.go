@@ -41,8 +41,10 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +71,8 @@ type InProcess struct {
 
 	httpAddr string   // set before ready is closed
 	p2pAddrs []string // by data-parallel rank, set before ready is closed
-	err      error    // set before done is closed
+	cores    []*inProcessCore
+	err      error // set before done is closed
 	killed   atomic.Bool
 }
 
@@ -86,9 +89,11 @@ func StartInProcess(ctx context.Context, args []string, env map[string]string, h
 	log := simlog.New(p.log)
 	// One core per data-parallel rank, each on its own link, as the
 	// front-end process starts one child per rank.
+	p.cores = make([]*inProcessCore, max(cfg.DPSize, 1))
 	start := func(rank int) (engineCore, *link.Conn, error) {
 		frontEnd, coreEnd := host.Pipe()
-		core := &inProcessCore{done: make(chan struct{})}
+		core := &inProcessCore{done: make(chan struct{}), link: coreEnd}
+		p.cores[rank] = core
 		go func() {
 			core.err = runCore(sig, coreConfig{Engine: cfg.rankEngine(rank), StartupDelay: cfg.StartupDelay, Rank: rank}, coreEnd, log)
 			close(core.done)
@@ -187,6 +192,29 @@ func (p *InProcess) Kill() {
 	p.term()
 }
 
+// KillRank ends data-parallel rank r's core as SIGKILL of its process
+// does: its P2P listener closes and its connections reset at once
+// (host.CrashPort of its port), and its link to the front end breaks. The
+// front end then does what vLLM's does when one core dies: it stops the
+// other cores and exits with the failure (Done follows). It must be called
+// after Ready, on an engine with a P2P tier.
+func (p *InProcess) KillRank(r int) error {
+	addrs := p.P2PAddrs()
+	if r < 0 || r >= len(addrs) {
+		return fmt.Errorf("kill rank %d: the engine has %d data-parallel ranks", r, len(addrs))
+	}
+	_, port, err := net.SplitHostPort(addrs[r])
+	if err != nil {
+		return fmt.Errorf("kill rank %d: P2P identity %q: %w", r, addrs[r], err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("kill rank %d: P2P port %q: %w", r, port, err)
+	}
+	p.host.CrashPort(n)
+	return p.cores[r].link.Close()
+}
+
 // Terminate sends the engine a SIGTERM and waits until it has exited (or
 // ctx ends first, with ctx's error).
 func (p *InProcess) Terminate(ctx context.Context) error {
@@ -223,7 +251,8 @@ func (p *InProcess) Err() error {
 // inProcessCore is the engine core running as goroutines of this process.
 type inProcessCore struct {
 	done chan struct{}
-	err  error // runCore's, once done is closed
+	err  error    // runCore's, once done is closed
+	link net.Conn // the core's end of its link
 }
 
 func (c *inProcessCore) status(d time.Duration) string {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,22 @@ func TestResolveServeConfig(t *testing.T) {
 				}
 				return ""
 			}},
+		{"a p2p tier without host or port takes VLLM_P2P_SIDE_CHANNEL_HOST/_PORT; rank r binds base + r", map[string]string{"PYTHONHASHSEED": "0", "VLLM_P2P_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_P2P_SIDE_CHANNEL_PORT": "7777"},
+			[]string{"--data-parallel-size", "3", "--kv-transfer-config", `{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":2e8,"secondary_tiers":[{"type":"p2p"}]}}`},
+			func(c serveConfig) string {
+				if c.DPSize != 3 || c.rankEngine(0).P2PPort != 7777 || c.rankEngine(2).P2PPort != 7779 || c.rankEngine(2).P2PHost != "127.0.0.1" {
+					return "side-channel defaults or rank ports"
+				}
+				return ""
+			}},
+		{"the tier's own port wins over VLLM_P2P_SIDE_CHANNEL_PORT; DP 1 keeps the base", map[string]string{"PYTHONHASHSEED": "0", "VLLM_P2P_SIDE_CHANNEL_PORT": "9000"},
+			[]string{"--kv-transfer-config", launch},
+			func(c serveConfig) string {
+				if c.DPSize != 1 || c.rankEngine(0).P2PPort != 7777 {
+					return "explicit port"
+				}
+				return ""
+			}},
 		{"--disable-log-stats turns the stats line off", map[string]string{"PYTHONHASHSEED": "0", "VLLM_LOG_STATS_INTERVAL": "3"}, []string{"--disable-log-stats"},
 			func(c serveConfig) string {
 				if c.Engine.StatsInterval != 0 {
@@ -125,5 +142,28 @@ func TestResolveErrorsAreUsageErrors(t *testing.T) {
 	_, err := resolveArgs(t, nil, "--sim-freeze-gap", "0s")
 	if exitcode.Code(err) != exitcode.Usage {
 		t.Errorf("exit code %d for %v, want %d", exitcode.Code(err), err, exitcode.Usage)
+	}
+}
+
+// TestDataParallelErrorsNameTheBadThing: a bad rank count, side-channel
+// port or a rank port past 65535 is a usage error naming it.
+func TestDataParallelErrorsNameTheBadThing(t *testing.T) {
+	tier := func(port string) string {
+		return `{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":2e8,"secondary_tiers":[{"type":"p2p"` + port + `}]}}`
+	}
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--data-parallel-size", "0"}, "--data-parallel-size 0"},
+		{map[string]string{"VLLM_P2P_SIDE_CHANNEL_PORT": "x"}, []string{"--kv-transfer-config", tier("")}, `VLLM_P2P_SIDE_CHANNEL_PORT="x"`},
+		{map[string]string{"VLLM_P2P_SIDE_CHANNEL_PORT": "70000"}, []string{"--kv-transfer-config", tier("")}, `VLLM_P2P_SIDE_CHANNEL_PORT="70000"`},
+		{nil, []string{"--data-parallel-size", "3", "--kv-transfer-config", tier(`,"port":65534`)}, "--data-parallel-size 3: the P2P ports 65534..65536"},
+	} {
+		_, err := resolveArgs(t, tt.env, tt.args...)
+		if exitcode.Code(err) != exitcode.Usage || err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v %v: got %v (exit code %d), want a usage error naming %q", tt.env, tt.args, err, exitcode.Code(err), tt.want)
+		}
 	}
 }

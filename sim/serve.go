@@ -93,9 +93,13 @@ func runFrontEnd(ctx context.Context, cfg serveConfig, start func(rank int) (eng
 	if ready != nil {
 		ready(ln.Addr(), p2pIDs)
 	}
-	shown := strings.Join(p2pIDs, ", ")
-	if shown == "" || p2pIDs[0] == "" {
+	shown := p2pIDs[0]
+	switch {
+	case shown == "":
 		shown = "none (no p2p tier configured)"
+	case len(p2pIDs) > 1:
+		// Rank 0's first, as with one rank, then every rank's.
+		shown += fmt.Sprintf(" (rank 0; data-parallel ranks 0..%d: %s)", len(p2pIDs)-1, strings.Join(p2pIDs, " "))
 	}
 	log.Info(compAPI, "engine ready: serving model %s on http://%s, P2P identity %s", cfg.Model, ln.Addr(), shown)
 
