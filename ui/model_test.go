@@ -624,3 +624,36 @@ func TestRankPickerTargetsOneRank(t *testing.T) {
 		t.Errorf("g on a source of one rank should say so:\n%s", logText(m))
 	}
 }
+
+// TestSourcePanelBreaksItsStatsDownByRank: a source of two ranks whose
+// rank 1 misses slowly shows each rank's p50 and hit rate on its panel; a
+// source of one rank shows no rank line.
+func TestSourcePanelBreaksItsStatsDownByRank(t *testing.T) {
+	sc := sceneSteady()
+	for i := range sc.events {
+		ev := &sc.events[i]
+		if r := ev.Run; r != nil {
+			c := *r
+			c.SourceRanks = []int{2, 1}
+			ev.Run = &c
+		}
+		if ev.Kind != event.KindSamples {
+			continue
+		}
+		ss := slices.Clone(ev.Samples)
+		for j := range ss {
+			if ss[j].Source == 0 && ss[j].Trial%4 >= 2 {
+				ss[j].Rank, ss[j].CachedTokens, ss[j].Latency = 1, 0, 3*time.Second
+			}
+		}
+		ev.Samples = ss
+	}
+	m := feed(t, sc, 160, 48)
+	v := m.View()
+	if !strings.Contains(v, "rank0 p50") || !strings.Contains(v, "hits 100%") || !strings.Contains(v, "rank1 p50 3.00s") || !strings.Contains(v, "hits 0%") {
+		t.Errorf("source-0's panel should break down by rank:\n%s", v)
+	}
+	if strings.Count(v, "rank0 p50") != 1 {
+		t.Errorf("only source-0 has ranks:\n%s", v)
+	}
+}

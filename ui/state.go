@@ -25,6 +25,7 @@ type point struct {
 	ok      bool          // HTTP 200 and no transport error
 	ttft    time.Duration // streamed pulls: time to first token (0 = none)
 	wrong   bool          // another text than the source's (check content_matches)
+	rank    int           // the data-parallel rank the pull was pinned to
 }
 
 // start is when the pull was sent: the chart plots it there.
@@ -543,7 +544,7 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 			st.outRange++
 			continue
 		}
-		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT,
+		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT, rank: sm.Rank,
 			wrong: st.content.Wrong(*sm)}
 		s.points.Push(p)
 		if p.wrong {
