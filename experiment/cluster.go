@@ -136,13 +136,7 @@ func (l Launch) Plan(fault.Timeline) (Plan, error) {
 		return Plan{}, err
 	}
 	p := Plan{Model: l.Config.Model, Engine: l.Config.Engine}
-	for _, s := range specs {
-		if s.Role == event.RoleSource {
-			p.Sources++
-			p.Ranks = append(p.Ranks, s.RankCount())
-		}
-	}
-	p.Ranks = sourceRanks(p.Ranks)
+	p.Sources, p.Ranks = SourcesOf(specs)
 	if p.Model == "" {
 		p.Model = runner.DefaultModel
 	}

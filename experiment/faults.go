@@ -145,7 +145,7 @@ func (e *Experiment) fire(a fault.Action, by string) error {
 	}
 	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options}
 	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
-	if w := engineWide(t, a); w != "" {
+	if w := a.EngineWide(); w != "" {
 		e.emit(event.Event{Kind: event.KindWarning, Message: w})
 	}
 	at := e.since()

@@ -38,6 +38,18 @@ func sourceRanks(ranks []int) []int {
 	return nil
 }
 
+// SourcesOf is how many sources specs start and each one's data-parallel
+// ranks (Plan.Ranks: nil when every source has one).
+func SourcesOf(specs []runner.Spec) (sources int, ranks []int) {
+	for _, s := range specs {
+		if s.Role == event.RoleSource {
+			sources++
+			ranks = append(ranks, s.RankCount())
+		}
+	}
+	return sources, sourceRanks(ranks)
+}
+
 // probeSource is how the probe names source t: its addresses and ranks.
 func probeSource(t Target) probe.Source {
 	return probe.Source{Index: t.Index(), URL: t.HTTPURL(), P2PHost: t.P2PHost(), P2PPort: t.P2PPort(), Ranks: ranksOf(t)}
@@ -58,21 +70,6 @@ func actTarget(t Target, a fault.Action) (fault.Target, error) {
 		return nil, fmt.Errorf("%s has one engine core (no data-parallel ranks: see --source-dp), so it has no %s", t.Name(), a.TargetName())
 	}
 	return r.RankTarget(a.Rank)
-}
-
-// engineWide is the warning an action on one rank that ends the whole
-// engine (a kill, a removal: vLLM's front end shuts down when one engine
-// core dies) gives, so nobody reads it as a rank restarting alone; "" for
-// any other action.
-func engineWide(t fault.Target, a fault.Action) string {
-	if !a.OnRank || a.Kind.Ranks != fault.RankEngine {
-		return ""
-	}
-	if w, ok := t.(interface{ EngineWide(string) string }); ok {
-		return w.EngineWide(a.Kind.Name)
-	}
-	return fmt.Sprintf("%s %s: one engine core's end takes the whole engine down in vLLM, so all of %s goes",
-		a.Kind.Name, a.TargetName(), event.SourceName(a.Source))
 }
 
 // Ranks is the launched engine's --data-parallel-size (1 without).

@@ -225,14 +225,6 @@ func (t RankTarget) coreThenSession(sig unix.Signal, signalled func(time.Time, e
 	}
 }
 
-// EngineWide says what a kill or removal of one rank does to the engine,
-// for the fault's event: the tool does not pretend a rank restarts alone.
-func (t RankTarget) EngineWide(action string) string {
-	return fmt.Sprintf("%s %s: vLLM shuts the whole engine down when one engine core dies "+
-		"(core_client.py: \"Engine core proc EngineCore_DP%d died unexpectedly, shutting down client\"), so all of %s goes",
-		action, t.Name(), t.rank, event.SourceName(t.Index()))
-}
-
 // Ports are the rank's own P2P port: a partition of one rank cuts only it
 // (the engine's HTTP front end and the sibling ranks' ports stay up).
 func (t RankTarget) Ports() []int { return []int{t.P2PPort()} }
