@@ -230,7 +230,7 @@ func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
 		if f.Arg != "" {
 			what += " " + f.Arg
 		}
-		line := fmt.Sprintf("schedule:   at %s %s %s", secs(f.At), what, event.SourceName(f.Source))
+		line := fmt.Sprintf("schedule:   at %s %s %s", secs(f.At), what, f.TargetName())
 		if f.For > 0 {
 			line += " for " + secs(f.For)
 		}

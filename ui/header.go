@@ -93,7 +93,7 @@ func (m Model) nextFault(nowT time.Duration) string {
 	var at time.Duration
 	for _, f := range m.st.schedule {
 		if f.At > nowT {
-			what, at = fmt.Sprintf("%s %s", f.Action, event.SourceName(f.Source)), f.At
+			what, at = fmt.Sprintf("%s %s", f.Action, f.TargetName()), f.At
 			break
 		}
 	}
