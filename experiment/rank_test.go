@@ -112,3 +112,70 @@ func checkRankEvents(t *testing.T, evs []event.Event) {
 		t.Errorf("engine-wide warning %v, fault on source-0/rank1 %v, verified %v: want all", warned, faulted, verified)
 	}
 }
+
+// TestGoneOnADataParallelSourceOnTheVirtualCluster is issue 28's #56828
+// layout, pd mode, on the virtual cluster: case gone kills source-0's rank
+// 0 core and cuts the rest of it off. The source stays down to the end
+// (its window never closes, its engine exits), and the usual checks judge
+// it: pulls to both ranks wait on their sessions (the handshake deadline
+// of the new sessions the decoder opens to a pod that answers nothing), so
+// faulted_max fails, and the breakdown shows both ranks' pulls in the
+// window.
+func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp, err := experiment.New(experiment.Config{
+			Case: fault.ActionGone, Mode: event.ModePD,
+			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2}},
+			OutDir:  t.TempDir(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := exp.Subscribe()
+		var evs []event.Event
+		collected := make(chan struct{})
+		go func() {
+			defer close(collected)
+			for ev := range ch {
+				evs = append(evs, ev)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		v, err := exp.Run(ctx)
+		<-collected
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		var gone, exited, closed bool
+		for _, ev := range evs {
+			switch {
+			case ev.Kind == event.KindFault && ev.Fault.Action == fault.ActionGone:
+				gone = ev.Fault.Err == "" && ev.Fault.Source == 0
+			case ev.Kind == event.KindEngine && ev.Engine.Name == "source-0" && ev.Engine.State == event.StateExited:
+				exited = true
+			case ev.Kind == event.KindWindow && ev.Window.End != 0:
+				closed = true
+			}
+		}
+		if !gone || !exited || closed {
+			t.Errorf("gone fired %v, source-0 exited %v, a window closed %v: want fired, exited, none closed", gone, exited, closed)
+		}
+		for _, c := range v.Checks {
+			if c.Name == "faulted_max" && c.Passed {
+				t.Errorf("faulted_max passed: %s", c.Detail)
+			}
+		}
+		ranks := map[int]event.RankSummary{}
+		for _, r := range v.Ranks {
+			if r.Source == 0 && r.Part == "fault" {
+				ranks[r.Rank] = r
+			}
+		}
+		for r := range 2 {
+			if s := ranks[r]; s.N == 0 || s.Latency.Max < 15*time.Second {
+				t.Errorf("rank %d in the window: %+v, want pulls, the slowest past 15 s", r, s)
+			}
+		}
+	})
+}

@@ -62,7 +62,7 @@ func TestParseErrorsNameTheirPosition(t *testing.T) {
 		{"bad duration", "at 10x stall source-0", `timeline:1:4: bad duration "10x"`},
 		{"negative duration", "at -1s kill source-0", `timeline:1:4: negative duration "-1s"`},
 		{"no at", "stall source-0", `timeline:1:1: want "at DURATION ACTION source-N", got "stall"`},
-		{"unknown action", "at 1s freeze source-0", `timeline:1:7: unknown action "freeze" (want stall, resume, kill, replace, remove, restore, partition, loss, heal)`},
+		{"unknown action", "at 1s freeze source-0", `timeline:1:7: unknown action "freeze" (want stall, resume, kill, replace, remove, restore, partition, loss, heal, gone)`},
 		{"bad target", "at 1s stall src0", `timeline:1:13: bad target "src0"`},
 		{"target with leading zero", "at 1s kill source-01", `timeline:1:12: bad target "source-01"`},
 		{"for with kill", "at 1s kill source-0 for 3s", `timeline:1:21: "for" goes only with stall, partition, loss, not kill`},
@@ -132,7 +132,7 @@ func TestPresetIsTheSeedCaseAtTheGivenTimes(t *testing.T) {
 
 func TestPresetRejectsUnknownCase(t *testing.T) {
 	_, err := fault.Preset("freeze", time.Second, time.Second)
-	want := `case "freeze": want one of stall, kill, replace, remove, partition, none`
+	want := `case "freeze": want one of stall, kill, replace, remove, partition, gone, none`
 	if err == nil || !strings.Contains(err.Error(), want) || exitcode.Code(err) != exitcode.Usage {
 		t.Errorf("Preset(freeze) = %v, want usage error %q", err, want)
 	}

@@ -247,3 +247,20 @@ func (t RankTarget) Pids() []int {
 	slices.Sort(out)
 	return out
 }
+
+// CrashCore SIGKILLs rank r's engine core alone and does not restart the
+// engine: what follows is the engine's own doing (vLLM's front end ends
+// it when a core dies). It returns when the signal was sent.
+func (t Target) CrashCore(r int) (time.Time, error) {
+	rt, err := t.Rank(r)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sid, ms, err := rt.Members()
+	if err != nil {
+		return time.Time{}, err
+	}
+	at := time.Now()
+	_, err = session.SignalMembers(sid, ms, unix.SIGKILL)
+	return at, err
+}

@@ -65,3 +65,14 @@ func (r *rankTarget) Restore(ctx context.Context) (time.Time, error) { return r.
 
 // Report is the engine's: a rank's kill is verified as the engine's.
 func (r *rankTarget) Report() fault.Report { return r.t.Report() }
+
+// CrashCore crashes rank r's core alone (sim.InProcess.KillRank); the
+// engine then ends itself, and is not restarted.
+func (t *Target) CrashCore(r int) (time.Time, error) {
+	eng, err := t.running()
+	if err != nil {
+		return time.Time{}, err
+	}
+	at := time.Now()
+	return at, eng.KillRank(r)
+}
