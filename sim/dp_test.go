@@ -230,111 +230,180 @@ func TestDataParallelCoresAreProcessesByRank(t *testing.T) {
 	}
 }
 
-// TestVirtualDPSourceGoneMidTransfer is vLLM issue #56828's layout on the
-// virtual cluster, pd mode: a prefiller with two data-parallel ranks goes
-// away while decode legs load from both ranks. Rank 0's core dies (its
-// connections reset) and the pod's network goes with it (a partition: the
-// other rank's connection falls silent, and the engine's shutdown of its
-// other core never reaches the decoder). Liveness is per connection: the
-// decoder marks rank 0's peer down at once, and nothing of that reaches
-// its session with rank 1, whose loads — the one in flight and one
-// submitted a second later — wait on that session's own liveness.
-//
-// In the sim that is the heartbeat (mechanism 4, which fails a dead
-// session's loads): rank 1's loads end 10–12 s after the fault. #56828
-// reports 36–43 s (load timeout + abort-ack) there, where vLLM kept the
-// loads past the sibling's "peer down" (sim/MODEL.md, "Data
-// parallelism"); this test pins the sim's figures.
+// dpPrefill sends a PD prefill leg pinned to one rank, as vLLM's proxy
+// does with --prefiller-dp-size.
+func dpPrefill(t *testing.T, c *http.Client, pre *engineProc, rank int, id, prompt string) {
+	t.Helper()
+	r := postCompletionWith(c, pre.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+		"kv_transfer_params": map[string]any{"remote_decoder": map[string]any{"kv_request_id": id}}}, rankHeader(strconv.Itoa(rank)))
+	if r.status != http.StatusOK {
+		t.Fatalf("prefill leg %s on rank %d: %d %s", id, rank, r.status, r.body)
+	}
+}
+
+// dpDecode sends the decode leg of id naming the rank's P2P port.
+func dpDecode(c *http.Client, dec *engineProc, port int, id, prompt string) result {
+	return postCompletion(c, dec.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
+		"kv_transfer_params": map[string]any{"remote_prefiller": map[string]any{"kv_request_id": id, "remote_host": "127.0.0.1", "remote_port": port}}})
+}
+
+// goneLeg is one decode leg of goneMidTransfer.
+type goneLeg struct {
+	rank  int
+	id    string
+	after time.Duration // since the decode legs start; the fault is at 1 s
+}
+
+// goneLegs are #56828's legs: one in flight from each rank at the fault
+// and one submitted to the sibling rank a second after it.
+var goneLegs = []goneLeg{{0, "gone-r0", 0}, {1, "gone-r1", 0}, {1, "gone-r1-late", 2 * time.Second}}
+
+// goneRun is what goneMidTransfer measured: each leg's result, the fault's
+// instant and the engines' logs.
+type goneRun struct {
+	res            []result
+	fault          time.Time
+	decLog, preLog string
+}
+
+// end is leg i's answer's time after the fault.
+func (g goneRun) end(i int) time.Duration { return g.res[i].sent.Add(g.res[i].latency).Sub(g.fault) }
+
+// goneMidTransfer is vLLM issue #56828's layout on the virtual cluster, pd
+// mode: a prefiller with two data-parallel ranks goes away while decode
+// legs load from both ranks. Rank 0's core dies (its connections reset)
+// and the pod's network goes with it (a partition: the other rank's
+// connection falls silent, and the engine's shutdown of its other core
+// never reaches the decoder). decArgs are the decoder's extra flags. It
+// checks what holds in every mode: each leg prefills locally (policy
+// recompute), rank 0's leg ends within the second of the fault (#56828:
+// "the decoder marked the rank-0 peer down within the second"), the
+// prefiller fails with the monitor's line for rank 0.
+func goneMidTransfer(t *testing.T, decArgs ...string) goneRun {
+	t.Helper()
+	var g goneRun
+	vc := newVCluster(t)
+	kv := strings.Replace(pdKVConfig, `"port":0`, `"port":7777`, 1)
+	// 6 MB/s: a 384-token load (12.6 MB) takes 2.1 s, so a fault 1 s
+	// after the decode legs catches both mid-transfer.
+	pre := vc.start("prefiller", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", kv, "--data-parallel-size", "2", "--sim-transfer-bandwidth", "6e6"}})
+	dec := vc.start("decoder", engineOpts{noP2P: true, args: append([]string{"--kv-transfer-config", pdKVConfig}, decArgs...)})
+	c := vc.c
+	prefill := func(rank int, id, prompt string) { dpPrefill(t, c, pre.engineProc, rank, id, prompt) }
+	decode := func(rank int, id, prompt string) result { return dpDecode(c, dec.engineProc, 7777+rank, id, prompt) }
+	for r := range 2 {
+		p, id := words(fmt.Sprint("gone-warm-", r), 400), fmt.Sprint("gone-warm-", r)
+		prefill(r, id, p)
+		if w := decode(r, id, p); w.status != http.StatusOK || w.cached != 384 {
+			t.Fatalf("warm-up decode leg from rank %d: %d cached %d %s", r, w.status, w.cached, w.body)
+		}
+	}
+	prompts := map[string]string{}
+	for _, l := range goneLegs {
+		prompts[l.id] = words(l.id, 400)
+		prefill(l.rank, l.id, prompts[l.id])
+	}
+	g.res = make([]result, len(goneLegs))
+	done := make(chan int, len(goneLegs))
+	for i, l := range goneLegs {
+		go func() {
+			time.Sleep(l.after)
+			g.res[i] = decode(l.rank, l.id, prompts[l.id])
+			done <- i
+		}()
+	}
+	time.Sleep(time.Second)
+	g.fault = time.Now()
+	if err := pre.p.KillRank(0); err != nil {
+		t.Fatal(err)
+	}
+	vc.fab.Partition(pre.host, dec.host)
+	for range goneLegs {
+		<-done
+	}
+	for i, l := range goneLegs {
+		t.Logf("rank %d decode leg %s: sent %v after the fault, status %d cached %d, latency %v, ended %v after the fault",
+			l.rank, l.id, g.res[i].sent.Sub(g.fault), g.res[i].status, g.res[i].cached, g.res[i].latency, g.end(i))
+		if g.res[i].status != http.StatusOK || g.res[i].cached != 0 {
+			t.Errorf("%s: status %d cached %d, want 200 and a local prefill (policy recompute): %s", l.id, g.res[i].status, g.res[i].cached, g.res[i].body)
+		}
+	}
+	if e := g.end(0); e > time.Second {
+		t.Errorf("rank 0's in-flight load ended %v after its core died, want within the second (its connection reset)", e)
+	}
+	select {
+	case <-pre.p.Done():
+		if pre.p.Err() == nil {
+			t.Errorf("the prefiller exited cleanly after rank 0's core died, want a failure")
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the prefiller still runs 10 s after rank 0's core died")
+	}
+	g.decLog, g.preLog = dec.log.String(), pre.log.String()
+	if !strings.Contains(g.preLog, "Engine core proc EngineCore_DP0 died unexpectedly") {
+		t.Errorf("prefiller log lacks the monitor's line for rank 0:\n%s", g.preLog)
+	}
+	if !strings.Contains(g.decLog, "peer 127.0.0.1:7777 down: connection") || !strings.Contains(g.decLog, "peer 127.0.0.1:7778 down: heartbeat timed out") {
+		t.Errorf("decoder log: want rank 0's peer down on the reset and rank 1's on its heartbeat:\n%s", g.decLog)
+	}
+	return g
+}
+
+// TestVirtualDPSourceGoneMidTransfer: #56828 with the decoder's default
+// --sim-dead-session-loads fail. Liveness is per connection: nothing of
+// rank 0's death reaches the session with rank 1, whose loads — the one
+// in flight and one submitted a second later — end when that session's
+// own heartbeat times out (mechanisms 4 and 23), 10–12 s after the fault;
+// a dead session fails its loads (session.py @0577fc22).
 func TestVirtualDPSourceGoneMidTransfer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const hbIvl, hbTO = 2 * time.Second, 10 * time.Second
-		vc := newVCluster(t)
-		kv := strings.Replace(pdKVConfig, `"port":0`, `"port":7777`, 1)
-		// 6 MB/s: a 384-token load (12.6 MB) takes 2.1 s, so a fault 1 s
-		// after the decode legs catches both mid-transfer.
-		pre := vc.start("prefiller", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", kv, "--data-parallel-size", "2", "--sim-transfer-bandwidth", "6e6"}})
-		dec := vc.start("decoder", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", pdKVConfig}})
-		c := vc.c
-		prefill := func(rank int, id, prompt string) {
-			r := postCompletionWith(c, pre.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
-				"kv_transfer_params": map[string]any{"remote_decoder": map[string]any{"kv_request_id": id}}}, rankHeader(strconv.Itoa(rank)))
-			if r.status != http.StatusOK {
-				t.Fatalf("prefill leg %s on rank %d: %d %s", id, rank, r.status, r.body)
-			}
-		}
-		decode := func(rank int, id, prompt string) result {
-			return postCompletion(c, dec.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0,
-				"kv_transfer_params": map[string]any{"remote_prefiller": map[string]any{"kv_request_id": id, "remote_host": "127.0.0.1", "remote_port": 7777 + rank}}})
-		}
-		for r := range 2 {
-			p, id := words(fmt.Sprint("gone-warm-", r), 400), fmt.Sprint("gone-warm-", r)
-			prefill(r, id, p)
-			if w := decode(r, id, p); w.status != http.StatusOK || w.cached != 384 {
-				t.Fatalf("warm-up decode leg from rank %d: %d cached %d %s", r, w.status, w.cached, w.body)
-			}
-		}
-		legs := []struct {
-			rank  int
-			id    string
-			after time.Duration // since the decode legs start; the fault is at 1 s
-		}{{0, "gone-r0", 0}, {1, "gone-r1", 0}, {1, "gone-r1-late", 2 * time.Second}}
-		prompts := map[string]string{}
-		for _, l := range legs {
-			prompts[l.id] = words(l.id, 400)
-			prefill(l.rank, l.id, prompts[l.id])
-		}
-		res := make([]result, len(legs))
-		done := make(chan int, len(legs))
-		for i, l := range legs {
-			go func() {
-				time.Sleep(l.after)
-				res[i] = decode(l.rank, l.id, prompts[l.id])
-				done <- i
-			}()
-		}
-		time.Sleep(time.Second)
-		fault := time.Now()
-		if err := pre.p.KillRank(0); err != nil {
-			t.Fatal(err)
-		}
-		vc.fab.Partition(pre.host, dec.host)
-		for range legs {
-			<-done
-		}
-		end := func(i int) time.Duration { return res[i].sent.Add(res[i].latency).Sub(fault) }
-		for i, l := range legs {
-			t.Logf("rank %d decode leg %s: sent %v after the fault, status %d cached %d, ended %v after the fault",
-				l.rank, l.id, res[i].sent.Sub(fault), res[i].status, res[i].cached, end(i))
-			if res[i].status != http.StatusOK || res[i].cached != 0 {
-				t.Errorf("%s: status %d cached %d, want 200 and a local prefill (policy recompute): %s", l.id, res[i].status, res[i].cached, res[i].body)
-			}
-		}
-		// #56828: "the decoder marked the rank-0 peer down within the second".
-		if e := end(0); e > time.Second {
-			t.Errorf("rank 0's in-flight load ended %v after its core died, want within the second (its connection reset)", e)
-		}
-		// Rank 1's session learns nothing from rank 0's: both its loads end
-		// when its own heartbeat times out, a ping at most one interval
-		// after the fault and hbTO of silence after it.
+		g := goneMidTransfer(t)
+		// A ping at most one interval after the fault and hbTO of silence after it.
 		for _, i := range []int{1, 2} {
-			if e := end(i); e < hbTO || e > hbTO+hbIvl+vMissCost {
-				t.Errorf("%s ended %v after the fault, want on rank 1's own heartbeat, in [%v, %v]", legs[i].id, e, hbTO, hbTO+hbIvl+vMissCost)
+			if e := g.end(i); e < hbTO || e > hbTO+hbIvl+vMissCost {
+				t.Errorf("%s ended %v after the fault, want on rank 1's own heartbeat, in [%v, %v]", goneLegs[i].id, e, hbTO, hbTO+hbIvl+vMissCost)
 			}
 		}
-		log := dec.log.String()
-		if !strings.Contains(log, "peer 127.0.0.1:7777 down") || !strings.Contains(log, "peer 127.0.0.1:7778 down: heartbeat timed out") {
-			t.Errorf("decoder log: want rank 0's peer down on the reset and rank 1's on its heartbeat:\n%s", log)
+		if strings.Contains(g.decLog, "sending abort") {
+			t.Errorf("decoder log: a load timed out, want every load failed with its session:\n%s", g.decLog)
 		}
-		select {
-		case <-pre.p.Done():
-			if pre.p.Err() == nil {
-				t.Errorf("the prefiller exited cleanly after rank 0's core died, want a failure")
+	})
+}
+
+// TestVirtualDPSourceGoneMidTransferLoadsTimeOut: #56828 with the
+// decoder's --sim-dead-session-loads timeout, the issue's build: rank 1's
+// session still dies of its heartbeat, but its loads outlive it (mechanism
+// 25), each to its load timeout after its submit, then its abort goes into
+// the dead connection and is never acked, and the load fails after the
+// abort-ack timeout: 40 s after its submit, the issue's 36–43 s. Rank 0's,
+// whose connection reset, still end at once.
+func TestVirtualDPSourceGoneMidTransferLoadsTimeOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const loadTO, abortTO = 30 * time.Second, 10 * time.Second
+		g := goneMidTransfer(t, "--sim-dead-session-loads", "timeout")
+		for _, i := range []int{1, 2} {
+			// Exact on the fake clock: vMissCost holds the step that takes
+			// the leg up (its submit) and the local prefill after the
+			// failure.
+			if l, want := g.res[i].latency, loadTO+abortTO+vMissCost; l != want {
+				t.Errorf("%s took %v, want load timeout + abort-ack after its submit + a miss's cost, %v", goneLegs[i].id, l, want)
 			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("the prefiller still runs 10 s after rank 0's core died")
 		}
-		if !strings.Contains(pre.log.String(), "Engine core proc EngineCore_DP0 died unexpectedly") {
-			t.Errorf("prefiller log lacks the monitor's line for rank 0:\n%s", pre.log)
+		for _, want := range []string{
+			"dead-session loads: timeout",
+			"session 127.0.0.1:7778 died with 2 unacknowledged load(s)",
+			"P2PSession 127.0.0.1:7778: gone-r1 timed out, sending abort (load timeout 30.0s)",
+			"P2PSession 127.0.0.1:7778: abort_ack timed out for kv_request_id=gone-r1 after 10.0s",
+			"P2PSession 127.0.0.1:7778: gone-r1-late timed out, sending abort (load timeout 30.0s)",
+			"P2PSession 127.0.0.1:7778: abort_ack timed out for kv_request_id=gone-r1-late after 10.0s",
+		} {
+			if !strings.Contains(g.decLog, want) {
+				t.Errorf("decoder log lacks %q:\n%s", want, g.decLog)
+			}
+		}
+		if strings.Contains(g.decLog, "gone-r0 timed out") {
+			t.Errorf("decoder log: rank 0's load timed out, want it failed at its connection's reset:\n%s", g.decLog)
 		}
 	})
 }

@@ -33,6 +33,7 @@ type serveFlags struct {
 	dpSize              int
 	seed                int64
 	pendingHandshake    string
+	deadSessionLoads    string
 	disableLogStats     bool
 
 	timeScale         float64
@@ -90,6 +91,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.freezeGap, "sim-freeze-gap", 500*time.Millisecond, "a gap between steps over this means the process was frozen")
 	fs.DurationVar(&f.loadTimeout, "sim-load-timeout", 30*time.Second, "fetch without transfer_done before the abort")
 	fs.DurationVar(&f.abortAckTimeout, "sim-abort-ack-timeout", 10*time.Second, "abort without abort_ack before the load fails")
+	fs.StringVar(&f.deadSessionLoads, "sim-dead-session-loads", "fail", "loads in flight on a P2P session reaped for silence (heartbeat, lookup deadline): fail with it (session.py @0577fc22) or timeout: run to the load timeout, then fail when the abort goes unacknowledged (vLLM issue #56828)")
 	fs.StringArrayVar(&f.defects, "sim-defect", nil, "turn on a modelled engine bug (repeatable): reuse-freed-blocks (vllm#21570), recompute-keeps-partial (vllm#49250); each changes nothing until its trigger happens")
 	fs.DurationVar(&f.storeTimeout, "sim-store-timeout", 30*time.Second, "a source's store job (a lookup hit's pin, a PD store bound to a fetch) not sent within this fails and frees its blocks")
 }
@@ -197,6 +199,9 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 	if err := f.checkDurations(); err != nil {
 		return 0, err
 	}
+	if f.deadSessionLoads != "fail" && f.deadSessionLoads != "timeout" {
+		return fail("--sim-dead-session-loads %q: want fail or timeout", f.deadSessionLoads)
+	}
 	for _, d := range f.defects {
 		if !slices.Contains(defectNames, d) {
 			return fail("--sim-defect %q: want one of %s", d, strings.Join(defectNames, ", "))
@@ -303,6 +308,7 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			P2PPort:           kvt.P2PPort,
 			PendingHandshake:  mode,
 			LoadFailure:       kvt.LoadFailure,
+			DeadSessionLoads:  deadSessionLoads(f.deadSessionLoads),
 			HandshakeTimeout:  scale(env.handshake),
 			LookupTimeout:     scale(f.lookupTimeout),
 			HeartbeatInterval: scale(f.heartbeatInterval),
@@ -327,6 +333,14 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			},
 		},
 	}
+}
+
+// deadSessionLoads maps a checked --sim-dead-session-loads value.
+func deadSessionLoads(v string) engine.DeadSessionLoads {
+	if v == "timeout" {
+		return engine.DeadLoadsTimeout
+	}
+	return engine.DeadLoadsFail
 }
 
 // envSeconds reads a vLLM environment variable holding a positive number

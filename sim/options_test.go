@@ -110,6 +110,16 @@ func TestResolveServeConfig(t *testing.T) {
 				}
 				return ""
 			}},
+		{"dead sessions' loads fail by default; --sim-dead-session-loads timeout keeps them", map[string]string{"PYTHONHASHSEED": "0"}, []string{"--sim-dead-session-loads", "timeout"},
+			func(c serveConfig) string {
+				if c.Engine.DeadSessionLoads != engine.DeadLoadsTimeout {
+					return "dead-session loads"
+				}
+				if d, _ := resolveArgs(t, map[string]string{"PYTHONHASHSEED": "0"}); d.Engine.DeadSessionLoads != engine.DeadLoadsFail {
+					return "default dead-session loads"
+				}
+				return ""
+			}},
 		{"--disable-log-stats turns the stats line off", map[string]string{"PYTHONHASHSEED": "0", "VLLM_LOG_STATS_INTERVAL": "3"}, []string{"--disable-log-stats"},
 			func(c serveConfig) string {
 				if c.Engine.StatsInterval != 0 {
@@ -142,6 +152,10 @@ func TestResolveErrorsAreUsageErrors(t *testing.T) {
 	_, err := resolveArgs(t, nil, "--sim-freeze-gap", "0s")
 	if exitcode.Code(err) != exitcode.Usage {
 		t.Errorf("exit code %d for %v, want %d", exitcode.Code(err), err, exitcode.Usage)
+	}
+	_, err = resolveArgs(t, nil, "--sim-dead-session-loads", "keep")
+	if exitcode.Code(err) != exitcode.Usage || err == nil || !strings.Contains(err.Error(), `--sim-dead-session-loads "keep": want fail or timeout`) {
+		t.Errorf("--sim-dead-session-loads keep: got %v (exit code %d), want a usage error naming it", err, exitcode.Code(err))
 	}
 }
 

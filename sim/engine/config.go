@@ -50,6 +50,27 @@ func (p LoadFailurePolicy) String() string {
 	return "fail"
 }
 
+// DeadSessionLoads is what a consumer does with the loads in flight on a
+// session reaped for silence (its heartbeat or lookup deadline): the peer
+// may still be writing them (MODEL.md mechanism 25).
+type DeadSessionLoads int
+
+const (
+	// DeadLoadsFail fails them with the session (session/session.py
+	// P2PSession.close returns them as failed_jobs, read at 0577fc22).
+	DeadLoadsFail DeadSessionLoads = iota
+	// DeadLoadsTimeout keeps them to their load timeout and the abort-ack
+	// timeout after it, as the build of vLLM issue #56828 did.
+	DeadLoadsTimeout
+)
+
+func (m DeadSessionLoads) String() string {
+	if m == DeadLoadsTimeout {
+		return "timeout"
+	}
+	return "fail"
+}
+
 // Config is one engine core's configuration. Durations are already scaled
 // by the sim's time scale.
 type Config struct {
@@ -67,6 +88,7 @@ type Config struct {
 
 	PendingHandshake PendingMode
 	LoadFailure      LoadFailurePolicy
+	DeadSessionLoads DeadSessionLoads
 
 	HandshakeTimeout  time.Duration // VLLM_P2P_HANDSHAKE_TIMEOUT_S
 	LookupTimeout     time.Duration // consumer deadline on a lookup_resp

@@ -46,6 +46,11 @@ type session struct {
 // sessionSend sends m on s, or queues it until s is ready, as vLLM's
 // session does with everything it sends before connect_ack.
 func (e *Engine) sessionSend(s *session, m wire.Message) {
+	if s.state == sessDead {
+		// A dead session's DEALER is closed: what it would send (an
+		// orphaned load's abort_fetch) reaches nobody and is never acked.
+		return
+	}
 	if s.state == sessReady {
 		e.send(s.c, m)
 		return
@@ -221,6 +226,45 @@ func (e *Engine) superviseSessions() {
 			e.superviseReady(s)
 		}
 	}
+	e.superviseOrphans()
+}
+
+// reapSilent reaps a ready session whose peer fell silent (its heartbeat
+// or lookup deadline). Silence says nothing of whether the peer is still
+// writing the loads this session sent fetches for ("ZMQ disconnect is not
+// NIXL quiescence", manager.py), so under DeadLoadsTimeout they outlive
+// the session: each runs to its load timeout, sends its abort into the
+// dead connection and fails when the abort-ack timeout passes (MODEL.md
+// mechanism 25). A connection the peer closed or reset, a disconnect, a
+// refused connect or a handshake timeout still fail them at once: the
+// first three are the peer's own end, and a session never acked sent no
+// fetch.
+func (e *Engine) reapSilent(s *session, reason string) {
+	var kept map[string]*request
+	if e.cfg.DeadSessionLoads == DeadLoadsTimeout && len(s.loads) > 0 {
+		kept, s.loads = s.loads, nil
+	}
+	e.killSession(s, reason)
+	if kept == nil {
+		return
+	}
+	s.loads = kept
+	e.orphans = append(e.orphans, s)
+	e.log.Warning(compP2P, "P2P %s: session %s died with %d unacknowledged load(s); retaining them until their load timeout", e.id, s.peer, len(kept))
+}
+
+// superviseOrphans runs the load deadlines of dead sessions' retained
+// loads and forgets a session once its last load has ended.
+func (e *Engine) superviseOrphans() {
+	live := e.orphans[:0]
+	for _, s := range e.orphans {
+		e.superviseLoads(s)
+		if len(s.loads) > 0 {
+			live = append(live, s)
+		}
+	}
+	clear(e.orphans[len(live):])
+	e.orphans = live
 }
 
 func (e *Engine) superviseReady(s *session) {
@@ -233,20 +277,20 @@ func (e *Engine) superviseReady(s *session) {
 	// but never a lookup is still caught by each lookup's own deadline.
 	if len(s.lookups) > 0 && !e.now.Before(s.heard.Add(e.cfg.LookupTimeout)) {
 		e.log.Warning(compP2P, "lookup on %s timed out after %s: no answer from the peer while %d lookups waited", s.peer, secs(e.cfg.LookupTimeout), len(s.lookups))
-		e.killSession(s, "lookup timed out")
+		e.reapSilent(s, "lookup timed out")
 		return
 	}
 	for _, r := range s.lookups {
 		if !e.now.Before(r.deadline) {
 			// One unanswered lookup reaps the whole session.
 			e.log.Warning(compP2P, "lookup on %s timed out after %s", s.peer, secs(e.cfg.LookupTimeout))
-			e.killSession(s, "lookup timed out")
+			e.reapSilent(s, "lookup timed out")
 			return
 		}
 	}
 	e.superviseLoads(s)
 	if !s.hbDeadline.IsZero() && !e.now.Before(s.hbDeadline) {
-		e.killSession(s, "heartbeat timed out after "+secs(e.cfg.HeartbeatTimeout))
+		e.reapSilent(s, "heartbeat timed out after "+secs(e.cfg.HeartbeatTimeout))
 		return
 	}
 	if !e.now.Before(s.nextPing) {

@@ -56,16 +56,19 @@ type Engine struct {
 	nextConnID uint64
 	conns      map[uint64]*conn
 	sessions   map[string]*session // consumer side, by peer identity
-	routes     map[string]*conn    // producer side, by consumer identity
-	stale      map[string]staleRoute
-	held       []*heldLookup
-	transfers  []*transfer
-	pins       map[pinKey]*pinSet
-	computing  map[uint64]int // blocks being prefilled: a lookup on them is held
-	stats      statsLog
-	refused    map[string]*refusals // peers refusing connects, by identity
-	parked     map[string]*pdStore  // producer: PD stores by kv_request_id (pd.go)
-	reaped     map[string]time.Time // producer: ids whose parked store was reaped, until forgotten
+	// orphans are sessions reaped for silence whose loads run on to their
+	// timeouts (DeadLoadsTimeout), in the order they died.
+	orphans   []*session
+	routes    map[string]*conn // producer side, by consumer identity
+	stale     map[string]staleRoute
+	held      []*heldLookup
+	transfers []*transfer
+	pins      map[pinKey]*pinSet
+	computing map[uint64]int // blocks being prefilled: a lookup on them is held
+	stats     statsLog
+	refused   map[string]*refusals // peers refusing connects, by identity
+	parked    map[string]*pdStore  // producer: PD stores by kv_request_id (pd.go)
+	reaped    map[string]time.Time // producer: ids whose parked store was reaped, until forgotten
 
 	onQueues   func(Queues) // see OnQueues
 	lastQueues Queues
@@ -149,8 +152,8 @@ func (e *Engine) Start() {
 	if e.ln == nil {
 		return
 	}
-	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s)",
-		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake)
+	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s, dead-session loads: %s)",
+		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake, e.cfg.DeadSessionLoads)
 	if d := e.cfg.Defects; d.ReuseFreedBlocks || d.RecomputeKeepsPartial {
 		var on []string
 		if d.ReuseFreedBlocks {

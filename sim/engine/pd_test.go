@@ -252,6 +252,52 @@ func TestPDLoadFromAFrozenPrefillerEndsByTheHeartbeat(t *testing.T) {
 	})
 }
 
+// Under DeadLoadsTimeout (#56828's build) the same frozen prefiller's
+// session still dies by the heartbeat, but the load outlives it: its load
+// timeout sends an abort into the dead connection, nothing acks it, and
+// it fails an abort-ack timeout later, load timeout + abort-ack after its
+// submit. A decode leg after the reap opens a session of its own.
+func TestPDLoadOutlivesItsSessionUnderDeadLoadsTimeout(t *testing.T) {
+	virtual(t, func(t *testing.T) {
+		timing := func(c *Config) {
+			c.HeartbeatInterval = 50 * time.Millisecond
+			c.HeartbeatTimeout = 250 * time.Millisecond
+			c.LoadTimeout = 750 * time.Millisecond
+			c.AbortAckTimeout = 250 * time.Millisecond
+			c.LoadFailure = PolicyFail
+			c.DeadSessionLoads = DeadLoadsTimeout
+		}
+		src := startEngine(t, timing)
+		dec := startEngine(t, timing)
+		warm(t, src, dec)
+		cfg := dec.cfg
+		toks := prompt(t.Name(), 3*cfg.BlockSize+1)
+		run(t, src, prefillLeg(toks, "pd-orphan"))
+		src.setPaused(true)
+		t.Cleanup(func() { src.setPaused(false) })
+		got := run(t, dec, decodeLeg(src, toks, "pd-orphan"))
+		var le *LoadError
+		if !errors.As(got.res.Err, &le) || !strings.Contains(le.Reason, "abort not acknowledged") {
+			t.Fatalf("decode leg: err %v, want a load failed for an unacknowledged abort", got.res.Err)
+		}
+		if lo := cfg.LoadTimeout + cfg.AbortAckTimeout; got.latency < lo || got.latency > lo+2*cfg.Tick {
+			t.Errorf("the load failed after %v, want load timeout + abort-ack timeout = %v after its submit", got.latency, lo)
+		}
+		log := dec.log.String()
+		reaped := strings.Index(log, "peer "+src.ID()+" down: heartbeat timed out")
+		kept := strings.Index(log, "session "+src.ID()+" died with 1 unacknowledged load(s)")
+		abort := strings.Index(log, "pd-orphan timed out, sending abort")
+		if reaped < 0 || kept < reaped || abort < kept || !strings.Contains(log, "abort_ack timed out for kv_request_id=pd-orphan") {
+			t.Errorf("decoder log: want the heartbeat's reap, the load kept, then its abort and the abort-ack timeout, in that order:\n%s", log)
+		}
+		dec.inLoop(func(e *Engine) {
+			if len(e.orphans) != 0 {
+				t.Errorf("%d dead sessions still held after their last load ended", len(e.orphans))
+			}
+		})
+	})
+}
+
 // With a heartbeat slower than the load timeout (not vLLM's defaults) the
 // other mechanism shows: abort_fetch at the load timeout, and, the frozen
 // peer never acking it, failure an abort-ack timeout later.
