@@ -56,7 +56,7 @@ func actGone(f *Fire) error {
 		at, err = f.Target.(CoreCrasher).CrashCore(0)
 	}
 	if err == nil {
-		err = nw.Partition(nt.Name(), nt.Ports()...)
+		err = nw.Partition(cutName(nt), nt.Ports()...)
 	}
 	if err != nil {
 		err = fmt.Errorf("%s %s: %w", ActionGone, f.Target.Name(), err)
