@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,13 @@ var (
 // anything is done to it: a step a source cannot take is a usage error
 // naming the source and the step.
 func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
+	p := experiment.Plan{Sources: len(c.sources), Model: c.file.Model, Engine: Engine}
+	for _, t := range c.sources {
+		p.Ranks = append(p.Ranks, t.Ranks())
+	}
+	if slices.Max(append(p.Ranks, 1)) == 1 {
+		p.Ranks = nil
+	}
 	for _, s := range tl {
 		if s.Source >= len(c.sources) {
 			continue // Timeline.Check says so
@@ -52,14 +60,28 @@ func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 			return experiment.Plan{}, err
 		}
 	}
-	return experiment.Plan{Sources: len(c.sources), Model: c.file.Model, Engine: Engine}, nil
+	return p, nil
 }
+
+// Ranks is the source's data-parallel size from the file (1 without).
+func (t *Target) Ranks() int { return max(t.Source().Ranks, 1) }
+
+// RankTarget refuses: an attached source is faulted whole, by its
+// commands or its session; p2pfault cannot tell its cores apart.
+func (t *Target) RankTarget(r int) (fault.Target, error) {
+	return nil, errOneRank
+}
+
+var errOneRank = errors.New("an attached source is faulted whole (its commands or its session act on every process of it); one data-parallel rank of it cannot be: name the source")
 
 // canTake says why source s.Source cannot take step s at all.
 func (c *Cluster) canTake(s fault.Step) error {
 	t := c.sources[s.Source]
 	where := fmt.Sprintf("attach %s: %s (%s)", c.file.Path, event.SourceName(s.Source), t.Name())
 	k := s.Kind
+	if s.OnRank {
+		return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.TargetName(), errOneRank, s.String())
+	}
 	if _, ours := executors[k.Name]; ours {
 		if err := t.cannot(k.Name); err != nil {
 			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, k.Name, err, s.String())

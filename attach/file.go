@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"p2pfault/runner"
 	"regexp"
 	"slices"
 	"strconv"
@@ -54,8 +55,12 @@ type Source struct {
 	P2P     string // host:port the decoder is told (remote_host/remote_port)
 	P2PHost string
 	P2PPort int
-	Faults  Faults
-	Line    int // the line of the source's entry, for later messages
+	// Ranks is the source's data-parallel size (`ranks: N`; 0 or 1: one):
+	// rank r listens for P2P at P2PPort + r, and the probe pins trials to
+	// each rank in turn.
+	Ranks  int
+	Faults Faults
+	Line   int // the line of the source's entry, for later messages
 }
 
 // Faults says how a source is faulted: locally, or by a command per action
@@ -98,6 +103,7 @@ type rawSource struct {
 	Name   string    `yaml:"name"`
 	URL    string    `yaml:"url"`
 	P2P    string    `yaml:"p2p"`
+	Ranks  int       `yaml:"ranks"`
 	Faults rawFaults `yaml:"faults"`
 }
 
@@ -309,6 +315,10 @@ func (c fileChecker) source(i int, rs rawSource, seen map[string]int) (Source, e
 		return s, c.bad(p+".p2p", "%s: p2p %q: %v", what, rs.P2P, err)
 	}
 	s.P2P = rs.P2P
+	if rs.Ranks < 0 || rs.Ranks > runner.MaxSourceDP || s.P2PPort+max(rs.Ranks, 1)-1 > 65535 {
+		return s, c.bad(p+".ranks", "%s: ranks %d: want 1 to %d data-parallel ranks, their P2P ports %d..%d+ranks-1 within 65535", what, rs.Ranks, runner.MaxSourceDP, s.P2PPort, s.P2PPort)
+	}
+	s.Ranks = rs.Ranks
 	s.Faults, err = c.faults(p, what, s.Host, rs.Faults)
 	return s, err
 }

@@ -150,3 +150,43 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestRanksOfAnAttachedSource: `ranks: N` gives a source N data-parallel
+// ranks (its P2P ports base..base+N-1), which the plan says and the probe
+// pins trials to; a bad count is a usage error naming its line; a timeline
+// step on one rank of an attached source is refused before the run.
+func TestRanksOfAnAttachedSource(t *testing.T) {
+	file := "model: m\ndecoder:\n  url: http://127.0.0.1:8200\nsources:\n" +
+		"  - {name: s0, url: 'http://127.0.0.1:8100', p2p: '127.0.0.1:7777', ranks: 2}\n" +
+		"  - {name: s1, url: 'http://127.0.0.1:8101', p2p: '127.0.0.1:7779'}\n"
+	f, err := Parse("a.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Sources[0].Ranks != 2 || f.Sources[1].Ranks != 0 {
+		t.Fatalf("ranks %d, %d; want 2 and none", f.Sources[0].Ranks, f.Sources[1].Ranks)
+	}
+	c := &Cluster{file: f}
+	for i := range f.Sources {
+		c.sources = append(c.sources, newTarget(f.Sources[i], Options{}.withDefaults(), "source", i))
+	}
+	tl, err := fault.Parse("at 1s stall source-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Plan(tl)
+	if err != nil || !slices.Equal(p.Ranks, []int{2, 1}) {
+		t.Errorf("plan ranks %v (%v), want [2 1]", p.Ranks, err)
+	}
+	tl, err = fault.Parse("at 1s stall source-0/rank1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Plan(tl); err == nil || exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "one data-parallel rank of it cannot be") {
+		t.Errorf("a rank's stall on an attached source: %v", err)
+	}
+	bad := strings.Replace(file, "ranks: 2", "ranks: 99", 1)
+	if _, err := Parse("a.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "a.yaml:5: source s0: ranks 99: want 1 to 16") {
+		t.Errorf("ranks 99: %v", err)
+	}
+}

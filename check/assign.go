@@ -115,6 +115,8 @@ type tally interface {
 	windowFigs(wj *winJudge) *winFigs
 	// steadyFigs is src's steady state; nil: not counted.
 	steadyFigs(src int) *Figures
+	// rankFigs is one row of a ranked source's breakdown; nil: not counted.
+	rankFigs(k rankKey) *Figures
 }
 
 // place is the one sequence that judges a pull s (ended, or in flight:
@@ -127,6 +129,7 @@ func (j *Judge) place(s event.Sample, t tally) {
 		f.Add(s)
 	}
 	wj, c := j.assign(s.Source, s.Start)
+	j.placeRank(s, c, t)
 	if wj == nil || wj.settled != nil {
 		wj, c = nil, catNone
 	}
@@ -151,6 +154,7 @@ type liveTally struct{ j *Judge }
 
 func (t liveTally) runFigs() *figs                   { return &t.j.run }
 func (t liveTally) windowFigs(wj *winJudge) *winFigs { return &wj.f }
+func (t liveTally) rankFigs(k rankKey) *Figures      { return figsAt(t.j.byRank, k, nil) }
 func (t liveTally) steadyFigs(src int) *Figures {
 	f := t.j.steady[src]
 	if f == nil {

@@ -34,9 +34,9 @@ func FaultTookEffect(vs []event.Verification, within time.Duration) event.Result
 	for _, v := range vs {
 		switch {
 		case !v.Verified:
-			bad = append(bad, fmt.Sprintf("%s %s at %s not seen within %s: %s", v.Action, event.SourceName(v.Source), secs1(v.At), secs1(within), v.Detail))
+			bad = append(bad, fmt.Sprintf("%s %s at %s not seen within %s: %s", v.Action, v.TargetName(), secs1(v.At), secs1(within), v.Detail))
 		case v.After > within:
-			bad = append(bad, fmt.Sprintf("%s %s at %s seen only after %s (bound %s): %s", v.Action, event.SourceName(v.Source), secs1(v.At), secs2(v.After), secs1(within), v.Detail))
+			bad = append(bad, fmt.Sprintf("%s %s at %s seen only after %s (bound %s): %s", v.Action, v.TargetName(), secs1(v.At), secs2(v.After), secs1(within), v.Detail))
 		}
 	}
 	if len(bad) > 0 {
@@ -44,6 +44,12 @@ func FaultTookEffect(vs []event.Verification, within time.Duration) event.Result
 		return r
 	}
 	r.Passed = true
-	r.Detail = fmt.Sprintf("all %d fault actions took effect within %s", len(vs), secs1(within))
+	// What each one was seen as: a stall names exactly the pids stopped
+	// (and, on one rank, those left running).
+	seen := make([]string, len(vs))
+	for i, v := range vs {
+		seen[i] = fmt.Sprintf("%s %s at %s: %s", v.Action, v.TargetName(), secs1(v.At), v.Detail)
+	}
+	r.Detail = fmt.Sprintf("all %d fault actions took effect within %s: %s", len(vs), secs1(within), strings.Join(seen, "; "))
 	return r
 }

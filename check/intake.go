@@ -57,6 +57,10 @@ type Judge struct {
 	// summarises them).
 	run    figs
 	steady map[int]*Figures
+	// ranks is each source's data-parallel ranks (Setup.Ranks); byRank
+	// the breakdown of those with several (ranks.go).
+	ranks  []int
+	byRank map[rankKey]*Figures
 
 	wins       []*winJudge // in start order
 	verifs     []event.Verification
@@ -77,12 +81,17 @@ type Setup struct {
 	Sources  int          // each gets a steady-state line, also one no pull named
 	Scripted bool         // the run plays a timeline (Judged)
 	Content  ContentRule  // content_matches's rule; off leaves the check out
+	// Ranks is each source's data-parallel ranks by index (RunInfo's
+	// SourceRanks; nil: one each): the verdict breaks the pulls of a
+	// source of several down by rank.
+	Ranks []int
 }
 
 // NewJudge returns a judge of a run set up as s.
 func NewJudge(s Setup) *Judge {
 	j := &Judge{b: s.Bounds, sources: s.Sources, scripted: s.Scripted, content: NewContentTally(s.Content),
-		inflight: map[int64]event.PullStart{}, steady: map[int]*Figures{}, recent: map[int]baseline{}}
+		inflight: map[int64]event.PullStart{}, steady: map[int]*Figures{}, recent: map[int]baseline{},
+		ranks: s.Ranks, byRank: map[rankKey]*Figures{}}
 	for i := range s.Sources {
 		j.steady[i] = NewFigures()
 	}

@@ -169,3 +169,53 @@ func TestKeyedStallsAftermathIsNotSteady(t *testing.T) {
 		t.Errorf("recovery %q; want the 50 pulls after the resume judged there", rec.Detail)
 	}
 }
+
+// TestRanksBreakASourceDownByRank: with source-0 of two data-parallel
+// ranks, the final verdict gives each rank's pulls by what they were to
+// source-0's window (in it, in its recovery, outside both), and none for
+// source-1 of one rank: rank 1 stalled in the window, rank 0 fell back
+// at once.
+func TestRanksBreakASourceDownByRank(t *testing.T) {
+	w := event.Window{Source: 0, Start: 10 * time.Second, End: 20 * time.Second, Recovers: true}
+	onRank := func(s event.Sample, r int) event.Sample { s.Rank = r; return s }
+	samples := []event.Sample{
+		onRank(pull(0, 1*time.Second, 10*ms), 0),
+		onRank(pull(0, 2*time.Second, 20*ms), 1),
+		onRank(miss(pull(0, 11*time.Second, 5*ms)), 0),
+		onRank(miss(pull(0, 12*time.Second, 30*time.Second)), 1),
+		onRank(miss(pull(0, 13*time.Second, 35*time.Second)), 1),
+		onRank(pull(0, 21*time.Second, 40*ms), 1),
+		onRank(pull(0, 50*time.Second, 10*ms), 0),
+		pull(1, 12*time.Second, 15*ms),
+	}
+	v, _ := JudgeRun(RunFacts{Setup: Setup{Bounds: DefaultBounds(), Sources: 2, Ranks: []int{2, 1}, Scripted: true},
+		Windows: []event.Window{w}, Samples: samples, Now: 60 * time.Second, RunEnd: 60 * time.Second})
+	type row struct {
+		rank      int
+		part      string
+		n, pulled int
+		max       time.Duration
+	}
+	var got []row
+	for _, r := range v.Ranks {
+		if r.Source != 0 {
+			t.Errorf("a breakdown of source-%d, which has one rank: %+v", r.Source, r)
+		}
+		got = append(got, row{r.Rank, r.Part, r.N, r.Pulled, r.Latency.Max})
+	}
+	want := []row{
+		{0, PartFault, 1, 0, 5 * ms},
+		{1, PartFault, 2, 0, 35 * time.Second},
+		{1, PartRecovery, 1, 1, 40 * ms},
+		{0, PartOutside, 2, 2, 10 * ms},
+		{1, PartOutside, 1, 1, 20 * ms},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("breakdown\n got %+v\nwant %+v", got, want)
+	}
+	v, _ = JudgeRun(RunFacts{Setup: Setup{Bounds: DefaultBounds(), Sources: 2, Scripted: true},
+		Windows: []event.Window{w}, Samples: samples, Now: 60 * time.Second, RunEnd: 60 * time.Second})
+	if len(v.Ranks) != 0 {
+		t.Errorf("no source of several ranks: breakdown %+v", v.Ranks)
+	}
+}

@@ -48,6 +48,7 @@ func (j *Judge) Verdict(now, runEnd time.Duration, final bool) (event.Verdict, b
 	}
 	if final {
 		v.Steady = t.steadySummaries()
+		v.Ranks = j.rankSummaries(t.ranks)
 	}
 	if len(windows) == 0 {
 		// Without a fault only all_200 means anything (and the faults
@@ -139,7 +140,15 @@ type countedTally struct {
 	j      *Judge
 	run    *figs
 	wins   map[*winJudge]*winFigs
-	steady map[int]*Figures // nil: the steady state is not counted
+	steady map[int]*Figures     // nil: the steady state is not counted
+	ranks  map[rankKey]*Figures // nil: the rank breakdown is not counted
+}
+
+func (t *countedTally) rankFigs(k rankKey) *Figures {
+	if t.ranks == nil {
+		return nil
+	}
+	return figsAt(t.ranks, k, t.j.byRank)
 }
 
 func (t *countedTally) runFigs() *figs { return t.run }
@@ -212,6 +221,7 @@ func (j *Judge) counted(now, runEnd time.Duration, final, several bool) *counted
 	}
 	if final {
 		t.steady = map[int]*Figures{}
+		t.ranks = map[rankKey]*Figures{}
 	}
 	var pulls []event.Sample
 	for _, s := range j.buf {
@@ -222,7 +232,7 @@ func (j *Judge) counted(now, runEnd time.Duration, final, several bool) *counted
 	for _, p := range j.inflight {
 		if p.Start < runEnd {
 			// In flight, aged at now, as a sample cut short carries it.
-			pulls = append(pulls, event.Sample{Source: p.Source, Trial: p.Trial, Start: p.Start, Latency: now - p.Start, Aborted: true})
+			pulls = append(pulls, event.Sample{Source: p.Source, Rank: p.Rank, Trial: p.Trial, Start: p.Start, Latency: now - p.Start, Aborted: true})
 		}
 	}
 	slices.SortFunc(pulls, cmpStart)

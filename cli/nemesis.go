@@ -32,7 +32,7 @@ type nemesisFlags struct {
 	gapSpread    time.Duration
 	length       time.Duration
 	lengthSpread time.Duration
-	sources      []int
+	sources      []string
 	atOnce       int
 }
 
@@ -48,7 +48,7 @@ func (f *nemesisFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.gapSpread, "nemesis-gap-spread", defaultNemesisGapSpread, "the gap is drawn uniformly within this of its mean")
 	fs.DurationVar(&f.length, "nemesis-length", defaultNemesisLength, "mean length of a fault that takes \"for\" ("+fault.TakesForList()+"); a kill lasts its restart (--restart-length)")
 	fs.DurationVar(&f.lengthSpread, "nemesis-length-spread", defaultNemesisLengthSpread, "the length is drawn uniformly within this of its mean")
-	fs.IntSliceVar(&f.sources, "nemesis-sources", nil, "source indexes to fault, e.g. 0,1 (default every source)")
+	fs.StringSliceVar(&f.sources, "nemesis-sources", nil, "what to fault: source indexes, e.g. 0,1, or one data-parallel rank of a source, N/R (0/1: source-0's rank 1; --source-dp) (default every source, whole)")
 	fs.IntVar(&f.atOnce, "nemesis-at-once", 1, "how many faults may be in force at once, each on its own source")
 }
 
@@ -108,15 +108,9 @@ func (f *nemesisFlags) build(fs *pflag.FlagSet, restart, duration time.Duration)
 	case f.atOnce < 1:
 		return nil, exitcode.Usagef("--nemesis-at-once %d: want 1 or more", f.atOnce)
 	}
-	for i, s := range f.sources {
-		if s < 0 {
-			return nil, exitcode.Usagef("--nemesis-sources %d: want a source index, 0 or more", s)
-		}
-		if slices.Contains(f.sources[:i], s) {
-			return nil, exitcode.Usagef("--nemesis-sources %d: given twice", s)
-		}
+	if err := nemesisTargets(n, f.sources); err != nil {
+		return nil, err
 	}
-	n.Sources = slices.Clone(f.sources)
 	if f.atOnce > 1 && len(n.Sources) > 0 && f.atOnce > len(n.Sources) {
 		return nil, exitcode.Usagef("--nemesis-at-once %d: more than the %d source(s) of --nemesis-sources (one fault per source at a time)", f.atOnce, len(n.Sources))
 	}
@@ -139,4 +133,46 @@ func windowsText(rows []report.Row) string {
 		return "\n" + t
 	}
 	return ""
+}
+
+// nemesisTargets reads --nemesis-sources into n: each entry a source index
+// (its whole engine) or N/R (rank R of source N); a source named with
+// ranks and whole draws among them.
+func nemesisTargets(n *fault.Nemesis, entries []string) error {
+	type target struct {
+		src int
+		g   fault.Grain
+	}
+	var seen []target
+	for _, e := range entries {
+		name := "source-" + e
+		if src, rank, ok := strings.Cut(e, "/"); ok && !strings.HasPrefix(rank, "rank") {
+			name = "source-" + src + "/rank" + rank
+		}
+		src, g, err := fault.ParseTarget(name)
+		if err != nil {
+			return exitcode.Usagef("--nemesis-sources %q: want a source index (0) or a source's rank (0/1)", e)
+		}
+		if slices.Contains(seen, target{src, g}) {
+			return exitcode.Usagef("--nemesis-sources %s: given twice", e)
+		}
+		seen = append(seen, target{src, g})
+		if !slices.Contains(n.Sources, src) {
+			n.Sources = append(n.Sources, src)
+		}
+	}
+	for _, t := range seen {
+		if !t.g.OnRank {
+			continue
+		}
+		if n.Grains == nil {
+			n.Grains = map[int][]fault.Grain{}
+		}
+		for _, o := range seen {
+			if o.src == t.src && !slices.Contains(n.Grains[t.src], o.g) {
+				n.Grains[t.src] = append(n.Grains[t.src], o.g)
+			}
+		}
+	}
+	return nil
 }

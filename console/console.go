@@ -83,9 +83,9 @@ func (p *Printer) Print(ev event.Event) {
 	case event.KindWindow:
 		w := ev.Window
 		if w.End == 0 {
-			p.line(ev.T, "fault window on %s opened", event.SourceName(w.Source))
+			p.line(ev.T, "fault window on %s opened", w.TargetName())
 		} else {
-			p.line(ev.T, "fault window on %s closed after %s", event.SourceName(w.Source), secs(w.End-w.Start))
+			p.line(ev.T, "fault window on %s closed after %s", w.TargetName(), secs(w.End-w.Start))
 		}
 	case event.KindPullStart:
 		if p.Summaries {
@@ -183,7 +183,7 @@ func (p *Printer) engine(t time.Duration, e *event.EngineInfo) {
 
 // fault prints a fault action as it was fired.
 func (p *Printer) fault(t time.Duration, f *event.FaultInfo) {
-	msg := fmt.Sprintf("fault: %s %s", f.Action, event.SourceName(f.Source))
+	msg := fmt.Sprintf("fault: %s %s", f.Action, f.TargetName())
 	if f.Duration > 0 {
 		msg += " for " + secs(f.Duration)
 	}
@@ -235,7 +235,7 @@ func (p *Printer) verification(t time.Duration, v *event.Verification) {
 	if !v.Verified {
 		what = "did NOT take effect"
 	}
-	p.line(t, "verified: %s %s %s after %s: %s", v.Action, event.SourceName(v.Source), what, secs(v.After), v.Detail)
+	p.line(t, "verified: %s %s %s after %s: %s", v.Action, v.TargetName(), what, secs(v.After), v.Detail)
 }
 
 // load prints a fault's own load: once as it runs (its first report,
@@ -280,7 +280,7 @@ func (p *Printer) schedule(t time.Duration, s *event.ScheduleInfo) {
 		if f.Arg != "" {
 			what += " " + f.Arg
 		}
-		line := fmt.Sprintf("schedule:   at %s %s %s", secs(f.At), what, event.SourceName(f.Source))
+		line := fmt.Sprintf("schedule:   at %s %s %s", secs(f.At), what, f.TargetName())
 		if f.For > 0 {
 			line += " for " + secs(f.For)
 		}

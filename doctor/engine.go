@@ -171,6 +171,8 @@ func serveFlags(ctx context.Context, h Host, b *binary, path string, several boo
 	}
 	r.Found = fmt.Sprintf("%s %s does not list %s, which the run passes", cmdline, ask, strings.Join(named, ", "))
 	switch {
+	case own && b.vllm() && slices.Contains(missing, "--data-parallel-size"):
+		r.Fix = "use a vLLM build that serves data parallelism (--data-parallel-size, with P2P ports per rank since vLLM #47636), or drop --source-dp"
 	case own && b.vllm():
 		r.Fix = "use a vLLM build that has them: p2pfault starts every engine as tests/v1/kv_offload/tiering/p2p/run_accuracy_test.sh does, plus --enable-prompt-tokens-details"
 	case own:

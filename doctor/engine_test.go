@@ -182,3 +182,21 @@ func TestPassedFlagsSkipTheModelAndValues(t *testing.T) {
 		t.Errorf("sim (pflag does not read _ as -): %q, want %q", got, want)
 	}
 }
+
+// TestEnginesNameADataParallelSizeTheBuildLacks: --source-dp passes
+// --data-parallel-size to every source; a vllm whose serve does not list
+// it fails, with a fix that says so.
+func TestEnginesNameADataParallelSizeTheBuildLacks(t *testing.T) {
+	bin := fakeVLLM(t, t.TempDir(), "0.9.0", false, "--data-parallel-size")
+	c := vllmCluster(t, "main", runner.Config{VLLMBin: bin, SourceDP: 2})
+	flags := only(Engines(context.Background(), System(), []Cluster{c}), "vllm serve flags")
+	if len(flags) != 1 || flags[0].OK || !strings.Contains(flags[0].Found, "does not list --data-parallel-size") ||
+		!strings.Contains(flags[0].Fix, "drop --source-dp") {
+		t.Errorf("want a failed flags line naming --data-parallel-size:\n%s", lines(flags))
+	}
+	bin = fakeVLLM(t, t.TempDir(), "0.11.1", false)
+	c = vllmCluster(t, "main", runner.Config{VLLMBin: bin, SourceDP: 2})
+	if flags := only(Engines(context.Background(), System(), []Cluster{c}), "vllm serve flags"); len(flags) != 1 || !flags[0].OK {
+		t.Errorf("a build that lists it:\n%s", lines(flags))
+	}
+}

@@ -22,6 +22,7 @@ func script(t *testing.T, dir, name, body string) string {
 // vllmHelp is what a vLLM build's `serve --help=all` prints, as argparse
 // lays it out, for the options p2pfault's launch passes.
 var vllmOptions = []string{
+	"  --data-parallel-size DATA_PARALLEL_SIZE, -dp DATA_PARALLEL_SIZE\n                        Number of data parallel groups. (default: 1)",
 	"  --block-size {1,8,16,32,64,128}\n                        Size of a contiguous cache block in number of tokens. (default: None)",
 	"  --enable-prompt-tokens-details, --no-enable-prompt-tokens-details\n                        If set to True, enable prompt_tokens_details in usage. (default: False)",
 	"  --enforce-eager, --no-enforce-eager\n                        Whether to always use eager-mode PyTorch. (default: False)",

@@ -2,8 +2,10 @@ package doctor
 
 import (
 	"fmt"
-	"p2pfault/event"
 	"strings"
+
+	"p2pfault/event"
+	"p2pfault/runner"
 )
 
 // Ports checks the ports the run's engines would bind, as the runner
@@ -11,7 +13,8 @@ import (
 // --p2p-port) that is taken ends the run, naming who holds it; a default
 // one that is taken is replaced by a free one, and a cluster with free
 // ports (--free-ports, several arms or rows at once) binds none of its
-// defaults.
+// defaults. A data-parallel source (--source-dp N) binds N P2P ports,
+// base..base+N-1, one per rank: each is checked.
 func Ports(h Host, clusters []Cluster) []Result {
 	if len(clusters) == 0 {
 		return nil
@@ -22,14 +25,7 @@ func Ports(h Host, clusters []Cluster) []Result {
 	seen := map[int]bool{}
 	for _, c := range clusters {
 		for _, s := range c.Specs {
-			for _, u := range []struct {
-				what, flag string
-				port       int
-				fixed      bool
-			}{
-				{s.Name + " HTTP", httpFlag(s.Role), s.HTTPPort, s.FixedHTTP},
-				{s.Name + " P2P", "--p2p-port", s.P2PPort, s.FixedP2P},
-			} {
+			for _, u := range specPorts(s) {
 				if !u.fixed && c.Config.FreePorts {
 					pooled = true
 					continue
@@ -72,6 +68,27 @@ func Ports(h Host, clusters []Cluster) []Result {
 		found = append(found, "every port not fixed comes from a pool of free ports")
 	}
 	return []Result{{Check: "ports", OK: true, Found: strings.Join(found, "; ")}}
+}
+
+// portUse is one port an engine binds.
+type portUse struct {
+	what, flag string
+	port       int
+	fixed      bool
+}
+
+// specPorts are the ports s binds: HTTP, then its P2P port, or each
+// rank's (base + rank) on a data-parallel source.
+func specPorts(s runner.Spec) []portUse {
+	out := []portUse{{s.Name + " HTTP", httpFlag(s.Role), s.HTTPPort, s.FixedHTTP}}
+	for r, p := range s.P2PPorts() {
+		what := s.Name + " P2P"
+		if s.RankCount() > 1 {
+			what = event.RankName(s.Index, r) + " P2P"
+		}
+		out = append(out, portUse{what, "--p2p-port", p, s.FixedP2P})
+	}
+	return out
 }
 
 func httpFlag(r event.Role) string {

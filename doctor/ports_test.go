@@ -88,3 +88,32 @@ func TestPortsOfAClusterWithFreePortsAreNotBound(t *testing.T) {
 		t.Errorf("got\n%s", lines(rs))
 	}
 }
+
+// TestPortsCheckEveryRanksP2PPort: a source of two data-parallel ranks
+// binds base and base+1; a taken base+1 fixed is a failure naming the rank.
+func TestPortsCheckEveryRanksP2PPort(t *testing.T) {
+	base := listenPair(t)
+	c := Cluster{Label: "main", Specs: []runner.Spec{
+		{Name: "source-0", Role: event.RoleSource, HTTPPort: freePort(t), P2PPort: base, Ranks: 2, FixedHTTP: true, FixedP2P: true},
+	}}
+	rs := Ports(System(), []Cluster{c})
+	if len(rs) != 1 || rs[0].OK || !strings.Contains(rs[0].Found, fmt.Sprintf("fixed source-0/rank1 P2P port %d is in use", base+1)) {
+		t.Errorf("rank 1's port taken:\n%s", lines(rs))
+	}
+}
+
+// listenPair is a free port whose next port this test holds.
+func listenPair(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		p := freePort(t)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1))
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() { l.Close() })
+		return p
+	}
+	t.Fatal("no free port with its next one free in 100 tries")
+	return 0
+}

@@ -100,19 +100,23 @@ type RunInfo struct {
 	// Mode is the leg of the tier the probe's trials exercise: ModeP2P
 	// (remote_kv_source) or ModePD (remote_decoder, then
 	// remote_prefiller); "" in streams written before it existed is p2p.
-	Mode      string        `json:"mode,omitempty"`
-	Engine    string        `json:"engine"` // sim or vllm
-	TimeScale float64       `json:"time_scale"`
-	Sources   int           `json:"sources"`
-	Interval  time.Duration `json:"interval_ns"` // between trials, per source
-	FaultAt   time.Duration `json:"fault_at_ns"` // scripted fault, since t0 (0 with case none)
-	FaultFor  time.Duration `json:"fault_for_ns"`
-	Duration  time.Duration `json:"duration_ns"`       // planned measured run, since t0 (0: until quit)
-	Timeline  string        `json:"timeline"`          // the scripted timeline, as text
-	Nemesis   string        `json:"nemesis,omitempty"` // the nemesis that drew Timeline (run --nemesis: "random"; its schedule event says how), "" when scripted
-	Bounds    Bounds        `json:"bounds"`
-	Model     string        `json:"model"`
-	Started   time.Time     `json:"started"`
+	Mode      string  `json:"mode,omitempty"`
+	Engine    string  `json:"engine"` // sim or vllm
+	TimeScale float64 `json:"time_scale"`
+	Sources   int     `json:"sources"`
+	// SourceRanks is each source's number of data-parallel ranks, by
+	// index, when any source has more than one (--source-dp, an attach
+	// file's ranks); nil when every source has one.
+	SourceRanks []int         `json:"source_ranks,omitempty"`
+	Interval    time.Duration `json:"interval_ns"` // between trials, per source
+	FaultAt     time.Duration `json:"fault_at_ns"` // scripted fault, since t0 (0 with case none)
+	FaultFor    time.Duration `json:"fault_for_ns"`
+	Duration    time.Duration `json:"duration_ns"`       // planned measured run, since t0 (0: until quit)
+	Timeline    string        `json:"timeline"`          // the scripted timeline, as text
+	Nemesis     string        `json:"nemesis,omitempty"` // the nemesis that drew Timeline (run --nemesis: "random"; its schedule event says how), "" when scripted
+	Bounds      Bounds        `json:"bounds"`
+	Model       string        `json:"model"`
+	Started     time.Time     `json:"started"`
 	// ContentTokens is the max_tokens of every seed and pull, greedy, whose
 	// texts the content check compares (0: no content check, max_tokens 1
 	// as in the seed); ContentMatch its rule, "exact" or "prefix:N"
@@ -188,8 +192,11 @@ type LogLine struct {
 // (package fault: stall, resume, kill, remove, restore, ...) or
 // fault.ActionReady, the restarted source answering again.
 type FaultInfo struct {
-	Action   string        `json:"action"`
-	Source   int           `json:"source"`
+	Action string `json:"action"`
+	Source int    `json:"source"`
+	// Target is what the action acted on when it was less than the whole
+	// source: one data-parallel rank, "source-0/rank1"; "" for the source.
+	Target   string        `json:"target,omitempty"`
 	Duration time.Duration `json:"duration_ns,omitempty"` // stall length, when known
 	By       string        `json:"by"`                    // "script" or "key"
 	Err      string        `json:"error,omitempty"`       // set when the action could not be taken
@@ -204,3 +211,6 @@ func SettingsText(settings []Setting, sep string) string {
 	}
 	return strings.Join(parts, sep)
 }
+
+// TargetName is what f's action acted on: its Target, or its source.
+func (f FaultInfo) TargetName() string { return targetName(f.Source, f.Target) }

@@ -12,6 +12,10 @@ import "time"
 type Sample struct {
 	Source int   `json:"source"` // index of the source the pull names
 	Trial  int64 `json:"trial"`  // per-run sequence number, unique across sources
+	// Rank is the data-parallel rank of the source the trial was pinned to
+	// (its seed's X-data-parallel-rank, its pull's remote_port base+Rank);
+	// 0 on a source of one rank (RunInfo.SourceRanks says which have more).
+	Rank int `json:"rank,omitempty"`
 
 	// Seed leg (POST to the source itself).
 	SeedStatus  int           `json:"seed_status"` // HTTP status; 0 when no response
@@ -83,8 +87,9 @@ func (s Sample) End() time.Duration { return s.Start + s.Latency }
 // when it resumes or a timeout fires, and until then a face that sees only
 // Samples is blind). The Sample that ends it carries the same Trial.
 type PullStart struct {
-	Source int           `json:"source"` // index of the source the pull names
-	Trial  int64         `json:"trial"`  // the id of the trial: its Sample has the same
+	Source int           `json:"source"`         // index of the source the pull names
+	Rank   int           `json:"rank,omitempty"` // its data-parallel rank (Sample.Rank)
+	Trial  int64         `json:"trial"`          // the id of the trial: its Sample has the same
 	Start  time.Duration `json:"start_ns"`
 	Peer   string        `json:"peer,omitempty"` // the P2P address the pull names (Sample.Peer)
 }

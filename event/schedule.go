@@ -35,5 +35,11 @@ type ScheduledFault struct {
 	Action string        `json:"action"`
 	Arg    string        `json:"arg,omitempty"`
 	Source int           `json:"source"`
+	// Target is one rank's name when the fault acts on one
+	// ("source-0/rank1"); "" for the whole source.
+	Target string        `json:"target,omitempty"`
 	For    time.Duration `json:"for_ns,omitempty"`
 }
+
+// TargetName is what f acts on: its Target, or its source.
+func (f ScheduledFault) TargetName() string { return targetName(f.Source, f.Target) }

@@ -7,3 +7,26 @@ import "strconv"
 // reports share. It lives here because every package reads the event
 // stream and none is below it, so no import cycle can stand in the way.
 func SourceName(i int) string { return "source-" + strconv.Itoa(i) }
+
+// RankName is rank r of source i's name, "source-0/rank1": one
+// data-parallel engine core of a source, as the timeline, the keys and the
+// faces name it (a source's name alone is the whole engine).
+func RankName(i, r int) string { return SourceName(i) + "/rank" + strconv.Itoa(r) }
+
+// TargetName is SourceName(i) when rank is negative (the whole engine),
+// else RankName(i, rank).
+func TargetName(i, rank int) string {
+	if rank < 0 {
+		return SourceName(i)
+	}
+	return RankName(i, rank)
+}
+
+// RanksOf is source i's number of data-parallel ranks by ranks (a run's
+// RunInfo.SourceRanks): 1 when it names none.
+func RanksOf(ranks []int, i int) int {
+	if i < 0 || i >= len(ranks) || ranks[i] < 1 {
+		return 1
+	}
+	return ranks[i]
+}

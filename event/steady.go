@@ -21,6 +21,16 @@ type SourceSummary struct {
 	TTFT *Percentiles `json:"ttft,omitempty"`
 }
 
+// RankSummary is one data-parallel rank's pulls of one part of a run
+// (Part: "fault", in a fault window on its source; "recovery", in its
+// recovery window; "outside", neither): its source's figures for that
+// rank alone.
+type RankSummary struct {
+	Rank int    `json:"rank"`
+	Part string `json:"part"`
+	SourceSummary
+}
+
 // Percentiles of a set of durations (from a bounded histogram: within
 // 0.1 % of the exact value; Max is exact).
 type Percentiles struct {

@@ -44,6 +44,19 @@ type Window struct {
 	// Kind is the fault kind that opened it (stall, kill, ...; "" in
 	// streams written before windows carried it).
 	Kind string `json:"kind,omitempty"`
+	// Target is what the fault that opened it acted on when it was less
+	// than the whole source: one data-parallel rank, "source-0/rank1".
+	Target string `json:"target,omitempty"`
+}
+
+// TargetName is what w's fault acted on: its Target, or its source.
+func (w Window) TargetName() string { return targetName(w.Source, w.Target) }
+
+func targetName(source int, target string) string {
+	if target != "" {
+		return target
+	}
+	return SourceName(source)
 }
 
 // Result is one check's verdict. Detail is a message like the seed's
@@ -97,6 +110,10 @@ type Verdict struct {
 	// Steady is each source's pulls outside every fault window (a soak's
 	// whole run): check.Judge's. Only the final verdict carries it.
 	Steady []SourceSummary `json:"steady,omitempty"`
+	// Ranks breaks the pulls naming a source of several data-parallel
+	// ranks down by rank and by what they were to its fault windows
+	// (final verdicts; none for sources of one rank).
+	Ranks []RankSummary `json:"ranks,omitempty"`
 	// Windows are every fault window judged on its own and Kinds what
 	// they came to per kind (windows.go), for a run of more than one
 	// window; a live verdict carries the windows not yet settled.
@@ -124,13 +141,19 @@ func (v Verdict) Failed() bool {
 // seen on the host (every member of a stalled session in state T, ...) and
 // how long after the action.
 type Verification struct {
-	Action   string        `json:"action"` // stall, resume, kill, remove, ...
-	Source   int           `json:"source"`
+	Action string `json:"action"` // stall, resume, kill, remove, ...
+	Source int    `json:"source"`
+	// Target is what the action acted on when it was less than the whole
+	// source: one data-parallel rank, "source-0/rank1"; "" for the source.
+	Target   string        `json:"target,omitempty"`
 	At       time.Duration `json:"at_ns"`    // the action, since t0
 	Verified bool          `json:"verified"` // the effect was seen
 	After    time.Duration `json:"after_ns"` // from the action until seen, or until verification gave up
 	Detail   string        `json:"detail"`   // what was seen, e.g. "2 of 2 processes of session 4242 in state T"
 }
+
+// TargetName is what v's action acted on: its Target, or its source.
+func (v Verification) TargetName() string { return targetName(v.Source, v.Target) }
 
 // Times are how long one fault took to be noticed and to be over, in real
 // seconds; nil where it never happened. report.json gives them as

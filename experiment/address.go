@@ -38,7 +38,7 @@ func (e *Experiment) readdress(src int) {
 	if err != nil {
 		return
 	}
-	sw, err := pr.Readdress(probe.Source{Index: t.Index(), URL: t.HTTPURL(), P2PHost: t.P2PHost(), P2PPort: t.P2PPort()})
+	sw, err := pr.Readdress(probeSource(t))
 	if err != nil {
 		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
 			"%s answers at a new address the probe cannot name: %v (pulls go on naming the old one)", event.SourceName(src), err)})

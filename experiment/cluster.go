@@ -30,8 +30,11 @@ type Opener interface {
 // Plan is a cluster as planned.
 type Plan struct {
 	Sources int
-	Model   string // what every engine serves: the probe's "model"
-	Engine  string // the run's RunInfo.Engine: sim, vllm, attached
+	// Ranks is each source's number of data-parallel ranks, by index
+	// (nil: one each): what a timeline's source-N/rankR may name.
+	Ranks  []int
+	Model  string // what every engine serves: the probe's "model"
+	Engine string // the run's RunInfo.Engine: sim, vllm, attached
 	// OwnNetwork: the cluster it opens is a netFaulter, so the network
 	// kinds need nothing of the host's firewall (their Setup, a check of
 	// nftables and CAP_NET_ADMIN, is not asked).
@@ -133,11 +136,7 @@ func (l Launch) Plan(fault.Timeline) (Plan, error) {
 		return Plan{}, err
 	}
 	p := Plan{Model: l.Config.Model, Engine: l.Config.Engine}
-	for _, s := range specs {
-		if s.Role == event.RoleSource {
-			p.Sources++
-		}
-	}
+	p.Sources, p.Ranks = SourcesOf(specs)
 	if p.Model == "" {
 		p.Model = runner.DefaultModel
 	}

@@ -99,7 +99,7 @@ func New(cfg Config) (*Experiment, error) {
 		}
 	}
 	text := tl.String()
-	if err := tl.Check(plan.Sources); err != nil {
+	if err := tl.Check(plan.Sources, plan.Ranks); err != nil {
 		return nil, err
 	}
 	for i := range tl {
@@ -117,7 +117,7 @@ func New(cfg Config) (*Experiment, error) {
 		faults:   map[int]inForce{},
 		conds:    map[int]event.ConditionInfo{},
 		held:     map[int]any{},
-		judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources,
+		judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources, Ranks: plan.Ranks,
 			Scripted: len(tl) > 0, Content: cfg.ContentMatch}),
 		verifying: map[int]chan struct{}{},
 		bus:       newBus(1),
@@ -141,7 +141,7 @@ func (e *Experiment) Info() event.RunInfo {
 	c := e.cfg
 	info := event.RunInfo{
 		Arm: c.Arm, Case: c.Case, Mode: c.Mode, Engine: e.plan.Engine, TimeScale: c.TimeScale,
-		Sources: e.plan.Sources, Interval: c.scale(c.Interval), Timeline: c.Timeline,
+		Sources: e.plan.Sources, SourceRanks: e.plan.Ranks, Interval: c.scale(c.Interval), Timeline: c.Timeline,
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
 		FaultFor:      c.scale(c.FaultFor),
 		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
@@ -394,7 +394,7 @@ func (e *Experiment) safely(fn func()) {
 func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	var srcs []probe.Source
 	for _, s := range cl.Sources() {
-		srcs = append(srcs, probe.Source{Index: s.Index(), URL: s.HTTPURL(), P2PHost: s.P2PHost(), P2PPort: s.P2PPort()})
+		srcs = append(srcs, probeSource(s))
 	}
 	return probe.Config{
 		DecoderURL:   cl.Decoder().HTTPURL(),

@@ -132,7 +132,11 @@ func (e *Experiment) fire(a fault.Action, by string) error {
 			return e.refused(a, by, err)
 		}
 	}
-	t, err := e.source(src)
+	st, err := e.source(src)
+	if err != nil {
+		return e.refused(a, by, err)
+	}
+	t, err := actTarget(st, a)
 	if err != nil {
 		return e.refused(a, by, err)
 	}
@@ -141,8 +145,11 @@ func (e *Experiment) fire(a fault.Action, by string) error {
 			return e.refused(a, by, err)
 		}
 	}
-	env := &firing{e: e, src: src, kind: k, opts: a.Options}
+	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options}
 	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
+	if w := a.EngineWide(); w != "" {
+		e.emit(event.Event{Kind: event.KindWarning, Message: w})
+	}
 	at := e.since()
 	if err := k.Act(f); err != nil {
 		return err
@@ -154,7 +161,7 @@ func (e *Experiment) fire(a fault.Action, by string) error {
 		e.mu.Unlock()
 		go e.safely(func() {
 			defer close(done)
-			e.verified(src, k.Name, at, k.Verify(f))
+			e.verified(src, env.target, k.Name, at, k.Verify(f))
 		})
 	}
 	return nil
@@ -194,18 +201,18 @@ func (e *Experiment) awaitVerify(done <-chan struct{}) {
 // t0) on src saw: a verification event, and a warning when the effect was
 // not seen within check.DefaultVerifyWithin. A skipped one (a target not
 // on this host) records nothing.
-func (e *Experiment) verified(src int, action string, at time.Duration, ef fault.Effect) {
+func (e *Experiment) verified(src int, target, action string, at time.Duration, ef fault.Effect) {
 	if ef.Skipped {
 		return
 	}
-	v := event.Verification{Action: action, Source: src, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
+	v := event.Verification{Action: action, Source: src, Target: target, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
 	e.mu.Lock()
 	e.judge.Verified(v)
 	e.mu.Unlock()
 	e.emit(event.Event{Kind: event.KindVerification, Verification: &v})
 	if !ef.OK || ef.After > check.DefaultVerifyWithin {
 		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
-			"%s %s did not take effect within %s: %s", action, event.SourceName(src), check.DefaultVerifyWithin, ef.Detail)})
+			"%s %s did not take effect within %s: %s", action, v.TargetName(), check.DefaultVerifyWithin, ef.Detail)})
 	}
 }
 
@@ -268,12 +275,20 @@ func (e *Experiment) source(i int) (Target, error) {
 // refused records an action that could not be taken and returns why,
 // its chain kept (a setup error is still a netfault.SetupError).
 func (e *Experiment) refused(a fault.Action, by string, why error) error {
-	e.faultEvent(a.Kind.Name, a.Source, 0, by, why)
+	e.faultEvent(a.Kind.Name, a.Source, rankName(a), 0, by, why)
 	return why
 }
 
-func (e *Experiment) faultEvent(action string, src int, d time.Duration, by string, err error) {
-	f := &event.FaultInfo{Action: action, Source: src, Duration: d, By: by}
+// rankName is FaultInfo.Target of a: one rank's name, "" for a source.
+func rankName(a fault.Action) string {
+	if !a.OnRank {
+		return ""
+	}
+	return a.TargetName()
+}
+
+func (e *Experiment) faultEvent(action string, src int, target string, d time.Duration, by string, err error) {
+	f := &event.FaultInfo{Action: action, Source: src, Target: target, Duration: d, By: by}
 	if err != nil {
 		f.Err = err.Error()
 	}
@@ -282,9 +297,9 @@ func (e *Experiment) faultEvent(action string, src int, d time.Duration, by stri
 
 // openWindow starts a fault window of kind on src; recovers says whether
 // it will close (stall, kill) or last to the end of the run (remove).
-func (e *Experiment) openWindow(src int, kind string, at time.Time, recovers bool) {
+func (e *Experiment) openWindow(src int, target, kind string, at time.Time, recovers bool) {
 	t := e.rel(at)
-	w := event.Window{Source: src, Start: t, Recovers: recovers, Kind: kind}
+	w := event.Window{Source: src, Target: target, Start: t, Recovers: recovers, Kind: kind}
 	e.mu.Lock()
 	e.windows = append(e.windows, w)
 	e.judge.Open(w)
@@ -318,10 +333,11 @@ func (e *Experiment) closeWindow(src int, at time.Time) {
 // firing is the run's bookkeeping for one source, as a fault kind acts on
 // it (fault.Env).
 type firing struct {
-	e    *Experiment
-	src  int
-	kind *fault.Kind
-	opts fault.Options
+	e      *Experiment
+	src    int
+	target string // one rank's name when the action is on one ("" the source)
+	kind   *fault.Kind
+	opts   fault.Options
 }
 
 var _ fault.Env = (*firing)(nil)
@@ -329,11 +345,11 @@ var _ fault.Env = (*firing)(nil)
 func (f *firing) Context() context.Context { return f.e.ctx }
 
 func (f *firing) Record(action string, d time.Duration, by string, err error) {
-	f.e.faultEvent(action, f.src, d, by, err)
+	f.e.faultEvent(action, f.src, f.target, d, by, err)
 }
 
 func (f *firing) OpenWindow(at time.Time, recovers bool) {
-	f.e.openWindow(f.src, f.kind.Name, at, recovers)
+	f.e.openWindow(f.src, f.target, f.kind.Name, at, recovers)
 }
 func (f *firing) CloseWindow(at time.Time) { f.e.closeWindow(f.src, at) }
 
@@ -381,7 +397,7 @@ func (f *firing) Held() any {
 }
 
 func (f *firing) Verified(action string, ef fault.Effect) {
-	f.e.verified(f.src, action, f.e.since(), ef)
+	f.e.verified(f.src, f.target, action, f.e.since(), ef)
 }
 
 func (f *firing) Go(fn func())   { go f.e.safely(fn) }

@@ -38,7 +38,7 @@ func (c Config) nemesisSchedule(sources int) (fault.Timeline, error) {
 func (e *Experiment) scheduleInfo() event.ScheduleInfo {
 	si := event.ScheduleInfo{Timeline: e.cfg.Timeline}
 	for _, s := range e.timeline {
-		si.Steps = append(si.Steps, event.ScheduledFault{At: s.At, Action: s.Kind.Name, Arg: s.Arg, Source: s.Source, For: s.For})
+		si.Steps = append(si.Steps, event.ScheduledFault{At: s.At, Action: s.Kind.Name, Arg: s.Arg, Source: s.Source, Target: rankName(s.Action), For: s.For})
 	}
 	if n := e.cfg.Nemesis; n != nil {
 		si.Nemesis, si.Seed = fault.NemesisRandom, n.Seed

@@ -1,6 +1,10 @@
 package fault
 
-import "p2pfault/event"
+import (
+	"fmt"
+
+	"p2pfault/event"
+)
 
 // Action is one fault to take: a kind, the source it acts on and its
 // options. Each edge that asks for a fault makes one, once: a dashboard
@@ -11,8 +15,47 @@ import "p2pfault/event"
 type Action struct {
 	Kind   *Kind
 	Source int
+	// Grain is what of the source it acts on: the whole engine (the zero
+	// value) or one data-parallel rank's engine core.
+	Grain
 	Options
 }
 
-// String is the action as a message names it: "stall source-0".
-func (a Action) String() string { return a.Kind.Name + " " + event.SourceName(a.Source) }
+// String is the action as a message names it: "stall source-0",
+// "stall source-0/rank1".
+func (a Action) String() string { return a.Kind.Name + " " + a.TargetName() }
+
+// TargetName is what the action acts on: "source-0" or "source-0/rank1".
+func (a Action) TargetName() string { return event.TargetName(a.Source, a.Grain.RankOr()) }
+
+// EngineWide is the warning an action on one rank that ends the whole
+// engine gives (a kind of RankEngine: kill, remove), so nobody reads it as
+// a rank restarting alone; "" for any other action.
+func (a Action) EngineWide() string {
+	if !a.OnRank || a.Kind.Ranks != RankEngine {
+		return ""
+	}
+	return fmt.Sprintf("%s %s: vLLM shuts the whole engine down when one engine core dies "+
+		"(core_client.py: \"Engine core proc EngineCore_DP%d died unexpectedly, shutting down client\"), so all of %s goes",
+		a.Kind.Name, a.TargetName(), a.Rank, event.SourceName(a.Source))
+}
+
+// Grain is what of a source a fault acts on: the whole engine (every
+// member: its front end and all its engine cores; the zero value) or one
+// data-parallel rank's engine core (OnRank).
+type Grain struct {
+	OnRank bool
+	Rank   int // with OnRank: the rank
+}
+
+// RankOr is the rank, or -1 for the whole engine (event.TargetName's
+// spelling).
+func (g Grain) RankOr() int {
+	if !g.OnRank {
+		return -1
+	}
+	return g.Rank
+}
+
+// OneRank is the grain of rank r alone.
+func OneRank(r int) Grain { return Grain{OnRank: true, Rank: r} }

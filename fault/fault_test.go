@@ -359,7 +359,7 @@ func TestKindsPlayATimelineOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Check(len(c.Sources())); err != nil {
+	if err := tl.Check(len(c.Sources()), nil); err != nil {
 		t.Fatal(err)
 	}
 	err = tl.Play(context.Background(), time.Now(), func(_ context.Context, s fault.Step) error {

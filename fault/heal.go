@@ -12,7 +12,8 @@ const ActionHeal = "heal"
 
 func init() {
 	Register(&Kind{
-		Name: ActionHeal, Key: "h", Help: "heal", LongHelp: "heal network", Order: 70,
+		Ranks: RankAlone,
+		Name:  ActionHeal, Key: "h", Help: "heal", LongHelp: "heal network", Order: 70,
 		Needs: event.CondNetwork, Leaves: event.CondUp, Hint: "heal it", MoreHelp: true,
 		Closes: true, Ending: EndsWithRecovery,
 		Act:    actHeal,

@@ -17,7 +17,8 @@ const ActionReady = "ready"
 
 func init() {
 	Register(&Kind{
-		Name: ActionKill, Key: "k", Help: "kill", LongHelp: "kill, restart", Order: 30,
+		Ranks: RankEngine,
+		Name:  ActionKill, Key: "k", Help: "kill", LongHelp: "kill, restart", Order: 30,
 		Needs: event.CondUp, Leaves: event.CondRestarting, Badge: "KILLED",
 		Opens: true, Ending: EndsWithRecovery, Case: SeedCase,
 		Act: actKill, Verify: verifyKill,

@@ -115,11 +115,44 @@ type Kind struct {
 	// whose timeline uses the kind (an error is a setup error, exit 2) and
 	// before each firing, which it refuses with the error.
 	Setup func() error
+	// Ranks says how the kind takes a target of one data-parallel rank
+	// (source-0/rank1); the zero value refuses one.
+	Ranks RankUse
 	// HostFirewall: Setup checks the host's firewall (nftables, rights),
 	// which the kind acts through only on a cluster without a network of
 	// its own; a cluster that cuts its own links (a virtual cluster) is
 	// not asked for it.
 	HostFirewall bool
+}
+
+// RankUse is how a kind takes a target of one data-parallel rank.
+type RankUse int
+
+const (
+	// RankRefused: the kind acts on whole engines only.
+	RankRefused RankUse = iota
+	// RankAlone: it acts on the rank's engine core alone (a stall stops
+	// only that core, a partition cuts only its P2P port), or undoes what
+	// is in force on the source (resume, heal).
+	RankAlone
+	// RankEngine: acting on one rank ends the whole engine, as vLLM does
+	// when one engine core dies (kill, remove); the run says so.
+	RankEngine
+)
+
+// RankRefusal is nil when the kind takes a target of one rank, else why
+// not, naming the kinds that do.
+func (k *Kind) RankRefusal() error {
+	if k.Ranks != RankRefused {
+		return nil
+	}
+	var takes []string
+	for _, o := range Kinds() {
+		if o.Ranks != RankRefused {
+			takes = append(takes, o.Name)
+		}
+	}
+	return fmt.Errorf("%s acts on a whole engine only (source-N); one rank (source-N/rankR) is taken by %s", k.Name, strings.Join(takes, ", "))
 }
 
 // Effect is what a kind's Verify saw on the host.

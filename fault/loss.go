@@ -15,7 +15,8 @@ const ActionLoss = "loss"
 
 func init() {
 	Register(&Kind{
-		Name: ActionLoss, Help: "loss", LongHelp: "drop P% of packets", Order: 65,
+		Ranks: RankAlone,
+		Name:  ActionLoss, Help: "loss", LongHelp: "drop P% of packets", Order: 65,
 		TakesFor: true, Arg: &Arg{Name: "a share such as 30%", Check: func(s string) error { _, err := ParsePercent(s); return err }},
 		Needs: event.CondUp, Leaves: event.CondNetwork, Badge: "LOSSY",
 		Opens: true, Ending: EndsAfterFor,

@@ -129,6 +129,10 @@ type Nemesis struct {
 	// window to close before the next fault when AtOnce allows no more.
 	Settle  time.Duration
 	Sources []int // the sources faulted; nil: every source
+	// Grains are what of a source a fault drawn for it acts on, by source
+	// (--nemesis-sources 0/1: rank 1 of source-0): one of them, drawn
+	// when there are several; a source without any: its whole engine.
+	Grains map[int][]Grain
 	// AtOnce is how many faults may be in force at once (each on its own
 	// source); 0 is 1.
 	AtOnce int
@@ -189,7 +193,7 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 			continue
 		}
 		src := free[uniformN(r, len(free))]
-		s := Step{At: t, Action: Action{Kind: k, Source: src, Options: Options{Arg: d.Arg}}}
+		s := Step{At: t, Action: Action{Kind: k, Source: src, Grain: n.grain(r, src), Options: Options{Arg: d.Arg}}}
 		if k.TakesFor {
 			s.For = length
 		}
@@ -199,6 +203,20 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 	}
 	slices.SortStableFunc(tl, func(a, b Step) int { return cmp.Compare(a.At, b.At) })
 	return tl
+}
+
+// grain is what of src a fault acts on: its only grain, or one drawn of
+// several (a draw only then, so a schedule of whole sources is the one it
+// was before grains).
+func (n Nemesis) grain(r *rand.Rand, src int) Grain {
+	gs := n.Grains[src]
+	switch len(gs) {
+	case 0:
+		return Grain{}
+	case 1:
+		return gs[0]
+	}
+	return gs[uniformN(r, len(gs))]
 }
 
 // planned is a fault a schedule holds: its source is taken over

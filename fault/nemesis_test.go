@@ -215,3 +215,39 @@ func kind(name string) *fault.Kind {
 	}
 	return k
 }
+
+// TestNemesisDrawsAmongASourcesGrains: --nemesis-sources 0/0,0/1,1 faults
+// source-0 one rank at a time, both ranks over a long run, and source-1
+// whole; a schedule of whole sources is the pinned one still.
+func TestNemesisDrawsAmongASourcesGrains(t *testing.T) {
+	n := seedNemesis(7)
+	n.Sources = []int{0, 1}
+	n.Grains = map[int][]fault.Grain{0: {fault.OneRank(0), fault.OneRank(1)}}
+	tl := n.Schedule(10*time.Second, 40*time.Minute, 25*time.Second, 2)
+	ranks := map[int]int{}
+	for _, s := range tl {
+		switch {
+		case s.Source == 0 && !s.OnRank:
+			t.Errorf("%s: source-0 faulted whole, want one of its ranks", s)
+		case s.Source == 1 && s.OnRank:
+			t.Errorf("%s: source-1 faulted on a rank, want it whole", s)
+		case s.Source == 0:
+			ranks[s.Rank]++
+		}
+	}
+	if ranks[0] == 0 || ranks[1] == 0 {
+		t.Errorf("ranks drawn %v over %d faults, want both", ranks, len(tl))
+	}
+	back, err := fault.Parse(tl.String())
+	if err != nil || back.String() != tl.String() {
+		t.Errorf("the schedule does not read back: %v", err)
+	}
+	n.Grains = map[int][]fault.Grain{1: {fault.OneRank(1)}}
+	one := n.Schedule(10*time.Second, 40*time.Minute, 25*time.Second, 2)
+	whole := seedNemesis(7)
+	whole.Sources = []int{0, 1}
+	plain := whole.Schedule(10*time.Second, 40*time.Minute, 25*time.Second, 2)
+	if strings.ReplaceAll(one.String(), "source-1/rank1", "source-1") != plain.String() {
+		t.Error("one grain per source must draw the same schedule as whole sources")
+	}
+}

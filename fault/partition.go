@@ -15,7 +15,8 @@ const ActionPartition = "partition"
 
 func init() {
 	Register(&Kind{
-		Name: ActionPartition, Key: "n", Help: "partition", LongHelp: "partition (drop)", Order: 60,
+		Ranks: RankAlone,
+		Name:  ActionPartition, Key: "n", Help: "partition", LongHelp: "partition (drop)", Order: 60,
 		TakesFor: true, Needs: event.CondUp, Leaves: event.CondNetwork, Badge: "PARTITIONED", MoreHelp: true,
 		Opens: true, Ending: EndsAfterFor, Case: OwnCase,
 		Act:    func(f *Fire) error { return actNet(f, ActionPartition, 100) },

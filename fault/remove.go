@@ -15,7 +15,8 @@ const removeTimeout = time.Minute
 
 func init() {
 	Register(&Kind{
-		Name: ActionRemove, Key: "r", Help: "remove", LongHelp: "remove (SIGTERM)", Order: 40,
+		Ranks: RankEngine,
+		Name:  ActionRemove, Key: "r", Help: "remove", LongHelp: "remove (SIGTERM)", Order: 40,
 		Needs: event.CondUp, Leaves: event.CondRemoved, Badge: "REMOVED",
 		Opens: true, Ending: StaysDown, Case: SeedCase,
 		Act: actRemove, Verify: verifyRemove,

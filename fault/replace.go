@@ -36,7 +36,8 @@ type Replacer interface {
 
 func init() {
 	Register(&Kind{
-		Name: ActionReplace, Key: "R", Help: "replace", LongHelp: "replace (new ports)", Order: 35,
+		Ranks: RankEngine,
+		Name:  ActionReplace, Key: "R", Help: "replace", LongHelp: "replace (new ports)", Order: 35,
 		Needs: event.CondUp, Leaves: event.CondRestarting, Badge: "REPLACED", MoreHelp: true,
 		Opens: true, Ending: EndsWithRecovery, Case: OwnCase,
 		Act: actReplace, Verify: verifyReplace, Can: canReplace,

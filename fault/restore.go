@@ -10,7 +10,8 @@ const ActionRestore = "restore"
 
 func init() {
 	Register(&Kind{
-		Name: ActionRestore, Key: "u", Help: "restore", LongHelp: "restore removed", Order: 50,
+		Ranks: RankEngine,
+		Name:  ActionRestore, Key: "u", Help: "restore", LongHelp: "restore removed", Order: 50,
 		Needs: event.CondRemoved, Leaves: event.CondRestarting, Hint: "bring it back", Badge: "RESTARTING",
 		Closes: true, Ending: EndsWithRecovery,
 		Act: actRestore,

@@ -10,7 +10,8 @@ const ActionResume = "resume"
 
 func init() {
 	Register(&Kind{
-		Name: ActionResume, Key: "c", Help: "resume", LongHelp: "resume early", Order: 20,
+		Ranks: RankAlone,
+		Name:  ActionResume, Key: "c", Help: "resume", LongHelp: "resume early", Order: 20,
 		Needs: event.CondStalled, Leaves: event.CondUp, Hint: "resume it",
 		Closes: true, Ending: EndsWithRecovery,
 		Act: actResume, Verify: verifyResume,

@@ -14,7 +14,8 @@ const ActionStall = "stall"
 
 func init() {
 	Register(&Kind{
-		Name: ActionStall, Key: "s", Help: "stall", LongHelp: "stall (SIGSTOP)", Order: 10,
+		Ranks: RankAlone,
+		Name:  ActionStall, Key: "s", Help: "stall", LongHelp: "stall (SIGSTOP)", Order: 10,
 		TakesFor: true, Needs: event.CondUp, Leaves: event.CondStalled, Badge: "STALLED",
 		Opens: true, Ending: EndsAfterFor, Case: SeedCase,
 		Act: actStall, Verify: verifyStall,

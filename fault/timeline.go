@@ -27,9 +27,9 @@ type Step struct {
 
 // String renders the step in the timeline language; Parse reads it back.
 func (s Step) String() string {
-	out := fmt.Sprintf("at %v %s %s", s.At, s.Kind.Name, event.SourceName(s.Source))
+	out := fmt.Sprintf("at %v %s %s", s.At, s.Kind.Name, s.TargetName())
 	if s.Arg != "" {
-		out = fmt.Sprintf("at %v %s %s %s", s.At, s.Kind.Name, s.Arg, event.SourceName(s.Source))
+		out = fmt.Sprintf("at %v %s %s %s", s.At, s.Kind.Name, s.Arg, s.TargetName())
 	}
 	if s.For > 0 {
 		out += fmt.Sprintf(" for %v", s.For)
@@ -62,9 +62,11 @@ func syntaxError(line, col int, format string, args ...any) error {
 
 // Parse reads a timeline: steps separated by ";" or newlines, each
 //
-//	at DURATION ACTION [ARG] source-N [for DURATION]
+//	at DURATION ACTION [ARG] TARGET [for DURATION]
 //
-// with ACTION a registered kind's name (stall, resume, kill, remove,
+// with TARGET source-N (the whole engine) or source-N/rankR (one
+// data-parallel rank's engine core, for the kinds that act on one: Grains),
+// ACTION a registered kind's name (stall, resume, kill, remove,
 // restore, partition, loss, heal; "for" only with kinds that take it), ARG
 // the word a kind takes (loss: a share such as 30%; no other kind has one) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
 // Steps are returned sorted by time (stable). Errors are usage errors that
@@ -163,8 +165,13 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 	if err != nil {
 		return s, err
 	}
-	if s.Source, err = parseTarget(tg); err != nil {
+	if s.Source, s.Grain, err = parseTarget(tg); err != nil {
 		return s, err
+	}
+	if s.OnRank {
+		if err := k.RankRefusal(); err != nil {
+			return s, syntaxError(tg.line, tg.col, "%s %s: %v", k.Name, tg.text, err)
+		}
 	}
 	if next < len(toks) && toks[next].text == "for" {
 		f := toks[next]
@@ -204,13 +211,39 @@ func parseDuration(tok token) (time.Duration, error) {
 	return d, nil
 }
 
-func parseTarget(tok token) (int, error) {
-	n, ok := strings.CutPrefix(tok.text, "source-")
-	i, err := strconv.Atoi(n)
-	if !ok || err != nil || i < 0 || n != strconv.Itoa(i) {
-		return 0, syntaxError(tok.line, tok.col, "bad target %q (want source-N, e.g. source-0)", tok.text)
+func parseTarget(tok token) (int, Grain, error) {
+	i, g, err := ParseTarget(tok.text)
+	if err != nil {
+		return 0, Grain{}, syntaxError(tok.line, tok.col, "%v", err)
 	}
-	return i, nil
+	return i, g, nil
+}
+
+// ParseTarget reads a target's name: "source-N" (the whole engine) or
+// "source-N/rankR" (one data-parallel rank of it). Errors name the text.
+func ParseTarget(text string) (int, Grain, error) {
+	src, rank, ranked := strings.Cut(text, "/")
+	n, ok := strings.CutPrefix(src, "source-")
+	i, ok := number(n, ok)
+	if !ok {
+		return 0, Grain{}, fmt.Errorf("bad target %q (want source-N or source-N/rankR, e.g. source-0 or source-0/rank1)", text)
+	}
+	if !ranked {
+		return i, Grain{}, nil
+	}
+	rs, ok := strings.CutPrefix(rank, "rank")
+	r, ok := number(rs, ok)
+	if !ok {
+		return 0, Grain{}, fmt.Errorf("bad rank %q in target %q (want rankR, e.g. source-0/rank1)", rank, text)
+	}
+	return i, OneRank(r), nil
+}
+
+// number reads a non-negative decimal written without sign or leading
+// zeros; ok false when s is none (or ok was false already).
+func number(s string, ok bool) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, ok && err == nil && n >= 0 && s == strconv.Itoa(n)
 }
 
 // TakesForList names the kinds that take "for", for messages and help:
@@ -233,16 +266,30 @@ func joinTokens(toks []token) string {
 	return strings.Join(parts, " ")
 }
 
-// Check reports a step naming a source the cluster does not have, with its
-// position.
-func (t Timeline) Check(sources int) error {
+// Check reports a step naming a source the cluster does not have, or a
+// rank its source does not have (ranks: each source's data-parallel size
+// by index, nil or 0 for one), with its position.
+func (t Timeline) Check(sources int, ranks []int) error {
 	for _, s := range t {
 		if s.Source >= sources {
 			return exitcode.Usagef("timeline:%d:%d: %s names %s, but the cluster has sources 0-%d",
 				s.Line, s.Col, s.String(), event.SourceName(s.Source), sources-1)
 		}
+		if n := event.RanksOf(ranks, s.Source); s.OnRank && s.Rank >= n {
+			return exitcode.Usagef("timeline:%d:%d: %s names %s, but %s has %s",
+				s.Line, s.Col, s.String(), s.TargetName(), event.SourceName(s.Source), rankList(n))
+		}
 	}
 	return nil
+}
+
+// rankList says which ranks a source of n has: "one rank (no
+// --source-dp)" or "ranks 0-1".
+func rankList(n int) string {
+	if n <= 1 {
+		return "one engine core (no data-parallel ranks: see --source-dp)"
+	}
+	return fmt.Sprintf("ranks 0-%d", n-1)
 }
 
 // CaseNone is the case with no scripted fault: the dashboard's default,

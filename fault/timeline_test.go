@@ -62,7 +62,7 @@ func TestParseErrorsNameTheirPosition(t *testing.T) {
 		{"bad duration", "at 10x stall source-0", `timeline:1:4: bad duration "10x"`},
 		{"negative duration", "at -1s kill source-0", `timeline:1:4: negative duration "-1s"`},
 		{"no at", "stall source-0", `timeline:1:1: want "at DURATION ACTION source-N", got "stall"`},
-		{"unknown action", "at 1s freeze source-0", `timeline:1:7: unknown action "freeze" (want stall, resume, kill, replace, remove, restore, partition, loss, busy, heal)`},
+		{"unknown action", "at 1s freeze source-0", `timeline:1:7: unknown action "freeze" (want stall, resume, kill, replace, remove, restore, partition, loss, busy, heal, gone)`},
 		{"bad target", "at 1s stall src0", `timeline:1:13: bad target "src0"`},
 		{"target with leading zero", "at 1s kill source-01", `timeline:1:12: bad target "source-01"`},
 		{"for with kill", "at 1s kill source-0 for 3s", `timeline:1:21: "for" goes only with stall, partition, loss, busy, not kill`},
@@ -132,7 +132,7 @@ func TestPresetIsTheSeedCaseAtTheGivenTimes(t *testing.T) {
 
 func TestPresetRejectsUnknownCase(t *testing.T) {
 	_, err := fault.Preset("freeze", time.Second, time.Second)
-	want := `case "freeze": want one of stall, kill, replace, remove, partition, none`
+	want := `case "freeze": want one of stall, kill, replace, remove, partition, gone, none`
 	if err == nil || !strings.Contains(err.Error(), want) || exitcode.Code(err) != exitcode.Usage {
 		t.Errorf("Preset(freeze) = %v, want usage error %q", err, want)
 	}
@@ -143,10 +143,10 @@ func TestCheckNamesStepWithSourceOutOfRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Check(3); err != nil {
+	if err := tl.Check(3, nil); err != nil {
 		t.Errorf("3 sources: %v", err)
 	}
-	err = tl.Check(2)
+	err = tl.Check(2, nil)
 	if err == nil || !strings.Contains(err.Error(), "timeline:2:1: at 2s kill source-2 names source-2, but the cluster has sources 0-1") {
 		t.Errorf("2 sources: %v", err)
 	}
@@ -197,5 +197,51 @@ func TestPlayStopsWhenContextEnds(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Play took %v after its context ended", took)
+	}
+}
+
+// TestTargetsAtTwoGrains: source-N is the whole engine, source-N/rankR one
+// rank's engine core; both parse back from String, bad spellings are
+// usage errors naming their position, a kind that takes no rank says which
+// do, and Check knows each source's ranks.
+func TestTargetsAtTwoGrains(t *testing.T) {
+	tl, err := fault.Parse("at 10s stall source-0/rank1 for 30s; at 1s partition source-1; at 50s kill source-0/rank0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name  string
+		grain fault.Grain
+	}{{"source-1", fault.Grain{}}, {"source-0/rank1", fault.OneRank(1)}, {"source-0/rank0", fault.OneRank(0)}}
+	for i, w := range want {
+		if got := tl[i].TargetName(); got != w.name || tl[i].Grain != w.grain {
+			t.Errorf("step %d: target %s grain %+v, want %s %+v", i, got, tl[i].Grain, w.name, w.grain)
+		}
+	}
+	back, err := fault.Parse(tl.String())
+	if err != nil || back.String() != tl.String() {
+		t.Errorf("String %q parses back as %q (%v)", tl, back, err)
+	}
+	if err := tl.Check(2, []int{2, 1}); err != nil {
+		t.Errorf("source-0 of 2 ranks: %v", err)
+	}
+	err = tl.Check(2, nil)
+	if err == nil || !strings.Contains(err.Error(), "timeline:1:1: at 10s stall source-0/rank1 for 30s names source-0/rank1, but source-0 has one engine core") {
+		t.Errorf("no ranks: %v", err)
+	}
+	if err := tl.Check(2, []int{2}); err != nil {
+		t.Errorf("ranks of source-0 only: %v", err)
+	}
+	for _, tt := range []struct{ text, want string }{
+		{"at 1s stall source-0/rank", `timeline:1:13: bad rank "rank" in target "source-0/rank" (want rankR, e.g. source-0/rank1)`},
+		{"at 1s stall source-0/r1", `bad rank "r1"`},
+		{"at 1s stall source-0/rank01", `bad rank "rank01"`},
+		{"at 1s stall source-x/rank1", `bad target "source-x/rank1" (want source-N or source-N/rankR`},
+		{"at 1s restore source-0/rank-1", `bad rank "rank-1"`},
+	} {
+		_, err := fault.Parse(tt.text)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("Parse(%q) = %v, want usage error with %q", tt.text, err, tt.want)
+		}
 	}
 }

@@ -14,6 +14,10 @@ type Host struct {
 	Sid   int
 	Pids  []int
 	Addrs []string // "host:port": its HTTP and P2P listeners
+	// Part, when set, is the pids of the session a fault acts on, alone
+	// (one data-parallel rank's engine core): a stall stops those and
+	// leaves the rest running, and is verified so.
+	Part []int
 	// Ready asks the engine once whether it is ready (GET /health
 	// answering 200): nil when it is. The target brings it, so fault
 	// itself makes no request.
@@ -124,6 +128,9 @@ func verifyStall(f *Fire) Effect {
 			return true, fmt.Sprintf("%s (instance %d) frozen: every goroutine of it held", f.Target.Name(), r.Instance)
 		})
 	}
+	if len(s.host.Part) > 0 {
+		return effect(f.Verifier.StallPart(f.Env.Context(), s.host.Sid, s.host.Part))
+	}
 	return effect(f.Verifier.Stall(f.Env.Context(), s.host.Sid))
 }
 
@@ -141,6 +148,9 @@ func verifyResume(f *Fire) Effect {
 			}
 			return true, fmt.Sprintf("%s (instance %d) runs again, not frozen", f.Target.Name(), r.Instance)
 		})
+	}
+	if len(s.host.Part) > 0 {
+		return effect(f.Verifier.ResumePart(f.Env.Context(), s.host.Sid, s.host.Part))
 	}
 	return effect(f.Verifier.Resume(f.Env.Context(), s.host.Sid))
 }

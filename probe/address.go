@@ -15,8 +15,11 @@ type addr struct {
 	gen     int
 	src     Source
 	seedURL string // src.URL + "/v1/completions"
-	kvTail  []byte // `","remote_host":"...","remote_port":N}}`
-	peer    string // remote_host:remote_port
+	peer    string // remote_host:remote_port of rank 0
+	// By rank: `","remote_host":"...","remote_port":N+r}}` and
+	// remote_host:remote_port, each rank's P2P port being the base + r.
+	kvTails [][]byte
+	peers   []string
 }
 
 func newAddr(s Source, gen int) (*addr, error) {
@@ -24,17 +27,34 @@ func newAddr(s Source, gen int) (*addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe: encode P2P host %q of source %d: %w", s.P2PHost, s.Index, err)
 	}
-	tail := append([]byte(`","remote_host":`), host...)
-	tail = append(tail, `,"remote_port":`...)
-	tail = strconv.AppendInt(tail, int64(s.P2PPort), 10)
-	return &addr{
-		gen: gen, src: s, seedURL: s.URL + "/v1/completions",
-		kvTail: append(tail, "}}"...), peer: peerOf(s),
-	}, nil
+	a := &addr{gen: gen, src: s, seedURL: s.URL + "/v1/completions", peer: peerOf(s, 0)}
+	for r := range s.rankCount() {
+		tail := append([]byte(`","remote_host":`), host...)
+		tail = append(tail, `,"remote_port":`...)
+		tail = strconv.AppendInt(tail, int64(s.P2PPort+r), 10)
+		a.kvTails = append(a.kvTails, append(tail, "}}"...))
+		a.peers = append(a.peers, peerOf(s, r))
+	}
+	return a, nil
 }
 
-// peerOf is the P2P address a pull names s by, as a sample records it.
-func peerOf(s Source) string { return net.JoinHostPort(s.P2PHost, strconv.Itoa(s.P2PPort)) }
+// rankCount is the source's number of ranks: Ranks, or 1.
+func (s Source) rankCount() int { return max(s.Ranks, 1) }
+
+// RankOf is the rank the k-th trial of a source of n ranks is pinned to:
+// they take the ranks in turn, so each rank gets an even share.
+func RankOf(k int64, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(k % int64(n))
+}
+
+// peerOf is the P2P address a pull names rank r of s by, as a sample
+// records it: rank r listens at the source's base port + r.
+func peerOf(s Source, r int) string {
+	return net.JoinHostPort(s.P2PHost, strconv.Itoa(s.P2PPort+r))
+}
 
 // address is source #i's address in force.
 func (p *Prober) address(i int) *addr {
@@ -64,7 +84,7 @@ func (p *Prober) Readdress(s Source) (Switch, error) {
 	}
 	s.URL = u
 	if s.P2PHost == "" || s.P2PPort < 1 || s.P2PPort > 65535 {
-		return Switch{}, fmt.Errorf("probe: readdress source %d: P2P address %s is not a host and a port in 1..65535", s.Index, peerOf(s))
+		return Switch{}, fmt.Errorf("probe: readdress source %d: P2P address %s is not a host and a port in 1..65535", s.Index, peerOf(s, 0))
 	}
 	p.addrMu.Lock()
 	defer p.addrMu.Unlock()
@@ -100,4 +120,7 @@ func (p *Prober) Addresses() []Source {
 
 // Peer is the P2P address a pull names s by (remote_host:remote_port), as
 // event.Sample.Peer records it.
-func Peer(s Source) string { return peerOf(s) }
+func Peer(s Source) string { return peerOf(s, 0) }
+
+// RankPeer is the P2P address a pull pinned to rank r of s names.
+func RankPeer(s Source, r int) string { return peerOf(s, r) }

@@ -188,6 +188,11 @@ func (c *fakeCluster) serveSource(i int, w http.ResponseWriter, r *http.Request)
 	}
 	c.mu.Lock()
 	port := basePort + i
+	if rank, err := strconv.Atoi(r.Header.Get(probe.RankHeader)); err == nil {
+		// A seed pinned to a data-parallel rank lands in that rank's
+		// tier, which listens at the source's base + rank.
+		port += rank
+	}
 	if c.seeded[port] == nil {
 		c.seeded[port] = map[string]bool{}
 	}

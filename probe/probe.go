@@ -62,7 +62,12 @@ type Source struct {
 	Index   int    // reported in event.Sample.Source
 	URL     string // the source's HTTP base URL, e.g. http://127.0.0.1:8100
 	P2PHost string // remote_host of the pull: byte-identical to the source's configured P2P host
-	P2PPort int    // remote_port of the pull
+	P2PPort int    // remote_port of the pull (rank 0's, on a source of several ranks)
+	// Ranks is the source's data-parallel size (0 or 1: one rank). Trials
+	// go to its ranks in turn: each seed pinned to rank r
+	// (X-data-parallel-rank: r, as vLLM's p2p_connector_proxy.py does),
+	// its pull naming remote_port P2PPort+r.
+	Ranks int
 }
 
 // Config of a Prober. Zero durations and counts take the defaults above.
@@ -366,7 +371,7 @@ func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slot
 		select {
 		case slots <- struct{}{}:
 			wg.Go(func() {
-				s, _ := p.trial(reqCtx, t0, i, trial, p.cfg.Started)
+				s, _ := p.trial(reqCtx, t0, i, RankOf(k, p.cfg.Sources[i].rankCount()), trial, p.cfg.Started)
 				<-slots // the requests are over: free the slot before a slow receiver can hold it
 				out <- s
 			})
@@ -396,6 +401,7 @@ func (p *Prober) capHit(t0 time.Time, i int, trial int64) event.Sample {
 	}
 	return event.Sample{
 		Source:       p.cfg.Sources[i].Index,
+		Rank:         RankOf(trial/int64(len(p.cfg.Sources)), p.cfg.Sources[i].rankCount()),
 		Trial:        trial,
 		SeedErr:      msg,
 		Start:        now.Sub(t0),

@@ -791,3 +791,72 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestTrialsSpreadOverRanksAndNameEachRanksPort: a source of three
+// data-parallel ranks gets its trials on ranks 0, 1, 2, 0, ... in turn;
+// each seed carries X-data-parallel-rank: r, each pull names remote_port
+// base+r (and carries no rank header), the sample records r, and every
+// pull hits because it named the rank its seed landed on. Warm-up
+// handshakes each rank.
+func TestTrialsSpreadOverRanksAndNameEachRanksPort(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	cfg := c.config()
+	cfg.Sources[0].Ranks = 3
+	p, err := probe.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Warmup(context.Background(), 10*time.Second); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	_, warm := c.recorded()
+	warmed := map[int]bool{}
+	for _, w := range warm {
+		warmed[w.port] = true
+	}
+	if len(warmed) != 3 {
+		t.Errorf("warm-up pulls named ports %v, want all 3 ranks'", warmed)
+	}
+	r := startRun(t, p)
+	r.waitSamples("9 samples", atLeast(9))
+	got := r.stop(10 * time.Second)
+	counts := map[int]int{}
+	for _, s := range got {
+		k := s.Trial // one source: trial k is its k-th
+		if want := int(k % 3); s.Rank != want {
+			t.Errorf("trial %d on rank %d, want %d", k, s.Rank, want)
+		}
+		if want := fmt.Sprintf("127.0.0.1:%d", basePort+s.Rank); s.Peer != want {
+			t.Errorf("trial %d (rank %d) named %s, want %s", k, s.Rank, s.Peer, want)
+		}
+		if !s.Hit() {
+			t.Errorf("trial %d (rank %d) missed: %+v", k, s.Rank, s.Sample)
+		}
+		counts[s.Rank]++
+	}
+	if counts[0] == 0 || counts[1] == 0 || counts[2] == 0 || counts[0]-counts[2] > 1 {
+		t.Errorf("trials per rank %v: want an even spread", counts)
+	}
+	seeds, pulls := c.recorded()
+	for _, s := range seeds {
+		if s.header.Get(probe.RankHeader) == "" {
+			t.Errorf("seed without %s", probe.RankHeader)
+		}
+	}
+	for _, pl := range pulls {
+		if h := pl.header.Get(probe.RankHeader); h != "" {
+			t.Errorf("pull to the decoder carries %s: %s", probe.RankHeader, h)
+		}
+	}
+}
+
+func TestRankOfSpreadsEvenly(t *testing.T) {
+	for k, want := range []int{0, 1, 0, 1} {
+		if got := probe.RankOf(int64(k), 2); got != want {
+			t.Errorf("RankOf(%d, 2) = %d, want %d", k, got, want)
+		}
+	}
+	if got := probe.RankOf(7, 1); got != 0 {
+		t.Errorf("RankOf(7, 1) = %d, want 0", got)
+	}
+}

@@ -39,12 +39,22 @@ type pullInfo struct {
 // would wait for the prefill, without a timeout). Both legs name one
 // engine: a source replaced meanwhile (Readdress) gets the first leg
 // again. started, if not nil, is told of the pull as it is sent.
-func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, started func(event.PullStart)) (event.Sample, pullInfo) {
+//
+// On a source of several data-parallel ranks the trial is pinned to rank
+// (its seed carries X-data-parallel-rank, its pull names the rank's port),
+// as vLLM's p2p_connector_proxy.py pins a prefill and names remote_port =
+// base + rank.
+func (p *Prober) trial(ctx context.Context, t0 time.Time, i, rank int, n int64, started func(event.PullStart)) (event.Sample, pullInfo) {
 	a := p.address(i)
-	s := event.Sample{Source: a.src.Index, Trial: n, PromptTokens: p.cfg.PromptTokens}
+	rank = min(max(rank, 0), len(a.kvTails)-1)
+	s := event.Sample{Source: a.src.Index, Rank: rank, Trial: n, PromptTokens: p.cfg.PromptTokens}
 	prefix := p.bodyPrefix()
 	id := uuid.NewString()
 	hdr := p.mode.requestID(id)
+	var pin string
+	if len(a.kvTails) > 1 {
+		pin = strconv.Itoa(rank)
+	}
 	var pull []byte
 	var start time.Time
 	// own is the first leg's answer: its text is the source's completion
@@ -53,7 +63,7 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 	for {
 		// The first leg gets its own copy: the pull appends to prefix in place.
 		seed := p.mode.seed(prefix[:len(prefix):len(prefix)], id)
-		r := p.post(ctx, p.sources[i], a.seedURL, seed, p.cfg.SeedTimeout, "source", legSeed, hdr)
+		r := p.post(ctx, p.sources[i], a.seedURL, seed, p.cfg.SeedTimeout, "source", legSeed, hdr, pin)
 		s.SeedStatus, s.SeedLatency, s.SeedErr = r.status, r.latency, r.err
 		own = r
 
@@ -62,12 +72,13 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 			// Replaced since the first leg: that engine is gone.
 			p.addrMu.RUnlock()
 			a = cur
+			rank = min(rank, len(a.kvTails)-1)
 			continue
 		}
 		pull = append(prefix, p.mode.pullHead()...)
 		s.KVRequestID = p.mode.pullID(id)
 		pull = append(pull, s.KVRequestID...)
-		pull = append(pull, a.kvTail...)
+		pull = append(pull, a.kvTails[rank]...)
 		if p.cfg.Stream {
 			pull = append(pull, streamFields...)
 		}
@@ -76,19 +87,19 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i int, n int64, starte
 			// The run ended (q, Ctrl-C) while this trial seeded: its pull is
 			// not sent, so none starts after the run's end.
 			p.addrMu.RUnlock()
-			s.Start, s.Peer = time.Since(t0), a.peer
+			s.Start, s.Peer = time.Since(t0), a.peers[rank]
 			s.Err, s.Aborted = "not sent: "+ErrAborted.Error(), true
 			return s, pullInfo{}
 		}
 		if started != nil {
-			started(event.PullStart{Source: a.src.Index, Trial: n, Start: time.Since(t0), Peer: a.peer})
+			started(event.PullStart{Source: a.src.Index, Rank: s.Rank, Trial: n, Start: time.Since(t0), Peer: a.peers[rank]})
 		}
 		start = time.Now()
 		p.addrMu.RUnlock()
 		break
 	}
-	s.Peer = a.peer
-	r := p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr)
+	s.Peer = a.peers[rank]
+	r := p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr, "")
 	s.Start = start.Sub(t0)
 	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted
 	s.TTFT = r.ttft
@@ -169,15 +180,20 @@ type result struct {
 	hasText      bool          // a text was answered (an empty one too)
 }
 
-func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, requestID string) result {
-	return p.postAt(ctx, c, u, body, timeout, who, l, time.Now(), requestID)
+func (p *Prober) post(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, requestID, rank string) result {
+	return p.postAt(ctx, c, u, body, timeout, who, l, time.Now(), requestID, rank)
 }
+
+// RankHeader pins a request to one data-parallel rank of the engine it is
+// sent to: vLLM's API server reads it (p2p_connector_proxy.py sends it
+// with each prefill, llm-d's router likewise).
+const RankHeader = "X-data-parallel-rank"
 
 // postAt sends body to u and reads the answer within timeout; latency counts
 // from start until the body was read or the error. who names the answering
 // engine in errors ("decoder", "source"); requestID, when set, is sent as
-// X-Request-Id.
-func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, start time.Time, requestID string) result {
+// X-Request-Id, and rank, when set, as RankHeader.
+func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []byte, timeout time.Duration, who string, l leg, start time.Time, requestID, rank string) result {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var r result
@@ -194,6 +210,9 @@ func (p *Prober) postAt(ctx context.Context, c *http.Client, u string, body []by
 	req.Header.Set("Content-Type", "application/json")
 	if requestID != "" {
 		req.Header.Set("X-Request-Id", requestID)
+	}
+	if rank != "" {
+		req.Header.Set(RankHeader, rank)
 	}
 	resp, err := c.Do(req)
 	if err != nil {

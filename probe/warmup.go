@@ -15,8 +15,9 @@ var errWarmupDeadline = errors.New("warm-up deadline passed")
 // Warmup handshakes every source's P2P session before t0: for all sources in
 // parallel it repeats seed + pull, one attempt every Interval, until a pull
 // naming the source hits. The first pull to a peer pays the session setup;
-// measuring it would count that cost as a fault. It returns nil when every
-// source hit within timeout; else one error per source that did not, naming
+// measuring it would count that cost as a fault. A source of several
+// data-parallel ranks is warmed on each rank (each has its own P2P port, so
+// its own session). It returns nil when every source hit within timeout; else one error per source that did not, naming
 // it and its last failure, wrapping context.DeadlineExceeded (or ctx's error
 // when ctx ended first).
 func (p *Prober) Warmup(ctx context.Context, timeout time.Duration) error {
@@ -31,10 +32,19 @@ func (p *Prober) Warmup(ctx context.Context, timeout time.Duration) error {
 	defer stop()
 
 	t0 := time.Now()
-	errs := make([]error, len(p.cfg.Sources))
+	// One slot per source and rank, in that order, so the joined error
+	// reads the same whichever warm-up ends first.
+	type warm struct{ i, r int }
+	var legs []warm
+	for i, s := range p.cfg.Sources {
+		for r := range s.rankCount() {
+			legs = append(legs, warm{i, r})
+		}
+	}
+	errs := make([]error, len(legs))
 	var wg sync.WaitGroup
-	for i := range p.cfg.Sources {
-		wg.Go(func() { errs[i] = p.warmSource(wctx, t0, i, timeout) })
+	for n, l := range legs {
+		wg.Go(func() { errs[n] = p.warmSource(wctx, t0, l.i, l.r, timeout) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -68,15 +78,18 @@ func NotWarmOf(err error) []*NotWarm {
 	return out
 }
 
-func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout time.Duration) error {
+func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i, rank int, timeout time.Duration) error {
 	a := p.address(i)
-	name := fmt.Sprintf("source %d (P2P %s)", a.src.Index, a.peer)
+	name := fmt.Sprintf("source %d (P2P %s)", a.src.Index, a.peers[rank])
+	if len(a.peers) > 1 {
+		name = fmt.Sprintf("source %d rank %d (P2P %s)", a.src.Index, rank, a.peers[rank])
+	}
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	var last string
 	var lastSample event.Sample
 	for attempt := 1; ; attempt++ {
-		s, info := p.trial(ctx, t0, i, int64(attempt), nil)
+		s, info := p.trial(ctx, t0, i, rank, int64(attempt), nil)
 		if s.Hit() {
 			return nil
 		}
@@ -90,7 +103,7 @@ func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i int, timeout ti
 		case <-ctx.Done():
 		}
 		// The caller says "warm-up"; each line names the source it is about.
-		nw := &NotWarm{Source: a.src.Index, Peer: a.peer, Last: lastSample}
+		nw := &NotWarm{Source: a.src.Index, Peer: a.peers[rank], Last: lastSample}
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errWarmupDeadline):
 			nw.msg = fmt.Sprintf("%s not handshaken within %s (%s); last: %s", name, timeout, attempts(attempt), last)

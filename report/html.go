@@ -155,14 +155,11 @@ func buildPage(runs []Run) htmlPage {
 	}
 	if cells := steadyCells(rows); len(cells) > 0 {
 		steady := htmlTable{ID: "steady", Title: "Steady state per source", Caption: steadyCaption(rows) + ".", Head: steadyHeader(rows)}
-		k := 0
-		for i, r := range rows {
-			for range r.Steady {
-				steady.Rows = append(steady.Rows, htmlTableRow{Cells: cells[k], Href: "#" + ids[i]})
-				k++
-			}
-		}
-		p.Tables = append(p.Tables, steady)
+		p.Tables = append(p.Tables, linkRows(steady, cells, rows, ids, func(r Row) int { return len(r.Steady) }))
+	}
+	if cells := rankCells(rows); len(cells) > 0 {
+		ranks := htmlTable{ID: "ranks", Title: "Per data-parallel rank", Caption: rankCaption + ".", Head: rankHeader(rows)}
+		p.Tables = append(p.Tables, linkRows(ranks, cells, rows, ids, func(r Row) int { return len(r.Ranks) }))
 	}
 
 	for _, r := range rows {
@@ -201,6 +198,19 @@ func summary(rows []Row) []string {
 		out = append(out, "last event "+last.UTC().Format(time.RFC3339))
 	}
 	return out
+}
+
+// linkRows fills t with cells, each line linked to its row's section:
+// lines(r) of the cells, in order, are row r's.
+func linkRows(t htmlTable, cells [][]string, rows []Row, ids []string, lines func(Row) int) htmlTable {
+	k := 0
+	for i, r := range rows {
+		for range lines(r) {
+			t.Rows = append(t.Rows, htmlTableRow{Cells: cells[k], Href: "#" + ids[i]})
+			k++
+		}
+	}
+	return t
 }
 
 func plainHTMLTable(id, title, caption string, head []string, cells [][]string) htmlTable {
@@ -292,7 +302,7 @@ func htmlTables(id string, row Row) []htmlTable {
 			if !tookEffect(v) {
 				seen = "did not take effect"
 			}
-			cells = append(cells, []string{v.Action, event.SourceName(v.Source), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
+			cells = append(cells, []string{v.Action, v.TargetName(), fmt.Sprintf("%.1f s", v.At.Seconds()), seen, fmt.Sprintf("%.2f s", v.After.Seconds()), v.Detail})
 		}
 		ts = append(ts, plainHTMLTable(id+"-verified", "Faults verified on the host", "", []string{"action", "source", "at", "result", "after", "detail"}, cells))
 	}

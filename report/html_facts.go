@@ -91,7 +91,7 @@ func (f *htmlFacts) add(ev event.Event) {
 		f.logf(ev, "", string(ev.Phase))
 	case event.KindVerification:
 		if v := ev.Verification; v != nil {
-			f.logf(ev, event.SourceName(v.Source), v.Action+": "+v.Detail)
+			f.logf(ev, v.TargetName(), v.Action+": "+v.Detail)
 		}
 	case event.KindAddress:
 		// A source's first address is the run's own; a new one (a replace)

@@ -52,6 +52,9 @@ type Row struct {
 	// Steady is each source's pulls outside every fault window
 	// (steady.go); absent only in a report of a stream with no samples.
 	Steady []SteadyRow `json:"steady,omitempty"`
+	// Ranks break the pulls naming a source of several data-parallel
+	// ranks down by rank (ranks.go); absent when no source has several.
+	Ranks []RankRow `json:"ranks,omitempty"`
 	// Content is the content check's counts and first mismatches
 	// (content.go); absent when texts were not compared.
 	Content *ContentRow `json:"content,omitempty"`
@@ -141,6 +144,7 @@ func (r Run) Row() Row {
 	row.Decoder = decoderMetrics(r)
 	row.Loads, row.Lookup = loadRows(r), lookupRows(r)
 	row.Steady = steadyRows(v)
+	row.Ranks = rankRows(v)
 	row.Content = contentRow(r)
 	row.Windows, row.Kinds = windowRows(r), kindRows(r)
 	row.Why = whyRows(r)
@@ -276,6 +280,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	}
 	writeWhy(&b, rows)
 	writeSteady(&b, rows)
+	writeRanks(&b, rows)
 	writeDecoder(&b, rows)
 	writeLoads(&b, rows)
 	writeVerifications(&b, rows)
@@ -323,12 +328,13 @@ func Table(rows []Row) string {
 }
 
 // Tables is what a terminal shows of rows: the seed's table, the times
-// table, the why table, the steady-state table (when a row has one), when
-// texts were compared the content table, and after a busy fault the load
-// and the decoder's lookup delay (load.go), a blank line between each.
+// table, the why table, the steady-state table (when a row has one), the
+// per-rank table (a source of several data-parallel ranks), when texts
+// were compared the content table, and after a busy fault the load and
+// the decoder's lookup delay (load.go), a blank line between each.
 func Tables(rows []Row) string {
 	out := Table(rows) + "\n" + TimesTable(rows)
-	for _, t := range []string{WhyTable(rows), SteadyTable(rows), ContentTable(rows), LoadTable(rows), LookupTable(rows)} {
+	for _, t := range []string{WhyTable(rows), SteadyTable(rows), RankTable(rows), ContentTable(rows), LoadTable(rows), LookupTable(rows)} {
 		if t != "" {
 			out += "\n" + t
 		}

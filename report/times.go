@@ -83,7 +83,7 @@ func writeVerifications(b *strings.Builder, rows []Row) {
 				seen = "**did not take effect**"
 			}
 			fmt.Fprintf(b, "- %s: %s %s at %.1fs %s after %.2fs: %s\n",
-				r.title(), v.Action, event.SourceName(v.Source), v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
+				r.title(), v.Action, v.TargetName(), v.At.Seconds(), seen, v.After.Seconds(), v.Detail)
 		}
 	}
 }

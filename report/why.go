@@ -19,6 +19,7 @@ type WhyRow struct {
 	Window int         `json:"window"` // the window's index among the run's, from 0
 	Kind   string      `json:"kind"`
 	Source int         `json:"source"`
+	Target string      `json:"target,omitempty"` // one rank's name when the fault acted on one
 	StartS float64     `json:"start_s"`
 	Sent   string      `json:"sent"` // "in" the window, or "after" it
 	Cause  event.Cause `json:"cause"`
@@ -83,7 +84,7 @@ func whyRows(r Run) []WhyRow {
 			for _, k := range keys {
 				lat := groups[k]
 				slices.Sort(lat)
-				wr := WhyRow{Window: i, Kind: w.Kind, Source: w.Source, StartS: roundMillis(w.Start.Seconds()), Sent: sp.name,
+				wr := WhyRow{Window: i, Kind: w.Kind, Source: w.Source, Target: w.Target, StartS: roundMillis(w.Start.Seconds()), Sent: sp.name,
 					Cause: k.cause, Label: k.cause.Label(), N: len(lat),
 					P50: roundMillis(lat[(len(lat)-1)/2].Seconds()), Max: roundMillis(lat[len(lat)-1].Seconds())}
 				if k.timer.Name != "" {
@@ -119,7 +120,7 @@ func whyCells(rows []Row) [][]string {
 			if w.Timer != "" {
 				timer = w.Timer + " " + event.FormatSeconds(seconds(w.TimerS))
 			}
-			win := fmt.Sprintf("%d: %s %s at %.1f s", w.Window+1, w.Kind, event.SourceName(w.Source), w.StartS)
+			win := fmt.Sprintf("%d: %s %s at %.1f s", w.Window+1, w.Kind, event.Window{Source: w.Source, Target: w.Target}.TargetName(), w.StartS)
 			out = append(out, append(r.keyCells(withMode), win, w.Sent, w.Label, fmt.Sprint(w.N),
 				latencyCell(w.P50), latencyCell(w.Max), timer))
 		}

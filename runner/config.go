@@ -33,9 +33,12 @@ const (
 // Defaults of vLLM's tests/v1/kv_offload/tiering/p2p/run_accuracy_test.sh
 // (reference §1) and of the design.
 const (
-	DefaultModel           = "meta-llama/Llama-3.2-1B-Instruct"
-	DefaultSources         = 2
-	MaxSources             = 64 // a cap on the cluster a run starts; the default ports leave room for it
+	DefaultModel   = "meta-llama/Llama-3.2-1B-Instruct"
+	DefaultSources = 2
+	MaxSources     = 64 // a cap on the cluster a run starts; the default ports leave room for it
+	// MaxSourceDP caps --source-dp: the data-parallel ranks of one source,
+	// each an engine core with a P2P port of its own.
+	MaxSourceDP            = 16
 	DefaultSourceHTTPPort  = 8100
 	DefaultDecoderHTTPPort = 8200
 	DefaultP2PPort         = 7777
@@ -83,6 +86,10 @@ type Config struct {
 	Engine  string // EngineSim (default) or EngineVLLM
 	Sources int    // number of source engines; 0 = 2 (NUM_PREFILL_INSTANCES)
 	Model   string // default DefaultModel
+	// SourceDP is every source's --data-parallel-size: one front end and
+	// SourceDP engine cores, rank r's P2P port at the source's base + r
+	// (vLLM #47636). 0 or 1: one engine core, as before.
+	SourceDP int
 
 	SelfBin string   // p2pfault itself, for `sim serve`; default os.Executable()
 	VLLMBin string   // default "vllm", looked up on PATH at Start
@@ -144,6 +151,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Sources == 0 {
 		cfg.Sources = DefaultSources
+	}
+	if cfg.SourceDP < 0 || cfg.SourceDP > MaxSourceDP {
+		return cfg, exitcode.Usagef("source data-parallel size %d: want 1-%d", cfg.SourceDP, MaxSourceDP)
 	}
 	if cfg.Model == "" {
 		cfg.Model = DefaultModel

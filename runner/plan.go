@@ -23,13 +23,30 @@ type Spec struct {
 	Index    int // source index; 0 for the decoder
 	HTTPPort int
 	P2PHost  string
-	P2PPort  int
-	Path     string   // the binary: p2pfault itself (sim) or vllm
-	Args     []string // argv after the binary
-	Env      []string // KEY=VALUE set on top of p2pfault's own environment
+	P2PPort  int // its P2P port; a data-parallel source's rank r listens on P2PPort+r
+	// Ranks is a source's --data-parallel-size (its engine cores, each with
+	// its own P2P port); 0 or 1 for an engine of one core.
+	Ranks int
+	Path  string   // the binary: p2pfault itself (sim) or vllm
+	Args  []string // argv after the binary
+	Env   []string // KEY=VALUE set on top of p2pfault's own environment
 
 	FixedHTTP bool // the user fixed this port: taken is an error, not a reason to move
 	FixedP2P  bool
+}
+
+// RankCount is the number of engine cores: Ranks, or 1.
+func (s Spec) RankCount() int { return max(s.Ranks, 1) }
+
+// P2PPorts are the engine's P2P ports, rank 0 first.
+func (s Spec) P2PPorts() []int { return portRun(s.P2PPort, s.RankCount()) }
+
+func portRun(first, n int) []int {
+	out := make([]int, n)
+	for r := range out {
+		out[r] = first + r
+	}
+	return out
 }
 
 // Argv is the full argument vector, binary first.
@@ -106,11 +123,16 @@ func kvTransferJSON(host string, port int, policy string, unbound time.Duration)
 // portPlan is one engine's ports before they are checked.
 type portPlan struct {
 	http, p2p           int
+	ranks               int // the P2P ports are p2p..p2p+ranks-1 (0: one)
 	fixedHTTP, fixedP2P bool
 }
 
+func (p portPlan) rankCount() int  { return max(p.ranks, 1) }
+func (p portPlan) p2pPorts() []int { return portRun(p.p2p, p.rankCount()) }
+
 // planPorts gives each engine (sources, then the decoder) its ports from
-// the bases, as run_accuracy_test.sh does.
+// the bases, as run_accuracy_test.sh does; a data-parallel source takes
+// one P2P port per rank, consecutive (vLLM #47636 binds rank r at base+r).
 func planPorts(cfg Config) ([]portPlan, error) {
 	base := func(p, def int) (int, bool) {
 		if p == 0 {
@@ -122,10 +144,11 @@ func planPorts(cfg Config) ([]portPlan, error) {
 	decHTTP, fixedDec := base(cfg.Ports.DecoderHTTP, DefaultDecoderHTTPPort)
 	p2p, fixedP2P := base(cfg.Ports.P2P, DefaultP2PPort)
 	plans := make([]portPlan, 0, cfg.Sources+1)
+	ranks := max(cfg.SourceDP, 1)
 	for i := 0; i < cfg.Sources; i++ {
-		plans = append(plans, portPlan{http: srcHTTP + i, p2p: p2p + i, fixedHTTP: fixedSrc, fixedP2P: fixedP2P})
+		plans = append(plans, portPlan{http: srcHTTP + i, p2p: p2p + i*ranks, ranks: cfg.SourceDP, fixedHTTP: fixedSrc, fixedP2P: fixedP2P})
 	}
-	plans = append(plans, portPlan{http: decHTTP, p2p: p2p + cfg.Sources, fixedHTTP: fixedDec, fixedP2P: fixedP2P})
+	plans = append(plans, portPlan{http: decHTTP, p2p: p2p + cfg.Sources*ranks, fixedHTTP: fixedDec, fixedP2P: fixedP2P})
 	return plans, checkPortPlans(cfg.Sources, plans)
 }
 
@@ -134,10 +157,21 @@ func checkPortPlans(sources int, plans []portPlan) error {
 	owner := map[int]string{}
 	for i, p := range plans {
 		name := engineName(sources, i)
-		for _, use := range []struct {
+		uses := []struct {
 			what string
 			port int
-		}{{name + " HTTP", p.http}, {name + " P2P", p.p2p}} {
+		}{{name + " HTTP", p.http}}
+		for r, q := range p.p2pPorts() {
+			what := name + " P2P"
+			if p.ranks > 1 {
+				what = event.RankName(i, r) + " P2P"
+			}
+			uses = append(uses, struct {
+				what string
+				port int
+			}{what, q})
+		}
+		for _, use := range uses {
 			if use.port < 1 || use.port > 65535 {
 				return exitcode.Usagef("port %d for %s: want 1-65535", use.port, use.what)
 			}
@@ -198,6 +232,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			HTTPPort:  p.http,
 			P2PHost:   Host,
 			P2PPort:   p.p2p,
+			Ranks:     p.ranks,
 			Path:      path,
 			FixedHTTP: p.fixedHTTP,
 			FixedP2P:  p.fixedP2P,
@@ -217,6 +252,9 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			"--enable-prompt-tokens-details",
 			"--kv-transfer-config", kvTransferJSON(Host, p.p2p, cfg.LoadFailurePolicy, cfg.UnboundStoreTimeout),
 		)
+		if s.Ranks > 1 {
+			s.Args = append(s.Args, "--data-parallel-size", strconv.Itoa(s.Ranks))
+		}
 		if cfg.Engine == EngineSim && cfg.TimeScale != event.DefaultTimeScale {
 			s.Args = append(s.Args, "--sim-time-scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
 		}
@@ -230,6 +268,12 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			s.Env = append(s.Env, "CUDA_VISIBLE_DEVICES="+cfg.GPUs[i%len(cfg.GPUs)])
 		}
 		s.Env = append(s.Env, "PYTHONHASHSEED="+cfg.HashSeed)
+		if cfg.Engine == EngineVLLM && s.Ranks > 1 {
+			// vLLM #47636: each DP replica's P2P manager binds
+			// VLLM_P2P_SIDE_CHANNEL_HOST at VLLM_P2P_SIDE_CHANNEL_PORT +
+			// data_parallel_index (defaults localhost, 5710).
+			s.Env = append(s.Env, "VLLM_P2P_SIDE_CHANNEL_HOST="+Host, "VLLM_P2P_SIDE_CHANNEL_PORT="+strconv.Itoa(p.p2p))
+		}
 		if cfg.HandshakeTimeout > 0 {
 			s.Env = append(s.Env, "VLLM_P2P_HANDSHAKE_TIMEOUT_S="+formatSeconds(cfg.HandshakeTimeout))
 		}
@@ -255,7 +299,7 @@ func SpecAt(cfg Config, i, httpPort, p2pPort int) (Spec, error) {
 	if i < 0 || i >= len(ports) {
 		return Spec{}, fmt.Errorf("no engine #%d: the cluster has %d", i, len(ports))
 	}
-	ports[i] = portPlan{http: httpPort, p2p: p2pPort}
+	ports[i] = portPlan{http: httpPort, p2p: p2pPort, ranks: ports[i].ranks}
 	if err := checkPortPlans(cfg.Sources, ports); err != nil {
 		return Spec{}, err
 	}

@@ -94,22 +94,27 @@ func resolvePorts(cfg Config, plans []portPlan) ([]portPlan, error) {
 	}
 	avoid := map[int]bool{}
 	for _, p := range plans {
-		avoid[p.http], avoid[p.p2p] = true, true
+		avoid[p.http] = true
+		for _, q := range p.p2pPorts() {
+			avoid[q] = true
+		}
 	}
 	for i := range out {
 		name := engineName(cfg.Sources, i)
 		for _, slot := range []struct {
 			what  string
 			port  *int
+			n     int // consecutive ports from *port: a data-parallel source's P2P ports, one per rank
 			fixed bool
-		}{{name + " HTTP", &out[i].http, out[i].fixedHTTP}, {name + " P2P", &out[i].p2p, out[i].fixedP2P}} {
+		}{{name + " HTTP", &out[i].http, 1, out[i].fixedHTTP}, {name + " P2P", &out[i].p2p, out[i].rankCount(), out[i].fixedP2P}} {
+			taken := takenIn(*slot.port, slot.n)
 			switch {
 			case slot.fixed:
-				if !portFree(*slot.port) {
-					return nil, exitcode.AsUsage(fmt.Errorf("fixed %w", portInUse(slot.what, *slot.port)))
+				if taken >= 0 {
+					return nil, exitcode.AsUsage(fmt.Errorf("fixed %w", portInUse(slot.what, taken)))
 				}
-			case cfg.FreePorts || !portFree(*slot.port):
-				p, err := pool.pick(avoid)
+			case cfg.FreePorts || taken >= 0:
+				p, err := pool.pickRun(avoid, slot.n)
 				if err != nil {
 					return nil, err
 				}
@@ -118,6 +123,17 @@ func resolvePorts(cfg Config, plans []portPlan) ([]portPlan, error) {
 		}
 	}
 	return out, nil
+}
+
+// takenIn is the first port of [first, first+n) that cannot be bound, or
+// -1 when all can.
+func takenIn(first, n int) int {
+	for p := first; p < first+n; p++ {
+		if !portFree(p) {
+			return p
+		}
+	}
+	return -1
 }
 
 // PortPool hands out free ports for engines. An engine binds its ports
@@ -150,19 +166,33 @@ func NewPortPool() *PortPool {
 
 // pick returns a port that is free now, was never given by this pool and
 // is not in avoid.
-func (p *PortPool) pick(avoid map[int]bool) (int, error) {
+func (p *PortPool) pick(avoid map[int]bool) (int, error) { return p.pickRun(avoid, 1) }
+
+// pickRun returns the first of n consecutive ports that are all free now,
+// never given by this pool and not in avoid: a data-parallel engine binds
+// rank r's P2P listener at base+r (vLLM #47636), so its ports must be a run.
+func (p *PortPool) pickRun(avoid map[int]bool, n int) (int, error) {
+	n = max(n, 1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for range 1000 {
-		port := p.lo + p.rng.IntN(p.hi-p.lo)
-		if p.given[port] || avoid[port] || !portFree(port) {
+		first := p.lo + p.rng.IntN(p.hi-p.lo-n+1)
+		ok := true
+		for port := first; port < first+n && ok; port++ {
+			ok = !p.given[port] && !avoid[port] && portFree(port)
+		}
+		if !ok {
 			continue
 		}
-		p.given[port] = true
-		avoid[port] = true
-		return port, nil
+		for port := first; port < first+n; port++ {
+			p.given[port], avoid[port] = true, true
+		}
+		return first, nil
 	}
-	return 0, fmt.Errorf("pick a free port on %s in [%d, %d): none found in 1000 tries", Host, p.lo, p.hi)
+	if n == 1 {
+		return 0, fmt.Errorf("pick a free port on %s in [%d, %d): none found in 1000 tries", Host, p.lo, p.hi)
+	}
+	return 0, fmt.Errorf("pick %d consecutive free ports on %s in [%d, %d): none found in 1000 tries", n, Host, p.lo, p.hi)
 }
 
 // waitPortsFree polls until every port can be bound, or ctx ends; a killed
@@ -201,8 +231,11 @@ func (c *Cluster) replacementSpec(e *Engine) (Spec, error) {
 	idx := -1
 	for i, x := range c.engines {
 		s := x.Spec()
-		plans[i] = portPlan{http: s.HTTPPort, p2p: s.P2PPort}
-		avoid[s.HTTPPort], avoid[s.P2PPort] = true, true
+		plans[i] = portPlan{http: s.HTTPPort, p2p: s.P2PPort, ranks: s.Ranks}
+		avoid[s.HTTPPort] = true
+		for _, q := range plans[i].p2pPorts() {
+			avoid[q] = true
+		}
 		if x == e {
 			idx = i
 		}
@@ -214,11 +247,11 @@ func (c *Cluster) replacementSpec(e *Engine) (Spec, error) {
 	if err != nil {
 		return Spec{}, err
 	}
-	p2p, err := pool.pick(avoid)
+	p2p, err := pool.pickRun(avoid, plans[idx].rankCount())
 	if err != nil {
 		return Spec{}, err
 	}
-	plans[idx] = portPlan{http: http, p2p: p2p}
+	plans[idx] = portPlan{http: http, p2p: p2p, ranks: plans[idx].ranks}
 	specs, err := buildSpecs(c.cfg, plans)
 	if err != nil {
 		return Spec{}, err

@@ -103,7 +103,7 @@ func (m Model) armKey(msg tea.KeyMsg) (Model, tea.Cmd, bool) {
 // on, or, when any of them refuses, on none (an A/B comparison needs the
 // same fault on both): each refusal is logged with its arm.
 func (m Model) fireArms(keyName string, k *fault.Kind) (Model, tea.Cmd) {
-	act := fault.Action{Kind: k, Source: m.selected}
+	act := m.action(k)
 	targets := m.keyArms()
 	refused := false
 	for _, a := range targets {

@@ -41,6 +41,9 @@ func (f *fakeCtrl) record(call string) error {
 }
 
 func (f *fakeCtrl) Fire(a fault.Action) error {
+	if a.OnRank {
+		return f.record(fmt.Sprintf("%s %d/rank%d", a.Kind.Name, a.Source, a.Rank))
+	}
 	return f.record(fmt.Sprintf("%s %d", a.Kind.Name, a.Source))
 }
 func (f *fakeCtrl) SetProbing(on bool) {

@@ -19,6 +19,7 @@ type headerPanel struct {
 	probing   bool
 	ended     bool
 	selected  int
+	rank      int // the rank picker's, -1 the whole engine
 	nextFault string
 	mark      string // a replay's mark and position, in place of the elapsed time (replay.go)
 	styles    *Styles
@@ -64,7 +65,7 @@ func (h headerPanel) Render(width int) string {
 		probe = s.Dim.Render("run over")
 	}
 	parts = append(parts, probe)
-	line2 := spread(strings.Join(parts, "  "), "target "+s.Selected.Render(event.SourceName(h.selected)), width)
+	line2 := spread(strings.Join(parts, "  "), "target "+s.Selected.Render(event.TargetName(h.selected, h.rank)), width)
 	return fit(line1, width) + "\n" + fit(line2, width)
 }
 
@@ -75,7 +76,7 @@ func (m Model) header(run *event.RunInfo, ended bool, now time.Time, w int) stri
 	return headerPanel{
 		run: run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: ended,
-		selected: m.selected, nextFault: m.nextFault(nowT), mark: m.mark, styles: m.styles,
+		selected: m.selected, rank: m.rank, nextFault: m.nextFault(nowT), mark: m.mark, styles: m.styles,
 	}.Render(w)
 }
 
@@ -92,7 +93,7 @@ func (m Model) nextFault(nowT time.Duration) string {
 	var at time.Duration
 	for _, f := range m.st.schedule {
 		if f.At > nowT {
-			what, at = fmt.Sprintf("%s %s", f.Action, event.SourceName(f.Source)), f.At
+			what, at = fmt.Sprintf("%s %s", f.Action, f.TargetName()), f.At
 			break
 		}
 	}

@@ -15,12 +15,15 @@ type KeyMap struct {
 	Next   key.Binding
 	Prev   key.Binding
 	Select key.Binding
-	Pause  key.Binding
-	Log    key.Binding
-	Arm    key.Binding // several arms: narrow the keys to one arm and back
-	Back   key.Binding
-	Help   key.Binding
-	Quit   key.Binding
+	// Rank picks the grain the fault keys act on, on a source of several
+	// data-parallel ranks: the whole engine, then each rank in turn.
+	Rank  key.Binding
+	Pause key.Binding
+	Log   key.Binding
+	Arm   key.Binding // several arms: narrow the keys to one arm and back
+	Back  key.Binding
+	Help  key.Binding
+	Quit  key.Binding
 }
 
 // DefaultKeyMap returns the dashboard's keys. Help texts are short so the
@@ -32,6 +35,7 @@ func DefaultKeyMap() KeyMap {
 		Prev:   key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous")),
 		Select: key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8", "9"),
 			key.WithHelp("1-9", "select")),
+		Rank:  key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "rank")),
 		Pause: key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause probing")),
 		Log:   key.NewBinding(key.WithKeys("l"), key.WithHelp("l", "log")),
 		Arm:   key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "keys: all arms")),
@@ -92,6 +96,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 			long(k.Next, "next source"),
 			long(k.Prev, "previous source"),
 			long(k.Select, "source 0-8"),
+			long(k.Rank, "whole engine / rank r"),
 			long(k.Pause, "pause/resume probing"),
 		},
 		{

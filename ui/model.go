@@ -98,14 +98,17 @@ type Model struct {
 
 	width, height int
 	selected      int
-	armSel        int // several arms: 0 = keys act on every arm, k = on arm k only (armsview.go)
-	mode          viewMode
-	logEngine     string
-	logLines      []string
-	clockTicks    int
-	failTails     []engineTail
-	tailsStage    int // failStage the failed engines' logs were last fetched at
-	quitting      bool
+	// rank is the data-parallel rank of the selected source the fault
+	// keys act on; -1: the whole engine (the rank picker, rank.go).
+	rank       int
+	armSel     int // several arms: 0 = keys act on every arm, k = on arm k only (armsview.go)
+	mode       viewMode
+	logEngine  string
+	logLines   []string
+	clockTicks int
+	failTails  []engineTail
+	tailsStage int // failStage the failed engines' logs were last fetched at
+	quitting   bool
 
 	// scratch holds canvases reused from frame to frame (pixels, not
 	// state); a pointer, so View on a copy of the Model reuses them.
@@ -132,6 +135,7 @@ func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 		width:   80,
 		height:  24,
 		scratch: &renderScratch{},
+		rank:    -1,
 	}
 }
 
@@ -312,19 +316,21 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	switch {
 	case key.Matches(msg, k.Next):
 		if n > 0 {
-			m.selected = (m.selected + 1) % n
+			m.selected, m.rank = (m.selected+1)%n, -1
 		}
 	case key.Matches(msg, k.Prev):
 		if n > 0 {
-			m.selected = (m.selected + n - 1) % n
+			m.selected, m.rank = (m.selected+n-1)%n, -1
 		}
+	case key.Matches(msg, k.Rank):
+		m = m.nextRank(msg.String())
 	case key.Matches(msg, k.Select):
 		i := int(msg.Runes[0] - '1')
 		if i >= n {
 			m.st.addLog(m.nowT(), levelWarn, "%s: no source %d (the run has %d)", msg.String(), i, n)
 			break
 		}
-		m.selected = i
+		m.selected, m.rank = i, -1
 	case key.Matches(msg, k.Pause):
 		if m.ctrl == nil || m.st.ended {
 			m.st.addLog(m.nowT(), levelWarn, "p: %s", m.cannotProbe())
@@ -346,7 +352,7 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			if !key.Matches(msg, f.Binding) {
 				continue
 			}
-			a := fault.Action{Kind: f.Kind, Source: m.selected}
+			a := m.action(f.Kind)
 			if why := m.refusal(a); why != "" {
 				m.st.addLog(m.nowT(), levelWarn, "%s: %s", msg.String(), why)
 				return m, nil
@@ -379,6 +385,11 @@ func (m Model) refusal(a fault.Action) string {
 		return "the cluster is still starting"
 	case i < 0 || i >= len(m.st.sources):
 		return fmt.Sprintf("no source %d", i)
+	}
+	if a.OnRank {
+		if err := a.Kind.RankRefusal(); err != nil {
+			return err.Error()
+		}
 	}
 	c := m.st.sources[i].cond
 	if c == nil {

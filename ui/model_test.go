@@ -592,3 +592,68 @@ func TestHeaderReadsTheScheduleEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestRankPickerTargetsOneRank: on a run whose source-0 has two
+// data-parallel ranks, d moves the keys' target from the whole engine to
+// rank 0, rank 1 and back; the header names it; a fault key fires on that
+// grain; selecting another source goes back to its whole engine; a source
+// of one rank says it has none.
+func TestRankPickerTargetsOneRank(t *testing.T) {
+	sc := sceneSteady()
+	for i := range sc.events {
+		if r := sc.events[i].Run; r != nil {
+			c := *r
+			c.SourceRanks = []int{2, 1}
+			sc.events[i].Run = &c
+		}
+	}
+	m := feed(t, sc, 100, 24)
+	if v := m.View(); !strings.Contains(v, "target source-0") || strings.Contains(v, "target source-0/rank") {
+		t.Fatalf("before d the header should target the whole engine:\n%s", v)
+	}
+	m = press(t, m, "d", "d")
+	if v := m.View(); !strings.Contains(v, "target source-0/rank1") {
+		t.Errorf("after d d the header should target source-0/rank1:\n%s", v)
+	}
+	m = press(t, m, "s", "d", "k", "tab", "d", "r")
+	want := []string{"stall 0/rank1", "kill 0", "remove 1"}
+	if got := sc.ctrl.Calls(); !slices.Equal(got, want) {
+		t.Errorf("controller calls = %q, want %q\nlog:\n%s", got, want, logText(m))
+	}
+	if !strings.Contains(logText(m), "d: source-1 has one engine core") {
+		t.Errorf("g on a source of one rank should say so:\n%s", logText(m))
+	}
+}
+
+// TestSourcePanelBreaksItsStatsDownByRank: a source of two ranks whose
+// rank 1 misses slowly shows each rank's p50 and hit rate on its panel; a
+// source of one rank shows no rank line.
+func TestSourcePanelBreaksItsStatsDownByRank(t *testing.T) {
+	sc := sceneSteady()
+	for i := range sc.events {
+		ev := &sc.events[i]
+		if r := ev.Run; r != nil {
+			c := *r
+			c.SourceRanks = []int{2, 1}
+			ev.Run = &c
+		}
+		if ev.Kind != event.KindSamples {
+			continue
+		}
+		ss := slices.Clone(ev.Samples)
+		for j := range ss {
+			if ss[j].Source == 0 && ss[j].Trial%4 >= 2 {
+				ss[j].Rank, ss[j].CachedTokens, ss[j].Latency = 1, 0, 3*time.Second
+			}
+		}
+		ev.Samples = ss
+	}
+	m := feed(t, sc, 160, 48)
+	v := m.View()
+	if !strings.Contains(v, "rank0 p50") || !strings.Contains(v, "hits 100%") || !strings.Contains(v, "rank1 p50 3.00s") || !strings.Contains(v, "hits 0%") {
+		t.Errorf("source-0's panel should break down by rank:\n%s", v)
+	}
+	if strings.Count(v, "rank0 p50") != 1 {
+		t.Errorf("only source-0 has ranks:\n%s", v)
+	}
+}

@@ -20,9 +20,10 @@ type sourcePanel struct {
 	window    time.Duration
 	recent    time.Duration
 	stats     latencyStats
-	ttft      ttftStats    // ttft.go
-	inflight  inflightLine // inflight.go
-	why       whyLine      // why.go
+	ranks     []latencyStats // by data-parallel rank, a source of several only
+	ttft      ttftStats      // ttft.go
+	inflight  inflightLine   // inflight.go
+	why       whyLine        // why.go
 	spark     []float64
 	n, ok200  int64
 	errs      int64
@@ -82,7 +83,7 @@ func (p sourcePanel) Render(w, h int) string {
 
 	// The chart takes what the four text lines leave; below four rows it
 	// cannot show an axis and a line, so it goes first.
-	ttft := append(append(p.inflight.lines(s), p.why.lines(s)...), p.ttft.lines(s)...)
+	ttft := append(append(append(p.inflight.lines(s), p.why.lines(s)...), p.ttft.lines(s)...), p.rankLines(inner)...)
 	lines := []string{title}
 	chartH := h - 4 - len(ttft)
 	if chartH >= 4 {
@@ -93,6 +94,34 @@ func (p sourcePanel) Render(w, h int) string {
 		lines = lines[:h]
 	}
 	return block(lines, w, h)
+}
+
+// rankLines break the rolling stats down by data-parallel rank, as many
+// ranks to a line as fit in w: "rank0 p50 49ms hits 100%  rank1 ...".
+func (p sourcePanel) rankLines(w int) []string {
+	s := p.styles
+	var lines []string
+	line := ""
+	for r, st := range p.ranks {
+		cell := s.Label.Render(fmt.Sprintf("rank%d", r)) + " "
+		if st.n == 0 {
+			cell += s.Dim.Render("no pulls")
+		} else {
+			cell += fmt.Sprintf("p50 %s max %s hits %s", fmtLatency(st.p50), fmtLatency(st.max), fmtPercent(float64(st.hits)/float64(st.n)))
+		}
+		switch {
+		case line == "":
+			line = cell
+		case textWidth(line+"  "+cell) <= w:
+			line += "  " + cell
+		default:
+			lines, line = append(lines, line), cell
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // panelMin and panelMax bound a source panel's height: below panelMin its
@@ -120,7 +149,8 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
 		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),
-		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled, wrong: src.wrong,
+		ranks: rankStats(&src.points, from, nowT, m.ranksOf(i)),
+		n:     src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled, wrong: src.wrong,
 		styles: m.styles,
 	}
 }

@@ -25,6 +25,7 @@ type point struct {
 	ok      bool          // HTTP 200 and no transport error
 	ttft    time.Duration // streamed pulls: time to first token (0 = none)
 	wrong   bool          // another text than the source's (check content_matches)
+	rank    int           // the data-parallel rank the pull was pinned to
 }
 
 // start is when the pull was sent: the chart plots it there.
@@ -438,7 +439,7 @@ func (st *state) applyVerification(ev event.Event) {
 		if !v.Verified || v.After > check.DefaultVerifyWithin {
 			level, what = levelWarn, "did NOT take effect"
 		}
-		st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, event.SourceName(v.Source), what, fmtLatency(v.After), v.Detail)
+		st.addLog(ev.T, level, "%s %s %s (%s): %s", v.Action, v.TargetName(), what, fmtLatency(v.After), v.Detail)
 	}
 }
 
@@ -538,14 +539,14 @@ func (st *state) applyFault(ev event.Event) {
 		by = "script"
 	}
 	if f.Err != "" {
-		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, event.SourceName(f.Source), by, f.Err)
+		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, f.TargetName(), by, f.Err)
 		return
 	}
 	if st.source(f.Source) == nil {
 		st.addLog(ev.T, levelWarn, "%s on source %d, which is out of range", f.Action, f.Source)
 		return
 	}
-	what := fmt.Sprintf("%s %s (%s)", f.Action, event.SourceName(f.Source), by)
+	what := fmt.Sprintf("%s %s (%s)", f.Action, f.TargetName(), by)
 	if k, _ := fault.Lookup(f.Action); k != nil && k.Opens && k.TakesFor && f.Duration > 0 {
 		what += " for " + fmtSpan(f.Duration)
 	}
@@ -567,7 +568,7 @@ func (st *state) applyWindow(ev event.Event) {
 		} else {
 			s.spans.Push(span{start: w.Start, open: true, recovers: w.Recovers})
 		}
-		st.addLog(ev.T, levelFault, "fault window opened on %s", event.SourceName(w.Source))
+		st.addLog(ev.T, levelFault, "fault window opened on %s", w.TargetName())
 		return
 	}
 	switch sp := s.lastSpan(); {
@@ -576,7 +577,7 @@ func (st *state) applyWindow(ev event.Event) {
 	default:
 		s.spans.Push(span{start: w.Start, end: w.End, recovers: w.Recovers})
 	}
-	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", event.SourceName(w.Source), fmtLatency(w.End-w.Start))
+	st.addLog(ev.T, levelFault, "fault window on %s closed after %s", w.TargetName(), fmtLatency(w.End-w.Start))
 }
 
 func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
@@ -591,7 +592,7 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 			st.outRange++
 			continue
 		}
-		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT,
+		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT, rank: sm.Rank,
 			wrong: st.content.Wrong(*sm)}
 		s.points.Push(p)
 		if p.wrong {

@@ -29,13 +29,31 @@ const sparkBuckets = 20
 // latency figures and hits, and the hit rate of each of sparkBuckets
 // equal stretches of the window (0 for a stretch without a pull).
 func rollingStats(points *ring[point], from, to time.Duration) (latencyStats, []float64) {
+	return rollingStatsOf(points, from, to, -1)
+}
+
+// rankStats is rollingStats of each of n data-parallel ranks' pulls alone
+// (nil for a source of one rank): the source panel's breakdown.
+func rankStats(points *ring[point], from, to time.Duration, n int) []latencyStats {
+	if n <= 1 {
+		return nil
+	}
+	out := make([]latencyStats, n)
+	for r := range out {
+		out[r], _ = rollingStatsOf(points, from, to, r)
+	}
+	return out
+}
+
+// rollingStatsOf is rollingStats of rank's pulls only (rank -1: all).
+func rollingStatsOf(points *ring[point], from, to time.Duration, rank int) (latencyStats, []float64) {
 	recent := to - from
 	var lats []time.Duration
 	var hitB, nB [sparkBuckets]int
 	st := latencyStats{}
 	for j := 0; j < points.Len(); j++ {
 		p := points.At(j)
-		if p.end <= from || p.end > to {
+		if p.end <= from || p.end > to || rank >= 0 && p.rank != rank {
 			continue
 		}
 		lats = append(lats, p.latency)

@@ -88,11 +88,7 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 		return experiment.Plan{}, err
 	}
 	p := experiment.Plan{Model: specs[0].Args[2], Engine: Engine, OwnNetwork: true}
-	for _, s := range specs {
-		if s.Role == event.RoleSource {
-			p.Sources++
-		}
-	}
+	p.Sources, p.Ranks = experiment.SourcesOf(specs)
 	return p, nil
 }
 
@@ -563,10 +559,21 @@ func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (ti
 	return t.crashAndStart(ctx, signalled, func() (runner.Spec, bool, error) { return t.currentSpec(), true, nil })
 }
 
+// crash is how crashAndStart ends the running instance: SIGKILL of the
+// whole engine, or of one rank's core (the engine then ends itself).
+type crash func(eng *sim.InProcess) error
+
+func crashAll(eng *sim.InProcess) error { eng.Kill(); return nil }
+
 // crashAndStart crashes the running instance (SIGKILL), waits until it has
 // ended and starts the spec next gives (on the same host when it says so,
 // else a new one), returning when that is ready.
 func (t *Target) crashAndStart(ctx context.Context, signalled func(time.Time, error), next func() (spec runner.Spec, sameHost bool, err error)) (time.Time, error) {
+	return t.crashWith(ctx, crashAll, signalled, next)
+}
+
+// crashWith is crashAndStart ending the instance with how.
+func (t *Target) crashWith(ctx context.Context, how crash, signalled func(time.Time, error), next func() (spec runner.Spec, sameHost bool, err error)) (time.Time, error) {
 	eng, err := t.running()
 	if err != nil {
 		return time.Time{}, err
@@ -579,9 +586,12 @@ func (t *Target) crashAndStart(ctx context.Context, signalled func(time.Time, er
 	t.state = event.StateRestarting
 	t.mu.Unlock()
 	at := time.Now()
-	eng.Kill()
+	err = how(eng)
 	if signalled != nil {
-		signalled(at, nil)
+		signalled(at, err)
+	}
+	if err != nil {
+		return time.Time{}, err
 	}
 	t.c.onChange(t)
 	<-eng.Done()

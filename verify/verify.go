@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -131,6 +132,7 @@ func (v Verifier) sessionState(sid int, wantStopped bool) (bool, string) {
 	}
 	var live, stopped int
 	var other []string
+	var stoppedPids []int
 	for _, p := range ms {
 		if !p.Live() {
 			continue
@@ -138,6 +140,7 @@ func (v Verifier) sessionState(sid int, wantStopped bool) (bool, string) {
 		live++
 		if p.Stopped() {
 			stopped++
+			stoppedPids = append(stoppedPids, p.Pid)
 		} else {
 			other = append(other, fmt.Sprintf("pid %d in state %c", p.Pid, p.State))
 		}
@@ -147,7 +150,8 @@ func (v Verifier) sessionState(sid int, wantStopped bool) (bool, string) {
 	}
 	if wantStopped {
 		if stopped == live {
-			return true, fmt.Sprintf("%d of %d processes of session %d in state T", stopped, live, sid)
+			// The pids name exactly what was stopped (fault_took_effect's words).
+			return true, fmt.Sprintf("%d of %d processes of session %d in state T (pids %s)", stopped, live, sid, joinInts(stoppedPids))
 		}
 		return false, fmt.Sprintf("%d of %d processes of session %d in state T (%s)", stopped, live, sid, strings.Join(other, ", "))
 	}
@@ -221,4 +225,79 @@ func (v Verifier) Remove(ctx context.Context, addrs ...string) Result {
 		}
 		return true, fmt.Sprintf("%s refuse connections", strings.Join(addrs, ", "))
 	})
+}
+
+// StallPart verifies a stall of part of session sid (one data-parallel
+// rank's engine core): every pid of part is stopped and every other live
+// member of the session is not, so the detail names exactly the processes
+// stopped and those left running.
+func (v Verifier) StallPart(ctx context.Context, sid int, part []int) Result {
+	return v.poll(ctx, "stall", func(context.Context) (bool, string) {
+		return v.partState(sid, part, true)
+	})
+}
+
+// ResumePart verifies the resume of a StallPart: no pid of part is
+// stopped any more.
+func (v Verifier) ResumePart(ctx context.Context, sid int, part []int) Result {
+	return v.poll(ctx, "resume", func(context.Context) (bool, string) {
+		return v.partState(sid, part, false)
+	})
+}
+
+func (v Verifier) partState(sid int, part []int, wantStopped bool) (bool, string) {
+	r, err := v.reader()
+	if err != nil {
+		return false, err.Error()
+	}
+	ms, err := r.Session(sid)
+	if err != nil {
+		return false, err.Error()
+	}
+	in := map[int]bool{}
+	for _, pid := range part {
+		in[pid] = true
+	}
+	var stopped, running []int
+	var wrong []string
+	for _, p := range ms {
+		if !p.Live() {
+			continue
+		}
+		if p.Stopped() {
+			stopped = append(stopped, p.Pid)
+		} else {
+			running = append(running, p.Pid)
+		}
+		bad := in[p.Pid] && p.Stopped() // a resume: the part still stopped
+		if wantStopped {
+			bad = in[p.Pid] != p.Stopped() // a stall: the part stopped, the rest not
+		}
+		if bad {
+			wrong = append(wrong, fmt.Sprintf("pid %d in state %c", p.Pid, p.State))
+		}
+	}
+	if len(stopped)+len(running) == 0 {
+		return false, fmt.Sprintf("session %d has no live process", sid)
+	}
+	seen := fmt.Sprintf("session %d: stopped (state T) pids [%s], running pids [%s]",
+		sid, joinInts(stopped), joinInts(running))
+	if !wantStopped {
+		seen = fmt.Sprintf("session %d: pids [%s] of the stalled part run again; stopped pids [%s]",
+			sid, joinInts(part), joinInts(stopped))
+	}
+	if len(wrong) > 0 {
+		return false, seen + " (" + strings.Join(wrong, ", ") + ")"
+	}
+	return true, seen
+}
+
+// joinInts renders pids in order, so a detail does not vary with /proc's.
+func joinInts(xs []int) string {
+	xs = slices.Sorted(slices.Values(xs))
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, " ")
 }

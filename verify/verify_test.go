@@ -64,7 +64,7 @@ func TestStallAndResumeOnAFakedStateRead(t *testing.T) {
 		stallDetail   string
 	}{
 		{name: "every member stopped", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'T'}, {Pid: 11, Sid: 10, State: 'T'}},
-			stall: true, stallDetail: "2 of 2 processes of session 10 in state T"},
+			stall: true, stallDetail: "2 of 2 processes of session 10 in state T (pids 10 11)"},
 		{name: "one member never stopped", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'T'}, {Pid: 11, Sid: 10, State: 'S'}},
 			stallDetail: "not seen within 200ms: 1 of 2 processes of session 10 in state T (pid 11 in state S)"},
 		{name: "a zombie member does not count", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'T'}, {Pid: 11, Sid: 10, State: 'Z'}},
@@ -302,5 +302,37 @@ func TestReachable(t *testing.T) {
 	}
 	if err := Reachable(context.Background(), closed, time.Second); err == nil {
 		t.Errorf("Reachable(closed port) = nil, want the refusal")
+	}
+}
+
+// TestStallPartNamesExactlyTheProcessesStopped: a stall of one
+// data-parallel rank is seen when its core (and only it) is in state T,
+// and the detail names the stopped pids and those left running.
+func TestStallPartNamesExactlyTheProcessesStopped(t *testing.T) {
+	tests := []struct {
+		name          string
+		procs         []session.Proc
+		stall, resume bool
+		detail        string
+	}{
+		{name: "only the rank's core stopped", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'S'}, {Pid: 11, Sid: 10, State: 'S'}, {Pid: 12, Sid: 10, State: 'T'}},
+			stall: true, detail: "session 10: stopped (state T) pids [12], running pids [10 11]"},
+		{name: "a sibling stopped too", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'S'}, {Pid: 11, Sid: 10, State: 'T'}, {Pid: 12, Sid: 10, State: 'T'}},
+			detail: "(pid 11 in state T)"},
+		{name: "the rank's core still running", procs: []session.Proc{{Pid: 10, Sid: 10, State: 'S'}, {Pid: 11, Sid: 10, State: 'S'}, {Pid: 12, Sid: 10, State: 'S'}},
+			resume: true, detail: "(pid 12 in state S)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeProcs{}
+			f.set(tt.procs...)
+			s := fast(f).StallPart(context.Background(), 10, []int{12})
+			if s.OK != tt.stall || !strings.Contains(s.Detail, tt.detail) {
+				t.Errorf("StallPart = %+v, want OK %v, detail with %q", s, tt.stall, tt.detail)
+			}
+			if r := fast(f).ResumePart(context.Background(), 10, []int{12}); r.OK != tt.resume {
+				t.Errorf("ResumePart = %+v, want OK %v", r, tt.resume)
+			}
+		})
 	}
 }

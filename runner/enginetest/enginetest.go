@@ -68,6 +68,7 @@ type options struct {
 	delay      time.Duration
 	fail       int
 	ignoreTerm bool
+	dp         int // --data-parallel-size: one core per rank, rank r on p2pPort+r
 }
 
 // parse reads the flags the fake needs and skips the others, which the real
@@ -110,6 +111,10 @@ func parse(args []string) (options, error) {
 			}
 		case a == FlagIgnoreTerm:
 			o.ignoreTerm = true
+		case is(a, "--data-parallel-size"):
+			if v, err = value(&i, "--data-parallel-size"); err == nil {
+				o.dp, err = strconv.Atoi(v)
+			}
 		}
 		if err != nil {
 			return o, fmt.Errorf("flag %s: %w", a, err)
@@ -181,33 +186,18 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	ready, readyW, err := os.Pipe()
-	if err != nil {
-		return err
+	// One core per data-parallel rank, as vLLM starts EngineCore_DP<r>;
+	// any core's exit ends the front end (below), as vLLM's does.
+	coreDone := make(chan error, max(o.dp, 1))
+	var links []*os.File
+	for r := range max(o.dp, 1) {
+		linkW, err := startCore(self, o, r, coreDone)
+		if err != nil {
+			return err
+		}
+		links = append(links, linkW)
 	}
-	link, linkW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	coreArgs := []string{"sim", "core", "--p2p-host", o.p2pHost, "--p2p-port", strconv.Itoa(o.p2pPort)}
-	if o.ignoreTerm {
-		coreArgs = append(coreArgs, FlagIgnoreTerm)
-	}
-	cmd := exec.Command(self, coreArgs...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.ExtraFiles = []*os.File{readyW, link} // fd 3: ready byte out; fd 4: EOF when the front end dies
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start core: %w", err)
-	}
-	_ = readyW.Close()
-	_ = link.Close()
-	coreDone := make(chan error, 1)
-	go func() { coreDone <- cmd.Wait() }()
 	time.Sleep(o.delay)
-	if _, err := ready.Read(make([]byte, 1)); err != nil {
-		return fmt.Errorf("core did not get ready: %w", err)
-	}
 	l, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
 	if err != nil {
 		return fmt.Errorf("bind HTTP port %d: %w", o.port, err)
@@ -233,10 +223,49 @@ func serve(args []string) error {
 		}
 	case <-term:
 		logf("SIGTERM: shutting down")
-		_ = linkW.Close()
-		<-coreDone
+		for _, l := range links {
+			_ = l.Close()
+		}
+		for range links {
+			<-coreDone
+		}
 		return nil
 	}
+}
+
+// startCore starts rank r's core (its P2P port o.p2pPort+r, marked
+// --data-parallel-rank r on a data-parallel engine), waits until it holds
+// its port, and returns the write end of its link: closed, the core ends.
+func startCore(self string, o options, r int, done chan<- error) (*os.File, error) {
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	link, linkW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	coreArgs := []string{"sim", "core", "--p2p-host", o.p2pHost, "--p2p-port", strconv.Itoa(o.p2pPort + r)}
+	if o.dp > 1 {
+		coreArgs = append(coreArgs, "--data-parallel-rank", strconv.Itoa(r))
+	}
+	if o.ignoreTerm {
+		coreArgs = append(coreArgs, FlagIgnoreTerm)
+	}
+	cmd := exec.Command(self, coreArgs...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.ExtraFiles = []*os.File{readyW, link} // fd 3: ready byte out; fd 4: EOF when the front end dies
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start core %d: %w", r, err)
+	}
+	_ = readyW.Close()
+	_ = link.Close()
+	go func() { done <- cmd.Wait() }()
+	if _, err := ready.Read(make([]byte, 1)); err != nil {
+		return nil, fmt.Errorf("core %d did not get ready: %w", r, err)
+	}
+	return linkW, nil
 }
 
 // core holds the P2P port until its link to the front end closes.

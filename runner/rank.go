@@ -1,0 +1,266 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"p2pfault/event"
+	"p2pfault/runner/session"
+)
+
+// Rank markers: how one data-parallel engine core shows its rank on its
+// command line. vLLM's core sets its process title to
+// "VLLM::EngineCore_DP<rank>" (vllm/v1/engine/core.py, set_process_title;
+// the front end's monitor names it so: "Engine core proc EngineCore_DP0
+// died unexpectedly", core_client.py), which /proc/PID/cmdline shows; the
+// simulated engine's core carries --data-parallel-rank N (vLLM's own flag
+// for one rank started apart).
+var vllmCoreTitle = regexp.MustCompile(`EngineCore_DP([0-9]+)\b`)
+
+// CoreRank is the data-parallel rank argv (a /proc/PID/cmdline) marks,
+// if any.
+func CoreRank(argv []string) (int, bool) {
+	for i, a := range argv {
+		v, ok := strings.CutPrefix(a, "--data-parallel-rank=")
+		if !ok && a == "--data-parallel-rank" && i+1 < len(argv) {
+			v, ok = argv[i+1], true
+		}
+		if ok {
+			if r, err := strconv.Atoi(v); err == nil && r >= 0 {
+				return r, true
+			}
+		}
+		if m := vllmCoreTitle.FindStringSubmatch(a); m != nil {
+			r, _ := strconv.Atoi(m[1])
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// cmdline reads /proc/PID/cmdline as argv.
+func cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	s := strings.TrimRight(string(b), "\x00")
+	if s == "" {
+		return nil, nil
+	}
+	return strings.Split(s, "\x00"), nil
+}
+
+// rankMembers are the live members of session sid (ms, as read) that make
+// up rank r: the core whose command line marks r and every member
+// descended from it (a core's own workers), never the front end or a
+// sibling core.
+func rankMembers(ms []session.Proc, r int) []session.Proc {
+	var roots []int
+	for _, m := range ms {
+		if !m.Live() {
+			continue
+		}
+		argv, err := cmdline(m.Pid)
+		if err != nil {
+			continue
+		}
+		if got, ok := CoreRank(argv); ok && got == r {
+			roots = append(roots, m.Pid)
+		}
+	}
+	in := map[int]bool{}
+	for _, p := range roots {
+		in[p] = true
+	}
+	// Descendants: a member whose parent is in the set joins it, until
+	// nothing changes (a process tree is a handful of members deep).
+	for changed := true; changed; {
+		changed = false
+		for _, m := range ms {
+			if m.Live() && !in[m.Pid] && in[m.PPid] {
+				in[m.Pid], changed = true, true
+			}
+		}
+	}
+	var out []session.Proc
+	for _, m := range ms {
+		if m.Live() && in[m.Pid] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// RankTarget is one data-parallel rank of a launched engine: its engine
+// core's processes, its own P2P port. A stall stops only them, a
+// partition cuts only its port; a kill or a removal ends the whole
+// engine, as vLLM's front end does when one engine core dies (it shuts
+// the client down: core_client.py, "Engine core proc ... died
+// unexpectedly, shutting down client"), and says so.
+type RankTarget struct {
+	Target
+	rank int
+}
+
+// Rank is rank r of t's engine; an error when it has no such rank.
+func (t Target) Rank(r int) (RankTarget, error) {
+	n := t.Spec().RankCount()
+	if r < 0 || r >= n {
+		return RankTarget{}, fmt.Errorf("%s has no rank %d: its data-parallel size is %d (ranks 0-%d)", t.Name(), r, n, n-1)
+	}
+	return RankTarget{Target: t, rank: r}, nil
+}
+
+// Name is "source-0/rank1".
+func (t RankTarget) Name() string { return event.RankName(t.Index(), t.rank) }
+
+// RankIndex is the rank's number.
+func (t RankTarget) RankIndex() int { return t.rank }
+
+// P2PPort is the rank's own P2P port: the engine's base + rank.
+func (t RankTarget) P2PPort() int { return t.Engine.P2PPort() + t.rank }
+
+// Members are the live processes of the rank now, and the engine's
+// session id.
+func (t RankTarget) Members() (sid int, ms []session.Proc, err error) {
+	_, sid, ok := t.Session()
+	if !ok {
+		return 0, nil, t.notRunning()
+	}
+	all, err := session.Members(sid)
+	if err != nil {
+		return 0, nil, err
+	}
+	ms = rankMembers(all, t.rank)
+	if len(ms) == 0 {
+		return sid, nil, fmt.Errorf("no process of session %d is the engine core of rank %d (none marks it on its command line)", sid, t.rank)
+	}
+	return sid, ms, nil
+}
+
+// Stop SIGSTOPs the rank's processes only and returns once /proc shows
+// them stopped (session.Stop with the rank's members: its guard, and a
+// stall whole or not at all).
+func (t RankTarget) Stop(ctx context.Context) (time.Time, error) {
+	sid, ms, err := t.Members()
+	if err != nil {
+		return time.Time{}, err
+	}
+	at, _, err := session.Stop(ctx, sid, ms)
+	return at, err
+}
+
+// Continue SIGCONTs the rank's processes and returns once none is
+// stopped.
+func (t RankTarget) Continue(ctx context.Context) error {
+	sid, ms, err := t.Members()
+	if err != nil {
+		return err
+	}
+	pids, err := session.SignalMembers(sid, ms, unix.SIGCONT)
+	if err != nil {
+		return fmt.Errorf("session %d: %w", sid, err)
+	}
+	return session.WaitContinued(ctx, pids)
+}
+
+// Kill SIGKILLs the rank's core first (what its death looks like to the
+// front end), then, since vLLM takes the whole engine down when one core
+// dies, ends the whole session and restarts the engine on the same ports.
+func (t RankTarget) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	return t.killThen(ctx, t.Engine.Restart, signalled)
+}
+
+// Replace is Kill onto new ports (the engine's Replace).
+func (t RankTarget) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	return t.killThen(ctx, t.Engine.Replace, signalled)
+}
+
+// Terminate SIGTERMs the rank's core, then the whole engine, which stays
+// down until Restore (one core's exit ends the engine).
+func (t RankTarget) Terminate(ctx context.Context, signalled func(time.Time, error)) error {
+	if _, _, ok := t.Session(); !ok {
+		return t.notRunning()
+	}
+	return t.Engine.Remove(ctx, t.coreThenSession(unix.SIGTERM, signalled, unix.SIGCONT))
+}
+
+// killThen for a rank: the core is killed at once, then the engine goes
+// the way of Target.killThen (its session SIGKILLed, restarted).
+func (t RankTarget) killThen(ctx context.Context, restart func(context.Context, EndFunc) error, signalled func(time.Time, error)) (time.Time, error) {
+	if _, _, ok := t.Session(); !ok {
+		return time.Time{}, t.notRunning()
+	}
+	if err := restart(ctx, t.coreThenSession(unix.SIGKILL, signalled)); err != nil {
+		return time.Time{}, err
+	}
+	return t.ReadyAt(), nil
+}
+
+// coreThenSession is the EndFunc of a rank's kill and removal: sig to the
+// rank's core first (what its death looks like to the front end), its time
+// and error told to signalled (if set), then sig and each of then to the
+// whole session, as vLLM's front end ends the engine when a core dies.
+func (t RankTarget) coreThenSession(sig unix.Signal, signalled func(time.Time, error), then ...unix.Signal) EndFunc {
+	return func(sid int) error {
+		_, ms, err := t.Members()
+		at := time.Now()
+		if err == nil {
+			_, err = session.SignalMembers(sid, ms, sig)
+		}
+		if signalled != nil {
+			signalled(at, err)
+		}
+		return signal(sig, nil, then...)(sid)
+	}
+}
+
+// Ports are the rank's own P2P port: a partition of one rank cuts only it
+// (the engine's HTTP front end and the sibling ranks' ports stay up).
+func (t RankTarget) Ports() []int { return []int{t.P2PPort()} }
+
+// P2PAddr is the rank's P2P listener.
+func (t RankTarget) P2PAddr() string {
+	return net.JoinHostPort(t.P2PHost(), strconv.Itoa(t.P2PPort()))
+}
+
+// Pids are the rank's live pids now, in order (nil when it has none).
+func (t RankTarget) Pids() []int {
+	_, ms, err := t.Members()
+	if err != nil {
+		return nil
+	}
+	out := make([]int, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Pid)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CrashCore SIGKILLs rank r's engine core alone and does not restart the
+// engine: what follows is the engine's own doing (vLLM's front end ends
+// it when a core dies). It returns when the signal was sent.
+func (t Target) CrashCore(r int) (time.Time, error) {
+	rt, err := t.Rank(r)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sid, ms, err := rt.Members()
+	if err != nil {
+		return time.Time{}, err
+	}
+	at := time.Now()
+	_, err = session.SignalMembers(sid, ms, unix.SIGKILL)
+	return at, err
+}

@@ -1,0 +1,78 @@
+package vcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"p2pfault/event"
+	"p2pfault/fault"
+	"p2pfault/runner"
+	"p2pfault/sim"
+)
+
+// Ranks is the engine's --data-parallel-size (1 without): the probe pins
+// trials to each rank.
+func (t *Target) Ranks() int { return t.currentSpec().RankCount() }
+
+// RankTarget is rank r of the engine as the fault kinds act on it. The
+// virtual cluster freezes and cuts whole hosts, so it takes a rank's kill
+// (its core's SIGKILL: sim.InProcess.KillRank, after which the engine ends
+// itself as vLLM's front end does, and is restarted whole) but not a
+// stall or a cut of one rank, which need the engine's processes.
+func (t *Target) RankTarget(r int) (fault.Target, error) {
+	if n := t.Ranks(); r < 0 || r >= n {
+		return nil, fmt.Errorf("%s has no rank %d: its data-parallel size is %d (ranks 0-%d)", t.Name(), r, n, n-1)
+	}
+	return &rankTarget{t: t, rank: r}, nil
+}
+
+// rankTarget is one rank of a virtual engine.
+type rankTarget struct {
+	t    *Target
+	rank int
+}
+
+var _ fault.Reporter = (*rankTarget)(nil)
+
+func (r *rankTarget) Name() string { return event.RankName(r.t.Index(), r.rank) }
+
+// errOneRank is why a virtual engine's rank cannot be stopped alone.
+func (r *rankTarget) errOneRank(what string) error {
+	return fmt.Errorf("the virtual cluster %s whole engines (their host), not one rank's core: %s of %s needs --engine sim", what, what, r.Name())
+}
+
+func (r *rankTarget) Stop(context.Context) (time.Time, error) {
+	return time.Time{}, r.errOneRank("stops")
+}
+
+func (r *rankTarget) Continue(ctx context.Context) error { return r.t.Continue(ctx) }
+
+// Kill crashes the rank's core; the engine ends with it (the front end
+// stops the other cores) and is restarted whole on the same ports.
+func (r *rankTarget) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	return r.t.crashWith(ctx, r.crashCore, signalled, func() (runner.Spec, bool, error) { return r.t.currentSpec(), true, nil })
+}
+
+func (r *rankTarget) crashCore(eng *sim.InProcess) error { return eng.KillRank(r.rank) }
+
+// Terminate, Restore: one rank's removal is the engine's.
+func (r *rankTarget) Terminate(ctx context.Context, signalled func(time.Time, error)) error {
+	return r.t.Terminate(ctx, signalled)
+}
+
+func (r *rankTarget) Restore(ctx context.Context) (time.Time, error) { return r.t.Restore(ctx) }
+
+// Report is the engine's: a rank's kill is verified as the engine's.
+func (r *rankTarget) Report() fault.Report { return r.t.Report() }
+
+// CrashCore crashes rank r's core alone (sim.InProcess.KillRank); the
+// engine then ends itself, and is not restarted.
+func (t *Target) CrashCore(r int) (time.Time, error) {
+	eng, err := t.running()
+	if err != nil {
+		return time.Time{}, err
+	}
+	at := time.Now()
+	return at, eng.KillRank(r)
+}
