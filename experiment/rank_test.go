@@ -36,19 +36,9 @@ func TestDataParallelSourcesOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch := exp.Subscribe()
-		var evs []event.Event
-		collected := make(chan struct{})
-		go func() {
-			defer close(collected)
-			for ev := range ch {
-				evs = append(evs, ev)
-			}
-		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		v, err := exp.Run(ctx)
-		<-collected
+		evs, v, err := runCollecting(ctx, exp)
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
@@ -131,19 +121,9 @@ func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch := exp.Subscribe()
-		var evs []event.Event
-		collected := make(chan struct{})
-		go func() {
-			defer close(collected)
-			for ev := range ch {
-				evs = append(evs, ev)
-			}
-		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		v, err := exp.Run(ctx)
-		<-collected
+		evs, v, err := runCollecting(ctx, exp)
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}

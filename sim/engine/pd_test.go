@@ -252,6 +252,26 @@ func TestPDLoadFromAFrozenPrefillerEndsByTheHeartbeat(t *testing.T) {
 	})
 }
 
+// unackedLoad starts a prefiller and a decoder with timing, runs a prefill
+// leg named id, freezes the prefiller and runs its decode leg, which must
+// fail for an abort the frozen peer never acked.
+func unackedLoad(t *testing.T, timing func(*Config), id string) (src, dec *driven, got outcome) {
+	t.Helper()
+	src = startEngine(t, timing)
+	dec = startEngine(t, timing)
+	warm(t, src, dec)
+	toks := prompt(t.Name(), 3*dec.cfg.BlockSize+1)
+	run(t, src, prefillLeg(toks, id))
+	src.setPaused(true)
+	t.Cleanup(func() { src.setPaused(false) })
+	got = run(t, dec, decodeLeg(src, toks, id))
+	var le *LoadError
+	if !errors.As(got.res.Err, &le) || !strings.Contains(le.Reason, "abort not acknowledged") {
+		t.Fatalf("decode leg: err %v, want a load failed for an unacknowledged abort", got.res.Err)
+	}
+	return src, dec, got
+}
+
 // Under DeadLoadsTimeout (#56828's build) the same frozen prefiller's
 // session still dies by the heartbeat, but the load outlives it: its load
 // timeout sends an abort into the dead connection, nothing acks it, and
@@ -267,19 +287,8 @@ func TestPDLoadOutlivesItsSessionUnderDeadLoadsTimeout(t *testing.T) {
 			c.LoadFailure = PolicyFail
 			c.DeadSessionLoads = DeadLoadsTimeout
 		}
-		src := startEngine(t, timing)
-		dec := startEngine(t, timing)
-		warm(t, src, dec)
+		src, dec, got := unackedLoad(t, timing, "pd-orphan")
 		cfg := dec.cfg
-		toks := prompt(t.Name(), 3*cfg.BlockSize+1)
-		run(t, src, prefillLeg(toks, "pd-orphan"))
-		src.setPaused(true)
-		t.Cleanup(func() { src.setPaused(false) })
-		got := run(t, dec, decodeLeg(src, toks, "pd-orphan"))
-		var le *LoadError
-		if !errors.As(got.res.Err, &le) || !strings.Contains(le.Reason, "abort not acknowledged") {
-			t.Fatalf("decode leg: err %v, want a load failed for an unacknowledged abort", got.res.Err)
-		}
 		if lo := cfg.LoadTimeout + cfg.AbortAckTimeout; got.latency < lo || got.latency > lo+2*cfg.Tick {
 			t.Errorf("the load failed after %v, want load timeout + abort-ack timeout = %v after its submit", got.latency, lo)
 		}
@@ -310,19 +319,8 @@ func TestPDLoadTimeoutAndAbortAckWhenTheHeartbeatIsSlower(t *testing.T) {
 			c.AbortAckTimeout = 200 * time.Millisecond
 			c.LoadFailure = PolicyFail
 		}
-		src := startEngine(t, timing)
-		dec := startEngine(t, timing)
-		warm(t, src, dec)
+		_, dec, got := unackedLoad(t, timing, "pd-abort")
 		cfg := dec.cfg
-		toks := prompt(t.Name(), 3*cfg.BlockSize+1)
-		run(t, src, prefillLeg(toks, "pd-abort"))
-		src.setPaused(true)
-		t.Cleanup(func() { src.setPaused(false) })
-		got := run(t, dec, decodeLeg(src, toks, "pd-abort"))
-		var le *LoadError
-		if !errors.As(got.res.Err, &le) || !strings.Contains(le.Reason, "abort not acknowledged") {
-			t.Fatalf("decode leg: err %v, want a load failed for an unacknowledged abort", got.res.Err)
-		}
 		if lo := cfg.LoadTimeout + cfg.AbortAckTimeout; got.latency < lo || got.latency > lo+time.Second {
 			t.Errorf("the load failed after %v, want load timeout + abort-ack timeout = %v (and well before the %v heartbeat)", got.latency, lo, cfg.HeartbeatTimeout)
 		}
