@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
+	"math/bits"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,33 +63,60 @@ func asyncDelay(t *testing.T, c *http.Client, e *engineProc) (sum float64, count
 	return sum, count
 }
 
-// busyPulls seeds and pulls n prompts from a source that clients×tokens
-// keep busy, one after the other, and returns the decoder's mean lookup delay over
-// those pulls, from its histogram. The engines take 7000-token prompts
-// (--max-model-len 8192), the source with srcArgs as well.
-func busyPulls(t *testing.T, clients, tokens, n int, srcArgs ...string) time.Duration {
+// busyRun is one measurement of pulls from a busy source: clients looping
+// on prompts of tokens keep it busy (none: idle), the engines take prompts
+// up to maxLen tokens and the source srcArgs as well.
+type busyRun struct {
+	clients, tokens int
+	maxLen          int // --max-model-len of both engines; 0: 8192
+	srcArgs         []string
+}
+
+// pulled is what the decoder's histogram and the client saw of the pulls.
+type pulled struct {
+	delay, latency time.Duration // means
+}
+
+// pulls seeds and pulls n prompts from the busy source, one after the
+// other, and returns the decoder's mean lookup delay over those pulls (its
+// histogram) and their mean latency. Warm: the decoder's session with the
+// source is handshaken before the load starts; cold: the first pull opens
+// it, on the busy source (n must be 1, the only pull that opens one).
+func (b busyRun) pulls(t *testing.T, n int, cold bool) pulled {
+	maxLen := strconv.Itoa(cmp.Or(b.maxLen, 8192))
 	vc := newVCluster(t)
-	src := vc.start("source-0", engineOpts{args: append([]string{"--max-model-len", "8192"}, srcArgs...)})
-	dec := vc.start("decoder", engineOpts{args: []string{"--max-model-len", "8192"}})
-	warm(t, vc.c, dec.engineProc, src.engineProc)
-	l := startLoad(vc.c, src.engineProc, clients, tokens, "busy-load")
+	src := vc.start("source-0", engineOpts{args: append([]string{"--max-model-len", maxLen}, b.srcArgs...)})
+	dec := vc.start("decoder", engineOpts{args: []string{"--max-model-len", maxLen}})
+	if cold && n != 1 {
+		t.Fatalf("a cold run has one pull (the one that opens the session), not %d", n)
+	}
+	if !cold {
+		warm(t, vc.c, dec.engineProc, src.engineProc)
+	}
+	l := startLoad(vc.c, src.engineProc, b.clients, b.tokens, "busy-load")
 	defer l.end()
 	time.Sleep(time.Second) // the load's queue fills
 	sum0, count0 := asyncDelay(t, vc.c, dec.engineProc)
+	var latency time.Duration
 	for i := range n {
 		// Seeded just before its pull: the load's own prompts evict older
 		// blocks from the source's CPU tier (LRU) within seconds.
 		p := words(fmt.Sprint("busy-pull-", i), 400)
 		seed(t, vc.c, src.engineProc, p)
+		start := time.Now()
 		if r := pull(vc.c, dec.engineProc, src.engineProc, p); r.status != http.StatusOK || r.cached == 0 {
 			t.Fatalf("pull %d from the busy source: status %d cached %d err %v, want a hit", i, r.status, r.cached, r.err)
 		}
+		latency += time.Since(start)
 	}
 	sum, count := asyncDelay(t, vc.c, dec.engineProc)
 	if count-count0 != n {
 		t.Fatalf("the decoder observed %d lookup delays for %d pulls", count-count0, n)
 	}
-	return time.Duration((sum - sum0) / float64(n) * float64(time.Second)).Round(time.Microsecond)
+	return pulled{
+		delay:   time.Duration((sum - sum0) / float64(n) * float64(time.Second)).Round(time.Microsecond),
+		latency: latency / time.Duration(n),
+	}
 }
 
 // TestVirtualLookupDelayGrowsWithTheSourcesStepLength: the P2P tier is
@@ -98,19 +128,21 @@ func busyPulls(t *testing.T, clients, tokens, n int, srcArgs ...string) time.Dur
 // --max-num-batched-tokens 8192, steps of 213 ms.
 func TestVirtualLookupDelayGrowsWithTheSourcesStepLength(t *testing.T) {
 	const pulls = 6
+	// Without the attention term: a step's length is its tokens alone
+	// (TestVirtualLongPromptsWaitForAttention has it).
+	linear := []string{"--sim-attention-context", "0"}
 	loads := []struct {
-		name            string
-		clients, tokens int
-		srcArgs         []string
+		name string
+		busyRun
 	}{
-		{"idle", 0, 0, nil},
-		{"2 clients x 1000 tokens", 2, 1000, nil},
-		{"16 clients x 7000 tokens, 8192-token steps", 16, 7000, []string{"--max-num-batched-tokens", "8192"}},
+		{"idle", busyRun{}},
+		{"2 clients x 1000 tokens", busyRun{clients: 2, tokens: 1000, srcArgs: linear}},
+		{"16 clients x 7000 tokens, 8192-token steps", busyRun{clients: 16, tokens: 7000, srcArgs: append([]string{"--max-num-batched-tokens", "8192"}, linear...)}},
 	}
 	var got []time.Duration
 	for _, l := range loads {
 		synctest.Test(t, func(t *testing.T) {
-			got = append(got, busyPulls(t, l.clients, l.tokens, pulls, l.srcArgs...))
+			got = append(got, l.pulls(t, pulls, false).delay)
 		})
 		t.Logf("%s: mean lookup delay of %d pulls %v", l.name, pulls, got[len(got)-1])
 	}
@@ -129,5 +161,48 @@ func TestVirtualLookupDelayGrowsWithTheSourcesStepLength(t *testing.T) {
 		if got[i] < want || got[i] > want+3*vTick {
 			t.Errorf("%s: mean lookup delay %v, want the source's step %v (+ up to %v of ticks)", loads[i].name, got[i], want, 3*vTick)
 		}
+	}
+}
+
+// TestVirtualLongPromptsWaitForAttention: a source busy with three
+// 115,000-token prefills (#57139's load, --max-model-len 131072) holds
+// each lookup for one step, and with the attention term (MODEL.md,
+// mechanism 20) a step of those prompts' late chunks costs several times
+// one of short prompts: the delay is the source's step at the context its
+// chunks attend to, not the tokens alone. A cold pull waits for more of the
+// source's steps (its connect, then its lookup) and the peer's
+// registration on both sides.
+func TestVirtualLongPromptsWaitForAttention(t *testing.T) {
+	// #57139's 115,000-token prompts take minutes of real time on the
+	// virtual cluster (each 1.7 MB prompt crosses memnet): the test's
+	// default is 20,000 (--max-model-len 32768), and
+	// P2PFAULT_BUSY_PROMPT=115000 measures MODEL.md's table.
+	prompt := 20000
+	if v := os.Getenv("P2PFAULT_BUSY_PROMPT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("P2PFAULT_BUSY_PROMPT %q: want a prompt length in tokens", v)
+		}
+		prompt = n
+	}
+	maxLen := 1 << bits.Len(uint(prompt)) // a power of two above the prompt and its token
+	runs := []struct {
+		name string
+		busyRun
+		n    int
+		cold bool
+	}{
+		{"idle, warm", busyRun{maxLen: maxLen}, 3, false},
+		{"idle, cold", busyRun{maxLen: maxLen}, 1, true},
+		{"busy, warm", busyRun{clients: 3, tokens: prompt, maxLen: maxLen}, 3, false},
+		{"busy, cold", busyRun{clients: 3, tokens: prompt, maxLen: maxLen}, 1, true},
+		{"busy, warm, no attention", busyRun{clients: 3, tokens: prompt, maxLen: maxLen, srcArgs: []string{"--sim-attention-context", "0"}}, 3, false},
+		{"busy, warm, 8192-token steps", busyRun{clients: 3, tokens: prompt, maxLen: maxLen, srcArgs: []string{"--max-num-batched-tokens", "8192"}}, 3, false},
+		{"busy, cold, 8192-token steps", busyRun{clients: 3, tokens: prompt, maxLen: maxLen, srcArgs: []string{"--max-num-batched-tokens", "8192"}}, 1, true},
+	}
+	got := map[string]pulled{}
+	for _, r := range runs {
+		synctest.Test(t, func(t *testing.T) { got[r.name] = r.pulls(t, r.n, r.cold) })
+		t.Logf("%-30s lookup delay %v, pull latency %v (mean of %d)", r.name, got[r.name].delay, got[r.name].latency, r.n)
 	}
 }

@@ -140,6 +140,10 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			return
 		}
 		s.state = sessReady
+		// vLLM's decoder registers the source on the source's own connect,
+		// which crosses the ack; the sim's producer sends none, so the ack
+		// stands for it.
+		e.registerPeer()
 		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
 		if rf := e.refused[s.peer]; rf != nil && rf.total > 1 {
 			e.log.Info(compP2P, "peer %s connected (%d connects refused while it was down)", s.peer, rf.total)
