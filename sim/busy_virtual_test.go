@@ -70,6 +70,15 @@ type busyRun struct {
 	clients, tokens int
 	maxLen          int // --max-model-len of both engines; 0: 8192
 	srcArgs         []string
+	args            []string // both engines'
+	// into: the pulls start this long after the load (0: 1 s, its queue
+	// filled). seedFirst: the pulls' prompts are seeded before the load,
+	// as #57139 pulled from a source whose blocks it held, so a pull meets
+	// the load's prompts as deep as into takes them (seeded during the
+	// load, a seed waits behind its prompts, FCFS, and its pull meets the
+	// next ones at their start).
+	into      time.Duration
+	seedFirst bool
 }
 
 // pulled is what the decoder's histogram and the client saw of the pulls.
@@ -85,24 +94,33 @@ type pulled struct {
 func (b busyRun) pulls(t *testing.T, n int, cold bool) pulled {
 	maxLen := strconv.Itoa(cmp.Or(b.maxLen, 8192))
 	vc := newVCluster(t)
-	src := vc.start("source-0", engineOpts{args: append([]string{"--max-model-len", maxLen}, b.srcArgs...)})
-	dec := vc.start("decoder", engineOpts{args: []string{"--max-model-len", maxLen}})
+	args := append([]string{"--max-model-len", maxLen}, b.args...)
+	src := vc.start("source-0", engineOpts{args: append(args, b.srcArgs...)})
+	dec := vc.start("decoder", engineOpts{args: args})
 	if cold && n != 1 {
 		t.Fatalf("a cold run has one pull (the one that opens the session), not %d", n)
 	}
 	if !cold {
 		warm(t, vc.c, dec.engineProc, src.engineProc)
 	}
+	prompt := func(i int) string { return words(fmt.Sprint("busy-pull-", i), 400) }
+	for i := range n {
+		if b.seedFirst {
+			seed(t, vc.c, src.engineProc, prompt(i))
+		}
+	}
 	l := startLoad(vc.c, src.engineProc, b.clients, b.tokens, "busy-load")
 	defer l.end()
-	time.Sleep(time.Second) // the load's queue fills
+	time.Sleep(cmp.Or(b.into, time.Second))
 	sum0, count0 := asyncDelay(t, vc.c, dec.engineProc)
 	var latency time.Duration
 	for i := range n {
-		// Seeded just before its pull: the load's own prompts evict older
-		// blocks from the source's CPU tier (LRU) within seconds.
-		p := words(fmt.Sprint("busy-pull-", i), 400)
-		seed(t, vc.c, src.engineProc, p)
+		// Else seeded just before its pull: the load's own prompts evict
+		// older blocks from the source's CPU tier (LRU) within seconds.
+		p := prompt(i)
+		if !b.seedFirst {
+			seed(t, vc.c, src.engineProc, p)
+		}
 		start := time.Now()
 		if r := pull(vc.c, dec.engineProc, src.engineProc, p); r.status != http.StatusOK || r.cached == 0 {
 			t.Fatalf("pull %d from the busy source: status %d cached %d err %v, want a hit", i, r.status, r.cached, r.err)
@@ -164,14 +182,14 @@ func TestVirtualLookupDelayGrowsWithTheSourcesStepLength(t *testing.T) {
 	}
 }
 
-// TestVirtualLongPromptsWaitForAttention: a source busy with three
-// 115,000-token prefills (#57139's load, --max-model-len 131072) holds
-// each lookup for one step, and with the attention term (MODEL.md,
-// mechanism 20) a step of those prompts' late chunks costs several times
-// one of short prompts: the delay is the source's step at the context its
-// chunks attend to, not the tokens alone. A cold pull waits for more of the
-// source's steps (its connect, then its lookup) and the peer's
-// registration on both sides.
+// TestVirtualLongPromptsWaitForAttention: a source busy with three long
+// prefills (#57139's load: three 115,000-token prompts, the pulls' blocks
+// already on the source) holds each lookup for one step, and with the
+// attention term (MODEL.md, mechanism 20) a step of those prompts' late
+// chunks costs several times one of short prompts: the delay is the
+// source's step at the context its chunks attend to. A cold pull waits for
+// more of the source's steps (its connect, then its lookup), and the
+// peer's registration (mechanism 21) on both sides adds its cost once.
 func TestVirtualLongPromptsWaitForAttention(t *testing.T) {
 	// #57139's 115,000-token prompts take minutes of real time on the
 	// virtual cluster (each 1.7 MB prompt crosses memnet): the test's
@@ -186,23 +204,64 @@ func TestVirtualLongPromptsWaitForAttention(t *testing.T) {
 		prompt = n
 	}
 	maxLen := 1 << bits.Len(uint(prompt)) // a power of two above the prompt and its token
+	idle := busyRun{maxLen: maxLen, seedFirst: true}
+	busy := busyRun{clients: 3, tokens: prompt, maxLen: maxLen, seedFirst: true, into: 3 * time.Second}
+	with := func(b busyRun, src ...string) busyRun { b.srcArgs = src; return b }
+	both := func(b busyRun, args ...string) busyRun { b.args = args; return b }
+	steps8192 := []string{"--max-num-batched-tokens", "8192"}
 	runs := []struct {
 		name string
 		busyRun
 		n    int
 		cold bool
 	}{
-		{"idle, warm", busyRun{maxLen: maxLen}, 3, false},
-		{"idle, cold", busyRun{maxLen: maxLen}, 1, true},
-		{"busy, warm", busyRun{clients: 3, tokens: prompt, maxLen: maxLen}, 3, false},
-		{"busy, cold", busyRun{clients: 3, tokens: prompt, maxLen: maxLen}, 1, true},
-		{"busy, warm, no attention", busyRun{clients: 3, tokens: prompt, maxLen: maxLen, srcArgs: []string{"--sim-attention-context", "0"}}, 3, false},
-		{"busy, warm, 8192-token steps", busyRun{clients: 3, tokens: prompt, maxLen: maxLen, srcArgs: []string{"--max-num-batched-tokens", "8192"}}, 3, false},
-		{"busy, cold, 8192-token steps", busyRun{clients: 3, tokens: prompt, maxLen: maxLen, srcArgs: []string{"--max-num-batched-tokens", "8192"}}, 1, true},
+		{"idle, warm", idle, 3, false},
+		{"idle, cold", idle, 1, true},
+		{"busy, warm", busy, 3, false},
+		{"busy, cold", busy, 1, true},
+		{"busy, warm, no attention", with(busy, "--sim-attention-context", "0"), 3, false},
+		{"busy, warm, 8192-token steps", with(busy, steps8192...), 3, false},
+		{"busy, cold, 8192-token steps", with(busy, steps8192...), 1, true},
+		{"idle, cold, no registration", both(idle, "--sim-register-per-block", "0"), 1, true},
+		{"idle, cold, 100us a block", both(idle, "--sim-register-per-block", "100us"), 1, true},
 	}
 	got := map[string]pulled{}
 	for _, r := range runs {
 		synctest.Test(t, func(t *testing.T) { got[r.name] = r.pulls(t, r.n, r.cold) })
 		t.Logf("%-30s lookup delay %v, pull latency %v (mean of %d)", r.name, got[r.name].delay, got[r.name].latency, r.n)
+	}
+	if t.Failed() {
+		return
+	}
+	// A step of 2048 tokens: 53.2 ms at 26 µs a token; with attention, one
+	// of the prompt's last chunk adds its positions' sum at 26 µs per
+	// 29,700 (the sim's defaults).
+	const budget, cost, attn = 2048, 26 * time.Microsecond, 29700
+	linear := budget * cost
+	longest := linear + time.Duration((int64(budget)*int64(prompt-budget)+budget*(budget-1)/2)*int64(cost)/attn)
+	bw, nb := got["busy, warm"].delay, got["busy, warm, no attention"].delay
+	// A lookup lands inside a step and waits for the rest of it.
+	if nb <= 0 || nb > linear+3*vTick {
+		t.Errorf("busy, no attention: lookup delay %v, want at most one step of %v (+ up to %v of ticks)", nb, linear, 3*vTick)
+	}
+	if bw <= nb || bw > longest+3*vTick {
+		t.Errorf("busy: lookup delay %v, want longer than without attention (%v) and at most the last chunk's step %v (+ up to %v of ticks)", bw, nb, longest, 3*vTick)
+	}
+	if w8 := got["busy, warm, 8192-token steps"].delay; w8 < 3*bw {
+		t.Errorf("busy, 8192-token steps: lookup delay %v, want about four times the 2048-token steps' %v", w8, bw)
+	}
+	for _, k := range [][2]string{{"idle, warm", "idle, cold"}, {"busy, warm", "busy, cold"}, {"busy, warm, 8192-token steps", "busy, cold, 8192-token steps"}} {
+		w, c := got[k[0]], got[k[1]]
+		if c.delay <= w.delay {
+			t.Errorf("%s: lookup delay %v, want more than %s's %v (the connect's own step waits)", k[1], c.delay, k[0], w.delay)
+		}
+	}
+	// Registering 1024 CPU blocks (the test's 4 GiB tier of 4 MiB blocks)
+	// at 100 µs holds each side's loop 102.4 ms: the ack leaves the source
+	// after it, the decoder's lookup after its own; a tick either side may
+	// fall inside the hold.
+	reg := 1024 * 100 * time.Microsecond
+	if d := got["idle, cold, 100us a block"].latency - got["idle, cold, no registration"].latency; d < 2*reg-2*vTick || d > 2*reg+3*vTick {
+		t.Errorf("registration at 100us a block added %v to a cold pull, want both sides' %v (give or take the ticks it overlaps)", d, 2*reg)
 	}
 }

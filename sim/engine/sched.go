@@ -114,11 +114,10 @@ func (e *Engine) executing(now time.Time) bool { return now.Before(e.busyUntil) 
 // calls inside the scheduler's P2P poll before it sends connect_ack:
 // add_remote_agent, then a descriptor per CPU block of the peer
 // (get_xfer_descs, prep_xfer_dlist). The loop does it before the batch, so
-// the step after it starts that much later. The sim's connect carries no
-// block count: the peer is taken to have this engine's CPU tier, as
-// p2pfault launches every engine alike. The ack leaves at the step's
-// instant, not the registration's end, so a peer's next message is early
-// by at most the registration; it waits for the held step all the same.
+// what the step sends after it (the ack) leaves at its end (conn.go
+// outFrame) and the batch starts that much later. The sim's connect carries
+// no block count: the peer is taken to have this engine's CPU tier, as
+// p2pfault launches every engine alike.
 func (e *Engine) registerPeer() {
 	e.loopWork += time.Duration(e.cfg.CPUBlocks) * e.cfg.RegisterPerBlock
 }
