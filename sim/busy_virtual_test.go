@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
@@ -13,14 +14,19 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"p2pfault/sim/kv"
 )
 
 // load is clients looping on one engine, each sending its own prompts of
-// tokens words (one token each) until stop: a busy source.
+// tokens random token ids until stop: a busy source. Ids, not words: a
+// 115,000-word prompt is over the front end's 1 MiB body bound, as ids it
+// is not (and p2pfault's load generator sends ids too).
 type load struct {
-	stop atomic.Bool
-	wg   sync.WaitGroup
-	sent atomic.Int64
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+	sent   atomic.Int64
+	failed atomic.Int64 // not answered 200: a load that fails keeps nothing busy
 }
 
 func startLoad(c *http.Client, e *engineProc, clients, tokens int, tag string) *load {
@@ -29,9 +35,17 @@ func startLoad(c *http.Client, e *engineProc, clients, tokens int, tag string) *
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			for n := 0; !l.stop.Load(); n++ {
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(len(tag))))
+			ids := make([]int, tokens)
+			for !l.stop.Load() {
+				for k := range ids {
+					ids[k] = rng.IntN(kv.Vocab)
+				}
 				l.sent.Add(1)
-				postCompletion(c, e.url, map[string]any{"model": "m", "prompt": words(fmt.Sprintf("%s-%d-%d", tag, i, n), tokens), "max_tokens": 1, "temperature": 0})
+				r := postCompletion(c, e.url, map[string]any{"model": "m", "prompt": ids, "max_tokens": 1, "temperature": 0})
+				if r.status != http.StatusOK && !l.stop.Load() {
+					l.failed.Add(1)
+				}
 			}
 		}()
 	}
@@ -126,6 +140,9 @@ func (b busyRun) pulls(t *testing.T, n int, cold bool) pulled {
 			t.Fatalf("pull %d from the busy source: status %d cached %d err %v, want a hit", i, r.status, r.cached, r.err)
 		}
 		latency += time.Since(start)
+	}
+	if f := l.failed.Load(); f > 0 {
+		t.Fatalf("%d of the load's %d requests failed: the source was not busy", f, l.sent.Load())
 	}
 	sum, count := asyncDelay(t, vc.c, dec.engineProc)
 	if count-count0 != n {
