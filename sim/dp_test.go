@@ -374,7 +374,7 @@ func TestVirtualDPSourceGoneMidTransfer(t *testing.T) {
 // TestVirtualDPSourceGoneMidTransferLoadsTimeOut: #56828 with the
 // decoder's --sim-dead-session-loads timeout, the build: rank 1's
 // session still dies of its heartbeat, but its loads outlive it (mechanism
-// 27), each to its load timeout after its submit, then its abort goes into
+// 29), each to its load timeout after its submit, then its abort goes into
 // the dead connection and is never acked, and the load fails after the
 // abort-ack timeout: 40 s after its submit, the 36–43 s. Rank 0's,
 // whose connection reset, still end at once.

@@ -44,6 +44,8 @@ type serveFlags struct {
 	lookupHold        time.Duration
 	prefillPerToken   time.Duration
 	decodePerToken    time.Duration
+	attentionContext  int
+	registerPerBlock  time.Duration
 	transferBandwidth float64
 	kvBytesPerToken   int
 	startupDelay      time.Duration
@@ -85,6 +87,8 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.lookupHold, "sim-lookup-hold", 5*time.Second, "how long a source holds a lookup on blocks it is still computing")
 	fs.DurationVar(&f.prefillPerToken, "sim-prefill-per-token", 26*time.Microsecond, "compute cost of each token a scheduler step takes (prefill chunks and decode tokens)")
 	fs.DurationVar(&f.decodePerToken, "sim-decode-per-token", 2*time.Millisecond, "shortest scheduler step that decodes: the cost of one generated token")
+	fs.IntVar(&f.attentionContext, "sim-attention-context", 29700, "context in tokens at which a token's attention costs as much as the rest of its forward pass (a token at position p costs --sim-prefill-per-token × (1 + p/this); 29700 = Llama-3.2-1B's N/(n_layer·d_attn)); 0: no attention term")
+	fs.DurationVar(&f.registerPerBlock, "sim-register-per-block", 1400*time.Nanosecond, "scheduler-loop cost of registering a peer per CPU block it describes, on connect (vLLM #57165: 14-40 ms over 19,599 blocks)")
 	fs.Float64Var(&f.transferBandwidth, "sim-transfer-bandwidth", 10e9, "P2P transfer bandwidth in bytes/s")
 	fs.IntVar(&f.kvBytesPerToken, "sim-kv-bytes-per-token", 32768, "KV bytes per token (32768 = Llama-3.2-1B fp16)")
 	fs.DurationVar(&f.startupDelay, "sim-startup-delay", time.Second, "simulated model load before the engine binds its ports (p2pfault sets a real restart's length, --restart-length, when it restarts an engine)")
@@ -189,6 +193,9 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 			return fail("%s %d: must be positive", v.name, v.val)
 		}
 	}
+	if f.attentionContext < 0 {
+		return fail("--sim-attention-context %d: must not be negative (0: no attention term)", f.attentionContext)
+	}
 	if !(f.gpuMemUtil > 0 && f.gpuMemUtil <= 1) {
 		return fail("--gpu-memory-utilization %g: want a fraction in (0, 1]", f.gpuMemUtil)
 	}
@@ -238,7 +245,7 @@ func (f *serveFlags) checkDurations() error {
 			return exitcode.Usagef("%s %s: must be a positive duration", d.name, d.val)
 		}
 	}
-	for _, d := range []named{{"--sim-prefill-per-token", f.prefillPerToken}, {"--sim-decode-per-token", f.decodePerToken}, {"--sim-startup-delay", f.startupDelay}} {
+	for _, d := range []named{{"--sim-prefill-per-token", f.prefillPerToken}, {"--sim-decode-per-token", f.decodePerToken}, {"--sim-register-per-block", f.registerPerBlock}, {"--sim-startup-delay", f.startupDelay}} {
 		if d.val < 0 {
 			return exitcode.Usagef("%s %s: must not be negative", d.name, d.val)
 		}
@@ -333,6 +340,8 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			UnboundStoreTimeout: scale(kvt.UnboundStoreTimeout),
 			PrefillPerToken:     f.prefillPerToken,
 			DecodePerToken:      f.decodePerToken,
+			AttentionContext:    f.attentionContext,
+			RegisterPerBlock:    f.registerPerBlock,
 			MaxNumBatchedTokens: f.maxNumBatchedTokens,
 			TransferBandwidth:   f.transferBandwidth,
 			Tick:                f.tick,

@@ -152,7 +152,7 @@ func TestResolveServeConfig(t *testing.T) {
 }
 
 func TestResolveErrorsAreUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"--sim-freeze-gap", "0s"}, {"--max-num-batched-tokens", "0"}, {"--sim-dead-session-loads", "keep"}} {
+	for _, args := range [][]string{{"--sim-freeze-gap", "0s"}, {"--max-num-batched-tokens", "0"}, {"--sim-dead-session-loads", "keep"}, {"--sim-attention-context", "-1"}, {"--sim-register-per-block", "-1us"}} {
 		_, err := resolveArgs(t, nil, args...)
 		if exitcode.Code(err) != exitcode.Usage || !strings.Contains(fmt.Sprint(err), args[0]) {
 			t.Errorf("%v: exit code %d for %v, want %d naming %s", args, exitcode.Code(err), err, exitcode.Usage, args[0])

@@ -52,7 +52,7 @@ func (p LoadFailurePolicy) String() string {
 
 // DeadSessionLoads is what a consumer does with the loads in flight on a
 // session reaped for silence (its heartbeat or lookup deadline): the peer
-// may still be writing them (MODEL.md mechanism 27).
+// may still be writing them (MODEL.md mechanism 29).
 type DeadSessionLoads int
 
 const (
@@ -111,6 +111,15 @@ type Config struct {
 	// scaled: compute costs.
 	PrefillPerToken time.Duration
 	DecodePerToken  time.Duration
+	// AttentionContext is the context, in tokens, at which a token's
+	// attention costs as much as the rest of its forward pass: a token at
+	// position p costs PrefillPerToken × (1 + p/AttentionContext)
+	// (sched.go). 0: no attention term.
+	AttentionContext int
+	// RegisterPerBlock is what registering a peer's NIXL agent costs the
+	// scheduler loop per CPU block it describes (producer.go onConnect,
+	// consumer.go on connect_ack). Not scaled: CPU work.
+	RegisterPerBlock time.Duration
 	// MaxNumBatchedTokens is vLLM's --max-num-batched-tokens, the token
 	// budget of one step. 0 means DefaultMaxNumBatchedTokens.
 	MaxNumBatchedTokens int
@@ -230,6 +239,10 @@ func (c Config) Validate() error {
 	nonNegDur("stats interval", c.StatsInterval)
 	nonNegDur("prefill cost per token", c.PrefillPerToken)
 	nonNegDur("decode cost per token", c.DecodePerToken)
+	nonNegDur("registration cost per block", c.RegisterPerBlock)
+	if c.AttentionContext < 0 {
+		errs = append(errs, fmt.Errorf("attention context %d must not be negative", c.AttentionContext))
+	}
 	if !(c.TransferBandwidth > 0) {
 		errs = append(errs, fmt.Errorf("transfer bandwidth %g must be positive", c.TransferBandwidth))
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 
 	"p2pfault/sim/wire"
 )
@@ -19,11 +20,19 @@ const sendQueue = 1024
 type conn struct {
 	id     uint64
 	nc     net.Conn
-	out    chan []byte
+	out    chan outFrame
 	closed bool // set by the stepping goroutine when it closes the conn
 
 	sess   *session // consumer side: the session that dialled it
 	peerID string   // producer side: the consumer identity it was acked as
+}
+
+// outFrame is a frame and when the loop sent it: a step that registered a
+// peer (registerPeer) sends what follows only once that work is done, as
+// vLLM's loop sends connect_ack after add_remote_peer returns.
+type outFrame struct {
+	b  []byte
+	at time.Time
 }
 
 func (e *Engine) newConn(nc net.Conn, sess *session) *conn {
@@ -32,7 +41,7 @@ func (e *Engine) newConn(nc net.Conn, sess *session) *conn {
 		return nil
 	}
 	e.nextConnID++
-	c := &conn{id: e.nextConnID, nc: nc, out: make(chan []byte, sendQueue), sess: sess}
+	c := &conn{id: e.nextConnID, nc: nc, out: make(chan outFrame, sendQueue), sess: sess}
 	e.conns[c.id] = c
 	e.wg.Add(2)
 	go e.readLoop(c)
@@ -63,7 +72,10 @@ func (e *Engine) readLoop(c *conn) {
 func (e *Engine) writeLoop(c *conn) {
 	defer e.wg.Done()
 	for f := range c.out {
-		if _, err := c.nc.Write(f); err != nil {
+		if d := time.Until(f.at); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := c.nc.Write(f.b); err != nil {
 			e.post(evConnLost{connID: c.id, err: err})
 			for range c.out {
 			}
@@ -84,7 +96,7 @@ func (e *Engine) send(c *conn, m wire.Message) {
 		return
 	}
 	select {
-	case c.out <- f:
+	case c.out <- outFrame{b: f, at: e.now.Add(e.loopWork)}:
 	default:
 		e.connLost(c, errors.New("send queue full: peer is not reading"))
 	}

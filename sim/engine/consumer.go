@@ -145,6 +145,10 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 			return
 		}
 		s.state = sessReady
+		// vLLM's decoder registers the source on the source's own connect,
+		// which crosses the ack; the sim's producer sends none, so the ack
+		// stands for it.
+		e.registerPeer()
 		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
 		if rf := e.refused[s.peer]; rf != nil && rf.total > 1 {
 			e.log.Info(compP2P, "peer %s connected (%d connects refused while it was down)", s.peer, rf.total)
@@ -248,7 +252,7 @@ func (e *Engine) superviseSessions() {
 // NIXL quiescence", manager.py), so under DeadLoadsTimeout they outlive
 // the session: each runs to its load timeout, sends its abort into the
 // dead connection and fails when the abort-ack timeout passes (MODEL.md
-// mechanism 27). A connection the peer closed or reset, a disconnect, a
+// mechanism 29). A connection the peer closed or reset, a disconnect, a
 // refused connect or a handshake timeout still fail them at once: the
 // first three are the peer's own end, and a session never acked sent no
 // fetch.

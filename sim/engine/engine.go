@@ -47,9 +47,13 @@ type Engine struct {
 	stop  context.CancelFunc
 
 	// Owned by the stepping goroutine.
-	now        time.Time // the current step's time
-	lastStep   time.Time // when the last step's batch ended
-	busyUntil  time.Time // the batch executing ends then (sched.go)
+	now       time.Time // the current step's time
+	lastStep  time.Time // when the last step's batch ended
+	busyUntil time.Time // the batch executing ends then (sched.go)
+	// loopWork is the CPU work this step's P2P handling did before the
+	// batch goes out (a peer's registration): it holds the loop, and the
+	// batch starts after it (sched.go).
+	loopWork   time.Duration
 	shut       bool
 	gpu, cpu   *kv.LRU
 	active     []*request
@@ -237,6 +241,7 @@ func (e *Engine) Step(now time.Time) {
 		return
 	}
 	e.now = now
+	e.loopWork = 0
 	e.detectResume()
 	e.landBatch()
 	e.drainInbox()

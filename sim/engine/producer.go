@@ -112,6 +112,7 @@ func (e *Engine) onConnect(c *conn, m wire.Message) {
 	}
 	c.peerID = m.PeerID
 	e.routes[m.PeerID] = c
+	e.registerPeer()
 	e.send(c, wire.Message{Type: wire.TypeConnectAck, PeerID: e.id})
 	e.log.Info(compP2P, "accepted connect from %s", m.PeerID)
 }

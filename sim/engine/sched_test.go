@@ -10,12 +10,18 @@ import (
 // without P2P at the sim's default costs and returns each one's latency, in
 // submission order.
 func burst(t *testing.T, n, promptLen, maxTokens int) []time.Duration {
+	return burstAttending(t, n, promptLen, maxTokens, 0)
+}
+
+// burstAttending is burst with the attention term (Config.AttentionContext).
+func burstAttending(t *testing.T, n, promptLen, maxTokens, attention int) []time.Duration {
 	t.Helper()
 	e := startEngine(t, func(c *Config) {
 		c.P2P = false
 		c.Tick = 5 * time.Millisecond
 		c.PrefillPerToken = 26 * time.Microsecond
 		c.DecodePerToken = 2 * time.Millisecond
+		c.AttentionContext = attention
 	})
 	lat := make([]time.Duration, n)
 	done := make(chan int, n)
@@ -40,9 +46,23 @@ func burst(t *testing.T, n, promptLen, maxTokens int) []time.Duration {
 // costs its tokens at cost, held to the first tick after its end (the next
 // step starts on a tick).
 func heldSteps(n, budget int, cost, tick time.Duration) time.Duration {
+	return heldAttendingSteps(n, budget, cost, tick, 0)
+}
+
+// heldAttendingSteps is heldSteps for one prompt with the attention term:
+// each token at position p costs cost × p / attention more (0: none).
+func heldAttendingSteps(n, budget int, cost, tick time.Duration, attention int) time.Duration {
 	var d time.Duration
-	for ; n > 0; n -= budget {
-		step := time.Duration(min(n, budget)) * cost
+	for from := 0; from < n; from += budget {
+		k := min(n-from, budget)
+		step := time.Duration(k) * cost
+		if attention > 0 {
+			var pos int64 // the positions from … from+k-1
+			for p := from; p < from+k; p++ {
+				pos += int64(p)
+			}
+			step += time.Duration(pos * int64(cost) / int64(attention))
+		}
 		d += (step + tick - 1) / tick * tick
 	}
 	return d
@@ -107,5 +127,30 @@ func TestQueuesCountWhatTheBudgetReaches(t *testing.T) {
 		if q := read(); q != (Queues{Running: 2, Waiting: 14}) {
 			t.Errorf("in the fourth step: %+v, want 2 running, 14 waiting", q)
 		}
+	})
+}
+
+// TestAttentionGrowsAStepWithItsContext: with the attention term a token
+// costs more the further into its prompt it is (MODEL.md, mechanism 20),
+// so a 60,000-token prompt's late chunks cost about three times its first
+// and the whole prompt about twice, while a 400-token prompt (the seed's
+// trials) costs the ticks it did: 10.4 ms of compute plus 0.07 ms of
+// attention, both held to 15 ms. (The term is not nothing at 512 tokens:
+// a 384-token prompt's 9.98 ms becomes 10.05 ms and crosses a tick.)
+func TestAttentionGrowsAStepWithItsContext(t *testing.T) {
+	virtual(t, func(t *testing.T) {
+		const tick, cost, budget, attention = 5 * time.Millisecond, 26 * time.Microsecond, DefaultMaxNumBatchedTokens, 29700
+		long := burstAttending(t, 1, 60000, 1, attention)[0]
+		if want := tick + heldAttendingSteps(60000, budget, cost, tick, attention); long != want {
+			t.Errorf("a 60000-token prompt took %v, want %v", long, want)
+		}
+		if flat := tick + heldSteps(60000, budget, cost, tick); float64(long) < 1.9*float64(flat) {
+			t.Errorf("a 60000-token prompt took %v with attention, want about twice its %v without", long, flat)
+		}
+		seedLike := burstAttending(t, 1, 400, 1, attention)[0]
+		if flat := burst(t, 1, 400, 1)[0]; seedLike != flat {
+			t.Errorf("a 400-token prompt took %v with attention, %v without: want the same ticks", seedLike, flat)
+		}
+		t.Logf("60000-token prompt %v; 400-token prompt %v", long, seedLike)
 	})
 }
