@@ -17,6 +17,7 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/raceguard"
 	"p2pfault/runner"
 	"p2pfault/syncbuf"
 	"p2pfault/ui"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("P2PFAULT_TEST_MAIN") == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(raceguard.Wrap(m).Run())
 }
 
 // recorder collects a run's events and lets the test wait for one.

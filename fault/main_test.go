@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/event"
+	"p2pfault/raceguard"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(enginetest.EnvVar) == "1" {
 		os.Exit(enginetest.Main(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	os.Exit(raceguard.Wrap(m).Run())
 }
 
 // fakeConfig is a cluster of fake engines (runner/enginetest: the sim's

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"os"
+	"p2pfault/raceguard"
 	"testing"
 )
 
@@ -12,5 +13,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(StandaloneEnv) == "1" {
 		os.Exit(RunStandalone(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	os.Exit(raceguard.Wrap(m).Run())
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package raceguard_test
+
+const raceOn = false

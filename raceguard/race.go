@@ -1,0 +1,5 @@
+//go:build race
+
+package raceguard
+
+const raceEnabled = true
