@@ -9,10 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
+	"p2pfault/raceguard"
 )
 
 // TestRunArmsHeadlessGivesARowPerArm runs `run --arms main,fixed --case
@@ -25,7 +25,7 @@ import (
 func TestRunArmsHeadlessGivesARowPerArm(t *testing.T) {
 	out := t.TempDir()
 	var run virtualRun
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		run = runVirtual(t, "run", "--arms", "main,fixed", "--case", "stall", "--headless", "--out", out)
 	})
 	log := bytes.NewBufferString(run.stdout + run.stderr)

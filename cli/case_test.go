@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -20,6 +19,7 @@ import (
 	"p2pfault/cli"
 	"p2pfault/event"
 	"p2pfault/fault"
+	"p2pfault/raceguard"
 	"p2pfault/ui"
 )
 
@@ -93,7 +93,7 @@ func TestARegisteredCaseIsAcceptedEverywhere(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()
 			var r virtualRun
-			synctest.Test(t, func(t *testing.T) { r = runVirtual(t, append(tt.args, "--out", out)...) })
+			raceguard.Test(t, func(t *testing.T) { r = runVirtual(t, append(tt.args, "--out", out)...) })
 			if r.code != 0 {
 				t.Fatalf("exit %d, want 0 (a zap touches no engine):\n%s%s", r.code, r.stdout, r.stderr)
 			}

@@ -3,11 +3,11 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
+	"p2pfault/raceguard"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -90,7 +90,7 @@ func defectOnAndOff(t *testing.T, virtual bool, name string, args ...string) {
 		wg.Wait()
 	}
 	if virtual {
-		synctest.Test(t, func(t *testing.T) { both(t, contentCheck) })
+		raceguard.Test(t, func(t *testing.T) { both(t, contentCheck) })
 	} else {
 		both(t, contentCheckReal)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"p2pfault/cli"
-	"p2pfault/raceguard"
 )
 
 // TestMain lets the test binary act as p2pfault: when the simulated
@@ -18,7 +17,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("P2PFAULT_TEST_MAIN") == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	testscript.Main(raceguard.Wrap(m), map[string]func(){
+	testscript.Main(m, map[string]func(){
 		"p2pfault": func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 	})
 }

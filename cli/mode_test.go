@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/synctest"
 
 	"p2pfault/event"
+	"p2pfault/raceguard"
 	"p2pfault/report"
 )
 
@@ -62,7 +62,7 @@ func TestDoctorChecksTheSameCommandLinesInPDMode(t *testing.T) {
 func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
 	out := t.TempDir()
 	var run virtualRun
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		run = runVirtual(t, offGrid("slice", "--modes", "p2p,pd", "--arms", "main", "--cases", "kill", "--quiet", "--out", out)...)
 	})
 	if run.code != 0 {

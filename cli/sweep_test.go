@@ -3,10 +3,10 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
+	"p2pfault/raceguard"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/synctest"
 )
 
 // TestVirtualSweepOfTheHandshakeTimeout runs main's stall once per value
@@ -21,7 +21,7 @@ import (
 func TestVirtualSweepOfTheHandshakeTimeout(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		r = runVirtual(t, offGrid("slice", "--arms", "main", "--cases", "stall", "--quiet",
 			"--stall-for", "20s", "--recovery", "5s", "--sweep", "VLLM_P2P_HANDSHAKE_TIMEOUT_S=10,30", "--out", out)...)
 	})

@@ -3,10 +3,10 @@ package cli_test
 import (
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
+	"p2pfault/raceguard"
 )
 
 // TestReplaceInPDModeMovesThePullsToTheNewAddress: `run --case replace
@@ -19,7 +19,7 @@ import (
 func TestReplaceInPDModeMovesThePullsToTheNewAddress(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		// The new engine takes 3 s to start, so the fault window outlasts
 		// the detect point (fault + 2 s) faulted_median_after_detect judges
 		// from, as an attached engine's does in TestAttachedReplaceInPDMode.

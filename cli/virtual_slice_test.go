@@ -7,10 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/probe"
+	"p2pfault/raceguard"
 )
 
 // TestVirtualSliceGivesTheSeedsTable runs the whole slice (main and fixed
@@ -22,7 +22,7 @@ import (
 func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		r = runVirtual(t, offGrid("slice", "--arms", "main,fixed", "--quiet", "--compare-seed", "--out", out)...)
 	})
 	t.Logf("slice: exit %d in %v on the fake clock\n%s", r.code, r.took, tail(r.stdout, 60))

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
@@ -20,6 +19,7 @@ import (
 	"p2pfault/fault"
 	"p2pfault/netenv"
 	"p2pfault/probe"
+	"p2pfault/raceguard"
 )
 
 // pipeNet is an in-memory network of net.Pipe connections: a listener per
@@ -363,7 +363,7 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 	for _, arm := range []string{"main", "fixed"} {
 		t.Run(arm, func(t *testing.T) {
 			out := t.TempDir()
-			synctest.Test(t, func(t *testing.T) {
+			raceguard.Test(t, func(t *testing.T) {
 				exp, err := experiment.New(experiment.Config{
 					// Off the trial grid (source-0's every 0.5 s from
 					// t0): a trial and the stall at one instant of the
@@ -438,7 +438,7 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 // and fires then, rather than being refused as a stall of a stalled
 // source (which failed the run).
 func TestAScriptedStepWaitsForALateStallToEnd(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		exp, err := experiment.New(experiment.Config{
 			Timeline: "at 1s stall source-0 for 4s; at 6s stall source-0 for 1s",
 			Recovery: 2 * time.Second,

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
@@ -35,7 +34,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("P2PFAULT_TEST_MAIN") == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(raceguard.Wrap(m).Run())
+	os.Exit(m.Run())
 }
 
 // recorder collects a run's events and lets the test wait for one.
@@ -101,7 +100,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 // action is verified from what its target reports, at the very instant
 // of the action (After 0).
 func TestControllerOnTheVirtualCluster(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		testController(t, 1, vcluster.Opener{Seed: 1, Config: runner.Config{
 			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
 		}}, true)

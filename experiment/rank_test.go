@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -23,7 +23,7 @@ import (
 // ends it when a core dies), acts on source-0/rank1 as its events say, and
 // is verified; the verdict breaks source-0's pulls down by rank.
 func TestDataParallelSourcesOnTheVirtualCluster(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		tl, err := fault.Parse("at 10s kill source-0/rank1")
 		if err != nil {
 			t.Fatal(err)
@@ -112,7 +112,7 @@ func checkRankEvents(t *testing.T, evs []event.Event) {
 // faulted_max fails, and the breakdown shows both ranks' pulls in the
 // window.
 func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		exp, err := experiment.New(experiment.Config{
 			Case: fault.ActionGone, Mode: event.ModePD,
 			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2}},

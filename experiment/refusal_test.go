@@ -5,7 +5,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -14,6 +13,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -24,7 +24,7 @@ import (
 // in the same words, and the refused key calls nothing. On the virtual
 // cluster, in a synctest bubble.
 func TestAKeyAndAScriptAreRefusedWithTheSameWords(t *testing.T) {
-	synctest.Test(t, testAKeyAndAScriptAreRefusedWithTheSameWords)
+	raceguard.Test(t, testAKeyAndAScriptAreRefusedWithTheSameWords)
 }
 
 func testAKeyAndAScriptAreRefusedWithTheSameWords(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/event"
-	"p2pfault/raceguard"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
@@ -23,7 +22,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(enginetest.EnvVar) == "1" {
 		os.Exit(enginetest.Main(os.Args[1:]))
 	}
-	os.Exit(raceguard.Wrap(m).Run())
+	os.Exit(m.Run())
 }
 
 // fakeConfig is a cluster of fake engines (runner/enginetest: the sim's

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"p2pfault/raceguard"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -58,7 +59,7 @@ func pending(t *testing.T, ch <-chan result, what string) {
 }
 
 func TestListenDialRefuse(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b := f.Host("a"), f.Host("b")
 		ln, err := b.Listen("tcp", "127.0.0.1:0")
@@ -125,7 +126,7 @@ func TestListenDialRefuse(t *testing.T) {
 func itoa(p int) string { return (&net.TCPAddr{Port: p}).String()[1:] }
 
 func TestFreezeBacklogBufferAndBlock(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		ln, err := srv.Listen("tcp", "127.0.0.1:0")
@@ -166,7 +167,7 @@ func TestFreezeBacklogBufferAndBlock(t *testing.T) {
 }
 
 func TestFrozenHostsOwnCallsBlock(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		c, s := connected(t, cli, srv)
@@ -204,7 +205,7 @@ func TestFrozenHostsOwnCallsBlock(t *testing.T) {
 }
 
 func TestBufferThenBlock(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		c, s := connected(t, cli, srv)
@@ -232,7 +233,7 @@ func TestBufferThenBlock(t *testing.T) {
 }
 
 func TestDeadlines(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		c, s := connected(t, f.Host("cli"), f.Host("srv"))
 		t0 := time.Now()
@@ -269,7 +270,7 @@ func TestDeadlines(t *testing.T) {
 }
 
 func TestCrashResetsAndRefuses(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		ln, err := srv.Listen("tcp", "127.0.0.1:0")
@@ -332,7 +333,7 @@ func TestCrashResetsAndRefuses(t *testing.T) {
 }
 
 func TestPartition(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b, other := f.Host("a"), f.Host("b"), f.Host("other")
 		c, s := connected(t, a, b)
@@ -400,7 +401,7 @@ func TestPartition(t *testing.T) {
 }
 
 func TestCrashBehindPartition(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b := f.Host("a"), f.Host("b")
 		c, _ := connected(t, a, b)
@@ -416,7 +417,7 @@ func TestCrashBehindPartition(t *testing.T) {
 }
 
 func TestLossDelaysInOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(7)
 		a, b := f.Host("a"), f.Host("b")
 		c, s := connected(t, a, b)
@@ -478,7 +479,7 @@ func TestLossDelaysInOrder(t *testing.T) {
 }
 
 func TestPipeFreezesAndDiesWithHost(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		h := f.Host("engine")
 		x, y := h.Pipe()
@@ -502,7 +503,7 @@ func TestPipeFreezesAndDiesWithHost(t *testing.T) {
 }
 
 func TestConnectAcrossAPartitionGoesWithTheNextSYN(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b := f.Host("a"), f.Host("b")
 		ln, err := b.Listen("tcp", "127.0.0.1:0")

@@ -1,5 +1,5 @@
-// Package raceguard keeps the race detector from crashing inside
-// testing/synctest bubbles on the Go releases that have the bug.
+// Package raceguard runs testing/synctest bubbles so that the race detector
+// does not crash inside them on the Go releases that have the bug.
 //
 // Before Go 1.27 the runtime runs every timer of a synctest bubble on one
 // race-detector context, the bubble's (runtime/time.go, unlockAndRun), but
@@ -10,21 +10,24 @@
 // race runtime's per-thread state is then used by two threads at once, and
 // sooner or later it faults (SIGSEGV in StackDepotBase::Put, or a failed
 // CHECK; golang/go#78156). p2pfault's CI met it once in seven runs of the
-// suite on go1.26.8; a 30-line test of bubbled timers (this package's test)
+// suite on go1.26.8; a 30-line test of bubbled timers (TestBubbledTimersSurviveTheRaceDetector)
 // meets it on every run there, and on go1.26.11 too, and never on go1.27.0
 // or go1.27.4.
 //
 // With one P only one thread runs Go code at a time, so the bubble's timers
-// never run concurrently. The guard sets GOMAXPROCS to 1 in a race-enabled
-// test binary on a Go older than 1.27, and does nothing otherwise. It costs
-// little here: the packages' tests that use bubbles run one at a time (no
-// t.Parallel), `go test -p 2` keeps both cores busy with two packages, and
-// the engines a test starts as processes keep their own GOMAXPROCS.
+// never run concurrently. Test runs a bubble on one P in a race-enabled
+// binary built by a Go older than 1.27, and is synctest.Test otherwise. The
+// limit holds only while a bubble runs: the real-process tests of the same
+// package keep both cores, and so do the engines a test starts as processes.
+// It costs little: a bubble's goroutines mostly take turns on the fake clock.
 package raceguard
 
 import (
 	"go/version"
 	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
 )
 
 // fixedIn is the first Go release whose race runtime survives bubbled
@@ -38,28 +41,43 @@ func Needed(goVersion string, race bool) bool {
 	return race && version.Compare(goVersion, fixedIn) < 0
 }
 
-// Apply limits the process to one P when this binary needs the guard, and
-// says whether it did.
-func Apply() bool {
-	if !Needed(runtime.Version(), raceEnabled) {
-		return false
+var needed = Needed(runtime.Version(), raceEnabled)
+
+// procs counts the bubbles running under the guard: the first sets one P,
+// the last gives the process back the Ps it had (tests run in parallel may
+// overlap their bubbles).
+var procs struct {
+	sync.Mutex
+	bubbles int
+	saved   int
+}
+
+func limit() {
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.bubbles == 0 {
+		procs.saved = runtime.GOMAXPROCS(1)
 	}
-	runtime.GOMAXPROCS(1)
-	return true
+	procs.bubbles++
 }
 
-// Runner is what a TestMain runs: *testing.M, and what testscript.Main takes.
-type Runner interface{ Run() int }
-
-type guarded struct{ m Runner }
-
-func (g guarded) Run() int {
-	Apply()
-	return g.m.Run()
+func unlimit() {
+	procs.Lock()
+	defer procs.Unlock()
+	procs.bubbles--
+	if procs.bubbles == 0 {
+		runtime.GOMAXPROCS(procs.saved)
+	}
 }
 
-// Wrap is m with the guard applied when m runs the tests, and not before:
-// a test binary that serves as an engine or a testscript command (a child
-// process) keeps every core. Every package whose tests use testing/synctest
-// runs its tests through it (TestEveryBubbledPackageIsGuarded).
-func Wrap(m Runner) Runner { return guarded{m} }
+// Test is synctest.Test, on one P while the bubble runs when this binary
+// needs the guard. Every bubble of p2pfault's tests starts here
+// (TestEveryBubbleStartsHere).
+func Test(t *testing.T, f func(*testing.T)) {
+	t.Helper()
+	if needed {
+		limit()
+		defer unlimit()
+	}
+	synctest.Test(t, f)
+}

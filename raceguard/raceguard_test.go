@@ -7,13 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/raceguard"
 )
-
-func TestMain(m *testing.M) { os.Exit(raceguard.Wrap(m).Run()) }
 
 func TestNeededOnlyWithTheRaceDetectorBeforeGo127(t *testing.T) {
 	for _, c := range []struct {
@@ -35,12 +32,38 @@ func TestNeededOnlyWithTheRaceDetectorBeforeGo127(t *testing.T) {
 	}
 }
 
-// TestTheGuardIsInForceWhenNeeded: TestMain went through Wrap, so a binary
-// that needs the guard runs its tests on one P.
-func TestTheGuardIsInForceWhenNeeded(t *testing.T) {
+// TestABubbleRunsOnOnePWhenNeeded: inside raceguard.Test a binary that
+// needs the guard has one P, two overlapping bubbles (parallel tests) keep
+// it until both end, and the Ps come back after.
+func TestABubbleRunsOnOnePWhenNeeded(t *testing.T) {
 	needed := raceguard.Needed(runtime.Version(), raceOn)
-	if got := runtime.GOMAXPROCS(0); needed && got != 1 {
-		t.Fatalf("%s with race=%v: GOMAXPROCS %d, want 1", runtime.Version(), raceOn, got)
+	before := runtime.GOMAXPROCS(0)
+	want := before
+	if needed {
+		want = 1
+	}
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	var outer sync.WaitGroup
+	outer.Go(func() {
+		raceguard.Test(t, func(t *testing.T) {
+			close(inside)
+			<-release
+			if got := runtime.GOMAXPROCS(0); got != want {
+				t.Errorf("first bubble, after the second ended: GOMAXPROCS %d, want %d", got, want)
+			}
+		})
+	})
+	<-inside
+	raceguard.Test(t, func(t *testing.T) {
+		if got := runtime.GOMAXPROCS(0); got != want {
+			t.Errorf("%s race=%v, two bubbles: GOMAXPROCS %d, want %d", runtime.Version(), raceOn, got, want)
+		}
+	})
+	close(release)
+	outer.Wait()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("after the bubbles: GOMAXPROCS %d, want %d back", got, before)
 	}
 }
 
@@ -51,7 +74,7 @@ func TestTheGuardIsInForceWhenNeeded(t *testing.T) {
 // passes. Without -race it is an ordinary timer test.
 func TestBubbledTimersSurviveTheRaceDetector(t *testing.T) {
 	for range 20 {
-		synctest.Test(t, func(t *testing.T) {
+		raceguard.Test(t, func(t *testing.T) {
 			var wg sync.WaitGroup
 			fired := make([]int, 8)
 			for g := range fired {
@@ -80,49 +103,42 @@ func TestBubbledTimersSurviveTheRaceDetector(t *testing.T) {
 	}
 }
 
-// TestEveryBubbledPackageIsGuarded: a package whose tests use
-// testing/synctest runs them through raceguard.Wrap, so a new package
-// cannot bring the crash back.
-func TestEveryBubbledPackageIsGuarded(t *testing.T) {
+// TestEveryBubbleStartsHere: no test outside this package calls
+// synctest.Test or synctest.Run itself, so no bubble escapes the guard.
+func TestEveryBubbleStartsHere(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bubbled := map[string]bool{}
-	guarded := map[string]bool{}
+	through := 0
 	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+		if d.IsDir() && path != root && (d.Name() == "raceguard" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		dir, _ := filepath.Rel(root, filepath.Dir(path))
 		src := string(b)
-		if strings.Contains(src, "synctest.Test(") || strings.Contains(src, "synctest.Run(") {
-			bubbled[dir] = true
+		for _, call := range []string{"synctest.Test(", "synctest.Run("} {
+			if strings.Contains(src, call) {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s calls %s itself; start the bubble with raceguard.Test", rel, call)
+			}
 		}
-		if strings.Contains(src, "raceguard.Wrap(") {
-			guarded[dir] = true
-		}
+		through += strings.Count(src, "raceguard.Test(")
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(bubbled) < 2 {
-		t.Fatalf("found bubbles in %d packages under %s; the walk is looking in the wrong place", len(bubbled), root)
-	}
-	for dir := range bubbled {
-		if !guarded[dir] {
-			t.Errorf("package %s uses testing/synctest but its TestMain does not run through raceguard.Wrap", dir)
-		}
+	if through < 10 {
+		t.Fatalf("found %d bubbles started with raceguard.Test under %s; the walk is looking in the wrong place", through, root)
 	}
 }

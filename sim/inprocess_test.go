@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"p2pfault/raceguard"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
 func TestInProcessPull(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		vc := newVCluster(t)
 		src := vc.start("source", engineOpts{})
 		dec := vc.start("decoder", engineOpts{})
@@ -92,7 +92,7 @@ func vPulls(t *testing.T, vc *vcluster, dec, src0, src1 *vengine, prompts []stri
 // TestInProcessSignalsOnAFrozenEngine: a stopped process acts on SIGTERM
 // only once continued, and SIGKILL ends it stopped or not.
 func TestInProcessSignalsOnAFrozenEngine(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		vc := newVCluster(t)
 		e := vc.start("engine", engineOpts{})
 		e.p.Freeze()

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"os"
-	"p2pfault/raceguard"
 	"testing"
 )
 
@@ -13,5 +12,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(StandaloneEnv) == "1" {
 		os.Exit(RunStandalone(os.Args[1:]))
 	}
-	os.Exit(raceguard.Wrap(m).Run())
+	os.Exit(m.Run())
 }

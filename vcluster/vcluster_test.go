@@ -6,12 +6,12 @@ import (
 	"net"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -53,7 +53,7 @@ func open(t *testing.T, changes *[]event.EngineInfo) *vcluster.Cluster {
 // ports, a terminate leaves its ports refusing, a restore brings it back,
 // a replace a new instance on new ports; none has a pid.
 func TestTargetsActAsTheKernelDoesOnAProcess(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		cl := open(t, nil)
 		src := cl.Sources()[0].(*vcluster.Target)
 		ctx := context.Background()
@@ -124,7 +124,7 @@ func TestTargetsActAsTheKernelDoesOnAProcess(t *testing.T) {
 // them complete again, the target's report saying which cut it holds; no
 // host firewall is touched.
 func TestFaultNetworkCutsTheHost(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
 		cl := open(t, nil)
 		src := cl.Sources()[0].(*vcluster.Target)
 		nw, err := cl.FaultNetwork()
