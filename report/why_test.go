@@ -123,3 +123,121 @@ func TestChartPullsCarryTheirCause(t *testing.T) {
 		t.Errorf("cause labels %v for a stream without causes", c.CauseLabels)
 	}
 }
+
+// TestWhyTableBreaksARankedSourceDownByRank: on a source of two
+// data-parallel ranks the why table counts each rank's pulls apart
+// (#56828: one fault, rank 0's session reset at once, rank 1's loads ran
+// to the load timeout and the abort-ack), with a rank column in the text,
+// report.md and report.json; the source of one rank beside it gets none.
+func TestWhyTableBreaksARankedSourceDownByRank(t *testing.T) {
+	hs := &event.Timer{Name: cause.TimerHandshake, Value: 30 * time.Second}
+	ack := &event.Timer{Name: cause.TimerAbortAck, Value: 40 * time.Second}
+	s := func(src, rank int, start, lat float64, c event.Cause, tm *event.Timer) event.Sample {
+		return event.Sample{Source: src, Rank: rank, Start: sec(start), Latency: sec(lat), Status: 200, Cause: c, Timer: tm}
+	}
+	b := event.Bounds{RecoveryWindow: 25 * time.Second, HealthyMax: 5 * time.Second, FaultedMax: 15 * time.Second}
+	events := []event.Event{
+		{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Mode: "pd", Case: "gone", Sources: 2, SourceRanks: []int{2, 1},
+			TimeScale: 1, Bounds: b, Timeline: "at 10s gone source-0"}},
+		{T: sec(10), Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: sec(10), Kind: "gone"}},
+		{T: sec(60), Kind: event.KindSamples, Samples: []event.Sample{
+			s(0, 0, 10.2, 0.03, event.CausePeerDown, nil),
+			s(0, 0, 10.4, 0.05, event.CausePeerDown, nil),
+			s(0, 0, 12, 29, event.CauseHandshake, hs),
+			s(0, 1, 10.6, 40.03, event.CauseAbortAck, ack),
+			s(0, 1, 11.5, 40.04, event.CauseAbortAck, ack),
+			s(0, 1, 12.5, 40.2, event.CauseAbortAck, ack),
+			s(0, 1, 23, 30.1, event.CauseHandshake, hs),
+			s(0, 1, 9.5, 0.04, event.CauseP2P, nil), // before the window
+			s(1, 0, 20, 0.03, event.CauseP2P, nil),  // the healthy source
+		}},
+		{T: sec(60), Kind: event.KindPhase, Phase: event.PhaseDone},
+		{T: sec(61), Kind: event.KindEnd},
+	}
+	r, err := FromEvents(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := r.Row()
+	type line struct {
+		rank  int
+		cause event.Cause
+		n     int
+		p50   float64
+		max   float64
+	}
+	// By rank, then in the causes' order (event.Causes).
+	want := []line{
+		{0, event.CauseHandshake, 1, 29, 29},
+		{0, event.CausePeerDown, 2, 0.03, 0.05},
+		{1, event.CauseHandshake, 1, 30.1, 30.1},
+		{1, event.CauseAbortAck, 3, 40.04, 40.2},
+	}
+	if len(row.Why) != len(want) {
+		t.Fatalf("%d why rows, want %d: %+v", len(row.Why), len(want), row.Why)
+	}
+	for i, w := range want {
+		g := row.Why[i]
+		if g.Rank == nil || *g.Rank != w.rank || g.Cause != w.cause || g.N != w.n || g.P50 != w.p50 || g.Max != w.max || g.Sent != WhyIn {
+			t.Errorf("why row %d: %+v (rank %v), want rank %d %s n=%d p50 %v max %v", i, g, g.Rank, w.rank, w.cause, w.n, w.p50, w.max)
+		}
+	}
+	text := WhyTable([]Row{row})
+	for _, l := range []string{
+		"arm   case  window                      sent  rank            cause",
+		"main  gone  1: gone source-0 at 10.0 s  in    source-0/rank0  session reaped: peer down                             2      30.0 ms  50.0 ms  –",
+		"main  gone  1: gone source-0 at 10.0 s  in    source-0/rank1  waited the load timeout and the abort-ack timeout     3      40.04 s  40.20 s  _LOAD_TIMEOUT_S + _ABORT_ACK_TIMEOUT_S 40 s",
+	} {
+		if !strings.Contains(text, l) {
+			t.Errorf("why table lacks %q:\n%s", l, text)
+		}
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, row); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{whyRankCaption, "| main | gone | 1: gone source-0 at 10.0 s | in | source-0/rank1 | waited on a new session until the handshake deadline | 1 | 30.10 s | 30.10 s | VLLM_P2P_HANDSHAKE_TIMEOUT_S 30 s |"} {
+		if !strings.Contains(md.String(), l) {
+			t.Errorf("report.md lacks %q:\n%s", l, md.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, row); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Rows []struct {
+			Why []map[string]any `json:"why"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Rows) != 1 || len(back.Rows[0].Why) != len(want) {
+		t.Fatalf("report.json why: %v, %s", err, js.String())
+	}
+	for i, w := range back.Rows[0].Why {
+		if rk, ok := w["rank"].(float64); !ok || int(rk) != want[i].rank {
+			t.Errorf("report.json why[%d] rank %v, want %d (rank 0 written too)", i, w["rank"], want[i].rank)
+		}
+	}
+}
+
+// TestWhyTableOfASourceOfOneRankHasNoRankColumn: without data-parallel
+// sources the why rows carry no rank and the table no rank column, in
+// text, report.md and report.json alike (such a run prints what it did
+// before ranks).
+func TestWhyTableOfASourceOfOneRankHasNoRankColumn(t *testing.T) {
+	r := Run{Info: event.RunInfo{Arm: "main", Case: "stall", Sources: 1},
+		Windows: []event.Window{{Source: 0, Start: sec(10), End: sec(40), Kind: "stall"}},
+		Samples: []event.Sample{{Source: 0, Start: sec(12), Latency: sec(20), Status: 200, Cause: event.CauseHeartbeat}}}
+	rows := whyRows(r)
+	if len(rows) != 1 || rows[0].Rank != nil {
+		t.Fatalf("why rows %+v, want one without a rank", rows)
+	}
+	row := Row{Arm: "main", Case: "stall", Why: rows}
+	if h := strings.Join(whyHeader([]Row{row}), " "); strings.Contains(h, "rank") {
+		t.Errorf("why header %q has a rank column", h)
+	}
+	js, err := json.Marshal(rows[0])
+	if err != nil || strings.Contains(string(js), `"rank"`) {
+		t.Errorf("why row JSON %s (%v) names a rank", js, err)
+	}
+}
