@@ -121,12 +121,19 @@ type tmuxPane struct {
 func startPane(t *testing.T, prefix, name string, w, h int, script string) tmuxPane {
 	t.Helper()
 	pane := tmuxPane{t: t, socket: fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), time.Now().UnixNano()), name: name}
+	var path string // the server's socket file, which kill-server leaves behind
 	t.Cleanup(func() {
 		_, _ = pane.tmux("kill-session", "-t", pane.name)
 		_, _ = pane.tmux("kill-server")
+		if path != "" {
+			_ = os.Remove(path)
+		}
 	})
 	if _, err := pane.tmux("new-session", "-d", "-s", name, "-x", strconv.Itoa(w), "-y", strconv.Itoa(h), "sh", "-c", script); err != nil {
 		t.Fatal(err)
+	}
+	if out, err := pane.tmux("display-message", "-p", "-t", name, "#{socket_path}"); err == nil {
+		path = strings.TrimSpace(out)
 	}
 	return pane
 }
