@@ -38,6 +38,11 @@ type ConditionInfo struct {
 	// Until is when a timed fault ends by itself (a stall for 30 s), since
 	// t0; 0 when it lasts until undone.
 	Until time.Duration `json:"until_ns,omitempty"`
+	// Target is the one data-parallel rank the fault in force acts on
+	// alone ("source-0/rank1": a stall of one engine core), "" when it is
+	// on the whole source; the badge names it, so a stall of one rank does
+	// not read as the whole engine's.
+	Target string `json:"target,omitempty"`
 	// Down: the engine's process is gone and not started again yet (a
 	// kill before the restart begins, a crash).
 	Down bool `json:"down,omitempty"`

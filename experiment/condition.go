@@ -10,10 +10,11 @@ import (
 
 // inForce is the fault a kind left a source in (fault.Env.SetCondition).
 type inForce struct {
-	cond  event.Condition
-	kind  *fault.Kind
-	until time.Duration // a timed fault's end, since t0; 0 untimed
-	pid   int           // the engine's pid when it was set: a restart is done from a new one
+	cond   event.Condition
+	kind   *fault.Kind
+	until  time.Duration // a timed fault's end, since t0; 0 untimed
+	target string        // one rank's name when the kind acts on it alone ("" the source)
+	pid    int           // the engine's pid when it was set: a restart is done from a new one
 }
 
 // condition is a source's condition: the one answer, from the fault in
@@ -74,6 +75,11 @@ func condition(src int, f inForce, eng event.EngineInfo) event.ConditionInfo {
 		c.Condition, c.Label = event.CondUnreachable, "UNREACHABLE"
 	default:
 		c.Condition, c.Label = event.CondStarting, "WAITING"
+	}
+	// The rank is named only while the source is in the condition the
+	// rank's fault left it in: a crash or restart after it is the engine's.
+	if f.kind != nil && f.kind.Ranks == fault.RankAlone && f.cond == c.Condition {
+		c.Target = f.target
 	}
 	return c
 }

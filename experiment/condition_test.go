@@ -33,6 +33,8 @@ func TestConditionFollowsFaultsAndEngineStates(t *testing.T) {
 		cond  event.Condition
 		label string
 		down  bool
+		// target: the rank the badge names ("" the whole source).
+		target string
 	}{
 		{name: "ready", eng: eng(event.StateReady, 4200), cond: event.CondUp, label: "READY"},
 		{name: "starting", eng: eng(event.StateStarting, 4200), cond: event.CondStarting, label: "STARTING"},
@@ -66,13 +68,23 @@ func TestConditionFollowsFaultsAndEngineStates(t *testing.T) {
 		{name: "a crash is not a kill", eng: exited, cond: event.CondExited, label: "EXITED code 1", down: true},
 		{name: "a crash during a stall", f: inForce{cond: event.CondStalled, kind: kind(fault.ActionStall)}, eng: exited,
 			cond: event.CondExited, label: "EXITED code 1", down: true},
+		// A stall of one rank is that rank's; a crash after it is the engine's.
+		{name: "one rank stalled", f: inForce{cond: event.CondStalled, kind: kind(fault.ActionStall), target: "source-0/rank1"},
+			eng: eng(event.StateStopped, 4200), cond: event.CondStalled, label: "STALLED", target: "source-0/rank1"},
+		{name: "one rank partitioned", f: inForce{cond: event.CondNetwork, kind: kind(fault.ActionPartition), target: "source-0/rank1"},
+			eng: eng(event.StateReady, 4200), cond: event.CondNetwork, label: "PARTITIONED", target: "source-0/rank1"},
+		{name: "a crash during one rank's stall", f: inForce{cond: event.CondStalled, kind: kind(fault.ActionStall), target: "source-0/rank1"},
+			eng: exited, cond: event.CondExited, label: "EXITED code 1", down: true},
+		// A kill of one rank ends the whole engine (RankEngine): not the rank's.
+		{name: "one rank killed", f: inForce{cond: event.CondRestarting, kind: kind(fault.ActionKill), pid: 4200, target: "source-0/rank1"},
+			eng: eng(event.StateReady, 4200), cond: event.CondRestarting, label: "KILLED", down: true},
 		{name: "an attached engine that does not answer", eng: eng(event.StateUnreachable, 0), cond: event.CondUnreachable, label: "UNREACHABLE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := condition(0, tt.f, tt.eng)
-			if c.Condition != tt.cond || c.Label != tt.label || c.Down != tt.down {
-				t.Errorf("condition = %+v, want %s %q down=%v", c, tt.cond, tt.label, tt.down)
+			if c.Condition != tt.cond || c.Label != tt.label || c.Down != tt.down || c.Target != tt.target {
+				t.Errorf("condition = %+v, want %s %q down=%v target %q", c, tt.cond, tt.label, tt.down, tt.target)
 			}
 			if want := tt.f.kind; want != nil && c.Fault != want.Name {
 				t.Errorf("fault = %q, want %s", c.Fault, want.Name)

@@ -370,7 +370,7 @@ func (f *firing) SetCondition(c event.Condition) {
 		return
 	}
 	eng := t.State()
-	fi := inForce{cond: c, kind: f.kind, pid: eng.Pid}
+	fi := inForce{cond: c, kind: f.kind, pid: eng.Pid, target: f.target}
 	if f.kind.TakesFor && f.opts.For > 0 {
 		fi.until = f.e.since() + f.opts.For
 	}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"p2pfault/event"
@@ -33,5 +34,47 @@ func TestLookupColumnShowsOnceAnEngineExportsTheDelay(t *testing.T) {
 	quiet := event.MetricsInfo{Live: event.Live{LookupAsync: event.Delay{Exported: true}}}
 	if got := lookupCell(quiet, true); got != "none" {
 		t.Errorf("no lookup in the window: %q, want none", got)
+	}
+}
+
+// TestProcTableKeepsTheLiveFiguresOnNarrowScreens: at 120 and 80 columns
+// the process table of a busy run is wider than the screen; the columns
+// that say least of the run as it goes (SID, MEMBERS, UPTIME, ...) give
+// way, so RUN, WAIT and the decoder's lookup delay stay whole on it (they
+// were clipped at the right edge). Wide enough, every column shows.
+func TestProcTableKeepsTheLiveFiguresOnNarrowScreens(t *testing.T) {
+	engines := []*engineState{
+		{info: event.EngineInfo{Name: "source-0", Role: "source", Pid: 6869, Sid: 6869, Members: []int{6869, 6901, 6902}, State: event.StateReady, HTTPPort: 16443, P2PPort: 24300}},
+		{info: event.EngineInfo{Name: "decoder", Role: "decoder", Pid: 6868, Sid: 6868, Members: []int{6868, 6900}, State: event.StateReady, HTTPPort: 24536, P2PPort: 27394}},
+	}
+	metrics := map[string]event.MetricsInfo{
+		"source-0": {Engine: "source-0", Live: event.Live{Running: event.MetricOf(6), Waiting: event.MetricOf(7), LookupAsync: event.Delay{Exported: true}}},
+		"decoder": {Engine: "decoder", Live: event.Live{Running: event.MetricOf(1), Waiting: event.MetricOf(0), LookupAsync: event.Delay{
+			Exported: true, N: 40, P50: event.MetricOf(0.015), Max: event.MetricOf(0.1)}}},
+	}
+	st := NewStyles(asciiRenderer())
+	for _, w := range []int{120, 80} {
+		out := procTable{engines: engines, metrics: metrics, styles: &st}.Render(w, 3)
+		lines := strings.Split(out, "\n")
+		for _, want := range []string{"RUN", "WAIT", lookupHead} {
+			if !strings.Contains(lines[0], want) {
+				t.Errorf("%d columns: head %q lacks %s", w, lines[0], want)
+			}
+		}
+		if f := strings.Fields(lines[2]); f[len(f)-1] != "15ms/≤100ms" {
+			t.Errorf("%d columns: the decoder's row %q should end with its lookup delay 15ms/≤100ms", w, lines[2])
+		}
+		if !strings.Contains(lines[1], "6    7") {
+			t.Errorf("%d columns: source-0's row %q should show running 6, waiting 7", w, lines[1])
+		}
+		if strings.Contains(out, "…") {
+			t.Errorf("%d columns: a column is clipped:\n%s", w, out)
+		}
+	}
+	wide := procTable{engines: engines, metrics: metrics, styles: &st}.Render(200, 3)
+	for _, want := range []string{"SID", "MEMBERS", "UPTIME", "6869,6901,6902"} {
+		if !strings.Contains(wide, want) {
+			t.Errorf("200 columns should show every column, %s too:\n%s", want, wide)
+		}
 	}
 }

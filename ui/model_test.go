@@ -657,3 +657,37 @@ func TestSourcePanelBreaksItsStatsDownByRank(t *testing.T) {
 		t.Errorf("only source-0 has ranks:\n%s", v)
 	}
 }
+
+// TestRankStallBadgesThatRankOnly: a stall of source-0/rank1 (the
+// condition names the rank) shows on source-0's badge as rank1's and on
+// rank1's line only; rank0's line and source-1 carry none, and the resume
+// takes it off both.
+func TestRankStallBadgesThatRankOnly(t *testing.T) {
+	sc := sceneSteady()
+	for i := range sc.events {
+		if r := sc.events[i].Run; r != nil {
+			c := *r
+			c.SourceRanks = []int{2, 2}
+			sc.events[i].Run = &c
+		}
+	}
+	stalled := condEv(event.ConditionInfo{Source: 0, Condition: event.CondStalled, Fault: fault.ActionStall,
+		Label: "STALLED", Target: "source-0/rank1", Until: 30 * time.Second})
+	sc.events = append(sc.events, stalled)
+	v := feed(t, sc, 160, 48).View()
+	if !strings.Contains(v, "source-0  rank1 STALLED 30s") {
+		t.Errorf("source-0's badge should name rank1:\n%s", v)
+	}
+	if strings.Count(v, "rank1 STALLED") != 2 || !strings.Contains(v, "rank0 no pulls  rank1 STALLED 30s no pulls") {
+		t.Errorf("the badge should be on the title and on rank1's line, nowhere else:\n%s", v)
+	}
+	if strings.Contains(v, "rank0 STALLED") || strings.Contains(v, "source-1  STALLED") {
+		t.Errorf("rank0 and source-1 run on:\n%s", v)
+	}
+
+	sc.events = append(sc.events, condEv(event.ConditionInfo{Source: 0, Condition: event.CondUp, Label: "READY"}))
+	v = feed(t, sc, 160, 48).View()
+	if strings.Contains(v, "STALLED") || !strings.Contains(v, "source-0  READY") {
+		t.Errorf("after the resume no badge should say STALLED:\n%s", v)
+	}
+}

@@ -25,7 +25,11 @@ func (t procTable) Render(w, h int) string {
 	var lines []string
 	for ri, r := range rows {
 		var b strings.Builder
+		first := true
 		for c, cell := range r {
+			if widths[c] == 0 {
+				continue // given way (columnWidths)
+			}
 			cell = fit(cell, widths[c])
 			switch {
 			case ri == 0:
@@ -33,9 +37,10 @@ func (t procTable) Render(w, h int) string {
 			case c == procStateColumn:
 				cell = s.badge(engineBadge(t.engines[ri-1].info.State)).Render(cell)
 			}
-			if c > 0 {
+			if !first {
 				b.WriteString("  ")
 			}
+			first = false
 			b.WriteString(cell)
 		}
 		lines = append(lines, b.String())
@@ -51,9 +56,20 @@ func (t procTable) Render(w, h int) string {
 
 // The process table's columns that a cell's place says something of.
 const (
-	procMembersColumn = 4 // MEMBERS: can grow without bound, gives way first
-	procStateColumn   = 5 // STATE: in the state's badge colours
+	procRoleColumn     = 1 // ROLE: the engine's name says it (source-N, decoder)
+	procSidColumn      = 3 // SID: the PID again for an engine leading its own session
+	procMembersColumn  = 4 // MEMBERS: can grow without bound, gives way first
+	procStateColumn    = 5 // STATE: in the state's badge colours
+	procPortsColumn    = 6 // HTTP/P2P: fixed for the run
+	procUptimeColumn   = 7
+	procRestartsColumn = 8
 )
+
+// procGiveWay are the columns dropped whole, in this order, while the
+// table is still wider than the screen once MEMBERS is narrowed: those
+// that say least of the run as it goes first, so the live figures at the
+// right (RUN, WAIT, the lookup delay a busy source drives) stay on it.
+var procGiveWay = []int{procSidColumn, procMembersColumn, procUptimeColumn, procPortsColumn, procRestartsColumn, procRoleColumn}
 
 // rows are the table's head and a row per engine, unstyled.
 func (t procTable) rows() [][]string {
@@ -102,7 +118,8 @@ func (t procTable) rows() [][]string {
 }
 
 // columnWidths are the widest cell of each column, MEMBERS narrowed so the
-// table fits w when it can.
+// table fits w when it can, then the procGiveWay columns dropped (width 0)
+// one by one while it does not.
 func columnWidths(rows [][]string, w int) []int {
 	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
@@ -114,8 +131,19 @@ func columnWidths(rows [][]string, w int) []int {
 	for _, cw := range widths {
 		total += cw
 	}
-	if over := total - w; over > 0 {
-		widths[procMembersColumn] = max(len("MEMBERS"), widths[procMembersColumn]-over)
+	over := total - w
+	if over <= 0 {
+		return widths
+	}
+	narrowed := max(len("MEMBERS"), widths[procMembersColumn]-over)
+	over -= widths[procMembersColumn] - narrowed
+	widths[procMembersColumn] = narrowed
+	for _, c := range procGiveWay {
+		if over <= 0 {
+			break
+		}
+		over -= widths[c] + 2 // the column and its separator
+		widths[c] = 0
 	}
 	return widths
 }

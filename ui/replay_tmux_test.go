@@ -2,8 +2,6 @@ package ui
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,29 +14,10 @@ import (
 // panels follow, a fault key is refused, q exits 0. The file is a
 // synthetic run (stallRun), so no cluster runs and the test takes seconds.
 func TestReplayInTmux(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the replay's terminal test runs the binary in tmux")
-	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not on PATH: the replay's terminal test needs it (CI installs it)")
-	}
-	if msg := os.Getenv(envBuildErr); msg != "" {
-		t.Fatal(msg)
-	}
-	bin := os.Getenv(envBin)
-	if bin == "" {
-		t.Fatal("TestMain did not build the binary")
-	}
+	bin := e2eBinary(t, "the replay's terminal test")
 	dir := filepath.Dir(writeEvents(t, stallRun()))
-	pane := tmuxPane{t: t, socket: fmt.Sprintf("p2pfault-replay-%d-%d", os.Getpid(), time.Now().UnixNano()), name: "replay"}
-	t.Cleanup(func() {
-		_, _ = pane.tmux("kill-session", "-t", pane.name)
-		_, _ = pane.tmux("kill-server")
-	})
 	script := fmt.Sprintf(`NO_COLOR=1 %q replay %q; echo "p2pfault exited $?"; exec sleep 600`, bin, dir)
-	if _, err := pane.tmux("new-session", "-d", "-s", pane.name, "-x", "140", "-y", "45", "sh", "-c", script); err != nil {
-		t.Fatal(err)
-	}
+	pane := startPane(t, "p2pfault-replay", "replay", 140, 45, script)
 	const wait = 30 * time.Second // generous: two shared cores
 	has := func(parts ...string) func(string) bool {
 		return func(s string) bool {

@@ -21,6 +21,7 @@ type sourcePanel struct {
 	recent    time.Duration
 	stats     latencyStats
 	ranks     []latencyStats // by data-parallel rank, a source of several only
+	rankFault string         // the rank a fault in force acts on alone ("rank1"; "" none): its line carries the badge
 	ttft      ttftStats      // ttft.go
 	inflight  inflightLine   // inflight.go
 	why       whyLine        // why.go
@@ -44,7 +45,13 @@ func (p sourcePanel) Render(w, h int) string {
 	} else {
 		name = s.Title.Render("  " + name)
 	}
-	left := name + "  " + s.badge(p.badge).Render(p.badgeText)
+	badge := p.badgeText
+	if p.rankFault != "" {
+		// One rank's fault: the rest of the engine runs on, so the
+		// badge says whose it is (and the rank's line carries it too).
+		badge = p.rankFault + " " + badge
+	}
+	left := name + "  " + s.badge(p.badge).Render(badge)
 	right := "latency, last " + fmtSpan(p.window)
 	if textWidth(left)+len(right)+1 > inner {
 		right = "last " + fmtSpan(p.window)
@@ -103,7 +110,11 @@ func (p sourcePanel) rankLines(w int) []string {
 	var lines []string
 	line := ""
 	for r, st := range p.ranks {
-		cell := s.Label.Render(fmt.Sprintf("rank%d", r)) + " "
+		name := fmt.Sprintf("rank%d", r)
+		cell := s.Label.Render(name) + " "
+		if name == p.rankFault {
+			cell += s.badge(p.badge).Render(p.badgeText) + " "
+		}
 		if st.n == 0 {
 			cell += s.Dim.Render("no pulls")
 		} else {
@@ -149,8 +160,8 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 		chart: latencyChart{points: &src.points, spans: &src.spans, inflight: pend.Starts, from: nowT - window, to: nowT,
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
 		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),
-		ranks: rankStats(&src.points, from, nowT, m.ranksOf(i)),
-		n:     src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled, wrong: src.wrong,
+		ranks: rankStats(&src.points, from, nowT, m.ranksOf(i)), rankFault: m.st.faultedRank(i),
+		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled, wrong: src.wrong,
 		styles: m.styles,
 	}
 }

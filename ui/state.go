@@ -791,6 +791,20 @@ func (st *state) badge(i int, nowT time.Duration) (badgeKind, string) {
 	return conditionBadge(*c), text
 }
 
+// faultedRank is the rank of source i a fault in force acts on alone, as
+// the condition's Target names it ("rank1" of "source-0/rank1"); "" when
+// none does.
+func (st *state) faultedRank(i int) string {
+	if i < 0 || i >= len(st.sources) || st.sources[i].cond == nil {
+		return ""
+	}
+	_, rank, ok := strings.Cut(st.sources[i].cond.Target, "/")
+	if !ok {
+		return ""
+	}
+	return rank
+}
+
 // conditionBadge is the colours of a condition.
 func conditionBadge(c event.ConditionInfo) badgeKind {
 	switch c.Condition {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,9 +24,15 @@ import (
 const (
 	envBin      = "P2PFAULT_UI_E2E_BIN"
 	envBuildErr = "P2PFAULT_UI_E2E_BUILD_ERROR"
-	tmuxTest    = "TestDashboardInTmuxStallResumeQuit"
-	replayTmux  = "TestReplayInTmux" // replay_tmux_test.go
 )
+
+// tmuxTests are the tests that drive the binary in tmux: TestMain builds
+// it when one of them is selected.
+var tmuxTests = []string{
+	"TestDashboardInTmuxStallResumeQuit",
+	"TestDashboardInTmuxRankPicker", // rank_tmux_test.go
+	"TestReplayInTmux",              // replay_tmux_test.go
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -61,7 +68,27 @@ func e2eSelected() bool {
 		return true
 	}
 	re, err := regexp.Compile(strings.Split(f.Value.String(), "/")[0])
-	return err == nil && (re.MatchString(tmuxTest) || re.MatchString(replayTmux))
+	return err == nil && slices.ContainsFunc(tmuxTests, re.MatchString)
+}
+
+// e2eBinary is the binary TestMain built, or skips the test when it
+// cannot run here (-short, no tmux); what is what the test needs it for.
+func e2eBinary(t *testing.T, what string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s runs the binary in tmux", what)
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skipf("tmux is not on PATH: %s needs it (CI installs it)", what)
+	}
+	if msg := os.Getenv(envBuildErr); msg != "" {
+		t.Fatal(msg)
+	}
+	bin := os.Getenv(envBin)
+	if bin == "" {
+		t.Fatal("TestMain did not build the binary")
+	}
+	return bin
 }
 
 // buildBinary builds the module's main package (one folder up) to bin.
@@ -86,6 +113,29 @@ type tmuxPane struct {
 	t      *testing.T
 	socket string
 	name   string
+}
+
+// startPane starts script in a w×h detached session of its own socket
+// (prefix, the pid and the time name it), killed with its server when the
+// test ends.
+func startPane(t *testing.T, prefix, name string, w, h int, script string) tmuxPane {
+	t.Helper()
+	pane := tmuxPane{t: t, socket: fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), time.Now().UnixNano()), name: name}
+	var path string // the server's socket file, which kill-server leaves behind
+	t.Cleanup(func() {
+		_, _ = pane.tmux("kill-session", "-t", pane.name)
+		_, _ = pane.tmux("kill-server")
+		if path != "" {
+			_ = os.Remove(path)
+		}
+	})
+	if _, err := pane.tmux("new-session", "-d", "-s", name, "-x", strconv.Itoa(w), "-y", strconv.Itoa(h), "sh", "-c", script); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := pane.tmux("display-message", "-p", "-t", name, "#{socket_path}"); err == nil {
+		path = strings.TrimSpace(out)
+	}
+	return pane
 }
 
 func (p tmuxPane) tmux(args ...string) (string, error) {
@@ -132,14 +182,22 @@ func (p tmuxPane) waitFor(what string, timeout time.Duration, cond func(screen s
 // half of it, source-0 on the left.
 const paneWidth = 120
 
+// panelLines is source i's part of each line of the screen, trimmed.
+func panelLines(screen string, i int) []string {
+	var out []string
+	for _, line := range strings.Split(screen, "\n") {
+		r := []rune(line)
+		from, to := min(len(r), i*paneWidth/2), min(len(r), (i+1)*paneWidth/2)
+		out = append(out, strings.TrimSpace(string(r[from:to])))
+	}
+	return out
+}
+
 // panelFigure reads a figure of source i's panel: re on the line whose
 // panel part starts with prefix. ok is false while the panel shows none
 // (no pulls in the window).
 func panelFigure(screen string, i int, prefix string, re *regexp.Regexp) (float64, bool) {
-	for _, line := range strings.Split(screen, "\n") {
-		r := []rune(line)
-		from, to := min(len(r), i*paneWidth/2), min(len(r), (i+1)*paneWidth/2)
-		part := strings.TrimSpace(string(r[from:to]))
+	for _, part := range panelLines(screen, i) {
 		if !strings.HasPrefix(part, prefix) {
 			continue
 		}
@@ -168,14 +226,18 @@ func maxLatency(screen string, i int) (float64, bool) {
 
 // sessionsRecord is the part of the run's sessions.json this test reads.
 type sessionsRecord struct {
-	Owner   procRecord `json:"owner"`
-	Engines []struct {
-		Engine     string       `json:"engine"`
-		Pid        int          `json:"pid"`
-		Sid        int          `json:"sid"`
-		StartTicks uint64       `json:"start_ticks"`
-		Members    []procRecord `json:"members"`
-	} `json:"engines"`
+	Owner   procRecord     `json:"owner"`
+	Engines []engineRecord `json:"engines"`
+}
+
+// engineRecord is one engine's process session: its leader, the session
+// id and every member (a data-parallel engine's front end and cores).
+type engineRecord struct {
+	Engine     string       `json:"engine"`
+	Pid        int          `json:"pid"`
+	Sid        int          `json:"sid"`
+	StartTicks uint64       `json:"start_ticks"`
+	Members    []procRecord `json:"members"`
 }
 
 type procRecord struct {
@@ -245,62 +307,112 @@ func sessionMembers(sid int) []int {
 	return out
 }
 
-func TestDashboardInTmuxStallResumeQuit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the end-to-end dashboard test runs a real cluster")
-	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not on PATH: the end-to-end dashboard test needs it (CI installs it)")
-	}
-	if msg := os.Getenv(envBuildErr); msg != "" {
-		t.Fatal(msg)
-	}
-	bin := os.Getenv(envBin)
-	if bin == "" {
-		t.Fatal("TestMain did not build the binary")
-	}
+// runProcs are the processes of one `p2pfault run` a test started: every
+// engine session and the p2pfault process seen in its sessions.json, so
+// cleanup can end them by session id and pid if the test fails, and the
+// test can check none is left after q.
+type runProcs struct {
+	out  string // the run's --out folder
+	seen sessionsRecord
+}
 
-	dir := t.TempDir()
-	out := filepath.Join(dir, "run")
-	pane := tmuxPane{t: t, socket: fmt.Sprintf("p2pfault-ui-%d-%d", os.Getpid(), time.Now().UnixNano()), name: "dash"}
-
-	// Every engine session and the p2pfault process seen during the run,
-	// so cleanup can end them by session id and pid if the test fails.
-	var seen sessionsRecord
+// watchRun tracks the run writing its sessions.json to out; cleanup ends
+// whatever of it is still alive.
+func watchRun(t *testing.T, out string) *runProcs {
+	rp := &runProcs{out: out}
 	t.Cleanup(func() {
-		_, _ = pane.tmux("kill-session", "-t", pane.name)
-		_, _ = pane.tmux("kill-server")
-		if last, err := readSessions(out); err == nil {
-			seen.Engines = append(seen.Engines, last.Engines...)
-		}
-		for _, e := range seen.Engines {
+		rp.note()
+		for _, e := range rp.seen.Engines {
 			if (procRecord{Pid: e.Pid, StartTicks: e.StartTicks}).alive() {
 				_ = syscall.Kill(-e.Sid, syscall.SIGKILL)
 			}
 		}
-		if seen.Owner.Pid > 0 && seen.Owner.alive() {
-			_ = syscall.Kill(seen.Owner.Pid, syscall.SIGKILL)
+		if rp.seen.Owner.Pid > 0 && rp.seen.Owner.alive() {
+			_ = syscall.Kill(rp.seen.Owner.Pid, syscall.SIGKILL)
 		}
 	})
+	return rp
+}
 
-	// Time compressed 5×: the stall's lookup deadline is 1.6 s, the
-	// handshake timeout 6 s. NO_COLOR keeps the captured text plain.
-	script := fmt.Sprintf(`NO_COLOR=1 %q run --free-ports --out %q --time-scale 0.2; echo "p2pfault exited $?"; exec sleep 600`, bin, out)
-	if _, err := pane.tmux("new-session", "-d", "-s", pane.name, "-x", "120", "-y", "40", "sh", "-c", script); err != nil {
-		t.Fatal(err)
+// note adds the engines sessions.json lists now (a restart's new ones
+// too) to those seen; it returns what it read.
+func (rp *runProcs) note() (sessionsRecord, error) {
+	rec, err := readSessions(rp.out)
+	if err != nil {
+		return rec, err
 	}
+	if rec.Owner.Pid > 0 {
+		rp.seen.Owner = rec.Owner
+	}
+	rp.seen.Engines = append(rp.seen.Engines, rec.Engines...)
+	return rec, nil
+}
 
-	const wait = 90 * time.Second // generous: two shared cores, others compiling
+// left lists the processes seen that still run: engines, their members,
+// anything in their sessions, p2pfault itself.
+func (rp *runProcs) left() []string {
+	var left []string
+	for _, e := range rp.seen.Engines {
+		procs := append([]procRecord{{Pid: e.Pid, StartTicks: e.StartTicks}}, e.Members...)
+		for _, p := range procs {
+			if p.alive() {
+				left = append(left, fmt.Sprintf("%s pid %d", e.Engine, p.Pid))
+			}
+		}
+		if m := sessionMembers(e.Sid); len(m) > 0 {
+			left = append(left, fmt.Sprintf("%s session %d: pids %v", e.Engine, e.Sid, m))
+		}
+	}
+	if rp.seen.Owner.alive() {
+		left = append(left, fmt.Sprintf("p2pfault pid %d", rp.seen.Owner.Pid))
+	}
+	return left
+}
+
+// startDashboard runs `p2pfault run` with args on the simulated cluster
+// in a paneWidth×40 pane, its run folder tracked; it waits until both
+// sources are READY and hitting. NO_COLOR keeps the captured text plain.
+func startDashboard(t *testing.T, bin, prefix string, wait time.Duration, args ...string) (tmuxPane, *runProcs) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "run")
+	rp := watchRun(t, out)
+	cmd := fmt.Sprintf("NO_COLOR=1 %q run --free-ports --out %q", bin, out)
+	for _, a := range args {
+		cmd += " " + strconv.Quote(a)
+	}
+	pane := startPane(t, prefix, "dash", paneWidth, 40, cmd+`; echo "p2pfault exited $?"; exec sleep 600`)
 	pane.waitFor("both sources to show hits", wait, func(s string) bool {
 		h0, ok0 := hitRate(s, 0)
 		h1, ok1 := hitRate(s, 1)
 		return strings.Count(s, "READY") == 2 && ok0 && ok1 && h0 > 0 && h1 > 0
 	})
-	rec, err := readSessions(out)
-	if err != nil || len(rec.Engines) != 3 {
+	return pane, rp
+}
+
+// quitAndCheck presses q and checks p2pfault exits 0 or 1 leaving none of
+// the processes seen alive.
+func quitAndCheck(t *testing.T, pane tmuxPane, rp *runProcs, wait time.Duration) {
+	t.Helper()
+	rp.note()
+	pane.send("q")
+	pane.waitFor("p2pfault to exit", wait, func(s string) bool { return strings.Contains(s, "p2pfault exited") })
+	if left := rp.left(); len(left) > 0 {
+		t.Errorf("processes left after q: %s", strings.Join(left, "; "))
+	}
+	if err := checkExitLine(pane.screen()); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestDashboardInTmuxStallResumeQuit(t *testing.T) {
+	bin := e2eBinary(t, "the end-to-end dashboard test")
+	const wait = 90 * time.Second // generous: two shared cores, others compiling
+	// Time compressed 5×: the stall's lookup deadline is 1.6 s, the
+	// handshake timeout 6 s.
+	pane, rp := startDashboard(t, bin, "p2pfault-ui", wait, "--time-scale", "0.2")
+	if rec, err := rp.note(); err != nil || len(rec.Engines) != 3 {
 		t.Fatalf("sessions.json while running: %v, %d engines (want 3)", err, len(rec.Engines))
 	}
-	seen = rec
 
 	pane.send("s")
 	pane.waitFor("source-0 STALLED with its latency over 1s (wait mode)", wait, func(s string) bool {
@@ -313,34 +425,7 @@ func TestDashboardInTmuxStallResumeQuit(t *testing.T) {
 		v, ok := hitRate(s, 0)
 		return strings.Contains(s, "▶ source-0  READY") && ok && v > 0
 	})
-	if last, err := readSessions(out); err == nil {
-		seen.Engines = append(seen.Engines, last.Engines...)
-	}
-
-	pane.send("q")
-	pane.waitFor("p2pfault to exit", wait, func(s string) bool { return strings.Contains(s, "p2pfault exited") })
-
-	var left []string
-	for _, e := range seen.Engines {
-		procs := append([]procRecord{{Pid: e.Pid, StartTicks: e.StartTicks}}, e.Members...)
-		for _, p := range procs {
-			if p.alive() {
-				left = append(left, fmt.Sprintf("%s pid %d", e.Engine, p.Pid))
-			}
-		}
-		if m := sessionMembers(e.Sid); len(m) > 0 {
-			left = append(left, fmt.Sprintf("%s session %d: pids %v", e.Engine, e.Sid, m))
-		}
-	}
-	if seen.Owner.alive() {
-		left = append(left, fmt.Sprintf("p2pfault pid %d", seen.Owner.Pid))
-	}
-	if len(left) > 0 {
-		t.Errorf("processes left after q: %s", strings.Join(left, "; "))
-	}
-	if err := checkExitLine(pane.screen()); err != nil {
-		t.Error(err)
-	}
+	quitAndCheck(t, pane, rp, wait)
 }
 
 // checkExitLine checks p2pfault exited with a code the design allows after
