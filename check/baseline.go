@@ -58,9 +58,17 @@ func (b baseline) notJudged(src int, start time.Duration) string {
 
 // noteBaseline takes a pull that ended into its source's latest pulls and
 // the baseline of every window on its source that opened after it ended.
+// A pull sent while an earlier fault on its source was in force, or in
+// that fault's recovery window, is no baseline: its miss is the earlier
+// fault's doing, not a sign that P2P never engaged (a kill 100 ms after a
+// stall ended, at --time-scale 0.25, found the reconnect's misses and was
+// not judged).
 func (j *Judge) noteBaseline(s event.Sample) {
 	if s.Aborted {
 		return // cut short by the run's end: no outcome
+	}
+	if j.afterAFault(s) {
+		return
 	}
 	b := j.recent[s.Source]
 	b.add(s)
@@ -70,6 +78,15 @@ func (j *Judge) noteBaseline(s event.Sample) {
 			wj.base.add(s)
 		}
 	}
+}
+
+// afterAFault says whether s was sent in a fault window on its source or
+// in the recovery window after it.
+func (j *Judge) afterAFault(s event.Sample) bool {
+	return slices.ContainsFunc(j.wins, func(wj *winJudge) bool {
+		w := wj.w
+		return w.Source == s.Source && s.Start >= w.Start && (w.End == 0 || s.Start < w.End+j.b.RecoveryWindow)
+	})
 }
 
 // Outcome is the exit a finished run's verdicts give: nil when every one

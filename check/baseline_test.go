@@ -133,7 +133,7 @@ func TestTheLiveJudgeReadsTheBaselineOfPullsThatCameLate(t *testing.T) {
 		}
 		j.Started(event.PullStart{Source: s.Source, Trial: s.Trial, Start: s.Start})
 		j.Ended(s)
-		if s.Start == w.End {
+		if s.Start == w.End && s.Source == 0 { // once: a second close would open a window of its own
 			j.Close(w)
 		}
 		j.Advance(s.End())
@@ -166,5 +166,36 @@ func TestSeveralWindowsLeaveTheOneNotJudgedOut(t *testing.T) {
 	}
 	if Outcome(v) != exitcode.ErrNotJudged {
 		t.Errorf("outcome %v", Outcome(v))
+	}
+}
+
+// TestAFaultRightAfterAnotherIsJudgedOnThePullsBeforeBoth: a kill of
+// source 0 at 15.5 s, 0.5 s after its stall ended, while the reconnect's
+// pulls still miss. Those misses are the stall's (sent in its window or
+// its recovery window), so the kill's baseline is the pulls before the
+// stall, which hit: the kill is judged. A source that had stopped hitting
+// before the first fault still leaves both windows not judged.
+func TestAFaultRightAfterAnotherIsJudgedOnThePullsBeforeBoth(t *testing.T) {
+	run := func(missBefore bool) event.Verdict {
+		f := baselineRun(func(time.Duration) bool { return missBefore }, false)
+		kill := event.Window{Kind: "kill", Source: 0, Start: 15500 * time.Millisecond, End: 15500 * time.Millisecond, Recovers: true}
+		f.Windows = append(f.Windows, kill)
+		for i, s := range f.Samples {
+			if s.Source == 0 && s.Start >= 15*time.Second && s.Start < 17*time.Second {
+				f.Samples[i].CachedTokens = 0 // the reconnect after the stall, then the kill
+			}
+		}
+		v, _ := JudgeRun(f)
+		return v
+	}
+	if v := run(false); len(v.NotJudged) != 0 {
+		t.Fatalf("the kill right after the stall: not judged %q, want both windows judged", v.NotJudged)
+	}
+	v := run(true)
+	if len(v.NotJudged) != 2 {
+		t.Fatalf("a source that never hit: not judged %q, want both windows", v.NotJudged)
+	}
+	if want := "window 2 (kill source-0 at 15.5s): source-0's baseline had stopped hitting before its fault fired: its last 3 pulls that ended before 15.5s missed (the last at 9.5s)"; v.NotJudged[1] != want {
+		t.Errorf("reason %q, want %q", v.NotJudged[1], want)
 	}
 }
