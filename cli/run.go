@@ -134,6 +134,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 			}
 		}
 	}
+	if line := o.flags.applyPreset(cmd.Flags(), caseName); line != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), line)
+	}
 	specs, err := o.armSpecs()
 	if err != nil {
 		return runPlan{}, err

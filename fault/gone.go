@@ -26,6 +26,14 @@ func init() {
 		Act:   actGone,
 		Setup: func() error { return netfault.Check(ActionGone) }, HostFirewall: true,
 		Can: canGone,
+		Preset: &CasePreset{
+			SourceDP: 2, Mode: event.ModePD,
+			SimDecoderArgs: []string{"--sim-dead-session-loads=timeout"},
+			SimSourceArgs:  []string{"--sim-transfer-bandwidth=6e6"},
+			Why: "#56828: a source of several ranks in PD mode; its build kept a silent session's loads to " +
+				"the load timeout; 6 MB/s makes a 384-token load (12.6 MB) last 2.1 s, so every rank has " +
+				"loads in flight when the pod goes at the probe's 2 trials a second",
+		},
 	})
 }
 

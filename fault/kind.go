@@ -123,6 +123,24 @@ type Kind struct {
 	// its own; a cluster that cuts its own links (a virtual cluster) is
 	// not asked for it.
 	HostFirewall bool
+	// Preset (optional, a case's kind) is what the case needs of the
+	// cluster, beyond its timeline, to be the case it names.
+	Preset *CasePreset
+}
+
+// CasePreset is a case's cluster: the layout it is about and, on the simulated
+// engines, the settings of the vLLM build whose report it reproduces. A
+// run of the case applies each part its user did not give (a flag given,
+// even to the same value, wins) and says what it applied.
+type CasePreset struct {
+	SourceDP int    // --source-dp (0: the run's)
+	Mode     string // --mode ("": the run's)
+	// SimDecoderArgs and SimSourceArgs are "--flag=value" words for the
+	// decoder's and the sources' command lines on --engine sim and virtual,
+	// each left out when the user's --engine-arg or --decoder-arg
+	// (--source-arg) names its flag.
+	SimDecoderArgs, SimSourceArgs []string
+	Why                           string // why, for the line the run prints
 }
 
 // RankUse is how a kind takes a target of one data-parallel rank.

@@ -11,8 +11,10 @@ import (
 )
 
 // WhyRow is one line of a row's "why" table (report.json rows[].why): the
-// pulls naming a window's faulted source, sent in the window (Sent "in")
-// or in the recovery window after it ("after"), that one cause ended with
+// pulls naming a window's faulted source, in flight when its fault fired
+// (Sent "before": sent before the window, ended after its start; #56828's
+// loads caught mid-transfer), sent in the window ("in") or in the recovery
+// window after it ("after"), that one cause ended with
 // one timer value — on a source of several data-parallel ranks, those
 // pinned to one rank (Rank): each rank is a session of its own on the
 // decoder (sim/MODEL.md mechanism 27), so one fault ends its ranks' pulls
@@ -25,7 +27,7 @@ type WhyRow struct {
 	Source int     `json:"source"`
 	Target string  `json:"target,omitempty"` // one rank's name when the fault acted on one
 	StartS float64 `json:"start_s"`
-	Sent   string  `json:"sent"` // "in" the window, or "after" it
+	Sent   string  `json:"sent"` // "before" (in flight at its start), "in" the window, or "after" it
 	// Rank is the data-parallel rank the pulls were pinned to (Sample.Rank)
 	// on a source of several (RunInfo.SourceRanks); nil, absent, on a
 	// source of one.
@@ -39,10 +41,11 @@ type WhyRow struct {
 	TimerS float64     `json:"timer_s,omitempty"` // its value in this run
 }
 
-// The two spans of a window's why table.
+// The three spans of a window's why table.
 const (
-	WhyIn    = "in"
-	WhyAfter = "after"
+	WhyBefore = "before"
+	WhyIn     = "in"
+	WhyAfter  = "after"
 )
 
 // whyRows groups each window's faulted pulls by span, cause and timer (and
@@ -55,12 +58,27 @@ func whyRows(r Run) []WhyRow {
 	var out []WhyRow
 	for i, w := range r.Windows {
 		ranked := event.RanksOf(r.Info.SourceRanks, w.Source) > 1
-		out = append(out, whySpan(r.Samples, i, w, WhyIn, w.Start, w.End, ranked)...)
+		caught := func(s event.Sample) bool { return s.Start < w.Start && s.Start+s.Latency > w.Start }
+		out = append(out, whySpan(r.Samples, i, w, WhyBefore, prevEnd(r.Windows, i), w.Start, ranked, caught)...)
+		out = append(out, whySpan(r.Samples, i, w, WhyIn, w.Start, w.End, ranked, nil)...)
 		if w.Recovers {
-			out = append(out, whySpan(r.Samples, i, w, WhyAfter, w.End, w.End+r.Info.Bounds.RecoveryWindow, ranked)...)
+			out = append(out, whySpan(r.Samples, i, w, WhyAfter, w.End, w.End+r.Info.Bounds.RecoveryWindow, ranked, nil)...)
 		}
 	}
 	return out
+}
+
+// prevEnd is where the "before" span of window i may start: the end of the
+// last window on its source before it (a pull sent while that one was in
+// force is that window's), else the run's start.
+func prevEnd(ws []event.Window, i int) time.Duration {
+	var from time.Duration
+	for _, w := range ws[:i] {
+		if w.Source == ws[i].Source && w.End > from && w.End <= ws[i].Start {
+			from = w.End
+		}
+	}
+	return from
 }
 
 // whyKey is one line of a span: a cause, its timer, and on a ranked
@@ -71,13 +89,14 @@ type whyKey struct {
 	timer event.Timer
 }
 
-// whySpan is the lines of window i's span (span "in" or "after", its pulls
-// sent in [from, to)), by rank (ranked: the source has several), then in
+// whySpan is the lines of window i's span (span "before", "in" or
+// "after": its pulls sent in [from, to), and of those only the ones keep
+// holds when it is set), by rank (ranked: the source has several), then in
 // the causes' order, then by timer value.
-func whySpan(samples []event.Sample, i int, w event.Window, span string, from, to time.Duration, ranked bool) []WhyRow {
+func whySpan(samples []event.Sample, i int, w event.Window, span string, from, to time.Duration, ranked bool, keep func(event.Sample) bool) []WhyRow {
 	groups := map[whyKey][]time.Duration{}
 	for _, s := range samples {
-		if s.Source != w.Source || s.Start < from || s.Start >= to {
+		if s.Source != w.Source || s.Start < from || s.Start >= to || keep != nil && !keep(s) {
 			continue
 		}
 		k := whyKey{rank: -1, cause: s.Cause}
@@ -123,7 +142,7 @@ func causeOrder(c event.Cause) int {
 }
 
 // whyCaption says what the why table counts.
-const whyCaption = "Why the faulted source's pulls took what they took, per fault window: the pulls naming it sent in the window, and in the recovery window after it, by what ended them (read from the pull's outcome and the engines' log lines as it ended; unknown where they do not say), with the timer behind the cause and its value in this run"
+const whyCaption = "Why the faulted source's pulls took what they took, per fault window: the pulls naming it in flight when the fault fired (sent before), sent in the window, and in the recovery window after it, by what ended them (read from the pull's outcome and the engines' log lines as it ended; unknown where they do not say), with the timer behind the cause and its value in this run"
 
 // whyRankCaption is added to the caption when the table has a rank column.
 const whyRankCaption = "; on a source of several data-parallel ranks, by the rank the pulls were pinned to (each rank is a session of its own on the decoder)"

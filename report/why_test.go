@@ -241,3 +241,66 @@ func TestWhyTableOfASourceOfOneRankHasNoRankColumn(t *testing.T) {
 		t.Errorf("why row JSON %s (%v) names a rank", js, err)
 	}
 }
+
+// TestWhyTableCountsThePullsCaughtInFlight: a pull sent before a window
+// and still in flight when its fault fired is the window's "before" line
+// (#56828's loads caught mid-transfer), listed first; one that ended by
+// the fault's instant is not, nor one sent while an earlier window on the
+// same source was in force (that window's), nor the other source's.
+func TestWhyTableCountsThePullsCaughtInFlight(t *testing.T) {
+	s := func(src int, start, lat float64, c event.Cause, tm *event.Timer) event.Sample {
+		return event.Sample{Source: src, Start: sec(start), Latency: sec(lat), Status: 200, Cause: c, Timer: tm}
+	}
+	hb := &event.Timer{Name: cause.TimerHeartbeat, Value: 10 * time.Second}
+	ack := &event.Timer{Name: cause.TimerAbortAck, Value: 40 * time.Second}
+	b := event.Bounds{RecoveryWindow: 25 * time.Second, HealthyMax: 5 * time.Second, FaultedMax: 15 * time.Second}
+	events := []event.Event{
+		{Kind: event.KindRun, Run: &event.RunInfo{Arm: "main", Mode: "pd", Case: "none", Sources: 2, TimeScale: 1, Bounds: b}},
+		{T: sec(10), Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: sec(10), Kind: "stall", Recovers: true}},
+		{T: sec(20), Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: sec(10), End: sec(20), Kind: "stall", Recovers: true}},
+		{T: sec(50), Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: sec(50), Kind: "gone"}},
+		{T: sec(95), Kind: event.KindSamples, Samples: []event.Sample{
+			s(0, 8, 0.04, event.CauseP2P, nil),           // ended long before the stall
+			s(0, 9.96, 0.04, event.CauseP2P, nil),        // ended at its instant: not caught
+			s(0, 9.5, 11.5, event.CauseHeartbeat, hb),    // caught by the stall
+			s(0, 15, 40, event.CauseAbortAck, ack),       // sent in the stall, in flight at 50 s: the stall's
+			s(0, 48, 40.03, event.CauseAbortAck, ack),    // caught by gone
+			s(0, 49.98, 0.065, event.CausePeerDown, nil), // caught by gone
+			s(1, 9.5, 20, event.CauseHeartbeat, hb),      // the other source
+		}},
+		{T: sec(95), Kind: event.KindPhase, Phase: event.PhaseDone},
+		{T: sec(96), Kind: event.KindEnd},
+	}
+	r, err := FromEvents(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		window int
+		sent   string
+		cause  event.Cause
+		n      int
+		max    float64
+	}
+	var got []line
+	for _, w := range r.Row().Why {
+		got = append(got, line{w.Window, w.Sent, w.Cause, w.N, w.Max})
+	}
+	want := []line{
+		{0, WhyBefore, event.CauseHeartbeat, 1, 11.5},
+		{0, WhyIn, event.CauseAbortAck, 1, 40},
+		{1, WhyBefore, event.CausePeerDown, 1, 0.065},
+		{1, WhyBefore, event.CauseAbortAck, 1, 40.03},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("why lines %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("why line %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if tab := WhyTable([]Row{r.Row()}); !strings.Contains(tab, "before") {
+		t.Errorf("the why table does not say before:\n%s", tab)
+	}
+}
