@@ -15,11 +15,12 @@ import (
 
 // TestTheGoneCaseIsIssue56828 runs `run --case gone` as a user would, with
 // nothing but the case, on the virtual cluster: its preset gives a DP-2
-// source in PD mode with loads in flight, and the why table's "before"
-// lines are #56828's timeline: the loads caught on rank 0, whose connection
-// reset, fall back at once; those on rank 1, whose session only fell
-// silent, wait the load timeout and the abort-ack timeout (36–43 s in the
-// issue); faulted_max fails.
+// source in PD mode with loads in flight (2.1 s each), and the why table's
+// "before" lines are #56828's timeline: the loads caught on rank 0, whose
+// connection reset, fall back at once; those on rank 1, whose session only
+// fell silent, wait the load timeout and the abort-ack timeout (36–43 s in
+// the issue), as do rank 1's legs sent in the window before its heartbeat
+// reaps the session, and never rank 0's; faulted_max fails.
 func TestTheGoneCaseIsIssue56828(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
@@ -40,8 +41,20 @@ func TestTheGoneCaseIsIssue56828(t *testing.T) {
 		t.Fatalf("%d rows", len(rows))
 	}
 	var rank0, rank1 []report.WhyRow
+	var sibling bool
 	for _, w := range rows[0].Why {
-		if w.Sent != report.WhyBefore || w.Rank == nil {
+		if w.Rank == nil {
+			t.Fatalf("why line %+v: want the source's pulls by rank", w)
+		}
+		if w.Sent == report.WhyIn && w.Cause == event.CauseAbortAck {
+			// Legs sent in the window on a session not yet reaped: rank
+			// 1's only (rank 0's ended on the reset).
+			if *w.Rank == 0 || w.P50 < 40 || w.Max > 40.5 {
+				t.Errorf("why, sent in the window: %s waited the load timeout and the abort-ack, p50 %.3f s, max %.3f s; want rank 1's only, 40-40.5 s", event.RankName(0, *w.Rank), w.P50, w.Max)
+			}
+			sibling = true
+		}
+		if w.Sent != report.WhyBefore {
 			continue
 		}
 		if *w.Rank == 0 {
@@ -89,9 +102,12 @@ func TestTheGoneCaseIsIssue56828(t *testing.T) {
 			}
 		}
 	}
+	if !sibling {
+		t.Errorf("why: no line of rank 1's legs sent in the window waited the load timeout and the abort-ack")
+	}
 	for _, w := range rank1 {
-		if w.Cause != event.CauseAbortAck || w.P50 < 36 || w.Max > 43 {
-			t.Errorf("rank 1, caught in flight: %s, p50 %.3f s, max %.3f s; want abort_ack in #56828's 36-43 s", w.Cause, w.P50, w.Max)
+		if w.Cause != event.CauseAbortAck || w.P50 < 40 || w.Max > 40.5 {
+			t.Errorf("rank 1, caught in flight: %s, p50 %.3f s, max %.3f s; want abort_ack, the load timeout and the abort-ack, 40-40.5 s (#56828: 36-43 s)", w.Cause, w.P50, w.Max)
 		}
 	}
 	if t.Failed() {
