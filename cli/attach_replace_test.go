@@ -108,14 +108,5 @@ func pdReplaceRun(t *testing.T, out string) ([]report.Run, []event.Event) {
 	if runs[0].Info.Mode != event.ModePD || runs[0].Name() != "main/pd/replace" {
 		t.Errorf("run %s in mode %q, want main/pd/replace", runs[0].Name(), runs[0].Info.Mode)
 	}
-	f, err := os.Open(filepath.Join(out, report.FileEvents))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, _, err := report.ReadEvents(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return runs, evs
+	return runs, eventsOf(t, filepath.Join(out, report.FileEvents))
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,16 +80,7 @@ func TestTheGoneCaseIsIssue56828(t *testing.T) {
 	}
 	// "At once": each of rank 0's loads caught in flight ended within a
 	// second of the fault, read from the run's own samples.
-	f, err := os.Open(filepath.Join(out, "events.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	evs, _, err := report.ReadEvents(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := report.FromEvents(evs)
+	run, err := report.FromEvents(eventsOf(t, filepath.Join(out, report.FileEvents)))
 	if err != nil || len(run.Windows) != 1 {
 		t.Fatalf("%d windows, %v", len(run.Windows), err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/report"
 )
 
@@ -100,4 +101,19 @@ func reportRows(t *testing.T, out string) []report.Row {
 		t.Fatal(err)
 	}
 	return doc.Rows
+}
+
+// eventsOf are the events of the events file at path.
+func eventsOf(t *testing.T, path string) []event.Event {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	evs, _, err := report.ReadEvents(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }

@@ -184,15 +184,7 @@ func tail(s string, n int) string {
 // with its seed; its pull follows the seed's answer or timeout.
 func checkOpenLoopDuringStall(t *testing.T, path string, interval time.Duration, tolerance float64) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	events, _, err := report.ReadEvents(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := eventsOf(t, path)
 	var win *event.Window
 	var starts []time.Duration
 	endCode := -1
