@@ -279,7 +279,7 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 	if line != "stalled 0" {
 		t.Fatalf("child said %q", line)
 	}
-	t.Cleanup(func() { _, _ = guard.Continue(e.pid, nil) })
+	t.Cleanup(func() { _, _ = guard.Continue(e.pid, nil, false) })
 	rec := filepath.Join(dir, guard.RecordFile)
 	// While the p2pfault that stalled it runs, cleanup leaves it alone.
 	var out strings.Builder

@@ -256,8 +256,8 @@ func startEngine(t *testing.T, name string) engine {
 }
 
 // startEngineAt starts engine name with its timeouts at --sim-time-scale
-// scale.
-func startEngineAt(t *testing.T, name, scale string) engine {
+// scale, and more flags of `sim serve` after the rest.
+func startEngineAt(t *testing.T, name, scale string, more ...string) engine {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -269,10 +269,11 @@ func startEngineAt(t *testing.T, name, scale string) engine {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(self, "sim", "serve", "meta-llama/Llama-3.2-1B-Instruct",
+	args := []string{"sim", "serve", "meta-llama/Llama-3.2-1B-Instruct",
 		"--port", strconv.Itoa(e.http), "--host", "127.0.0.1",
 		"--block-size", "128", "--max-model-len", "512", "--enable-prompt-tokens-details",
-		"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", scale)
+		"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", scale}
+	cmd := exec.Command(self, append(args, more...)...)
 	cmd.Env = append(os.Environ(), sim.StandaloneEnv+"=1", "PYTHONHASHSEED=42", "GORACE=atexit_sleep_ms=0")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
