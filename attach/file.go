@@ -1,8 +1,9 @@
 // Package attach drives a cluster p2pfault did not start: engines someone
 // already runs, described by an attach file. It reads and checks the file,
 // finds local engines through /proc and faults each source either locally
-// (signals to its whole session, restart from its /proc command line) or
-// through the commands the file gives (kubectl, ssh), and leaves the
+// (signals to its whole session or to one data-parallel rank's processes,
+// restart from its /proc command line) or through the commands the file
+// gives (kubectl, ssh; {rank} for one rank: rank.go), and leaves the
 // cluster as found: every stall is resumed on every way out, through a
 // guard process (package guard) when p2pfault itself is killed.
 package attach

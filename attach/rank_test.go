@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,19 @@ func TestRankStepsOfAnAttachedSource(t *testing.T) {
 		}
 	}
 
+	// A nemesis drawing rank 1 of source-2 (--nemesis-sources 2/1) is
+	// planned as its timeline is.
+	stall, _ := fault.Lookup(fault.ActionStall)
+	n := fault.Nemesis{Seed: 1, Kinds: []fault.Draw{{Kind: stall}}, Gap: 5 * time.Second, Length: 5 * time.Second,
+		Settle: 5 * time.Second, Sources: []int{2}, Grains: map[int][]fault.Grain{2: {fault.OneRank(1)}}}
+	tl := n.Schedule(time.Second, time.Minute, 5*time.Second, 3)
+	if len(tl) == 0 || !tl[0].OnRank || tl[0].Rank != 1 {
+		t.Fatalf("nemesis drew %v, want stalls of source-2/rank1", tl)
+	}
+	if _, err := c.Plan(tl); err != nil {
+		t.Errorf("a nemesis on source-2/rank1: %v", err)
+	}
+
 	// A key on a rank acts through the rank's target (the experiment's
 	// actTarget): refused with the timeline's words, before any command.
 	rt, err := c.sources[0].RankTarget(1)
@@ -141,6 +155,32 @@ func dpEngine(t *testing.T, name string) (engine, [2]int) {
 	return e, cores
 }
 
+// giveRanks gives the first source of the attach file at path n ranks.
+func giveRanks(t *testing.T, path string, n int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = os.WriteFile(path, []byte(strings.Replace(string(data), "    p2p: ", "    ranks: "+strconv.Itoa(n)+"\n    p2p: ", 1)), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rankOf is source name of c and its rank r.
+func rankOf(t *testing.T, c *Cluster, name string, r int) (*Target, fault.Target) {
+	t.Helper()
+	src, ok := c.Source(name)
+	if !ok {
+		t.Fatalf("no source %s", name)
+	}
+	rt, err := src.RankTarget(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, rt
+}
+
 // state is pid's /proc state letter.
 func state(t *testing.T, pid int) byte {
 	t.Helper()
@@ -163,18 +203,11 @@ func TestLocalRankStallStopsOnlyThatCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := writeFile(t, dir, fakeDecoder(t), []engine{e}, nil)
-	data, _ := os.ReadFile(path)
-	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "    p2p: ", "    ranks: 2\n    p2p: ", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	giveRanks(t, path, 2)
 	g, genv := guardArgv(t)
 	c := openLocal(t, path, Options{LogDir: dir, Book: book, Guard: g, GuardEnv: genv})
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	src, _ := c.Source("source-0")
-	rt, err := src.RankTarget(1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, rt := rankOf(t, c, "source-0", 1)
 	if _, err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -220,5 +253,86 @@ func TestLocalRankStallStopsOnlyThatCore(t *testing.T) {
 	logb, _ := os.ReadFile(filepath.Join(dir, "guard-source-0.log"))
 	if strings.Contains(string(logb), "resuming") {
 		t.Errorf("the guard acted on a normal resume:\n%s", logb)
+	}
+}
+
+// TestLocalRankKillEndsTheWholeEngineAndRestartsIt: a kill of rank 1 of a
+// local DP source SIGKILLs that core, then the whole session (vLLM's
+// front end ends the engine when one core dies), and restarts the engine
+// from /proc: every rank back on its own P2P port, in a new session.
+func TestLocalRankKillEndsTheWholeEngineAndRestartsIt(t *testing.T) {
+	e, _ := dpEngine(t, "source-0")
+	dir := t.TempDir()
+	path := writeFile(t, dir, fakeDecoder(t), []engine{e}, nil)
+	giveRanks(t, path, 2)
+	c := openLocal(t, path, Options{LogDir: dir, ReadyTimeout: 60 * time.Second})
+	_, rt := rankOf(t, c, "source-0", 1)
+	var signalled time.Time
+	ready, err := rt.Kill(context.Background(), func(at time.Time, err error) {
+		if err != nil {
+			t.Errorf("signalled with %v", err)
+		}
+		signalled = at
+	})
+	if l, lerr := FindListener("127.0.0.1", e.p2p); lerr == nil && l.Sid != e.pid {
+		killSessionOnCleanup(t, l.Sid)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signalled.IsZero() || ready.Before(signalled) {
+		t.Errorf("signalled at %v, ready at %v", signalled, ready)
+	}
+	if live, _ := session.Live(e.pid); len(live) != 0 {
+		t.Errorf("the old session %d still has %v: a rank's kill ends the whole engine", e.pid, live)
+	}
+	var sid int
+	for r := range 2 {
+		l, err := FindListener("127.0.0.1", e.p2p+r)
+		if err != nil || l.Sid == e.pid || (sid != 0 && l.Sid != sid) {
+			t.Fatalf("rank %d's P2P port after the restart: %+v %v, want one new session for both", r, l, err)
+		}
+		sid = l.Sid
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommandRankStallRunsItsCommandsWithTheRank: a stall of rank 1 of a
+// commands source runs its stall command with {rank} 1 and {p2p_port}
+// the rank's own port, records the resume of that rank, and its resume
+// (here Close's) runs the resume command for the same rank.
+func TestCommandRankStallRunsItsCommandsWithTheRank(t *testing.T) {
+	dec, srcs := fakeDecoder(t), []engine{startEngine(t, "source-0")}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "argv.log")
+	k := fakeKubectl(t, dir, log)
+	faults := "\n      stall: [" + k + ", stall, \"{name}\", \"{rank}\", \"{p2p_port}\"]\n      resume: [" + k + ", resume, \"{name}\", \"{rank}\"]"
+	path := writeFile(t, dir, dec, srcs, map[string]string{"source-0": faults})
+	giveRanks(t, path, 2)
+	book, err := guard.NewBook(filepath.Join(dir, guard.RecordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := openLocal(t, path, Options{LogDir: dir, Book: book})
+	_, rt := rankOf(t, c, "source-0", 1)
+	if _, err := rt.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := guard.ReadRecord(book.Path())
+	wantResume := []string{k, "resume", "source-0", "1"}
+	if err != nil || len(rec.Stalls) != 1 || rec.Stalls[0].Source != "source-0/rank1" || !slices.Equal(rec.Stalls[0].Resume, wantResume) {
+		t.Errorf("recorded %+v (%v), want source-0/rank1's stall resumed by %q", rec.Stalls, err, wantResume)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"stall source-0 1 " + strconv.Itoa(srcs[0].p2p+1), "resume source-0 1"}
+	if got := readLines(t, log); !slices.Equal(got, want) {
+		t.Errorf("commands ran %q, want %q", got, want)
+	}
+	if rec, _ := guard.ReadRecord(book.Path()); len(rec.Stalls) != 0 {
+		t.Errorf("record keeps %+v after Close", rec.Stalls)
 	}
 }

@@ -648,6 +648,58 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 	}
 }
 
+// TestAttachedRankStallStopsThatCoreAlone: `run --attach` with a stall of
+// rank 1 of a DP source (`sim serve --data-parallel-size 2`, started with
+// setsid; `ranks: 2` in the file) stops rank 1's engine core alone (state
+// T), not the front end or rank 0's core; the stall is in stalls.json
+// while it holds (its pids alone, part); and the run's end (SIGTERM: the
+// stall has no end of its own) resumes it.
+func TestAttachedRankStallStopsThatCoreAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an attached cluster")
+	}
+	bin := buildP2pfault(t)
+	dec, srcs := dpCluster(t, bin, 0.25)
+	src := srcs[0]
+	front, core0, core1 := src.pid, rankCore(t, src, 0), rankCore(t, src, 1)
+	dir := t.TempDir()
+	file := writeAttachFile(t, dir, dec, srcs, nil, "")
+	out := filepath.Join(dir, "out")
+	cmd, log := startAttachedStall(t, file, out, "source-0/rank1", src)
+	time.Sleep(200 * time.Millisecond) // into the stall
+	if got := stoppedOf(t, src.pid); !slices.Equal(got, []int{core1}) {
+		t.Errorf("stopped pids %v of source-0 (front end %d, rank 0's core %d, rank 1's %d), want rank 1's core alone", got, front, core0, core1)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "stalls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`"source": "source-0/rank1",
+      "sid": %d,
+      "members": [
+        {
+          "pid": %d,`, src.pid, core1); !strings.Contains(string(data), want) || !strings.Contains(string(data), `"part": true`) {
+		t.Errorf("stalls.json during the stall does not hold rank 1's core alone (%s):\n%s", want, data)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, time.Minute, log); code != 130 {
+		t.Errorf("exit %d after SIGTERM, want 130\n%s", code, log)
+	}
+	t.Logf("p2pfault output:\n%s", tail(log.String(), 15))
+	if got := stoppedOf(t, src.pid); len(got) != 0 {
+		t.Errorf("pids %v of source-0 still stopped after the run's end", got)
+	}
+	if rec, err := os.ReadFile(filepath.Join(out, "stalls.json")); err != nil || !strings.Contains(string(rec), `"stalls": []`) {
+		t.Errorf("stalls.json after the run: %v\n%s", err, rec)
+	}
+	if !strings.Contains(log.String(), "stall source-0/rank1") {
+		t.Errorf("the headless output does not name the rank's stall:\n%s", log)
+	}
+	checkRunning(t, append([]simEngine{dec}, srcs...))
+}
+
 // TestAttachedSlice: `slice --attach` runs its rows one after another on
 // the same attached engines (one arm): kill, then remove (short rows); the
 // file says restore_at_end, so the removed source is started again at the
