@@ -43,8 +43,10 @@ const (
 	stallerEnv        = "P2PFAULT_TEST_STALLER"
 	stallerSourceEnv  = "P2PFAULT_TEST_STALLER_SOURCE"
 	stallerNoGuardEnv = "P2PFAULT_TEST_STALLER_NO_GUARD"
-	listenEnv         = "P2PFAULT_TEST_LISTEN"
-	actionEnv         = "P2PFAULT_TEST_ACTION"
+	// stallerRankEnv=R: the staller stalls rank R of its source alone.
+	stallerRankEnv = "P2PFAULT_TEST_STALLER_RANK"
+	listenEnv      = "P2PFAULT_TEST_LISTEN"
+	actionEnv      = "P2PFAULT_TEST_ACTION"
 	// replacerEnv=SID: act as a replace command (replace_test.go): SIGKILL
 	// session SID, start a new engine on new ports and print its address.
 	replacerEnv = "P2PFAULT_TEST_REPLACER"
@@ -111,8 +113,18 @@ func staller(path string) int {
 		time.Sleep(time.Hour)
 		return 0
 	}
-	if _, err := t.Do(context.Background(), fault.ActionStall); err != nil {
-		fmt.Println("error", err)
+	var err2 error
+	if r := os.Getenv(stallerRankEnv); r != "" {
+		n, _ := strconv.Atoi(r)
+		var rt fault.Target
+		if rt, err2 = t.RankTarget(n); err2 == nil {
+			_, err2 = rt.Stop(context.Background())
+		}
+	} else {
+		_, err2 = t.Do(context.Background(), fault.ActionStall)
+	}
+	if err2 != nil {
+		fmt.Println("error", err2)
 		return 1
 	}
 	gpid := 0
