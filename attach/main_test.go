@@ -43,13 +43,13 @@ const (
 	stallerEnv        = "P2PFAULT_TEST_STALLER"
 	stallerSourceEnv  = "P2PFAULT_TEST_STALLER_SOURCE"
 	stallerNoGuardEnv = "P2PFAULT_TEST_STALLER_NO_GUARD"
-	// stallerRankEnv=R: the staller stalls rank R of its source alone.
-	stallerRankEnv = "P2PFAULT_TEST_STALLER_RANK"
-	listenEnv      = "P2PFAULT_TEST_LISTEN"
-	actionEnv      = "P2PFAULT_TEST_ACTION"
+	listenEnv         = "P2PFAULT_TEST_LISTEN"
+	actionEnv         = "P2PFAULT_TEST_ACTION"
 	// replacerEnv=SID: act as a replace command (replace_test.go): SIGKILL
 	// session SID, start a new engine on new ports and print its address.
 	replacerEnv = "P2PFAULT_TEST_REPLACER"
+	// stallerRankEnv=R: the staller stalls rank R of its source alone.
+	stallerRankEnv = "P2PFAULT_TEST_STALLER_RANK"
 )
 
 func TestMain(m *testing.M) {
