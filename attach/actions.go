@@ -16,9 +16,10 @@ import (
 // nothing looks it up; a word (an attach file's key, Do's action) finds
 // its executor in executors.
 
-// executor is how a source takes one kind: a method of its faulter (local
-// signals or the file's commands).
-type executor func(faulter, context.Context) (Result, error)
+// executor is how a source takes one kind on a grain (the whole source,
+// or one rank): a method of its faulter (local signals or the file's
+// commands).
+type executor func(faulter, context.Context, fault.Grain) (Result, error)
 
 // executors are the kinds an attached source can take, each with the
 // faulter method that takes it (the same for both ways of faulting; a

@@ -151,14 +151,17 @@ type Result struct {
 }
 
 // faulter is one way of faulting a source: an executor per kind
-// (actions.go). The caller of an executor holds the target's lock.
+// (actions.go). The caller of an executor holds the target's lock. g is
+// what of the source the action acts on (the whole engine, or one
+// data-parallel rank: rank.go); a resume undoes the stall in force and a
+// restore brings the whole engine back, whatever their grain.
 type faulter interface {
-	doStall(ctx context.Context) (Result, error)
-	doResume(ctx context.Context) (Result, error)
-	doKill(ctx context.Context) (Result, error)
-	doRemove(ctx context.Context) (Result, error)
-	doRestore(ctx context.Context) (Result, error)
-	doReplace(ctx context.Context) (Result, error)
+	doStall(ctx context.Context, g fault.Grain) (Result, error)
+	doResume(ctx context.Context, g fault.Grain) (Result, error)
+	doKill(ctx context.Context, g fault.Grain) (Result, error)
+	doRemove(ctx context.Context, g fault.Grain) (Result, error)
+	doRestore(ctx context.Context, g fault.Grain) (Result, error)
+	doReplace(ctx context.Context, g fault.Grain) (Result, error)
 	// readyWait snapshots what the Ready wait needs, under the target's
 	// lock; the wait itself (minutes for a model load) runs without it.
 	readyWait() func(context.Context) (Result, error)
@@ -217,11 +220,12 @@ func (t *Target) moveTo(a Address) {
 // Local reports whether the source is faulted locally.
 func (t *Target) Local() bool { return t.src.Faults.Local }
 
-// cannot says why the source cannot take action a at all, nil when it can
-// (Supports): a local source every kind attach knows but replace; a
-// commands source the ones the file gives a command for; ready always
-// (it waits for /health).
-func (t *Target) cannot(a string) error {
+// cannot says why the source cannot take action a on grain g at all, nil
+// when it can (Supports for the whole source): a local source every kind
+// attach knows but replace, on the whole source or one rank; a commands
+// source the ones the file gives a command for, on the grain the command
+// names (Source.rankRefusal); ready always (it waits for /health).
+func (t *Target) cannot(a string, g fault.Grain) error {
 	_, known := executors[a]
 	switch {
 	case a == fault.ActionReady:
@@ -236,11 +240,11 @@ func (t *Target) cannot(a string) error {
 	if _, ok := t.src.Faults.Commands[a]; !ok {
 		return fmt.Errorf("the attach file gives no %s command for this source", a)
 	}
-	return nil
+	return t.src.rankRefusal(a, g)
 }
 
-// Supports reports whether the source can take action a (cannot).
-func (t *Target) Supports(a string) bool { return t.cannot(a) == nil }
+// Supports reports whether the whole source can take action a (cannot).
+func (t *Target) Supports(a string) bool { return t.cannot(a, fault.Grain{}) == nil }
 
 // Stalled reports whether p2pfault holds a stall of the source.
 func (t *Target) Stalled() bool {
@@ -296,7 +300,7 @@ func (t *Target) do(ctx context.Context, a string) (Result, error) {
 	if !ok || !known {
 		return Result{}, fmt.Errorf("unknown action %q (want %s)", a, actionList())
 	}
-	take := t.taking(a, ex)
+	take := t.taking(a, fault.Grain{}, ex)
 	return t.act(ctx, a, func(f faulter, ctx context.Context) (Result, error) {
 		if why := k.Refusal(t.src.Name, t.condition()); why != "" {
 			return Result{}, errors.New(why)
@@ -305,22 +309,27 @@ func (t *Target) do(ctx context.Context, a string) (Result, error) {
 	})
 }
 
-// taking is executor ex of action a once the source can take a at all
-// (cannot): a file without the command, a local replace, is refused.
-func (t *Target) taking(a string, ex executor) executor {
+// step is one action to take on the source, its grain bound: an executor
+// the target's lock is held for.
+type step func(faulter, context.Context) (Result, error)
+
+// taking is executor ex of action a on grain g once the source can take a
+// there at all (cannot): a file without the command, a local replace, a
+// command without {rank} on one rank, is refused.
+func (t *Target) taking(a string, g fault.Grain, ex executor) step {
 	return func(f faulter, ctx context.Context) (Result, error) {
-		if err := t.cannot(a); err != nil {
+		if err := t.cannot(a, g); err != nil {
 			return Result{}, err
 		}
-		return ex(f, ctx)
+		return ex(f, ctx, g)
 	}
 }
 
-// act runs executor ex of action a (ready: the wait for the source to
+// act runs step ex of action a (ready: the wait for the source to
 // answer; ex is nil) under the target's lock, and fills in the result's
 // source, action and timing. Its error names neither the source nor the
 // action: the fault kinds acting through the Target methods name both.
-func (t *Target) act(ctx context.Context, a string, ex executor) (Result, error) {
+func (t *Target) act(ctx context.Context, a string, ex step) (Result, error) {
 	if t.faulter == nil {
 		return Result{}, errors.New("the decoder of an attached cluster is not faulted")
 	}

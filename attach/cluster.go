@@ -66,24 +66,23 @@ func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 // Ranks is the source's data-parallel size from the file (1 without).
 func (t *Target) Ranks() int { return max(t.Source().Ranks, 1) }
 
-// RankTarget refuses: an attached source is faulted whole, by its
-// commands or its session; p2pfault cannot tell its cores apart.
-func (t *Target) RankTarget(r int) (fault.Target, error) {
-	return nil, errOneRank
-}
-
-var errOneRank = errors.New("an attached source is faulted whole (its commands or its session act on every process of it); one data-parallel rank of it cannot be: name the source")
-
-// canTake says why source s.Source cannot take step s at all.
+// canTake says why source s.Source cannot take step s at all: on the
+// whole source or the rank it names (rank.go), by what the source's
+// faults can do there and what the kind needs of its target.
 func (c *Cluster) canTake(s fault.Step) error {
 	t := c.sources[s.Source]
 	where := fmt.Sprintf("attach %s: %s (%s)", c.file.Path, event.SourceName(s.Source), t.Name())
 	k := s.Kind
+	var target fault.Target = t
 	if s.OnRank {
-		return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.TargetName(), errOneRank, s.String())
+		rt, err := t.RankTarget(s.Rank)
+		if err != nil {
+			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, s.TargetName(), err, s.String())
+		}
+		where, target = fmt.Sprintf("%s: %s", where, s.TargetName()), rt
 	}
 	if _, ours := executors[k.Name]; ours {
-		if err := t.cannot(k.Name); err != nil {
+		if err := t.cannot(k.Name, s.Grain); err != nil {
 			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, k.Name, err, s.String())
 		}
 		if k.Name == fault.ActionRemove && c.file.RestoreAtEnd && !t.Supports(fault.ActionRestore) {
@@ -94,7 +93,7 @@ func (c *Cluster) canTake(s fault.Step) error {
 	// A kind attach has no executor for acts through what it needs of the
 	// target (its Can says whether an attached source has it).
 	if k.Can != nil {
-		if err := k.Can(t); err != nil {
+		if err := k.Can(target); err != nil {
 			return exitcode.Usagef("%s: %s: %v (timeline step %q)", where, k.Name, err, s.String())
 		}
 	}
@@ -314,8 +313,11 @@ func (t *Target) Host() (fault.Host, bool) {
 // (fault.NotTaken), its chain kept.
 
 // Stop stalls the source.
-func (t *Target) Stop(ctx context.Context) (time.Time, error) {
-	r, err := t.act(ctx, fault.ActionStall, t.taking(fault.ActionStall, faulter.doStall))
+func (t *Target) Stop(ctx context.Context) (time.Time, error) { return t.stop(ctx, fault.Grain{}) }
+
+// stop stalls grain g of the source (Stop, and one rank's: rank.go).
+func (t *Target) stop(ctx context.Context, g fault.Grain) (time.Time, error) {
+	r, err := t.act(ctx, fault.ActionStall, t.taking(fault.ActionStall, g, faulter.doStall))
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
@@ -324,8 +326,10 @@ func (t *Target) Stop(ctx context.Context) (time.Time, error) {
 
 // Continue resumes the stall. A stall that is no longer held was resumed
 // by someone else on the way out (Close, at the run's end): done.
-func (t *Target) Continue(ctx context.Context) error {
-	if _, err := t.act(ctx, fault.ActionResume, t.taking(fault.ActionResume, faulter.doResume)); err != nil {
+func (t *Target) Continue(ctx context.Context) error { return t.resume(ctx, fault.Grain{}) }
+
+func (t *Target) resume(ctx context.Context, g fault.Grain) error {
+	if _, err := t.act(ctx, fault.ActionResume, t.taking(fault.ActionResume, g, faulter.doResume)); err != nil {
 		if !t.Stalled() {
 			return nil
 		}
@@ -336,9 +340,15 @@ func (t *Target) Continue(ctx context.Context) error {
 
 // Kill kills the source and waits until it answers again.
 func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
+	return t.kill(ctx, fault.Grain{}, signalled)
+}
+
+// kill kills grain g of the source (one rank: its core first, then the
+// whole engine) and waits until the source answers again.
+func (t *Target) kill(ctx context.Context, g fault.Grain, signalled func(time.Time, error)) (time.Time, error) {
 	t.setBusy(true)
 	defer t.setBusy(false)
-	r, err := t.act(ctx, fault.ActionKill, t.taking(fault.ActionKill, faulter.doKill))
+	r, err := t.act(ctx, fault.ActionKill, t.taking(fault.ActionKill, g, faulter.doKill))
 	// Sent: the command ran, or signals reached the session (a local
 	// restart may still fail after that).
 	if signalled != nil && (err == nil || len(r.Pids) > 0) {
@@ -354,11 +364,13 @@ func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (ti
 // CanReplace (fault.Replacer): a source faulted by commands can be
 // replaced when the file gives it a replace command; a local one cannot
 // (localReplace says why).
-func (t *Target) CanReplace() error {
+func (t *Target) CanReplace() error { return t.canReplace(fault.Grain{}) }
+
+func (t *Target) canReplace(g fault.Grain) error {
 	if t.faulter == nil {
 		return errors.New("the decoder of an attached cluster is not faulted")
 	}
-	return t.cannot(fault.ActionReplace)
+	return t.cannot(fault.ActionReplace, g)
 }
 
 // Replace runs the source's replace command, which ends its engine and
@@ -367,12 +379,16 @@ func (t *Target) CanReplace() error {
 // commands) and waits until the new engine answers there (the ready
 // command, then /health). signalled is told once the command returned.
 func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
-	if err := t.CanReplace(); err != nil {
+	return t.replace(ctx, fault.Grain{}, signalled)
+}
+
+func (t *Target) replace(ctx context.Context, g fault.Grain, signalled func(time.Time, error)) (time.Time, error) {
+	if err := t.canReplace(g); err != nil {
 		return time.Time{}, err
 	}
 	t.setBusy(true)
 	defer t.setBusy(false)
-	r, err := t.act(ctx, fault.ActionReplace, t.taking(fault.ActionReplace, faulter.doReplace))
+	r, err := t.act(ctx, fault.ActionReplace, t.taking(fault.ActionReplace, g, faulter.doReplace))
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
@@ -386,7 +402,13 @@ func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) 
 
 // Terminate removes the source and leaves it down.
 func (t *Target) Terminate(ctx context.Context, signalled func(time.Time, error)) error {
-	r, err := t.act(ctx, fault.ActionRemove, t.taking(fault.ActionRemove, faulter.doRemove))
+	return t.terminate(ctx, fault.Grain{}, signalled)
+}
+
+// terminate removes grain g of the source (one rank: its core first, then
+// the whole engine, which stays down).
+func (t *Target) terminate(ctx context.Context, g fault.Grain, signalled func(time.Time, error)) error {
+	r, err := t.act(ctx, fault.ActionRemove, t.taking(fault.ActionRemove, g, faulter.doRemove))
 	if signalled != nil && (err == nil || len(r.Pids) > 0) {
 		signalled(r.At, fault.NotTaken(err))
 	}
@@ -399,7 +421,7 @@ func (t *Target) Terminate(ctx context.Context, signalled func(time.Time, error)
 func (t *Target) Restore(ctx context.Context) (time.Time, error) {
 	t.setBusy(true)
 	defer t.setBusy(false)
-	if _, err := t.act(ctx, fault.ActionRestore, t.taking(fault.ActionRestore, faulter.doRestore)); err != nil {
+	if _, err := t.act(ctx, fault.ActionRestore, t.taking(fault.ActionRestore, fault.Grain{}, faulter.doRestore)); err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
 	return t.backUp(ctx)

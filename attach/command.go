@@ -16,21 +16,25 @@ type commandFaulter struct {
 	t     *Target
 	guard *guard.Guard // the guard of the stall in force
 	stall bool
-	gone  bool
+	// stallOn is the grain of the stall in force (its resume command is
+	// filled for it), and stallName its name in the record.
+	stallOn   fault.Grain
+	stallName string
+	gone      bool
 }
 
 func (f *commandFaulter) stalled() bool { return f.stall }
 func (f *commandFaulter) removed() bool { return f.gone }
 
-// run runs the source's command for a. Its result carries the filled-in
-// argv, exit status and output either way.
-func (f *commandFaulter) run(ctx context.Context, a string) (Result, error) {
+// run runs the source's command for a, filled for grain g. Its result
+// carries the filled-in argv, exit status and output either way.
+func (f *commandFaulter) run(ctx context.Context, a string, g fault.Grain) (Result, error) {
 	argv, ok := f.t.src.Faults.Commands[a]
 	if !ok {
 		return Result{}, fmt.Errorf("the attach file gives no %s command for this source", a)
 	}
 	src := f.t.Source()
-	filled := src.Fill(argv)
+	filled := src.Fill(argv, g)
 	out, code, err := guard.RunCommand(ctx, filled, f.t.opts.CommandTimeout)
 	r := Result{Argv: filled, ExitCode: code, Output: out, At: time.Now()}
 	if err != nil {
@@ -46,11 +50,12 @@ func (f *commandFaulter) run(ctx context.Context, a string) (Result, error) {
 	return r, nil
 }
 
-func (f *commandFaulter) doResume(ctx context.Context) (Result, error) {
+// doResume resumes the stall in force: the resume command of its grain.
+func (f *commandFaulter) doResume(ctx context.Context, _ fault.Grain) (Result, error) {
 	if !f.stall {
 		return Result{}, errNotStalled
 	}
-	r, err := f.run(ctx, fault.ActionResume)
+	r, err := f.run(ctx, fault.ActionResume, f.stallOn)
 	if err != nil {
 		return r, err // the guard stays: it retries when p2pfault ends
 	}
@@ -59,15 +64,15 @@ func (f *commandFaulter) doResume(ctx context.Context) (Result, error) {
 	return r, nil
 }
 
-func (f *commandFaulter) doKill(ctx context.Context) (Result, error) {
-	return f.run(ctx, fault.ActionKill)
+func (f *commandFaulter) doKill(ctx context.Context, g fault.Grain) (Result, error) {
+	return f.run(ctx, fault.ActionKill, g)
 }
 
 // doReplace runs the replace command, which ends the source's engine and
 // starts a new one on new ports, and reads where the new one answers from
 // its output (ParseAddress); Target.Replace moves the source there.
-func (f *commandFaulter) doReplace(ctx context.Context) (Result, error) {
-	r, err := f.run(ctx, fault.ActionReplace)
+func (f *commandFaulter) doReplace(ctx context.Context, g fault.Grain) (Result, error) {
+	r, err := f.run(ctx, fault.ActionReplace, g)
 	if err != nil {
 		return r, err
 	}
@@ -80,19 +85,19 @@ func (f *commandFaulter) doReplace(ctx context.Context) (Result, error) {
 	return r, nil
 }
 
-func (f *commandFaulter) doRemove(ctx context.Context) (Result, error) {
-	r, err := f.run(ctx, fault.ActionRemove)
+func (f *commandFaulter) doRemove(ctx context.Context, g fault.Grain) (Result, error) {
+	r, err := f.run(ctx, fault.ActionRemove, g)
 	if err == nil {
 		f.gone = true
 	}
 	return r, err
 }
 
-func (f *commandFaulter) doRestore(ctx context.Context) (Result, error) {
+func (f *commandFaulter) doRestore(ctx context.Context, _ fault.Grain) (Result, error) {
 	if !f.gone {
 		return Result{}, errNotRemoved
 	}
-	r, err := f.run(ctx, fault.ActionRestore)
+	r, err := f.run(ctx, fault.ActionRestore, fault.Grain{})
 	if err == nil {
 		f.gone = false
 	}
@@ -106,7 +111,7 @@ func (f *commandFaulter) readyWait() func(context.Context) (Result, error) {
 		var r Result
 		if _, ok := f.t.src.Faults.Commands[fault.ActionReady]; ok {
 			var err error
-			if r, err = f.run(ctx, fault.ActionReady); err != nil {
+			if r, err = f.run(ctx, fault.ActionReady, fault.Grain{}); err != nil {
 				return r, err
 			}
 		}
@@ -116,22 +121,27 @@ func (f *commandFaulter) readyWait() func(context.Context) (Result, error) {
 	}
 }
 
-func (f *commandFaulter) doStall(ctx context.Context) (Result, error) {
+func (f *commandFaulter) doStall(ctx context.Context, g fault.Grain) (Result, error) {
 	src := f.t.Source()
-	resume := src.Fill(f.t.src.Faults.Commands[fault.ActionResume])
+	resume := src.Fill(f.t.src.Faults.Commands[fault.ActionResume], g)
+	name := f.t.src.Name
+	if g.OnRank {
+		name = rankName(name, g.Rank)
+	}
 	o := f.t.opts
 	if o.Guard != nil {
-		g, err := guard.Start(guard.Config{
+		gd, err := guard.Start(guard.Config{
 			Argv: o.Guard, Env: o.GuardEnv, Log: f.t.guardLog(),
-			Source: f.t.src.Name, Resume: resume, ResumeTimeout: o.CommandTimeout,
+			Source: name, Resume: resume, ResumeTimeout: o.CommandTimeout,
 		})
 		if err != nil {
 			return Result{}, err
 		}
-		f.guard = g
+		f.guard = gd
 	}
+	f.stallName = name
 	if o.Book != nil {
-		rec := guard.Stall{Source: f.t.src.Name, Resume: resume}
+		rec := guard.Stall{Source: name, Resume: resume}
 		if f.guard != nil {
 			rec.Guard = f.guard.ID()
 		}
@@ -140,15 +150,15 @@ func (f *commandFaulter) doStall(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	}
-	r, err := f.run(ctx, fault.ActionStall)
+	r, err := f.run(ctx, fault.ActionStall, g)
 	if err != nil {
 		// A stall command that failed may have stopped part of the
 		// source: resume, best effort, and report the stall's failure.
-		_, _ = f.run(ctx, fault.ActionResume)
+		_, _ = f.run(ctx, fault.ActionResume, g)
 		f.unguard()
 		return r, err
 	}
-	f.stall = true
+	f.stall, f.stallOn = true, g
 	return r, nil
 }
 
@@ -158,6 +168,6 @@ func (f *commandFaulter) unguard() {
 		f.guard = nil
 	}
 	if f.t.opts.Book != nil {
-		_ = f.t.opts.Book.Remove(f.t.src.Name)
+		_ = f.t.opts.Book.Remove(f.stallName)
 	}
 }

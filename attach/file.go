@@ -1,8 +1,9 @@
 // Package attach drives a cluster p2pfault did not start: engines someone
 // already runs, described by an attach file. It reads and checks the file,
 // finds local engines through /proc and faults each source either locally
-// (signals to its whole session, restart from its /proc command line) or
-// through the commands the file gives (kubectl, ssh), and leaves the
+// (signals to its whole session or to one data-parallel rank's processes,
+// restart from its /proc command line) or through the commands the file
+// gives (kubectl, ssh; {rank} for one rank: rank.go), and leaves the
 // cluster as found: every stall is resumed on every way out, through a
 // guard process (package guard) when p2pfault itself is killed.
 package attach
@@ -76,10 +77,15 @@ const (
 	PlaceholderHost    = "{host}"     // the URL's host
 	PlaceholderPort    = "{port}"     // the URL's port
 	PlaceholderP2PHost = "{p2p_host}" // the P2P address's host
-	PlaceholderP2PPort = "{p2p_port}"
+	PlaceholderP2PPort = "{p2p_port}" // the P2P port: one rank's own (base + rank) on a step of one rank
+	// PlaceholderRank is the rank a step of one data-parallel rank acts on
+	// (source-0/rank1: 1). A command that holds it acts on one rank: a
+	// step of one rank runs it, a step on the whole source does not
+	// (Source.rankRefusal).
+	PlaceholderRank = "{rank}"
 )
 
-var placeholders = []string{PlaceholderName, PlaceholderHost, PlaceholderPort, PlaceholderP2PHost, PlaceholderP2PPort}
+var placeholders = []string{PlaceholderName, PlaceholderHost, PlaceholderPort, PlaceholderP2PHost, PlaceholderP2PPort, PlaceholderRank}
 
 // placeholderLike finds words that look like a placeholder, so a typo
 // ({p2pport}) is an error rather than a literal; braces with other content
@@ -148,6 +154,9 @@ func (f *rawFaults) UnmarshalYAML(n ast.Node) error {
 				for _, ph := range placeholderLike.FindAllString(s, -1) {
 					if !slices.Contains(placeholders, ph) {
 						return lineErrorf(w, "faults.%s: unknown placeholder %s (want %s)", key, ph, strings.Join(placeholders, ", "))
+					}
+					if ph == PlaceholderRank && wholeOnly(key) {
+						return lineErrorf(w, "faults.%s: %s: the %s command acts on the whole engine (one rank's kill or removal ends all of it, as vLLM does), so it takes no rank", key, ph, key)
 					}
 				}
 				argv = append(argv, s)
@@ -491,14 +500,20 @@ func ParseAddress(output, scheme string) (Address, error) {
 	return Address{}, fmt.Errorf("its output has no line `HOST:PORT P2P_HOST:P2P_PORT` naming the new engine (%s)", printed)
 }
 
-// Fill returns argv with the source's placeholders filled in.
-func (s *Source) Fill(argv []string) []string {
+// Fill returns argv with the source's placeholders filled in for grain g:
+// on one rank, {rank} is the rank and {p2p_port} its own P2P port.
+func (s *Source) Fill(argv []string, g fault.Grain) []string {
+	port, rank := s.P2PPort, ""
+	if g.OnRank {
+		port, rank = s.P2PPort+g.Rank, strconv.Itoa(g.Rank)
+	}
 	r := strings.NewReplacer(
 		PlaceholderName, s.Name,
 		PlaceholderHost, s.Host,
 		PlaceholderPort, strconv.Itoa(s.Port),
 		PlaceholderP2PHost, s.P2PHost,
-		PlaceholderP2PPort, strconv.Itoa(s.P2PPort),
+		PlaceholderP2PPort, strconv.Itoa(port),
+		PlaceholderRank, rank,
 	)
 	out := make([]string, len(argv))
 	for i, w := range argv {

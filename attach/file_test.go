@@ -46,7 +46,7 @@ func TestParseIssueExample(t *testing.T) {
 	if s1.Faults.Local || len(s1.Faults.Commands) != 3 || s1.Host != "source-1.llm-d.svc" || s1.P2PHost != "source-1.llm-d.svc" {
 		t.Errorf("source-1 %+v", s1)
 	}
-	got := s1.Fill(s1.Faults.Commands[fault.ActionKill])
+	got := s1.Fill(s1.Faults.Commands[fault.ActionKill], fault.Grain{})
 	want := []string{"kubectl", "delete", "pod", "-n", "llm-d", "source-1", "--grace-period=0", "--force"}
 	if !slices.Equal(got, want) {
 		t.Errorf("kill filled %q, want %q", got, want)
@@ -116,7 +116,7 @@ func TestParseKeepsJSONPathBraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := f.Sources[0].Fill(f.Sources[0].Faults.Commands[fault.ActionReady])
+	got := f.Sources[0].Fill(f.Sources[0].Faults.Commands[fault.ActionReady], fault.Grain{})
 	if got[3] != "s" || got[5] != "jsonpath={.status.phase}" {
 		t.Errorf("filled %q", got)
 	}
@@ -154,7 +154,8 @@ func FuzzParse(f *testing.F) {
 // TestRanksOfAnAttachedSource: `ranks: N` gives a source N data-parallel
 // ranks (its P2P ports base..base+N-1), which the plan says and the probe
 // pins trials to; a bad count is a usage error naming its line; a timeline
-// step on one rank of an attached source is refused before the run.
+// step on one rank of a source of one rank is refused before the run
+// (rank_test.go: the steps of one rank a source takes).
 func TestRanksOfAnAttachedSource(t *testing.T) {
 	file := "model: m\ndecoder:\n  url: http://127.0.0.1:8200\nsources:\n" +
 		"  - {name: s0, url: 'http://127.0.0.1:8100', p2p: '127.0.0.1:7777', ranks: 2}\n" +
@@ -178,12 +179,12 @@ func TestRanksOfAnAttachedSource(t *testing.T) {
 	if err != nil || !slices.Equal(p.Ranks, []int{2, 1}) {
 		t.Errorf("plan ranks %v (%v), want [2 1]", p.Ranks, err)
 	}
-	tl, err = fault.Parse("at 1s stall source-0/rank1")
+	tl, err = fault.Parse("at 1s stall source-1/rank0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Plan(tl); err == nil || exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "one data-parallel rank of it cannot be") {
-		t.Errorf("a rank's stall on an attached source: %v", err)
+	if _, err := c.Plan(tl); err == nil || exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "s1 has one data-parallel rank (the attach file gives it no `ranks: N`)") {
+		t.Errorf("a rank's stall on an attached source of one rank: %v", err)
 	}
 	bad := strings.Replace(file, "ranks: 2", "ranks: 99", 1)
 	if _, err := Parse("a.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "a.yaml:5: source s0: ranks 99: want 1 to 16") {

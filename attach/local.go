@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/attach/guard"
+	"p2pfault/fault"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
 )
@@ -31,6 +33,11 @@ type localStall struct {
 	sid     int
 	members []session.Proc
 	guard   *guard.Guard
+	// name is the stall's in the record and the guard's log: the source's,
+	// or one rank's ("pod-a/rank1"), whose members alone were stopped
+	// (part) and are resumed alone.
+	name string
+	part bool
 }
 
 // relaunch is an engine p2pfault started again; it is reaped by a
@@ -68,30 +75,36 @@ func ids(ms []session.Proc) []runner.ProcID {
 	return out
 }
 
-func (f *localFaulter) doStall(ctx context.Context) (Result, error) {
+func (f *localFaulter) doStall(ctx context.Context, g fault.Grain) (Result, error) {
 	l, err := f.find()
 	if err != nil {
 		return Result{}, err
 	}
-	ms, err := session.Members(l.Sid)
-	if err != nil {
-		return Result{}, err
+	st := &localStall{sid: l.Sid, name: f.t.src.Name, part: g.OnRank}
+	if g.OnRank {
+		st.members, err = f.rank(l, g.Rank)
+		st.name = rankName(st.name, g.Rank)
+	} else {
+		st.members, err = session.Members(l.Sid)
 	}
-	st := &localStall{sid: l.Sid, members: ms}
+	if err != nil {
+		return Result{Sid: l.Sid}, err
+	}
+	ms := st.members
 	// Recorded and guarded before the signal: from SIGSTOP on, every way
-	// out of p2pfault resumes the session.
+	// out of p2pfault resumes the session (or the rank's processes).
 	o := f.t.opts
 	if o.Guard != nil {
 		st.guard, err = guard.Start(guard.Config{
 			Argv: o.Guard, Env: o.GuardEnv, Log: f.t.guardLog(),
-			Source: f.t.src.Name, Sid: l.Sid, Members: ids(ms),
+			Source: st.name, Sid: l.Sid, Members: ids(ms), Part: st.part,
 		})
 		if err != nil {
 			return Result{Sid: l.Sid}, err
 		}
 	}
 	if o.Book != nil {
-		rec := guard.Stall{Source: f.t.src.Name, Sid: l.Sid, Members: ids(ms)}
+		rec := guard.Stall{Source: st.name, Sid: l.Sid, Members: ids(ms), Part: st.part}
 		if st.guard != nil {
 			rec.Guard = st.guard.ID()
 		}
@@ -115,17 +128,18 @@ func (f *localFaulter) unguard(st *localStall) {
 		_ = st.guard.Release()
 	}
 	if f.t.opts.Book != nil {
-		_ = f.t.opts.Book.Remove(f.t.src.Name)
+		_ = f.t.opts.Book.Remove(st.name)
 	}
 }
 
-func (f *localFaulter) doResume(ctx context.Context) (Result, error) {
+// doResume resumes the stall in force, whatever grain it was made on.
+func (f *localFaulter) doResume(ctx context.Context, _ fault.Grain) (Result, error) {
 	st := f.stall
 	if st == nil {
 		return Result{}, errNotStalled
 	}
 	at := time.Now()
-	sent, err := guard.Continue(st.sid, ids(st.members))
+	sent, err := guard.Continue(st.sid, ids(st.members), st.part)
 	if err != nil {
 		// Keep the stall, its guard and its record: the session may still
 		// be stopped, and Close or the guard will try again.
@@ -152,7 +166,10 @@ func (f *localFaulter) endSession(ctx context.Context, sid int, first unix.Signa
 	}
 	at := time.Now()
 	sent, err := session.SignalMembers(sid, ms, first)
-	if err != nil {
+	switch {
+	case errors.Is(err, session.ErrNoMembers):
+		return nil, at, nil // already gone (its front end ended it when a rank's core died)
+	case err != nil:
 		return sent, at, err
 	}
 	var grace time.Duration // SIGKILL: only the wait is left
@@ -192,13 +209,8 @@ func (f *localFaulter) capture() (Listener, launch, error) {
 // environment and folder (capture), detached so that it outlives p2pfault
 // as the engine it replaces would have (start), and p2pfault cannot reap
 // it. For the same reason it cannot be replaced on new ports (actions.go).
-func (f *localFaulter) doKill(ctx context.Context) (Result, error) {
-	l, ln, err := f.capture()
-	if err != nil {
-		return Result{}, err
-	}
-	sent, at, err := f.endSession(ctx, l.Sid, unix.SIGKILL)
-	r := Result{Sid: l.Sid, Pids: sent, At: at}
+func (f *localFaulter) doKill(ctx context.Context, g fault.Grain) (Result, error) {
+	ln, r, _, err := f.end(ctx, g, unix.SIGKILL)
 	if err != nil {
 		return r, err
 	}
@@ -210,17 +222,40 @@ func (f *localFaulter) doKill(ctx context.Context) (Result, error) {
 	return r, nil
 }
 
-func (f *localFaulter) doRemove(ctx context.Context) (Result, error) {
-	l, ln, err := f.capture()
-	if err != nil {
-		return Result{}, err
+func (f *localFaulter) doRemove(ctx context.Context, g fault.Grain) (Result, error) {
+	ln, r, ended, err := f.end(ctx, g, unix.SIGTERM)
+	if ended {
+		f.gone = &ln
 	}
-	sent, at, err := f.endSession(ctx, l.Sid, unix.SIGTERM)
-	f.gone = &ln
-	return Result{Sid: l.Sid, Pids: sent, At: at}, err
+	return r, err
 }
 
-func (f *localFaulter) doRestore(context.Context) (Result, error) {
+// end is a kill's or a removal's end of the source's session, after
+// reading how to start it again (capture): sig (SIGKILL, or SIGTERM with
+// the grace) to every member, waiting until none is left. On one rank the
+// rank's own processes get sig first (rankFirst), and the kill is timed
+// from that signal, as a launched engine's rank kill is. ended says
+// whether it signalled anything (the source may be partly down even when
+// err is set).
+func (f *localFaulter) end(ctx context.Context, g fault.Grain, sig unix.Signal) (launch, Result, bool, error) {
+	l, ln, err := f.capture()
+	if err != nil {
+		return ln, Result{}, false, err
+	}
+	coreAt, core, err := f.rankFirst(l, g, sig)
+	if err != nil {
+		return ln, Result{Sid: l.Sid, Pids: core, At: coreAt}, len(core) > 0, err
+	}
+	sent, at, err := f.endSession(ctx, l.Sid, sig)
+	if g.OnRank {
+		at = coreAt
+	}
+	pids := append(core, sent...)
+	slices.Sort(pids)
+	return ln, Result{Sid: l.Sid, Pids: slices.Compact(pids), At: at}, true, err
+}
+
+func (f *localFaulter) doRestore(context.Context, fault.Grain) (Result, error) {
 	if f.gone == nil {
 		return Result{}, errNotRemoved
 	}
@@ -234,7 +269,7 @@ func (f *localFaulter) doRestore(context.Context) (Result, error) {
 
 // doReplace: a local source cannot take a replace (Target.cannot refuses
 // it before it gets here).
-func (*localFaulter) doReplace(context.Context) (Result, error) {
+func (*localFaulter) doReplace(context.Context, fault.Grain) (Result, error) {
 	return Result{}, errors.New(localReplace)
 }
 

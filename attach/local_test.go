@@ -2,6 +2,7 @@ package attach
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -216,56 +217,101 @@ func TestLocalRemoveLeavesDownAndRestoreBringsBack(t *testing.T) {
 }
 
 // TestSIGKILLDuringAStallResumesWithin2s: a p2pfault (a child of this
-// test) stalls source-0 and is SIGKILLed; its guard resumes the session.
+// test) stalls source-0, or rank 1 of a DP source-0, and is SIGKILLed;
+// its guard resumes the session (the rank's core alone: the rest of it was
+// never stopped).
 func TestSIGKILLDuringAStallResumesWithin2s(t *testing.T) {
-	e := startEngine(t, "source-0")
-	dir := t.TempDir()
-	path := writeFile(t, dir, fakeDecoder(t), []engine{e}, nil)
-	child, line := startChild(t, stallerEnv+"="+path, stallerSourceEnv+"=source-0")
-	var gpid int
-	if f := strings.Fields(line); len(f) != 2 || f[0] != "stalled" {
-		t.Fatalf("child said %q", line)
-	} else {
-		gpid, _ = strconv.Atoi(f[1])
+	for _, rank := range []string{"", "1"} {
+		name := map[string]string{"": "whole", "1": "rank"}[rank]
+		t.Run(name, func(t *testing.T) {
+			var e engine
+			var cores [2]int
+			if rank != "" {
+				e, cores = dpEngine(t, "source-0")
+			} else {
+				e = startEngine(t, "source-0")
+			}
+			dir := t.TempDir()
+			path := writeFile(t, dir, fakeDecoder(t), []engine{e}, nil)
+			want := "TT" // what the stall stops: every process of the session
+			if rank != "" {
+				giveRanks(t, path, 2)
+				want = ""
+				pids := []int{e.pid, cores[0], cores[1]}
+				slices.Sort(pids)
+				for _, pid := range pids {
+					want += map[bool]string{true: "T", false: "S"}[pid == cores[1]]
+				}
+			}
+			child, line := startChild(t, stallerEnv+"="+path, stallerSourceEnv+"=source-0", stallerRankEnv+"="+rank)
+			var gpid int
+			if f := strings.Fields(line); len(f) != 2 || f[0] != "stalled" {
+				t.Fatalf("child said %q", line)
+			} else {
+				gpid, _ = strconv.Atoi(f[1])
+			}
+			if gpid <= 0 {
+				t.Fatalf("no guard pid in %q", line)
+			}
+			t.Cleanup(func() {
+				if st, err := session.Stat(gpid); err == nil && st.Sid == gpid {
+					killSession(gpid)
+				}
+			})
+			if st := stoppedLetters(t, e.pid); st != want {
+				t.Fatalf("states %q after the child's stall, want %q (T: stopped)", st, want)
+			}
+			killed := time.Now()
+			child.kill()
+			for strings.Contains(states(t, e.pid), "T") {
+				if time.Since(killed) > 2*time.Second {
+					t.Fatalf("source-0 still stopped (%q) 2 s after p2pfault's SIGKILL", states(t, e.pid))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			t.Logf("running again %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
+			waitHealth(t, e.url(), 5*time.Second)
+			// The guard exits once it has resumed (it is not ours to reap: poll
+			// for it to leave the process table or become a zombie).
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				st, err := session.Stat(gpid)
+				if err != nil || !st.Live() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("guard %d still running", gpid)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			logb, _ := os.ReadFile(filepath.Join(dir, "guard-source-0.log"))
+			said := "sent SIGCONT to session " + strconv.Itoa(e.pid)
+			if rank != "" {
+				said = fmt.Sprintf("source-0/rank1: sent SIGCONT to pids [%d] of session %d", cores[1], e.pid)
+			}
+			if !strings.Contains(string(logb), said) {
+				t.Errorf("guard log does not say %q:\n%s", said, logb)
+			}
+		})
 	}
-	if gpid <= 0 {
-		t.Fatalf("no guard pid in %q", line)
+}
+
+// stoppedLetters is T or S for each live process of session sid in pid
+// order: stopped or not.
+func stoppedLetters(t *testing.T, sid int) string {
+	t.Helper()
+	ms, err := session.Members(sid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if st, err := session.Stat(gpid); err == nil && st.Sid == gpid {
-			killSession(gpid)
+	slices.SortFunc(ms, func(a, b session.Proc) int { return a.Pid - b.Pid })
+	var b strings.Builder
+	for _, m := range ms {
+		if m.Live() {
+			b.WriteString(map[bool]string{true: "T", false: "S"}[m.Stopped()])
 		}
-	})
-	if st := states(t, e.pid); st != "TT" {
-		t.Fatalf("states %q after the child's stall", st)
 	}
-	killed := time.Now()
-	child.kill()
-	for strings.Contains(states(t, e.pid), "T") {
-		if time.Since(killed) > 2*time.Second {
-			t.Fatalf("source-0 still stopped (%q) 2 s after p2pfault's SIGKILL", states(t, e.pid))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Logf("running again %v after SIGKILL", time.Since(killed).Round(time.Millisecond))
-	waitHealth(t, e.url(), 5*time.Second)
-	// The guard exits once it has resumed (it is not ours to reap: poll
-	// for it to leave the process table or become a zombie).
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := session.Stat(gpid)
-		if err != nil || !st.Live() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("guard %d still running", gpid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	logb, _ := os.ReadFile(filepath.Join(dir, "guard-source-0.log"))
-	if !strings.Contains(string(logb), "sent SIGCONT to session "+strconv.Itoa(e.pid)) {
-		t.Errorf("guard log:\n%s", logb)
-	}
+	return b.String()
 }
 
 // TestCleanupResumesWhatTheRecordSaysIsStopped: without a guard, a
@@ -279,7 +325,7 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 	if line != "stalled 0" {
 		t.Fatalf("child said %q", line)
 	}
-	t.Cleanup(func() { _, _ = guard.Continue(e.pid, nil) })
+	t.Cleanup(func() { _, _ = guard.Continue(e.pid, nil, false) })
 	rec := filepath.Join(dir, guard.RecordFile)
 	// While the p2pfault that stalled it runs, cleanup leaves it alone.
 	var out strings.Builder

@@ -48,6 +48,8 @@ const (
 	// replacerEnv=SID: act as a replace command (replace_test.go): SIGKILL
 	// session SID, start a new engine on new ports and print its address.
 	replacerEnv = "P2PFAULT_TEST_REPLACER"
+	// stallerRankEnv=R: the staller stalls rank R of its source alone.
+	stallerRankEnv = "P2PFAULT_TEST_STALLER_RANK"
 )
 
 func TestMain(m *testing.M) {
@@ -111,8 +113,18 @@ func staller(path string) int {
 		time.Sleep(time.Hour)
 		return 0
 	}
-	if _, err := t.Do(context.Background(), fault.ActionStall); err != nil {
-		fmt.Println("error", err)
+	var err2 error
+	if r := os.Getenv(stallerRankEnv); r != "" {
+		n, _ := strconv.Atoi(r)
+		var rt fault.Target
+		if rt, err2 = t.RankTarget(n); err2 == nil {
+			_, err2 = rt.Stop(context.Background())
+		}
+	} else {
+		_, err2 = t.Do(context.Background(), fault.ActionStall)
+	}
+	if err2 != nil {
+		fmt.Println("error", err2)
 		return 1
 	}
 	gpid := 0
@@ -256,8 +268,8 @@ func startEngine(t *testing.T, name string) engine {
 }
 
 // startEngineAt starts engine name with its timeouts at --sim-time-scale
-// scale.
-func startEngineAt(t *testing.T, name, scale string) engine {
+// scale, and more flags of `sim serve` after the rest.
+func startEngineAt(t *testing.T, name, scale string, more ...string) engine {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -269,10 +281,11 @@ func startEngineAt(t *testing.T, name, scale string) engine {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(self, "sim", "serve", "meta-llama/Llama-3.2-1B-Instruct",
+	args := []string{"sim", "serve", "meta-llama/Llama-3.2-1B-Instruct",
 		"--port", strconv.Itoa(e.http), "--host", "127.0.0.1",
 		"--block-size", "128", "--max-model-len", "512", "--enable-prompt-tokens-details",
-		"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", scale)
+		"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", scale}
+	cmd := exec.Command(self, append(args, more...)...)
 	cmd.Env = append(os.Environ(), sim.StandaloneEnv+"=1", "PYTHONHASHSEED=42", "GORACE=atexit_sleep_ms=0")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -135,7 +135,7 @@ func TestCommandReplaceMovesTheSourceToTheAddressItPrinted(t *testing.T) {
 		t.Errorf("state %+v, want the new address and 1 restart", in)
 	}
 	// Later commands fill their placeholders with the new address.
-	if got := s.Fill([]string{"{port}", "{p2p_port}"}); got[0] != strconv.Itoa(s.Port) || got[1] != strconv.Itoa(s.P2PPort) {
+	if got := s.Fill([]string{"{port}", "{p2p_port}"}, fault.Grain{}); got[0] != strconv.Itoa(s.Port) || got[1] != strconv.Itoa(s.P2PPort) {
 		t.Errorf("placeholders after the replace: %v", got)
 	}
 }

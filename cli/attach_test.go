@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ type simEngine struct {
 	http, p2p int
 	pid       int // the leader; its session id too
 	argv      []string
+	ranks     int // --data-parallel-size (0: none given); the attach file's ranks
 }
 
 func (e simEngine) url() string     { return "http://127.0.0.1:" + strconv.Itoa(e.http) }
@@ -65,6 +67,33 @@ func loopbackPort(t *testing.T) int {
 	}
 }
 
+// loopbackRun is the first of n consecutive loopback ports free a moment
+// ago and never handed out before (a DP engine's P2P ports, base + rank).
+func loopbackRun(t *testing.T, n int) int {
+	t.Helper()
+	for {
+		base := loopbackPort(t)
+		free := true
+		for r := 1; r < n && free; r++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+r))
+			handedOut.Lock()
+			free = err == nil && !handedOut.ports[base+r]
+			handedOut.Unlock()
+			if err == nil {
+				l.Close()
+			}
+		}
+		if free {
+			handedOut.Lock()
+			for r := 1; r < n; r++ {
+				handedOut.ports[base+r] = true
+			}
+			handedOut.Unlock()
+			return base
+		}
+	}
+}
+
 // startSimEngine starts bin as `sim serve` with run_accuracy_test.sh's
 // flags and the sim's timeouts compressed to scale. At cleanup it SIGKILLs
 // the session of whatever listens on its P2P port then (an engine
@@ -78,10 +107,15 @@ func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
 
 // launchSimEngine starts the engine as startSimEngine does and returns
 // at once, with a function that waits until it answers /health (so a
-// cluster's engines start side by side).
-func launchSimEngine(t *testing.T, bin, name string, scale float64) (simEngine, func()) {
+// cluster's engines start side by side). ranks > 1 starts it with
+// --data-parallel-size ranks (rank r's P2P port base + r).
+func launchSimEngine(t *testing.T, bin, name string, scale float64, ranks ...int) (simEngine, func()) {
 	t.Helper()
 	e := simEngine{name: name, http: loopbackPort(t), p2p: loopbackPort(t)}
+	if len(ranks) > 0 && ranks[0] > 1 {
+		e.ranks = ranks[0]
+		e.p2p = loopbackRun(t, e.ranks)
+	}
 	kv, _ := json.Marshal(map[string]any{
 		"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
 		"kv_connector_extra_config": map[string]any{
@@ -99,6 +133,9 @@ func launchSimEngine(t *testing.T, bin, name string, scale float64) (simEngine, 
 		// same command line): 3 s, so a kill's window outlasts the detect
 		// point (fault + 2 s) that faulted_median_after_detect judges from.
 		"--sim-startup-delay", "3s"}
+	if e.ranks > 1 {
+		e.argv = append(e.argv, "--data-parallel-size", strconv.Itoa(e.ranks))
+	}
 	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +197,9 @@ func writeAttachFile(t *testing.T, dir string, dec simEngine, srcs []simEngine, 
 	fmt.Fprintf(&b, "model: meta-llama/Llama-3.2-1B-Instruct\ndecoder:\n  url: %s\nsources:\n", dec.url())
 	for _, s := range srcs {
 		fmt.Fprintf(&b, "  - name: %s\n    url: %s\n    p2p: %s\n", s.name, s.url(), s.p2pAddr())
+		if s.ranks > 1 {
+			fmt.Fprintf(&b, "    ranks: %d\n", s.ranks)
+		}
 		if f := faults[s.name]; f != "" {
 			fmt.Fprintf(&b, "    faults:%s\n", f)
 		}
@@ -394,7 +434,7 @@ func TestSigkilledP2pfaultDuringAnAttachedStall(t *testing.T) {
 	dir := t.TempDir()
 	file := writeAttachFile(t, dir, dec, srcs, nil, "")
 	out := filepath.Join(dir, "out")
-	cmd, log := startAttachedStall(t, file, out, srcs[0])
+	cmd, log := startAttachedStall(t, file, out, "source-0", srcs[0])
 	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -583,7 +623,7 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			cmd, log := startAttachedStall(t, file, out, srcs[0])
+			cmd, log := startAttachedStall(t, file, out, "source-0", srcs[0])
 			time.Sleep(200 * time.Millisecond) // into the stall
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -606,6 +646,58 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 			checkRunning(t, append([]simEngine{dec}, srcs...))
 		})
 	}
+}
+
+// TestAttachedRankStallStopsThatCoreAlone: `run --attach` with a stall of
+// rank 1 of a DP source (`sim serve --data-parallel-size 2`, started with
+// setsid; `ranks: 2` in the file) stops rank 1's engine core alone (state
+// T), not the front end or rank 0's core; the stall is in stalls.json
+// while it holds (its pids alone, part); and the run's end (SIGTERM: the
+// stall has no end of its own) resumes it.
+func TestAttachedRankStallStopsThatCoreAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an attached cluster")
+	}
+	bin := buildP2pfault(t)
+	dec, srcs := dpCluster(t, bin, 0.25)
+	src := srcs[0]
+	front, core0, core1 := src.pid, rankCore(t, src, 0), rankCore(t, src, 1)
+	dir := t.TempDir()
+	file := writeAttachFile(t, dir, dec, srcs, nil, "")
+	out := filepath.Join(dir, "out")
+	cmd, log := startAttachedStall(t, file, out, "source-0/rank1", src)
+	time.Sleep(200 * time.Millisecond) // into the stall
+	if got := stoppedOf(t, src.pid); !slices.Equal(got, []int{core1}) {
+		t.Errorf("stopped pids %v of source-0 (front end %d, rank 0's core %d, rank 1's %d), want rank 1's core alone", got, front, core0, core1)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "stalls.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`"source": "source-0/rank1",
+      "sid": %d,
+      "members": [
+        {
+          "pid": %d,`, src.pid, core1); !strings.Contains(string(data), want) || !strings.Contains(string(data), `"part": true`) {
+		t.Errorf("stalls.json during the stall does not hold rank 1's core alone (%s):\n%s", want, data)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, time.Minute, log); code != 130 {
+		t.Errorf("exit %d after SIGTERM, want 130\n%s", code, log)
+	}
+	t.Logf("p2pfault output:\n%s", tail(log.String(), 15))
+	if got := stoppedOf(t, src.pid); len(got) != 0 {
+		t.Errorf("pids %v of source-0 still stopped after the run's end", got)
+	}
+	if rec, err := os.ReadFile(filepath.Join(out, "stalls.json")); err != nil || !strings.Contains(string(rec), `"stalls": []`) {
+		t.Errorf("stalls.json after the run: %v\n%s", err, rec)
+	}
+	if !strings.Contains(log.String(), "stall source-0/rank1") {
+		t.Errorf("the headless output does not name the rank's stall:\n%s", log)
+	}
+	checkRunning(t, append([]simEngine{dec}, srcs...))
 }
 
 // TestAttachedSlice: `slice --attach` runs its rows one after another on
@@ -671,80 +763,162 @@ func TestAttachedSliceUsage(t *testing.T) {
 
 // TestCleanupResumesAStallWhoseGuardDied: p2pfault and the stall's guard
 // are both SIGKILLed during an attached stall, so the engine stays
-// stopped; `p2pfault cleanup OUT` reads stalls.json and resumes it.
+// stopped; `p2pfault cleanup OUT` reads stalls.json and resumes it: the
+// whole source's session, or the processes of the one rank stalled (rank
+// 1's engine core of a DP source) alone.
 func TestCleanupResumesAStallWhoseGuardDied(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an attached cluster")
 	}
 	bin := buildP2pfault(t)
-	dec, srcs := attachedCluster(t, bin, 0.25)
-	dir := t.TempDir()
-	file := writeAttachFile(t, dir, dec, srcs, nil, "")
-	out := filepath.Join(dir, "out")
-	cmd, _ := startAttachedStall(t, file, out, srcs[0])
-	var rec struct {
-		Stalls []struct {
-			Source string `json:"source"`
-			Sid    int    `json:"sid"`
-			Guard  struct {
-				Pid int `json:"pid"`
-			} `json:"guard"`
-		} `json:"stalls"`
+	for _, tt := range []struct{ name, target string }{
+		{"whole", "source-0"},
+		{"rank", "source-0/rank1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var dec simEngine
+			var srcs []simEngine
+			stopped := func() []int { return stoppedOf(t, srcs[0].pid) }
+			if tt.name == "rank" {
+				dec, srcs = dpCluster(t, bin, 0.25)
+			} else {
+				dec, srcs = attachedCluster(t, bin, 0.25)
+			}
+			dir := t.TempDir()
+			file := writeAttachFile(t, dir, dec, srcs, nil, "")
+			out := filepath.Join(dir, "out")
+			cmd, _ := startAttachedStall(t, file, out, tt.target, srcs[0])
+			var rec struct {
+				Stalls []struct {
+					Source  string `json:"source"`
+					Sid     int    `json:"sid"`
+					Part    bool   `json:"part"`
+					Members []struct {
+						Pid int `json:"pid"`
+					} `json:"members"`
+					Guard struct {
+						Pid int `json:"pid"`
+					} `json:"guard"`
+				} `json:"stalls"`
+			}
+			data, err := os.ReadFile(filepath.Join(out, "stalls.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &rec); err != nil || len(rec.Stalls) != 1 || rec.Stalls[0].Guard.Pid == 0 {
+				t.Fatalf("stalls.json during the stall: %v\n%s", err, data)
+			}
+			s := rec.Stalls[0]
+			if s.Source != tt.target || s.Sid != srcs[0].pid || s.Part != (tt.name == "rank") {
+				t.Errorf("recorded stall %+v, want %s of session %d", s, tt.target, srcs[0].pid)
+			}
+			// What the stall stops: every process of the session, or rank
+			// 1's engine core alone (not the front end, not rank 0's core).
+			held, err := session.Live(srcs[0].pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(held)
+			if tt.name == "rank" {
+				held = []int{rankCore(t, srcs[0], 1)}
+				if len(s.Members) != 1 || s.Members[0].Pid != held[0] {
+					t.Errorf("recorded members %+v, want rank 1's core %d alone", s.Members, held[0])
+				}
+			}
+			for deadline := time.Now().Add(5 * time.Second); !slices.Equal(stopped(), held); {
+				if time.Now().After(deadline) {
+					t.Fatalf("stopped %v, want %v", stopped(), held)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			gpid := s.Guard.Pid
+			if err := syscall.Kill(gpid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			for { // the guard is p2pfault's child: gone once p2pfault reaps it or dies
+				if st, err := session.Stat(gpid); err != nil || !st.Live() {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			time.Sleep(500 * time.Millisecond)
+			if now := stopped(); !slices.Equal(now, held) {
+				t.Fatalf("with p2pfault and its guard gone, source-0's stopped pids are %v; want still %v for this test", now, held)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := cli.Main([]string{"cleanup", out}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("cleanup exit %d: %s%s", code, stdout.String(), stderr.String())
+			}
+			t.Logf("cleanup printed:\n%s", stdout.String())
+			want := fmt.Sprintf("source-0: resumed session %d", srcs[0].pid)
+			if tt.name == "rank" {
+				want = fmt.Sprintf("source-0/rank1: resumed pids %v of session %d (the rest of it was not stalled)", held, srcs[0].pid)
+			}
+			if !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "cleanup: resumed 1 stalled engine(s)") {
+				t.Errorf("cleanup output does not say %q and the count", want)
+			}
+			if now := stopped(); len(now) != 0 {
+				t.Errorf("pids %v of source-0 still stopped after cleanup, want running", now)
+			}
+			checkRunning(t, append([]simEngine{dec}, srcs...))
+		})
 	}
-	data, err := os.ReadFile(filepath.Join(out, "stalls.json"))
+}
+
+// dpCluster starts a decoder and one source of two data-parallel ranks
+// (`sim serve --data-parallel-size 2`) with the plain build bin.
+func dpCluster(t *testing.T, bin string, scale float64) (simEngine, []simEngine) {
+	t.Helper()
+	dec, w0 := launchSimEngine(t, bin, "decoder", scale)
+	s0, w1 := launchSimEngine(t, bin, "source-0", scale, 2)
+	w0()
+	w1()
+	return dec, []simEngine{s0}
+}
+
+// rankCore is the pid of rank r's engine core of e: the process on its
+// P2P port base + r, in e's session.
+func rankCore(t *testing.T, e simEngine, r int) int {
+	t.Helper()
+	l, err := attach.FindListener("127.0.0.1", e.p2p+r)
+	if err != nil || l.Sid != e.pid || l.Pid == e.pid {
+		t.Fatalf("rank %d of %s: %+v %v, want a core of session %d", r, e.name, l, err, e.pid)
+	}
+	return l.Pid
+}
+
+// stoppedOf are the pids of session sid in state T, in order.
+func stoppedOf(t *testing.T, sid int) []int {
+	t.Helper()
+	ms, err := session.Members(sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(data, &rec); err != nil || len(rec.Stalls) != 1 || rec.Stalls[0].Guard.Pid == 0 {
-		t.Fatalf("stalls.json during the stall: %v\n%s", err, data)
-	}
-	if s := rec.Stalls[0]; s.Source != "source-0" || s.Sid != srcs[0].pid {
-		t.Errorf("recorded stall %+v, want source-0 session %d", s, srcs[0].pid)
-	}
-	gpid := rec.Stalls[0].Guard.Pid
-	if err := syscall.Kill(gpid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for { // the guard is p2pfault's child: gone once p2pfault reaps it or dies
-		if st, err := session.Stat(gpid); err != nil || !st.Live() {
-			break
+	var out []int
+	for _, m := range ms {
+		if m.Live() && m.Stopped() {
+			out = append(out, m.Pid)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	time.Sleep(500 * time.Millisecond)
-	if st := stateLetters(t, srcs[0].pid); !strings.Contains(st, "T") {
-		t.Fatalf("with p2pfault and its guard gone, source-0's session is %q; want still stopped for this test", st)
-	}
-	var stdout, stderr bytes.Buffer
-	if code := cli.Main([]string{"cleanup", out}, strings.NewReader(""), &stdout, &stderr); code != 0 {
-		t.Fatalf("cleanup exit %d: %s%s", code, stdout.String(), stderr.String())
-	}
-	t.Logf("cleanup printed:\n%s", stdout.String())
-	if want := fmt.Sprintf("source-0: resumed session %d", srcs[0].pid); !strings.Contains(stdout.String(), want) ||
-		!strings.Contains(stdout.String(), "cleanup: resumed 1 stalled engine(s)") {
-		t.Errorf("cleanup output does not say %q and the count", want)
-	}
-	if st := stateLetters(t, srcs[0].pid); st == "" || strings.Contains(st, "T") {
-		t.Errorf("source-0's session is %q after cleanup, want running", st)
-	}
-	checkRunning(t, append([]simEngine{dec}, srcs...))
+	slices.Sort(out)
+	return out
 }
 
 // startAttachedStall starts `p2pfault run --attach file` whose timeline
-// stalls source-0 (src) at 1 s and holds it, and returns once src's
-// session is stopped.
-func startAttachedStall(t *testing.T, file, out string, src simEngine) (*exec.Cmd, *bytes.Buffer) {
+// stalls target (source-0, or one rank of it: src) at 1 s and holds it,
+// and returns once a process of src's session is stopped.
+func startAttachedStall(t *testing.T, file, out, target string, src simEngine) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
-		"--timeline", "at 1s stall source-0")
+		"--timeline", "at 1s stall "+target)
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(stateLetters(t, src.pid), "T") {
 		if time.Now().After(deadline) {
-			t.Fatalf("source-0 was not stalled within 2 minutes\n%s", log)
+			t.Fatalf("%s was not stalled within 2 minutes\n%s", target, log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -78,27 +78,7 @@ func rankMembers(ms []session.Proc, r int) []session.Proc {
 			roots = append(roots, m.Pid)
 		}
 	}
-	in := map[int]bool{}
-	for _, p := range roots {
-		in[p] = true
-	}
-	// Descendants: a member whose parent is in the set joins it, until
-	// nothing changes (a process tree is a handful of members deep).
-	for changed := true; changed; {
-		changed = false
-		for _, m := range ms {
-			if m.Live() && !in[m.Pid] && in[m.PPid] {
-				in[m.Pid], changed = true, true
-			}
-		}
-	}
-	var out []session.Proc
-	for _, m := range ms {
-		if m.Live() && in[m.Pid] {
-			out = append(out, m)
-		}
-	}
-	return out
+	return session.Descendants(ms, roots...)
 }
 
 // RankTarget is one data-parallel rank of a launched engine: its engine

@@ -54,6 +54,9 @@ type Config struct {
 	// stalled (the guard acts only if one of them is still in the session),
 	Sid     int
 	Members []runner.ProcID
+	// Part: only Members were stopped (one data-parallel rank's engine
+	// core): the guard continues them alone, not the whole session.
+	Part bool
 	// or a command to run (a `commands` source's resume argv, placeholders
 	// already filled), with its timeout.
 	Resume        []string
@@ -155,6 +158,9 @@ func guardArgs(cfg Config) ([]string, error) {
 		for _, m := range cfg.Members {
 			args = append(args, "--member", fmt.Sprintf("%d:%d", m.Pid, m.StartTicks))
 		}
+		if cfg.Part {
+			args = append(args, "--part")
+		}
 		return args, nil
 	}
 	t := cfg.ResumeTimeout
@@ -245,6 +251,7 @@ func Main(args []string) int {
 	src := fs.String("source", "", "source name")
 	sid := fs.Int("sid", 0, "stalled session")
 	timeout := fs.Duration("timeout", time.Minute, "resume command timeout")
+	part := fs.Bool("part", false, "continue the members alone, not the whole session")
 	var members memberList
 	fs.Var(&members, "member", "PID:START_TICKS of a stalled process (repeated)")
 	if err := fs.Parse(args); err != nil {
@@ -282,10 +289,14 @@ func Main(args []string) int {
 	}
 	logf("p2pfault's end closed (%v): resuming", err)
 	if *sid != 0 {
-		if sent, err := Continue(*sid, members); err != nil {
+		sent, err := Continue(*sid, members, *part)
+		switch {
+		case err != nil:
 			logf("SIGCONT session %d: %v", *sid, err)
 			return 1
-		} else {
+		case *part:
+			logf("sent SIGCONT to pids %v of session %d", sent, *sid)
+		default:
 			logf("sent SIGCONT to session %d: pids %v", *sid, sent)
 		}
 		return 0
@@ -315,27 +326,38 @@ func (m *memberList) Set(v string) error {
 
 // Continue sends SIGCONT to session sid if it still holds one of members
 // (same pid, same start time, same session): a session whose stalled
-// processes are all gone may be a new one that reuses the id. It returns
-// the pids signalled; none when nothing of the stall is left.
-func Continue(sid int, members []runner.ProcID) ([]int, error) {
-	if !holds(sid, members) {
+// processes are all gone may be a new one that reuses the id. With part
+// (a stall of one rank's engine core) it continues those members alone,
+// as the stall stopped them alone. It returns the pids signalled; none
+// when nothing of the stall is left.
+func Continue(sid int, members []runner.ProcID, part bool) ([]int, error) {
+	left := still(sid, members)
+	if len(left) == 0 {
 		return nil, nil
 	}
-	sent, err := session.Signal(sid, unix.SIGCONT)
+	var sent []int
+	var err error
+	if part {
+		sent, err = session.SignalMembers(sid, left, unix.SIGCONT)
+	} else {
+		sent, err = session.Signal(sid, unix.SIGCONT)
+	}
 	if errors.Is(err, session.ErrNoMembers) {
 		return nil, nil
 	}
 	return sent, err
 }
 
-func holds(sid int, members []runner.ProcID) bool {
+// still are the members that are still the processes stalled, in sid.
+func still(sid int, members []runner.ProcID) []session.Proc {
+	var out []session.Proc
 	for _, m := range members {
 		st, err := session.Stat(m.Pid)
 		if err == nil && st.Live() && st.StartTicks == m.StartTicks && st.Sid == sid {
-			return true
+			out = append(out, st)
 		}
 	}
-	return false
+	return out
 }
 
 // RunCommand runs argv without a shell, with a timeout, in a process group

@@ -31,6 +31,7 @@ type Stall struct {
 	Source  string          `json:"source"`
 	Sid     int             `json:"sid,omitempty"`     // local: the stalled session
 	Members []runner.ProcID `json:"members,omitempty"` // local: the processes stopped
+	Part    bool            `json:"part,omitempty"`    // local: Members alone were stopped (one rank's engine core), and are resumed alone
 	Resume  []string        `json:"resume,omitempty"`  // commands: the resume argv, filled in
 	Owner   runner.ProcID   `json:"owner"`             // the p2pfault that stalled it
 	Guard   runner.ProcID   `json:"guard"`
@@ -157,7 +158,8 @@ func BootID() string {
 
 // ResumeRecorded resumes what the record at path says is still stalled by a
 // p2pfault that is no longer running: SIGCONT to a session that still holds
-// a stalled process (pid and start time checked, as runner.Cleanup does),
+// a stalled process (pid and start time checked, as runner.Cleanup does;
+// to those processes alone for a stall of one rank, Stall.Part),
 // or the recorded resume command. Stalls of a p2pfault that still runs are
 // left alone. It reports each stall on w, rewrites the record with what is
 // left and returns how many it resumed. A missing record resumes nothing.
@@ -182,13 +184,16 @@ func ResumeRecorded(ctx context.Context, path string, w io.Writer) (int, error) 
 			fmt.Fprintf(w, "%s: stalled by p2pfault pid %d, which is still running; left alone\n", s.Source, s.Owner.Pid)
 			keep = append(keep, s)
 		case s.Sid != 0:
-			sent, err := Continue(s.Sid, s.Members)
+			sent, err := Continue(s.Sid, s.Members, s.Part)
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Errorf("resume %s session %d: %w", s.Source, s.Sid, err))
 				keep = append(keep, s)
 			case len(sent) == 0:
 				fmt.Fprintf(w, "%s: session %d is gone; nothing to resume\n", s.Source, s.Sid)
+			case s.Part:
+				resumed++
+				fmt.Fprintf(w, "%s: resumed pids %v of session %d (the rest of it was not stalled)\n", s.Source, sent, s.Sid)
 			default:
 				resumed++
 				fmt.Fprintf(w, "%s: resumed session %d (pids %v)\n", s.Source, s.Sid, sent)

@@ -382,3 +382,31 @@ func States(sid int) (string, error) {
 	}
 	return string(s), nil
 }
+
+// Descendants are the live members of ms (a session as Members read it)
+// that are one of roots or descend from one: a process and its children,
+// without its parent or siblings (one data-parallel rank's engine core and
+// its own workers, never the front end or a sibling core).
+func Descendants(ms []Proc, roots ...int) []Proc {
+	in := map[int]bool{}
+	for _, p := range roots {
+		in[p] = true
+	}
+	// A member whose parent is in the set joins it, until nothing changes
+	// (a process tree is a handful of members deep).
+	for changed := true; changed; {
+		changed = false
+		for _, m := range ms {
+			if m.Live() && !in[m.Pid] && in[m.PPid] {
+				in[m.Pid], changed = true, true
+			}
+		}
+	}
+	var out []Proc
+	for _, m := range ms {
+		if m.Live() && in[m.Pid] {
+			out = append(out, m)
+		}
+	}
+	return out
+}
