@@ -51,7 +51,10 @@ func (r *rankTarget) Stop(context.Context) (time.Time, error) {
 	if err := eng.FreezeRank(r.rank); err != nil {
 		return time.Time{}, err
 	}
-	r.t.c.onChange(r.t)
+	// No engine change is told here: the stall kind tells it once the
+	// rank's stall is in force (fault.Env.Changed), so the source's
+	// condition names the rank from its first event, as a launched
+	// engine's does (whose state is read, not pushed).
 	return at, nil
 }
 
@@ -61,11 +64,7 @@ func (r *rankTarget) Continue(context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := eng.ThawRank(r.rank); err != nil {
-		return err
-	}
-	r.t.c.onChange(r.t)
-	return nil
+	return eng.ThawRank(r.rank) // the resume tells the change, as Stop's stall does
 }
 
 // Kill crashes the rank's core; the engine ends with it (the front end
