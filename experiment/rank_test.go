@@ -1,7 +1,6 @@
 package experiment_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"p2pfault/raceguard"
 	p2preport "p2pfault/report"
 	"p2pfault/runner"
-	"p2pfault/vcluster"
 )
 
 // TestDataParallelSourcesOnTheVirtualCluster: two sources of two
@@ -29,20 +27,13 @@ func TestDataParallelSourcesOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp, err := experiment.New(experiment.Config{
+		run := runVirtual(t, experiment.Config{
 			Timeline: tl.String(), Duration: 40 * time.Second,
-			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2, RestartDelay: time.Second}},
-			OutDir:  t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
+		}, runner.Config{SourceDP: 2, RestartDelay: time.Second})
+		if run.err != nil {
+			t.Fatalf("run: %v", run.err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs, v := run.events, run.verdict
 		checkRankEvents(t, evs)
 		parts := map[string]int{}
 		for _, r := range v.Ranks {
@@ -114,20 +105,13 @@ func checkRankEvents(t *testing.T, evs []event.Event) {
 // window.
 func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		exp, err := experiment.New(experiment.Config{
+		run := runVirtual(t, experiment.Config{
 			Case: fault.ActionGone, Mode: event.ModePD,
-			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2}},
-			OutDir:  t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
+		}, runner.Config{SourceDP: 2})
+		if run.err != nil {
+			t.Fatalf("run: %v", run.err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs, v := run.events, run.verdict
 		var gone, exited, closed bool
 		for _, ev := range evs {
 			switch {
@@ -174,22 +158,15 @@ func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 func TestGoneOnADataParallelSourceLoadsTimeOutOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		const loadAndAck, margin = 40 * time.Second, 500 * time.Millisecond
-		exp, err := experiment.New(experiment.Config{
+		run := runVirtual(t, experiment.Config{
 			Case: fault.ActionGone, Mode: event.ModePD,
-			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2,
-				SourceArgs:  []string{"--sim-transfer-bandwidth", "6e6"},
-				DecoderArgs: []string{"--sim-dead-session-loads", "timeout"}}},
-			OutDir: t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
+		}, runner.Config{SourceDP: 2,
+			SourceArgs:  []string{"--sim-transfer-bandwidth", "6e6"},
+			DecoderArgs: []string{"--sim-dead-session-loads", "timeout"}})
+		if run.err != nil {
+			t.Fatalf("run: %v", run.err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, _, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs := run.events
 		var at time.Duration
 		var samples []event.Sample
 		for _, ev := range evs {
@@ -266,20 +243,13 @@ func TestRankStallOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp, err := experiment.New(experiment.Config{
+		run := runVirtual(t, experiment.Config{
 			Timeline: tl.String(), Duration: 65 * time.Second,
-			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2}},
-			OutDir:  t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
+		}, runner.Config{SourceDP: 2})
+		if run.err != nil {
+			t.Fatalf("run: %v", run.err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs, v := run.events, run.verdict
 		var stalled, verified, resumed bool
 		for _, ev := range evs {
 			switch {
