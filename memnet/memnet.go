@@ -10,7 +10,8 @@
 //     netenv.Network whose listeners and connections it owns. Its faults act
 //     on what it owns: Freeze/Thaw (SIGSTOP/SIGCONT), Crash (SIGKILL).
 //   - Fabric.Partition/Heal and Fabric.Loss act between two hosts, or
-//     between a host and every other one (b == nil).
+//     between a host and every other one (b == nil). A pipe (Host.Pipe,
+//     Host.PipeTo: between processes of one machine) is not on the network.
 //   - Every wait blocks on a channel or a timer, never on I/O or a held
 //     mutex, so a goroutine waiting here is durably blocked for synctest.
 //
@@ -404,10 +405,25 @@ func (h *Host) die(match func(net.Addr) bool) {
 
 // Pipe returns the two ends of a connection inside the host (a
 // socketpair): both freeze and die with it.
-func (h *Host) Pipe() (net.Conn, net.Conn) {
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	a, b := h.f.newPair(h, h, pipeAddr(h.name), pipeAddr(h.name))
+func (h *Host) Pipe() (net.Conn, net.Conn) { return h.PipeTo(h) }
+
+// PipeTo returns the two ends of a pipe between h's process and peer's (a
+// socketpair a parent shares with its child): the first end is h's, the
+// second peer's. Each end blocks while its own host is frozen (bytes
+// written to a frozen end's host wait in the buffer, as in the kernel's
+// pipe), and a Crash of either host ends its end as its death would (the
+// other end reads EOF, or a reset with unread bytes). A pipe is no network
+// path: no partition or loss acts on it.
+func (h *Host) PipeTo(peer *Host) (net.Conn, net.Conn) {
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, b := f.newPair(h, peer, pipeAddr(h.name), pipeAddr(peer.name))
+	// Cuts and loss are looked up by the streams' hosts; a pipe's streams
+	// name none, so none applies (as between a host and itself).
+	for _, s := range []*stream{a.in, a.out} {
+		s.from, s.to = nil, nil
+	}
 	return a, b
 }
 

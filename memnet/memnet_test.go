@@ -502,6 +502,50 @@ func TestPipeFreezesAndDiesWithHost(t *testing.T) {
 	})
 }
 
+// TestPipeToBetweenTwoHosts: a pipe between a front end's host and its
+// core's: the frozen core's end takes no step while the front end's goes
+// on (its write buffers), no partition or loss of either host touches it,
+// and a crash of one host ends its end as its death would: the other reads
+// EOF after what was sent.
+func TestPipeToBetweenTwoHosts(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		f := New(1)
+		fe, core := f.Host("front end"), f.Host("core")
+		x, y := fe.PipeTo(core)
+		core.Freeze()
+		if _, err := x.Write([]byte("ab")); err != nil {
+			t.Fatalf("the running end's write while the other host is frozen: %v", err)
+		}
+		read := async(func() (int, error) { return y.Read(make([]byte, 1)) })
+		pending(t, read, "the frozen host's end's read")
+		f.Partition(fe, nil)
+		f.Partition(core, nil)
+		f.Loss(fe, nil, 1)
+		start := time.Now()
+		core.Thaw()
+		if r := <-read; r.err != nil || r.n != 1 || r.at != start {
+			t.Fatalf("read at the thaw, under a partition and 100%% loss of both hosts: %d, %v at +%v; want 1 byte at once", r.n, r.err, r.at.Sub(start))
+		}
+		if n, err := y.Read(make([]byte, 1)); n != 1 || err != nil {
+			t.Fatalf("the second byte: %d, %v", n, err)
+		}
+		if _, err := y.Write([]byte("c")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := x.Read(make([]byte, 1)); n != 1 || err != nil {
+			t.Fatalf("the front end's read: %d, %v", n, err)
+		}
+		core.Crash()
+		if _, err := y.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("the crashed host's own end: %v, want net.ErrClosed", err)
+		}
+		if _, err := x.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("the front end's read after the core's crash: %v, want EOF", err)
+		}
+		fe.Crash()
+	})
+}
+
 func TestConnectAcrossAPartitionGoesWithTheNextSYN(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)

@@ -1,18 +1,20 @@
 // Package vcluster is the virtual cluster: a third experiment.Opener, beside
 // the engines p2pfault launches (experiment.Launch) and the ones it attaches
-// to (package attach). Every engine, front end and core, runs as goroutines
-// of p2pfault's own process (sim.StartInProcess), each on a host of its own
-// on one in-memory network (package memnet), so a whole run fits in a
+// to (package attach). Every engine, front end and cores, runs as
+// goroutines of p2pfault's own process (sim.StartInProcess), each process
+// on a host of its own on one in-memory network (package memnet), so a
+// whole run fits in a
 // testing/synctest bubble on its fake clock: a 30 s stall takes as long as
 // the CPU work in it, and no scheduler hiccup moves a latency.
 //
 // The engines are started from the same command lines the runner builds
 // for `p2pfault sim serve` (runner.Plan: arms, modes and --sim-defect flags
 // mean the same), and the faults act as the kernel would on a process:
-// a stall freezes the engine's host (SIGSTOP), a kill crashes it (SIGKILL:
-// connections reset, connects refused) and starts it again on the same
-// ports, a replace starts a new engine on a new host at new ports, a
-// partition or a loss cuts the engine's host off in the network. The
+// a stall freezes the engine's hosts (SIGSTOP of its session; of one
+// rank, its core's host alone), a kill crashes them (SIGKILL: connections
+// reset, connects refused) and starts it again on the same ports, a
+// replace starts a new engine on new hosts at new ports, a partition or a
+// loss cuts the engine's hosts off in the network. The
 // experiment sees none of this: it asks the cluster's abilities (its own
 // network, its own link cuts) and the targets' (fault.Reporter: what was
 // frozen or cut), never which cluster it has.
@@ -23,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,51 +189,50 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
-// netCuts is the fabric as the network kinds see it: a target's host cut
-// off from every other host (a partition of all its ports, both ways), or
-// a share of its segments lost.
+// netCuts is the fabric as the network kinds see it: a target's hosts
+// (front end and cores) cut off from every other host (a partition of all
+// its ports, both ways), or a share of their segments lost.
 type netCuts struct{ c *Cluster }
 
-func (n netCuts) host(target string) (*memnet.Host, error) {
+func (n netCuts) hosts(target string) (*sim.Hosts, error) {
 	for _, t := range n.c.engines {
 		if t.Name() == target {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			return t.host, nil
+			return t.hosts, nil
 		}
 	}
 	return nil, fmt.Errorf("no engine %s in the virtual cluster", target)
 }
 
-// Partition cuts the target's host off; the ports are every port it
-// listens on, all of which are its host's.
+// Partition cuts the target's hosts off; the ports are every port they
+// listen on, all of which are the engine's.
 func (n netCuts) Partition(target string, _ ...int) error {
-	h, err := n.host(target)
+	h, err := n.hosts(target)
 	if err != nil {
 		return err
 	}
-	n.c.fabric.Partition(h, nil)
+	h.Partition()
 	n.c.setCut(target, "partition")
 	return nil
 }
 
 func (n netCuts) Loss(target string, pct int, _ ...int) error {
-	h, err := n.host(target)
+	h, err := n.hosts(target)
 	if err != nil {
 		return err
 	}
-	n.c.fabric.Loss(h, nil, float64(pct)/100)
+	h.Loss(float64(pct) / 100)
 	n.c.setCut(target, fmt.Sprintf("loss %d%%", pct))
 	return nil
 }
 
 func (n netCuts) Heal(target string) error {
-	h, err := n.host(target)
+	h, err := n.hosts(target)
 	if err != nil {
 		return err
 	}
-	n.c.fabric.Heal(h, nil)
-	n.c.fabric.Loss(h, nil, 0)
+	h.Heal()
 	n.c.setCut(target, "")
 	return nil
 }
@@ -320,7 +322,7 @@ type Target struct {
 
 	mu       sync.Mutex
 	spec     runner.Spec // the command line in force (a replace's new ports)
-	host     *memnet.Host
+	hosts    *sim.Hosts  // the engine's processes: the same across a restart on the same ports
 	eng      *sim.InProcess
 	state    event.State
 	instance int // starts of the engine: a restart is a new instance
@@ -357,7 +359,7 @@ func (t *Target) P2PHost() string { return t.currentSpec().P2PHost }
 func (t *Target) P2PPort() int    { return t.currentSpec().P2PPort }
 
 // Ports are the engine's HTTP and P2P ports (fault.NetTarget); a cut acts
-// on its whole host, which listens on exactly these.
+// on its whole hosts, which listen on exactly these.
 func (t *Target) Ports() []int {
 	s := t.currentSpec()
 	return []int{s.HTTPPort, s.P2PPort}
@@ -382,7 +384,9 @@ func (t *Target) State() event.EngineInfo {
 		Name: t.spec.Name, Role: t.spec.Role, Index: t.spec.Index, State: t.state,
 		HTTPPort: t.spec.HTTPPort, P2PPort: t.spec.P2PPort, Restarts: t.restarts, Exit: t.exit,
 	}
-	if t.state == event.StateReady && t.host != nil && t.host.Frozen() {
+	// Stopped while any process of it is, as the runner reads a
+	// session's members (a stall of one rank's core shows so).
+	if t.state == event.StateReady && t.eng != nil && slices.ContainsFunc(t.eng.Processes(), func(p sim.Process) bool { return p.Frozen }) {
 		in.State = event.StateStopped
 	}
 	if !t.started.IsZero() && t.eng != nil {
@@ -392,15 +396,17 @@ func (t *Target) State() event.EngineInfo {
 }
 
 // Report is what the engine's own means show of it (fault.Reporter): its
-// host frozen, an instance running, its listeners; Ready asks /health.
+// hosts frozen (each process's state in Procs), an instance running, its
+// listeners; Ready asks /health.
 func (t *Target) Report() fault.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := fault.Report{Instance: t.instance, Cut: t.cut}
-	if t.host != nil {
-		r.Frozen = t.host.Frozen()
-	}
 	if t.eng != nil {
+		r.Frozen = t.eng.Frozen()
+		for _, p := range t.eng.Processes() {
+			r.Procs = append(r.Procs, fault.Proc{Name: p.Name, Frozen: p.Frozen})
+		}
 		select {
 		case <-t.eng.Done():
 		default:
@@ -413,16 +419,16 @@ func (t *Target) Report() fault.Report {
 	return r
 }
 
-// start runs spec's engine on a host (the engine's own with sameHost, as
-// a restart on the same ports; else a new one, as a new process) and
+// start runs spec's engine on hosts (the engine's own with sameHost, as
+// a restart on the same ports; else new ones, as new processes) and
 // waits until it answers /health. A restart (kill, restore, replace) loads
 // its model for the cluster's RestartDelay, as the runner's does.
 func (t *Target) start(ctx context.Context, spec runner.Spec, sameHost, restart bool) error {
 	t.mu.Lock()
-	if t.host == nil || !sameHost {
-		t.host = t.c.fabric.Host(spec.Name)
+	if t.hosts == nil || !sameHost {
+		t.hosts = sim.NewHosts(t.c.fabric, spec.Name)
 	}
-	h := t.host
+	h := t.hosts
 	t.spec, t.state, t.exit = spec, event.StateStarting, ""
 	if restart {
 		t.state = event.StateRestarting
@@ -528,8 +534,8 @@ func (t *Target) running() (*sim.InProcess, error) {
 	return t.eng, nil
 }
 
-// Stop freezes the engine's host (SIGSTOP): every goroutine of the engine
-// stops at its next step. It returns when the freeze was made.
+// Stop freezes the engine's hosts (SIGSTOP of its session): every
+// goroutine of the engine stops at its next step. It returns when the freeze was made.
 func (t *Target) Stop(context.Context) (time.Time, error) {
 	eng, err := t.running()
 	if err != nil {
@@ -552,7 +558,7 @@ func (t *Target) Continue(context.Context) error {
 	return nil
 }
 
-// Kill crashes the engine (SIGKILL) and starts it again on the same host
+// Kill crashes the engine (SIGKILL) and starts it again on the same hosts
 // and ports once the old instance has ended; it returns when the new one
 // is ready.
 func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
@@ -566,8 +572,8 @@ type crash func(eng *sim.InProcess) error
 func crashAll(eng *sim.InProcess) error { eng.Kill(); return nil }
 
 // crashAndStart crashes the running instance (SIGKILL), waits until it has
-// ended and starts the spec next gives (on the same host when it says so,
-// else a new one), returning when that is ready.
+// ended and starts the spec next gives (on the same hosts when it says so,
+// else new ones), returning when that is ready.
 func (t *Target) crashAndStart(ctx context.Context, signalled func(time.Time, error), next func() (spec runner.Spec, sameHost bool, err error)) (time.Time, error) {
 	return t.crashWith(ctx, crashAll, signalled, next)
 }
@@ -655,7 +661,7 @@ func (t *Target) Restore(ctx context.Context) (time.Time, error) {
 func (t *Target) CanReplace() error { return nil }
 
 // Replace crashes the engine (SIGKILL) and starts a new one in its place
-// on new ports, on a new host (a new process); it returns when the new one
+// on new ports, on new hosts (new processes); it returns when the new one
 // is ready, and from then on the target's addresses are the new engine's.
 func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
 	return t.crashAndStart(ctx, signalled, func() (runner.Spec, bool, error) {
