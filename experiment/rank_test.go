@@ -1,7 +1,6 @@
 package experiment_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -29,17 +28,10 @@ func TestDataParallelSourcesOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp, err := experiment.New(experiment.Config{
+		evs, v, err := runExperiment(t, experiment.Config{
 			Timeline: tl.String(), Duration: 40 * time.Second,
 			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2, RestartDelay: time.Second}},
-			OutDir:  t.TempDir(),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
@@ -114,17 +106,10 @@ func checkRankEvents(t *testing.T, evs []event.Event) {
 // window.
 func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		exp, err := experiment.New(experiment.Config{
+		evs, v, err := runExperiment(t, experiment.Config{
 			Case: fault.ActionGone, Mode: event.ModePD,
 			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2}},
-			OutDir:  t.TempDir(),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
@@ -174,19 +159,12 @@ func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 func TestGoneOnADataParallelSourceLoadsTimeOutOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		const loadAndAck, margin = 40 * time.Second, 500 * time.Millisecond
-		exp, err := experiment.New(experiment.Config{
+		evs, _, err := runExperiment(t, experiment.Config{
 			Case: fault.ActionGone, Mode: event.ModePD,
 			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2,
 				SourceArgs:  []string{"--sim-transfer-bandwidth", "6e6"},
 				DecoderArgs: []string{"--sim-dead-session-loads", "timeout"}}},
-			OutDir: t.TempDir(),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, _, err := runCollecting(ctx, exp)
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
