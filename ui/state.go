@@ -500,7 +500,7 @@ func (st *state) applyEngine(ev event.Event) {
 	if e == nil {
 		return
 	}
-	known, prev := e.reported, e.info.State
+	known, prev := e.reported, e.info.StateText()
 	e.info, e.reported = info, true
 	if info.Role == event.RoleSource {
 		st.source(info.Index)
@@ -508,20 +508,20 @@ func (st *state) applyEngine(ev event.Event) {
 	if info.State == event.StateReady {
 		e.everReady = true
 	}
-	if known && prev == info.State {
+	if known && prev == info.StateText() {
 		return
 	}
-	switch info.State {
-	case event.StateExited:
+	switch {
+	case info.State == event.StateExited:
 		exit := info.Exit
 		if exit == "" {
 			exit = "no exit status"
 		}
 		st.addLog(ev.T, levelWarn, "%s exited (%s)", info.Name, exit)
-	case event.StateReady:
+	case info.State == event.StateReady && len(info.StoppedRanks) == 0:
 		st.addLog(ev.T, levelInfo, "%s ready (pid %d, :%d)", info.Name, info.Pid, info.HTTPPort)
 	default:
-		st.addLog(ev.T, levelInfo, "%s %s (pid %d)", info.Name, info.State, info.Pid)
+		st.addLog(ev.T, levelInfo, "%s %s (pid %d)", info.Name, info.StateText(), info.Pid)
 	}
 }
 
