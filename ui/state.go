@@ -169,6 +169,9 @@ type state struct {
 	waits map[string]event.Wait
 	// metrics is each engine's latest /metrics reading (metrics events).
 	metrics map[string]event.MetricsInfo
+	// lookup is the decoder's lookup delay per fault window and the
+	// baseline before the first (lookupwin.go).
+	lookup lookupWindows
 	// content is the run's content rule (its run event); wrongLogged
 	// counts the mismatches the event log told one a line.
 	content     check.ContentRule
@@ -346,6 +349,9 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 	case event.KindMetrics:
 		if m := ev.Metrics; m != nil && m.Engine != "" && (len(st.metrics) < maxEngines || hasKey(st.metrics, m.Engine)) {
 			st.metrics[m.Engine] = *m
+			if m.Engine == decoderEngine {
+				st.lookup.addReading(ev.T, m.Reading)
+			}
 		}
 	case event.KindSchedule:
 		if ev.Schedule != nil {
@@ -557,6 +563,9 @@ func (st *state) applyWindow(ev event.Event) {
 	w := ev.Window
 	if w == nil {
 		return
+	}
+	if lw, base, ok := st.lookup.window(*w); ok {
+		defer st.addLog(ev.T, levelInfo, "%s", lookupWindowText(lw, base))
 	}
 	s := st.source(w.Source)
 	if s == nil {
