@@ -166,6 +166,9 @@ type faulter interface {
 	// lock; the wait itself (minutes for a model load) runs without it.
 	readyWait() func(context.Context) (Result, error)
 	stalled() bool
+	// stallGrain is the grain of the stall in force (one rank's, or the
+	// whole source's), when stalled.
+	stallGrain() fault.Grain
 	removed() bool
 }
 
@@ -251,6 +254,17 @@ func (t *Target) Stalled() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.faulter != nil && t.faulter.stalled()
+}
+
+// stalledOn is the grain of the stall p2pfault holds of the source, if it
+// holds one.
+func (t *Target) stalledOn() (fault.Grain, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.faulter == nil || !t.faulter.stalled() {
+		return fault.Grain{}, false
+	}
+	return t.faulter.stallGrain(), true
 }
 
 // Removed reports whether p2pfault removed the source and has not restored it.

@@ -269,17 +269,24 @@ func (t *Target) State() event.EngineInfo {
 			stopped = st.Stopped()
 		}
 	}
+	// A stall of one rank stopped its core alone: the front end and the
+	// other ranks go on, so the engine is as /health says and that rank is
+	// stopped (the runner's reading of a launched engine says the same).
+	g, stalled := t.stalledOn()
 	switch {
 	case busy:
 		in.State = event.StateRestarting
 	case t.Removed():
 		in.State = event.StateRemoved
-	case stopped || t.Stalled():
+	case stopped || stalled && !g.OnRank:
 		in.State = event.StateStopped
 	case in.Health == "ok":
 		in.State = event.StateReady
 	default:
 		in.State = event.StateUnreachable
+	}
+	if stalled && g.OnRank && (in.State == event.StateReady || in.State == event.StateUnreachable) {
+		in.StoppedRanks = []int{g.Rank}
 	}
 	return in
 }

@@ -23,8 +23,9 @@ type commandFaulter struct {
 	gone      bool
 }
 
-func (f *commandFaulter) stalled() bool { return f.stall }
-func (f *commandFaulter) removed() bool { return f.gone }
+func (f *commandFaulter) stalled() bool           { return f.stall }
+func (f *commandFaulter) stallGrain() fault.Grain { return f.stallOn }
+func (f *commandFaulter) removed() bool           { return f.gone }
 
 // run runs the source's command for a, filled for grain g. Its result
 // carries the filled-in argv, exit status and output either way.

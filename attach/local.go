@@ -36,8 +36,9 @@ type localStall struct {
 	// name is the stall's in the record and the guard's log: the source's,
 	// or one rank's ("pod-a/rank1"), whose members alone were stopped
 	// (part) and are resumed alone.
-	name string
-	part bool
+	name  string
+	part  bool
+	grain fault.Grain // what the stall was made on
 }
 
 // relaunch is an engine p2pfault started again; it is reaped by a
@@ -50,6 +51,13 @@ type relaunch struct {
 }
 
 func (f *localFaulter) stalled() bool { return f.stall != nil }
+
+func (f *localFaulter) stallGrain() fault.Grain {
+	if f.stall == nil {
+		return fault.Grain{}
+	}
+	return f.stall.grain
+}
 func (f *localFaulter) removed() bool { return f.gone != nil }
 
 // find returns the source's session now, checked against the guards.
@@ -80,7 +88,7 @@ func (f *localFaulter) doStall(ctx context.Context, g fault.Grain) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	st := &localStall{sid: l.Sid, name: f.t.src.Name, part: g.OnRank}
+	st := &localStall{sid: l.Sid, name: f.t.src.Name, part: g.OnRank, grain: g}
 	if g.OnRank {
 		st.members, err = f.rank(l, g.Rank)
 		st.name = rankName(st.name, g.Rank)

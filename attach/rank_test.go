@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"p2pfault/attach/guard"
+	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 	"p2pfault/runner/session"
@@ -231,6 +232,11 @@ func TestLocalRankStallStopsOnlyThatCore(t *testing.T) {
 	}
 	if !src.Stalled() {
 		t.Error("the source does not say it is stalled")
+	}
+	// Its state says rank 1 stopped, not the whole engine: the front end
+	// and rank 0 go on.
+	if in := src.State(); in.State == event.StateStopped || !slices.Equal(in.StoppedRanks, []int{1}) {
+		t.Errorf("source-0's state %s, stopped ranks %v (%q), want rank 1 stopped alone", in.State, in.StoppedRanks, in.StateText())
 	}
 	// A second stall of the source, whole or another rank, is refused
 	// while this one holds (the kinds' rule, asked by Do).

@@ -25,7 +25,7 @@ type Printer struct {
 	w       io.Writer
 	prefix  string // e.g. "main/stall " when several runs share one output
 	sources int
-	states  map[string]event.State
+	states  map[string]string
 	second  time.Duration // the second being accumulated
 	pending []event.Sample
 	content check.ContentRule // the run's content rule (from its run event)
@@ -50,7 +50,7 @@ type Printer struct {
 
 // New returns a Printer writing to w, each line starting with prefix.
 func New(w io.Writer, prefix string) *Printer {
-	return &Printer{w: w, prefix: prefix, states: map[string]event.State{}, second: -1, Summaries: true,
+	return &Printer{w: w, prefix: prefix, states: map[string]string{}, second: -1, Summaries: true,
 		inflight: map[int64]event.PullStart{}, failing: map[string]bool{}, waits: map[string]event.Wait{}, loads: map[loadKey]bool{}}
 }
 
@@ -163,10 +163,10 @@ func (p *Printer) run(t time.Duration, r *event.RunInfo) {
 
 // engine prints an engine's state when it changes.
 func (p *Printer) engine(t time.Duration, e *event.EngineInfo) {
-	if p.states[e.Name] == e.State {
+	if p.states[e.Name] == e.StateText() {
 		return
 	}
-	p.states[e.Name] = e.State
+	p.states[e.Name] = e.StateText()
 	detail := fmt.Sprintf("pid %d, sid %d, http :%d, p2p :%d", e.Pid, e.Sid, e.HTTPPort, e.P2PPort)
 	if e.URL != "" {
 		// An attached engine: what p2pfault can know of it.
@@ -178,7 +178,7 @@ func (p *Printer) engine(t time.Duration, e *event.EngineInfo) {
 	if e.Exit != "" {
 		detail = e.Exit
 	}
-	p.line(t, "%s %s (%s)", e.Name, e.State, detail)
+	p.line(t, "%s %s (%s)", e.Name, e.StateText(), detail)
 }
 
 // fault prints a fault action as it was fired.

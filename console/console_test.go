@@ -332,3 +332,29 @@ func TestPrinterNamesWhatPullsInFlightWaitOn(t *testing.T) {
 		t.Errorf("%d wait lines, want 2 (none once the session was reaped):\n%s", n, got)
 	}
 }
+
+// TestPrinterSaysWhichRankIsStopped: one rank's core stopped (its engine
+// ready, StoppedRanks [1]) prints as that rank stopped, once, and its
+// resume as the engine ready again; the whole engine stopped prints as
+// stopped.
+func TestPrinterSaysWhichRankIsStopped(t *testing.T) {
+	var out bytes.Buffer
+	p := New(&out, "")
+	ready := event.EngineInfo{Name: "source-0", State: event.StateReady, Pid: 10, Sid: 10, HTTPPort: 8100, P2PPort: 7777}
+	rank1, whole := ready, ready
+	rank1.StoppedRanks = []int{1}
+	whole.State = event.StateStopped
+	for i, in := range []event.EngineInfo{ready, rank1, rank1, ready, whole} {
+		p.Print(event.Event{T: time.Duration(i) * time.Second, Kind: event.KindEngine, Engine: &in})
+	}
+	p.flush()
+	got := out.String()
+	for _, want := range []string{"source-0 rank1 stopped (pid 10", "source-0 stopped (pid 10"} {
+		if strings.Count(got, want) != 1 {
+			t.Errorf("output should say %q once:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "source-0 ready") != 2 {
+		t.Errorf("output should say source-0 ready twice (at the start and after the rank's resume):\n%s", got)
+	}
+}

@@ -8,6 +8,7 @@
 package event
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -176,10 +177,35 @@ type EngineInfo struct {
 	Uptime   time.Duration `json:"uptime_ns"`
 	Restarts int           `json:"restarts"`
 	Exit     string        `json:"exit,omitempty"` // "code 1" or "signal killed" once exited
+	// StoppedRanks are the data-parallel ranks whose engine cores /proc
+	// shows stopped while the rest of the engine runs (a stall of
+	// source-0/rank1): State is then the engine's own (ready), since its
+	// front end and sibling ranks go on, and StateText names the ranks.
+	// Empty when no member is stopped or the whole engine is (State
+	// stopped).
+	StoppedRanks []int `json:"stopped_ranks,omitempty"`
 	// An attached engine (run --attach): its URL and what its last
 	// /health said ("ok" or the error). Empty for launched engines.
 	URL    string `json:"url,omitempty"`
 	Health string `json:"health,omitempty"`
+}
+
+// StateText is the engine's state as every face words it: State, or,
+// while only some ranks' cores are stopped, which ("rank1 stopped",
+// "ranks 0,2 stopped"), so one stalled rank never reads as the whole
+// engine stopped.
+func (i EngineInfo) StateText() string {
+	switch len(i.StoppedRanks) {
+	case 0:
+		return string(i.State)
+	case 1:
+		return "rank" + strconv.Itoa(i.StoppedRanks[0]) + " " + string(StateStopped)
+	}
+	rs := make([]string, len(i.StoppedRanks))
+	for k, r := range i.StoppedRanks {
+		rs[k] = strconv.Itoa(r)
+	}
+	return "ranks " + strings.Join(rs, ",") + " " + string(StateStopped)
 }
 
 // LogLine is a line an engine printed.

@@ -364,7 +364,8 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 		t.Run(arm, func(t *testing.T) {
 			out := t.TempDir()
 			raceguard.Test(t, func(t *testing.T) {
-				exp, err := experiment.New(experiment.Config{
+				start := time.Now()
+				evs, v, err := runExperiment(t, experiment.Config{
 					// Off the trial grid (source-0's every 0.5 s from
 					// t0): a trial and the stall at one instant of the
 					// bubble's clock would race, as they would in real
@@ -373,11 +374,6 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 					Cluster: &fakeCluster{prefillAtOnce: arm == "fixed"},
 					OutDir:  out,
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				start := time.Now()
-				evs, v, err := runCollecting(context.Background(), exp)
 				if err != nil {
 					t.Fatalf("Run: %v", err)
 				}
@@ -439,16 +435,11 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 // source (which failed the run).
 func TestAScriptedStepWaitsForALateStallToEnd(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		exp, err := experiment.New(experiment.Config{
+		evs, _, err := runExperiment(t, experiment.Config{
 			Timeline: "at 1s stall source-0 for 4s; at 6s stall source-0 for 1s",
 			Recovery: 2 * time.Second,
 			Cluster:  &fakeCluster{stopTakes: 2500 * time.Millisecond},
-			OutDir:   t.TempDir(),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs, _, err := runCollecting(context.Background(), exp)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}

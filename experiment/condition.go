@@ -47,6 +47,12 @@ func condition(src int, f inForce, eng event.EngineInfo) event.ConditionInfo {
 		c.Condition, c.Label, c.Until = event.CondStalled, label("STALLED"), f.until
 	case st == event.StateStopped: // stopped by someone else
 		c.Condition, c.Label = event.CondStalled, "STALLED"
+	case len(eng.StoppedRanks) > 0: // ranks' cores stopped by someone else
+		// One rank is named as a rank's fault names it: the engine goes on.
+		c.Condition, c.Label = event.CondStalled, "STALLED"
+		if len(eng.StoppedRanks) == 1 {
+			c.Target = event.RankName(src, eng.StoppedRanks[0])
+		}
 	case f.cond == event.CondNetwork && st != event.StateExited && st != event.StateRestarting:
 		c.Condition, c.Label = event.CondNetwork, label("CUT OFF")
 	case st == event.StateRestarting:

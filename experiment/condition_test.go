@@ -24,6 +24,12 @@ func TestConditionFollowsFaultsAndEngineStates(t *testing.T) {
 	}
 	exited := eng(event.StateExited, 0)
 	exited.Exit = "code 1"
+	// One rank's core stopped: the engine ready, its rank 1 stopped, as
+	// the runner reads it from /proc.
+	rankStopped := eng(event.StateReady, 4200)
+	rankStopped.StoppedRanks = []int{1}
+	twoStopped := eng(event.StateReady, 4200)
+	twoStopped.StoppedRanks = []int{0, 2}
 	restarted := eng(event.StateStarting, 5000)
 	restarted.Restarts = 1
 	tests := []struct {
@@ -70,7 +76,9 @@ func TestConditionFollowsFaultsAndEngineStates(t *testing.T) {
 			cond: event.CondExited, label: "EXITED code 1", down: true},
 		// A stall of one rank is that rank's; a crash after it is the engine's.
 		{name: "one rank stalled", f: inForce{cond: event.CondStalled, kind: kind(fault.ActionStall), target: "source-0/rank1"},
-			eng: eng(event.StateStopped, 4200), cond: event.CondStalled, label: "STALLED", target: "source-0/rank1"},
+			eng: rankStopped, cond: event.CondStalled, label: "STALLED", target: "source-0/rank1"},
+		{name: "one rank's core stopped by someone else", eng: rankStopped, cond: event.CondStalled, label: "STALLED", target: "source-0/rank1"},
+		{name: "two ranks' cores stopped by someone else", eng: twoStopped, cond: event.CondStalled, label: "STALLED"},
 		{name: "one rank partitioned", f: inForce{cond: event.CondNetwork, kind: kind(fault.ActionPartition), target: "source-0/rank1"},
 			eng: eng(event.StateReady, 4200), cond: event.CondNetwork, label: "PARTITIONED", target: "source-0/rank1"},
 		{name: "a crash during one rank's stall", f: inForce{cond: event.CondStalled, kind: kind(fault.ActionStall), target: "source-0/rank1"},

@@ -46,45 +46,39 @@ func TestAWindowWhoseSourceStoppedHittingIsNotJudged(t *testing.T) {
 			HandshakeTimeout: time.Second,
 		}
 		o := cutAt{Opener: vcluster.Opener{Config: rcfg, Seed: 1}, opened: make(chan experiment.Cluster, 1)}
-		exp, err := experiment.New(experiment.Config{
+		evs, v, err := watchExperiment(t, experiment.Config{
 			Case: fault.ActionStall, FaultAt: 10 * time.Second, FaultFor: 5 * time.Second, Recovery: 5 * time.Second,
-			SeedTimeout: time.Second, Cluster: o, OutDir: t.TempDir(),
-		})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		ch := exp.Subscribe()
-		var end event.Event
-		read := make(chan struct{})
-		go func() {
-			defer close(read)
-			cl := <-o.opened
-			nw, err := cl.(interface{ FaultNetwork() (fault.Network, error) }).FaultNetwork()
+			SeedTimeout: time.Second, Cluster: o,
+		}, func(ev event.Event) {
+			if ev.Kind != event.KindPhase || ev.Phase != event.PhaseBaseline {
+				return
+			}
+			// The cluster is open by the baseline (its one phase event):
+			// its network cuts source-0 off 4 s into it and heals it 8 s
+			// after.
+			nw, err := (<-o.opened).(interface{ FaultNetwork() (fault.Network, error) }).FaultNetwork()
 			if err != nil {
 				t.Errorf("FaultNetwork: %v", err)
+				return
 			}
-			var cut, heal <-chan time.Time
-			for ev := range ch {
-				switch {
-				case ev.Kind == event.KindPhase && ev.Phase == event.PhaseBaseline:
-					cut, heal = time.After(4*time.Second), time.After(12*time.Second)
-					go func() {
-						<-cut
-						if err := nw.Partition("source-0"); err != nil {
-							t.Errorf("partition: %v", err)
-						}
-						<-heal
-						if err := nw.Heal("source-0"); err != nil {
-							t.Errorf("heal: %v", err)
-						}
-					}()
-				case ev.Kind == event.KindEnd:
-					end = ev
+			cut, heal := time.After(4*time.Second), time.After(12*time.Second)
+			go func() {
+				<-cut
+				if err := nw.Partition("source-0"); err != nil {
+					t.Errorf("partition: %v", err)
 				}
+				<-heal
+				if err := nw.Heal("source-0"); err != nil {
+					t.Errorf("heal: %v", err)
+				}
+			}()
+		})
+		var end event.Event
+		for _, ev := range evs {
+			if ev.Kind == event.KindEnd {
+				end = ev
 			}
-		}()
-		v, err := exp.Run(context.Background())
-		<-read
+		}
 		t.Logf("not judged: %q", v.NotJudged)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
@@ -143,12 +137,8 @@ func (w wrongPort) P2PPort() int { return w.Target.P2PPort() + 100 }
 func TestAPortMisaddressedIsNotJudgedAndSaysWhy(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		rcfg := runner.Config{Sources: 2, ExtraArgs: []string{"--sim-startup-delay=0s"}}
-		exp, err := experiment.New(experiment.Config{Case: fault.ActionStall, WarmupTimeout: 5 * time.Second,
-			Cluster: misaddressed{vcluster.Opener{Config: rcfg, Seed: 1}}, OutDir: t.TempDir()})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		_, err = exp.Run(context.Background())
+		_, _, err := runExperiment(t, experiment.Config{Case: fault.ActionStall, WarmupTimeout: 5 * time.Second,
+			Cluster: misaddressed{vcluster.Opener{Config: rcfg, Seed: 1}}})
 		if exitcode.Code(err) != exitcode.NotJudged {
 			t.Fatalf("exit %d (%v), want %d", exitcode.Code(err), err, exitcode.NotJudged)
 		}

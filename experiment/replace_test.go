@@ -1,7 +1,6 @@
 package experiment_test
 
 import (
-	"context"
 	"net"
 	"strconv"
 	"strings"
@@ -33,44 +32,32 @@ func TestReplaceNamesTheNewAddressFromTheMomentItIsReady(t *testing.T) {
 }
 
 func testReplace(t *testing.T, mode string) {
-	{
-		{
-			exp, err := experiment.New(experiment.Config{
-				Case: fault.ActionReplace,
-				Mode: mode,
-				// The sim's own model load (1 s) for every start, the
-				// replacement's too: on the virtual cluster a start costs
-				// nothing else, and a replacement ready at the very
-				// instant of the kill would leave no pull to judge.
-				Cluster: vcluster.Opener{Seed: 1},
-				OutDir:  t.TempDir(),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			evs, v, err := runCollecting(ctx, exp)
-			if err != nil {
-				t.Fatalf("run: %v", err)
-			}
-			checkReplaceEvents(t, evs, mode)
-			// The verdict is exact on the bubble's clock: the window
-			// lasts the new engine's 1 s model load, shorter than the 2 s
-			// detect time, so faulted_median_after_detect has no pull
-			// (empty, failed) in either mode; in pd the decoder's KV
-			// loads from the killed prefiller are refused (the default
-			// kv_load_failure_policy, fail: 500s) and fail all_200.
-			// Every other check passes.
-			wantFailed := map[string]bool{check.NameFaultedMedian: true}
-			if mode == event.ModePD {
-				wantFailed[check.NameAll200] = true
-			}
-			for _, c := range v.Checks {
-				if c.Passed == wantFailed[c.Name] {
-					t.Errorf("%s passed %v, want %v: %s", c.Name, c.Passed, !wantFailed[c.Name], c.Detail)
-				}
-			}
+	evs, v, err := runExperiment(t, experiment.Config{
+		Case: fault.ActionReplace,
+		Mode: mode,
+		// The sim's own model load (1 s) for every start, the
+		// replacement's too: on the virtual cluster a start costs
+		// nothing else, and a replacement ready at the very instant of
+		// the kill would leave no pull to judge.
+		Cluster: vcluster.Opener{Seed: 1},
+	})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	checkReplaceEvents(t, evs, mode)
+	// The verdict is exact on the bubble's clock: the window lasts the new
+	// engine's 1 s model load, shorter than the 2 s detect time, so
+	// faulted_median_after_detect has no pull (empty, failed) in either
+	// mode; in pd the decoder's KV loads from the killed prefiller are
+	// refused (the default kv_load_failure_policy, fail: 500s) and fail
+	// all_200. Every other check passes.
+	wantFailed := map[string]bool{check.NameFaultedMedian: true}
+	if mode == event.ModePD {
+		wantFailed[check.NameAll200] = true
+	}
+	for _, c := range v.Checks {
+		if c.Passed == wantFailed[c.Name] {
+			t.Errorf("%s passed %v, want %v: %s", c.Name, c.Passed, !wantFailed[c.Name], c.Detail)
 		}
 	}
 }

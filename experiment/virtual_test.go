@@ -24,6 +24,28 @@ type virtualRun struct {
 func runVirtual(t *testing.T, cfg experiment.Config, rcfg runner.Config) virtualRun {
 	t.Helper()
 	cfg.Cluster = vcluster.Opener{Config: rcfg, Seed: 1}
+	var r virtualRun
+	start := time.Now()
+	r.events, r.verdict, r.err = runExperiment(t, cfg)
+	r.took = time.Since(start)
+	return r
+}
+
+// runExperiment builds cfg (in an out folder of its own unless cfg names
+// one) and runs it on its Cluster inside the caller's bubble: every event
+// it sent, its verdict and the run's error. A config New refuses fails the
+// test. The run is cut off at 10 minutes of the bubble's clock, so that a
+// run that never ends fails rather than spinning its timers for ever.
+func runExperiment(t *testing.T, cfg experiment.Config) ([]event.Event, event.Verdict, error) {
+	t.Helper()
+	return watchExperiment(t, cfg, nil)
+}
+
+// watchExperiment is runExperiment with watch, if not nil, shown each
+// event as it comes (on the goroutine that reads them, before the next):
+// for a test that acts on the run while it runs.
+func watchExperiment(t *testing.T, cfg experiment.Config, watch func(event.Event)) ([]event.Event, event.Verdict, error) {
+	t.Helper()
 	if cfg.OutDir == "" {
 		cfg.OutDir = t.TempDir()
 	}
@@ -31,22 +53,18 @@ func runVirtual(t *testing.T, cfg experiment.Config, rcfg runner.Config) virtual
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	var r virtualRun
-	start := time.Now()
-	r.events, r.verdict, r.err = runCollecting(context.Background(), exp)
-	r.took = time.Since(start)
-	return r
-}
-
-// runCollecting runs exp and returns its verdict, error and every event it
-// sent, read from a subscription taken before the run.
-func runCollecting(ctx context.Context, exp *experiment.Experiment) ([]event.Event, event.Verdict, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// The subscription is taken before the run, so no event is missed.
 	ch := exp.Subscribe()
 	var evs []event.Event
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		for ev := range ch {
+			if watch != nil {
+				watch(ev)
+			}
 			evs = append(evs, ev)
 		}
 	}()

@@ -22,8 +22,8 @@ type htmlFacts struct {
 	faults     []faultMark
 	log        []logEntry
 	logDropped int
-	lastT      time.Duration // T of the run's last event: where a pending pull's age is read
-	states     map[string]event.State
+	lastT      time.Duration     // T of the run's last event: where a pending pull's age is read
+	states     map[string]string // each engine's StateText, as last logged
 }
 
 // livePoint is one scrape's live figures (event.MetricsInfo.Live).
@@ -74,15 +74,15 @@ func (f *htmlFacts) add(ev event.Event) {
 		}
 	case event.KindEngine:
 		// Engine events come once a second; the log keeps the changes.
-		if e := ev.Engine; e != nil && f.states[e.Name] != e.State {
+		if e := ev.Engine; e != nil && f.states[e.Name] != e.StateText() {
 			if f.states == nil {
-				f.states = map[string]event.State{}
+				f.states = map[string]string{}
 			}
-			text := string(e.State)
+			text := e.StateText()
 			if e.Exit != "" {
 				text += " (" + e.Exit + ")"
 			}
-			f.states[e.Name] = e.State
+			f.states[e.Name] = e.StateText()
 			f.logf(ev, e.Name, text)
 		}
 	case event.KindWarning:

@@ -146,6 +146,7 @@ func (e *Engine) Info() event.EngineInfo {
 	e.mu.Lock()
 	in := e.infoLocked()
 	p := e.proc
+	ranks := e.spec.RankCount()
 	e.mu.Unlock()
 	if in.Pid == 0 {
 		return in
@@ -154,16 +155,31 @@ func (e *Engine) Info() event.EngineInfo {
 	if err != nil {
 		return in
 	}
-	stopped := false
+	var live []session.Proc
+	stopped := 0
 	for _, m := range ms {
 		if m.Live() {
+			live = append(live, m)
 			in.Members = append(in.Members, m.Pid)
-			stopped = stopped || m.Stopped()
+			if m.Stopped() {
+				stopped++
+			}
 		}
 	}
-	if stopped && (in.State == event.StateReady || in.State == event.StateStarting) {
-		in.State = event.StateStopped
+	if stopped == 0 || (in.State != event.StateReady && in.State != event.StateStarting) {
+		return in
 	}
+	// Some members stopped, not all, on an engine of several ranks: one
+	// rank's stall stops its core alone, and the front end and the other
+	// ranks go on, so the engine is not stopped but those ranks are. The
+	// cores' command lines are read only then.
+	if stopped < len(live) && ranks > 1 {
+		if rs, whole := stoppedRanks(live, coreRanks(live), ranks); !whole {
+			in.StoppedRanks = rs
+			return in
+		}
+	}
+	in.State = event.StateStopped
 	return in
 }
 

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"net"
+	"p2pfault/runner/session"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +104,45 @@ func TestPortPoolNeverGivesAPortTwiceNorAnEphemeralOne(t *testing.T) {
 		seen[p] = true
 		if p < pool.lo || p >= pool.hi {
 			t.Fatalf("port %d outside [%d, %d)", p, pool.lo, pool.hi)
+		}
+	}
+}
+
+// TestStoppedRanksSaysWhichCoresAreStopped: from a session's members as
+// /proc shows them (a front end 100, rank 0's core 101 with a worker 103,
+// rank 1's core 102) and which are stopped, the ranks every process of
+// which is stopped; a stopped process of no such rank (the front end, or a
+// core whose worker runs) makes the engine stopped as a whole.
+func TestStoppedRanksSaysWhichCoresAreStopped(t *testing.T) {
+	cores := map[int]int{101: 0, 102: 1}
+	members := func(stopped ...int) []session.Proc {
+		ms := []session.Proc{{Pid: 100, PPid: 1}, {Pid: 101, PPid: 100}, {Pid: 102, PPid: 100}, {Pid: 103, PPid: 101}}
+		for i := range ms {
+			ms[i].State = 'S'
+			if slices.Contains(stopped, ms[i].Pid) {
+				ms[i].State = 'T'
+			}
+		}
+		return ms
+	}
+	tests := []struct {
+		name    string
+		stopped []int
+		ranks   []int
+		whole   bool
+	}{
+		{"none", nil, nil, false},
+		{"rank 1's core", []int{102}, []int{1}, false},
+		{"rank 0's core and its worker", []int{101, 103}, []int{0}, false},
+		{"both ranks, the front end running", []int{101, 102, 103}, []int{0, 1}, false},
+		{"rank 0's core, its worker running", []int{101}, nil, true},
+		{"the front end", []int{100}, nil, true},
+		{"rank 1 and the front end", []int{100, 102}, nil, true},
+	}
+	for _, tt := range tests {
+		ranks, whole := stoppedRanks(members(tt.stopped...), cores, 2)
+		if !slices.Equal(ranks, tt.ranks) || whole != tt.whole {
+			t.Errorf("%s: stoppedRanks = %v, whole %v; want %v, whole %v", tt.name, ranks, whole, tt.ranks, tt.whole)
 		}
 	}
 }

@@ -60,12 +60,10 @@ func cmdline(pid int) ([]string, error) {
 	return strings.Split(s, "\x00"), nil
 }
 
-// rankMembers are the live members of session sid (ms, as read) that make
-// up rank r: the core whose command line marks r and every member
-// descended from it (a core's own workers), never the front end or a
-// sibling core.
-func rankMembers(ms []session.Proc, r int) []session.Proc {
-	var roots []int
+// coreRanks maps each live member of ms whose command line marks a
+// data-parallel engine core to the rank it marks.
+func coreRanks(ms []session.Proc) map[int]int {
+	cores := map[int]int{}
 	for _, m := range ms {
 		if !m.Live() {
 			continue
@@ -74,11 +72,59 @@ func rankMembers(ms []session.Proc, r int) []session.Proc {
 		if err != nil {
 			continue
 		}
-		if got, ok := CoreRank(argv); ok && got == r {
-			roots = append(roots, m.Pid)
+		if r, ok := CoreRank(argv); ok {
+			cores[m.Pid] = r
+		}
+	}
+	return cores
+}
+
+// rankMembers are the live members of session sid (ms, as read) that make
+// up rank r: the core whose command line marks r and every member
+// descended from it (a core's own workers), never the front end or a
+// sibling core.
+func rankMembers(ms []session.Proc, r int) []session.Proc {
+	return membersOfRank(ms, coreRanks(ms), r)
+}
+
+// membersOfRank is rankMembers with the cores' ranks (coreRanks) read.
+func membersOfRank(ms []session.Proc, cores map[int]int, r int) []session.Proc {
+	var roots []int
+	for pid, got := range cores {
+		if got == r {
+			roots = append(roots, pid)
 		}
 	}
 	return session.Descendants(ms, roots...)
+}
+
+// stoppedRanks are the ranks of an engine of n ranks whose every process
+// (its core and the core's descendants) is stopped, given its live session
+// members ms and their cores' ranks; whole is true when a stopped member
+// belongs to no such rank (its front end, say, or a core stopped while its
+// workers run): then the engine as a whole does not go on, and is stopped.
+func stoppedRanks(ms []session.Proc, cores map[int]int, n int) (ranks []int, whole bool) {
+	covered := map[int]bool{}
+	for r := range n {
+		rm := membersOfRank(ms, cores, r)
+		all := len(rm) > 0
+		for _, m := range rm {
+			all = all && m.Stopped()
+		}
+		if !all {
+			continue
+		}
+		ranks = append(ranks, r)
+		for _, m := range rm {
+			covered[m.Pid] = true
+		}
+	}
+	for _, m := range ms {
+		if m.Live() && m.Stopped() && !covered[m.Pid] {
+			return nil, true
+		}
+	}
+	return ranks, false
 }
 
 // RankTarget is one data-parallel rank of a launched engine: its engine

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/runner"
 	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
@@ -89,11 +90,30 @@ func TestRankStallStopsOnlyThatCore(t *testing.T) {
 	if !slices.Equal(stopped, core) || len(running) != 2 {
 		t.Errorf("after stopping rank 1: stopped %v, running %v; want stopped exactly %v and 2 running", stopped, running, core)
 	}
+	// The engine's state says so: ready, rank 1 stopped, not the whole
+	// engine stopped.
+	if in := src.Info(); in.State != event.StateReady || !slices.Equal(in.StoppedRanks, []int{1}) || in.StateText() != "rank1 stopped" {
+		t.Errorf("source-0's state with rank 1 stopped: %s, stopped ranks %v (%q); want ready, [1], \"rank1 stopped\"", in.State, in.StoppedRanks, in.StateText())
+	}
 	if err := rk.Continue(ctx); err != nil {
 		t.Fatalf("continue rank 1: %v", err)
 	}
 	if st, err := session.Stat(core[0]); err != nil || st.Stopped() {
 		t.Errorf("rank 1's core after Continue: %+v, %v", st, err)
+	}
+	if in := src.Info(); in.State != event.StateReady || len(in.StoppedRanks) != 0 {
+		t.Errorf("source-0's state after Continue: %s, stopped ranks %v; want ready, none", in.State, in.StoppedRanks)
+	}
+	// The whole engine stopped is the whole-engine word.
+	if _, err := src.Target().Stop(ctx); err != nil {
+		t.Fatalf("stop source-0: %v", err)
+	}
+	t.Cleanup(func() { _ = src.Target().Continue(context.Background()) })
+	if in := src.Info(); in.State != event.StateStopped || len(in.StoppedRanks) != 0 || in.StateText() != "stopped" {
+		t.Errorf("source-0's state stopped whole: %s, stopped ranks %v (%q); want stopped, none", in.State, in.StoppedRanks, in.StateText())
+	}
+	if err := src.Target().Continue(ctx); err != nil {
+		t.Fatalf("continue source-0: %v", err)
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 // checksPanel shows each check's live verdict; one line when space is short.
 type checksPanel struct {
 	verdict *event.Verdict
-	styles  *Styles
+	// lookup is the latest fault window's decoder lookup delay beside the
+	// baseline (lookupWindowText), a line under the checks; "" for none.
+	lookup string
+	styles *Styles
 }
 
 func checkMark(s *Styles, r event.Result) string {
@@ -47,6 +50,9 @@ func (c checksPanel) Render(w, h int) string {
 	}
 	for _, r := range c.verdict.Checks {
 		lines = append(lines, checkMark(s, r)+" "+fit(r.Name, nameW)+"  "+s.Dim.Render(r.Detail))
+	}
+	if c.lookup != "" {
+		lines = append(lines, s.Dim.Render("·")+" "+fit("decoder", nameW)+"  "+c.lookup)
 	}
 	return block(lines, w, h)
 }

@@ -85,7 +85,7 @@ func (m Model) dashboard(w, h int) string {
 	if l.final {
 		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s}.Render(w, l.checks))
 	} else {
-		parts = append(parts, checksPanel{verdict: st.verdict, styles: s}.Render(w, l.checks))
+		parts = append(parts, checksPanel{verdict: st.verdict, lookup: l.lookup, styles: s}.Render(w, l.checks))
 	}
 	if l.windows > 0 {
 		parts = append(parts, m.windowsPanel().Render(w, l.windows))
@@ -120,7 +120,8 @@ func (m Model) endBanner() string {
 type dashLayout struct {
 	cols, rows                          int
 	panels, procs, checks, windows, log int
-	final                               bool // the final verdict's table in place of the live checks
+	lookup                              string // the checks panel's lookup line (lookupWindowText), "" for none
+	final                               bool   // the final verdict's table in place of the live checks
 }
 
 // logMin is the least the event log gets before the source panels grow.
@@ -137,6 +138,12 @@ func (m Model) dashLayout(w, h, avail int) dashLayout {
 		l.checks = verdictTable{verdict: st.verdict}.Height()
 	case st.verdict != nil && h >= 40:
 		l.checks = 1 + len(st.verdict.Checks)
+		// The latest fault window's decoder lookup delay, a line of its
+		// own, once the decoder exports it.
+		if lw, base, ok := st.lookup.latest(st.nowT(m.opts.Now())); ok {
+			l.lookup = lookupWindowText(lw, base)
+			l.checks++
+		}
 	default:
 		l.checks = 1
 	}

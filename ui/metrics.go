@@ -49,17 +49,28 @@ func exportsLookup(ms map[string]event.MetricsInfo) bool {
 
 func lookupCell(m event.MetricsInfo, ok bool) string {
 	d := m.Live.LookupAsync
-	switch {
-	case !ok || !d.Exported:
+	if !ok || !d.Exported {
 		return "–"
-	case !d.P50.OK:
+	}
+	p50, top, ok := delayFigures(d)
+	if !ok {
 		return "none"
 	}
-	top := "≤" + fmtDelay(d.Max.V)
+	return p50 + "/" + top
+}
+
+// delayFigures are a delay's median and highest bucket, short ("15ms",
+// "≤100ms", ">10.0s" past the last bound); ok is false when no lookup was
+// observed.
+func delayFigures(d event.Delay) (p50, top string, ok bool) {
+	if !d.P50.OK {
+		return "", "", false
+	}
+	top = "≤" + fmtDelay(d.Max.V)
 	if d.Over {
 		top = ">" + fmtDelay(d.Max.V)
 	}
-	return fmtDelay(d.P50.V) + "/" + top
+	return fmtDelay(d.P50.V), top, true
 }
 
 // fmtDelay is a delay in seconds, short: "3ms", "2.5s".

@@ -35,7 +35,7 @@ func (t procTable) Render(w, h int) string {
 			case ri == 0:
 				cell = s.Dim.Render(cell)
 			case c == procStateColumn:
-				cell = s.badge(engineBadge(t.engines[ri-1].info.State)).Render(cell)
+				cell = s.badge(engineBadge(t.engines[ri-1].info)).Render(cell)
 			}
 			if !first {
 				b.WriteString("  ")
@@ -57,6 +57,7 @@ func (t procTable) Render(w, h int) string {
 // The process table's columns that a cell's place says something of.
 const (
 	procRoleColumn     = 1 // ROLE: the engine's name says it (source-N, decoder)
+	procPidColumn      = 2 // PID: the one-line table and sessions.json say it too
 	procSidColumn      = 3 // SID: the PID again for an engine leading its own session
 	procMembersColumn  = 4 // MEMBERS: can grow without bound, gives way first
 	procStateColumn    = 5 // STATE: in the state's badge colours
@@ -69,7 +70,9 @@ const (
 // table is still wider than the screen once MEMBERS is narrowed: those
 // that say least of the run as it goes first, so the live figures at the
 // right (RUN, WAIT, the lookup delay a busy source drives) stay on it.
-var procGiveWay = []int{procSidColumn, procMembersColumn, procUptimeColumn, procPortsColumn, procRestartsColumn, procRoleColumn}
+// PID goes last, only when STATE is wider than its usual words (one
+// rank's core stopped: "rank1 stopped"), which say more of the run.
+var procGiveWay = []int{procSidColumn, procMembersColumn, procUptimeColumn, procPortsColumn, procRestartsColumn, procRoleColumn, procPidColumn}
 
 // rows are the table's head and a row per engine, unstyled.
 func (t procTable) rows() [][]string {
@@ -94,7 +97,7 @@ func (t procTable) rows() [][]string {
 	rows := [][]string{head}
 	for _, e := range t.engines {
 		i := e.info
-		state := string(i.State)
+		state := i.StateText()
 		if i.Exit != "" && i.State == event.StateExited {
 			state += " (" + i.Exit + ")"
 		}
@@ -155,9 +158,14 @@ func pidOrDash(p int) string {
 	return strconv.Itoa(p)
 }
 
-// engineBadge maps a process state to the badge colours.
-func engineBadge(state event.State) badgeKind {
-	switch state {
+// engineBadge maps an engine's process state to the badge colours: one
+// rank's core stopped is a stall's colour too, its words (StateText) say
+// whose.
+func engineBadge(in event.EngineInfo) badgeKind {
+	if len(in.StoppedRanks) > 0 {
+		return badgeStalled
+	}
+	switch in.State {
 	case event.StateReady:
 		return badgeReady
 	case event.StateStopped:
@@ -181,7 +189,7 @@ func procLine(engines []*engineState, s *Styles, w int) string {
 	var parts []string
 	for _, e := range engines {
 		i := e.info
-		parts = append(parts, i.Name+" "+s.badge(engineBadge(i.State)).Render(string(i.State))+" "+s.Dim.Render(pidOrDash(i.Pid)))
+		parts = append(parts, i.Name+" "+s.badge(engineBadge(i)).Render(i.StateText())+" "+s.Dim.Render(pidOrDash(i.Pid)))
 	}
 	return fit(strings.Join(parts, " · "), w)
 }

@@ -61,6 +61,14 @@ func TestDashboardInTmuxRankPicker(t *testing.T) {
 	if strings.Count(screen, "STALLED") != 2 {
 		t.Errorf("STALLED should be on source-0's title and rank1's line only:\n%s", screen)
 	}
+	// The process table says the same from /proc: source-0's STATE is its
+	// rank 1 stopped, never the whole engine stopped.
+	pane.waitFor("the process table to say source-0's rank1 stopped", wait, func(s string) bool {
+		return procStateRe(`rank1 stopped`).MatchString(s)
+	})
+	if screen := pane.screen(); procStateRe(`stopped`).MatchString(screen) {
+		t.Errorf("the process table says the whole of source-0 stopped:\n%s", screen)
+	}
 	// The mechanism: one engine core stopped, the front end and the
 	// other core running.
 	if stopped := stoppedOf(src0); len(stopped) != 1 || stopped[0] == src0.Pid {
@@ -74,7 +82,17 @@ func TestDashboardInTmuxRankPicker(t *testing.T) {
 	if stopped := stoppedOf(src0); len(stopped) != 0 {
 		t.Errorf("after c source-0's processes %v are still stopped", stopped)
 	}
+	pane.waitFor("the process table to say source-0 ready again", wait, func(s string) bool {
+		return procStateRe(`ready`).MatchString(s)
+	})
 	quitAndCheck(t, pane, rp, wait)
+}
+
+// procStateRe matches source-0's row of the process table whose STATE
+// cell is exactly state (a regexp): the row begins with the engine's name,
+// and its cells are two spaces apart.
+func procStateRe(state string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^source-0  .*  ` + state + `  `)
 }
 
 // rankCellRe finds the start of a rank's cell on a rank line.

@@ -67,7 +67,7 @@ func (v startupView) Render(w, h int) string {
 	for _, e := range v.engines {
 		state, detail := s.Dim.Render("waiting"), ""
 		if e.info != nil {
-			state = s.badge(engineBadge(e.info.State)).Render(fmt.Sprintf("%-10s", e.info.State))
+			state = s.badge(engineBadge(*e.info)).Render(fmt.Sprintf("%-10s", e.info.StateText()))
 			detail = fmt.Sprintf("pid %-7s http :%d  p2p :%d  up %s", pidOrDash(e.info.Pid), e.info.HTTPPort, e.info.P2PPort, fmtUptime(e.info.Uptime))
 			if e.info.Exit != "" {
 				detail += "  " + s.Err.Render(e.info.Exit)

@@ -169,6 +169,9 @@ type state struct {
 	waits map[string]event.Wait
 	// metrics is each engine's latest /metrics reading (metrics events).
 	metrics map[string]event.MetricsInfo
+	// lookup is the decoder's lookup delay per fault window and the
+	// baseline before the first (lookupwin.go).
+	lookup lookupWindows
 	// content is the run's content rule (its run event); wrongLogged
 	// counts the mismatches the event log told one a line.
 	content     check.ContentRule
@@ -346,6 +349,9 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 	case event.KindMetrics:
 		if m := ev.Metrics; m != nil && m.Engine != "" && (len(st.metrics) < maxEngines || hasKey(st.metrics, m.Engine)) {
 			st.metrics[m.Engine] = *m
+			if m.Engine == decoderEngine {
+				st.lookup.addReading(ev.T, m.Reading)
+			}
 		}
 	case event.KindSchedule:
 		if ev.Schedule != nil {
@@ -500,7 +506,7 @@ func (st *state) applyEngine(ev event.Event) {
 	if e == nil {
 		return
 	}
-	known, prev := e.reported, e.info.State
+	known, prev := e.reported, e.info.StateText()
 	e.info, e.reported = info, true
 	if info.Role == event.RoleSource {
 		st.source(info.Index)
@@ -508,20 +514,20 @@ func (st *state) applyEngine(ev event.Event) {
 	if info.State == event.StateReady {
 		e.everReady = true
 	}
-	if known && prev == info.State {
+	if known && prev == info.StateText() {
 		return
 	}
-	switch info.State {
-	case event.StateExited:
+	switch {
+	case info.State == event.StateExited:
 		exit := info.Exit
 		if exit == "" {
 			exit = "no exit status"
 		}
 		st.addLog(ev.T, levelWarn, "%s exited (%s)", info.Name, exit)
-	case event.StateReady:
+	case info.State == event.StateReady && len(info.StoppedRanks) == 0:
 		st.addLog(ev.T, levelInfo, "%s ready (pid %d, :%d)", info.Name, info.Pid, info.HTTPPort)
 	default:
-		st.addLog(ev.T, levelInfo, "%s %s (pid %d)", info.Name, info.State, info.Pid)
+		st.addLog(ev.T, levelInfo, "%s %s (pid %d)", info.Name, info.StateText(), info.Pid)
 	}
 }
 
@@ -557,6 +563,9 @@ func (st *state) applyWindow(ev event.Event) {
 	w := ev.Window
 	if w == nil {
 		return
+	}
+	if lw, base, ok := st.lookup.window(*w); ok {
+		defer st.addLog(ev.T, levelInfo, "%s", lookupWindowText(lw, base))
 	}
 	s := st.source(w.Source)
 	if s == nil {

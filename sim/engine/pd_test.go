@@ -214,25 +214,8 @@ func TestPDParkedStoreIsReapedAtItsTimeout(t *testing.T) {
 // the heartbeat is always first. The test keeps those proportions.
 func TestPDLoadFromAFrozenPrefillerEndsByTheHeartbeat(t *testing.T) {
 	virtual(t, func(t *testing.T) {
-		timing := func(c *Config) {
-			c.HeartbeatInterval = 50 * time.Millisecond
-			c.HeartbeatTimeout = 250 * time.Millisecond
-			c.LoadTimeout = 750 * time.Millisecond
-			c.AbortAckTimeout = 250 * time.Millisecond
-			c.LoadFailure = PolicyRecompute
-		}
-		src := startEngine(t, timing)
-		dec := startEngine(t, timing)
-		warm(t, src, dec)
+		_, dec, got, end := frozenLoad(t, heartbeatFirst(func(c *Config) { c.LoadFailure = PolicyRecompute }), "pd-hb")
 		cfg := dec.cfg
-		toks := prompt(t.Name(), 3*cfg.BlockSize+1)
-		run(t, src, prefillLeg(toks, "pd-hb"))
-
-		src.setPaused(true)
-		t.Cleanup(func() { src.setPaused(false) })
-		stopped := time.Now()
-		got := run(t, dec, decodeLeg(src, toks, "pd-hb"))
-		end := time.Since(stopped)
 		if got.res.Err != nil || got.res.CachedTokens != 0 {
 			t.Fatalf("decode leg: err %v, cached %d; want a local prefill after the failed load", got.res.Err, got.res.CachedTokens)
 		}
@@ -252,10 +235,23 @@ func TestPDLoadFromAFrozenPrefillerEndsByTheHeartbeat(t *testing.T) {
 	})
 }
 
-// unackedLoad starts a prefiller and a decoder with timing, runs a prefill
-// leg named id, freezes the prefiller and runs its decode leg, which must
-// fail for an abort the frozen peer never acked.
-func unackedLoad(t *testing.T, timing func(*Config), id string) (src, dec *driven, got outcome) {
+// heartbeatFirst is vLLM's default timing in its proportions, scaled down:
+// a ping every 50 ms and a session dead after 250 ms of silence, well
+// before the 750 ms load timeout and its 250 ms abort-ack; then mod.
+func heartbeatFirst(mod func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.HeartbeatInterval = 50 * time.Millisecond
+		c.HeartbeatTimeout = 250 * time.Millisecond
+		c.LoadTimeout = 750 * time.Millisecond
+		c.AbortAckTimeout = 250 * time.Millisecond
+		mod(c)
+	}
+}
+
+// frozenLoad starts a prefiller and a decoder with timing, warms their
+// session, runs a prefill leg named id, freezes the prefiller and runs its
+// decode leg: what the leg got, and how long after the freeze it ended.
+func frozenLoad(t *testing.T, timing func(*Config), id string) (src, dec *driven, got outcome, end time.Duration) {
 	t.Helper()
 	src = startEngine(t, timing)
 	dec = startEngine(t, timing)
@@ -264,7 +260,16 @@ func unackedLoad(t *testing.T, timing func(*Config), id string) (src, dec *drive
 	run(t, src, prefillLeg(toks, id))
 	src.setPaused(true)
 	t.Cleanup(func() { src.setPaused(false) })
+	stopped := time.Now()
 	got = run(t, dec, decodeLeg(src, toks, id))
+	return src, dec, got, time.Since(stopped)
+}
+
+// unackedLoad is frozenLoad whose decode leg must fail for an abort the
+// frozen peer never acked.
+func unackedLoad(t *testing.T, timing func(*Config), id string) (src, dec *driven, got outcome) {
+	t.Helper()
+	src, dec, got, _ = frozenLoad(t, timing, id)
 	var le *LoadError
 	if !errors.As(got.res.Err, &le) || !strings.Contains(le.Reason, "abort not acknowledged") {
 		t.Fatalf("decode leg: err %v, want a load failed for an unacknowledged abort", got.res.Err)
@@ -279,15 +284,10 @@ func unackedLoad(t *testing.T, timing func(*Config), id string) (src, dec *drive
 // submit. A decode leg after the reap opens a session of its own.
 func TestPDLoadOutlivesItsSessionUnderDeadLoadsTimeout(t *testing.T) {
 	virtual(t, func(t *testing.T) {
-		timing := func(c *Config) {
-			c.HeartbeatInterval = 50 * time.Millisecond
-			c.HeartbeatTimeout = 250 * time.Millisecond
-			c.LoadTimeout = 750 * time.Millisecond
-			c.AbortAckTimeout = 250 * time.Millisecond
+		src, dec, got := unackedLoad(t, heartbeatFirst(func(c *Config) {
 			c.LoadFailure = PolicyFail
 			c.DeadSessionLoads = DeadLoadsTimeout
-		}
-		src, dec, got := unackedLoad(t, timing, "pd-orphan")
+		}), "pd-orphan")
 		cfg := dec.cfg
 		if lo := cfg.LoadTimeout + cfg.AbortAckTimeout; got.latency < lo || got.latency > lo+2*cfg.Tick {
 			t.Errorf("the load failed after %v, want load timeout + abort-ack timeout = %v after its submit", got.latency, lo)
