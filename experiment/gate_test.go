@@ -70,7 +70,8 @@ func TestAWindowWhoseSourceStoppedHittingIsNotJudged(t *testing.T) {
 					cut, heal = time.After(4*time.Second), time.After(12*time.Second)
 					go func() {
 						<-cut
-						if err := nw.Partition("source-0"); err != nil {
+						src := cl.Sources()[0].(fault.NetTarget)
+						if err := nw.Partition(src.Name(), src.Ports()...); err != nil {
 							t.Errorf("partition: %v", err)
 						}
 						<-heal

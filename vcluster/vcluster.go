@@ -12,7 +12,8 @@
 // a stall freezes the engine's host (SIGSTOP), a kill crashes it (SIGKILL:
 // connections reset, connects refused) and starts it again on the same
 // ports, a replace starts a new engine on a new host at new ports, a
-// partition or a loss cuts the engine's host off in the network. The
+// partition or a loss drops the target's ports (an engine's every port, a
+// rank's P2P port) on the engine's host, as an nftables rule does. The
 // experiment sees none of this: it asks the cluster's abilities (its own
 // network, its own link cuts) and the targets' (fault.Reporter: what was
 // frozen or cut), never which cluster it has.
@@ -116,7 +117,7 @@ func (o Opener) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Cl
 	}
 	c.client = c.fabric.Host("p2pfault")
 	for i, s := range specs {
-		c.engines = append(c.engines, &Target{c: c, pos: i, spec: s, tail: newTail(c.cfg.LogTail)})
+		c.engines = append(c.engines, &Target{c: c, pos: i, spec: s, tail: newTail(c.cfg.LogTail), cuts: map[string]string{}})
 	}
 	errs := make([]error, len(c.engines))
 	var wg sync.WaitGroup
@@ -186,63 +187,66 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
-// netCuts is the fabric as the network kinds see it: a target's host cut
-// off from every other host (a partition of all its ports, both ways), or
-// a share of its segments lost.
+// netCuts is the fabric as the network kinds see it: the ports of a
+// target dropped both ways, or a share of their segments lost, on its
+// engine's host, as package netfault's rules do on a real one (an engine's
+// every port, or one rank's P2P port alone). A connection the engine
+// dialled from an ephemeral port is not caught, as on a real host.
 type netCuts struct{ c *Cluster }
 
-func (n netCuts) host(target string) (*memnet.Host, error) {
+// engine is the engine a cut names: "source-0", or one rank of it
+// ("source-0.rank1", fault.CutName), which is its host's.
+func (n netCuts) engine(target string) (*Target, error) {
+	name, _, _ := strings.Cut(target, ".")
 	for _, t := range n.c.engines {
-		if t.Name() == target {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			return t.host, nil
+		if t.Name() == name {
+			return t, nil
 		}
 	}
-	return nil, fmt.Errorf("no engine %s in the virtual cluster", target)
+	return nil, fmt.Errorf("no engine %s in the virtual cluster", name)
 }
 
-// Partition cuts the target's host off; the ports are every port it
-// listens on, all of which are its host's.
-func (n netCuts) Partition(target string, _ ...int) error {
-	h, err := n.host(target)
+// Partition drops the target's ports on its engine's host.
+func (n netCuts) Partition(target string, ports ...int) error {
+	return n.put(target, "partition", ports, func(h *memnet.Host) { n.c.fabric.PartitionPorts(h, target, ports...) })
+}
+
+func (n netCuts) Loss(target string, pct int, ports ...int) error {
+	return n.put(target, fmt.Sprintf("loss %d%%", pct), ports, func(h *memnet.Host) {
+		n.c.fabric.LossPorts(h, target, float64(pct)/100, ports...)
+	})
+}
+
+// put puts a cut on target's ports (replacing the one it holds, as
+// netfault does) and records it for the target's report.
+func (n netCuts) put(target, cut string, ports []int, do func(*memnet.Host)) error {
+	if len(ports) == 0 {
+		return fmt.Errorf("%s %s: no ports given", cut, target)
+	}
+	t, err := n.engine(target)
 	if err != nil {
 		return err
 	}
-	n.c.fabric.Partition(h, nil)
-	n.c.setCut(target, "partition")
-	return nil
-}
-
-func (n netCuts) Loss(target string, pct int, _ ...int) error {
-	h, err := n.host(target)
-	if err != nil {
-		return err
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.host == nil {
+		return fmt.Errorf("%s %s: %s has not started", cut, target, t.spec.Name)
 	}
-	n.c.fabric.Loss(h, nil, float64(pct)/100)
-	n.c.setCut(target, fmt.Sprintf("loss %d%%", pct))
+	do(t.host)
+	t.cuts[target] = cut
 	return nil
 }
 
 func (n netCuts) Heal(target string) error {
-	h, err := n.host(target)
+	t, err := n.engine(target)
 	if err != nil {
 		return err
 	}
-	n.c.fabric.Heal(h, nil)
-	n.c.fabric.Loss(h, nil, 0)
-	n.c.setCut(target, "")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n.c.fabric.HealPorts(target)
+	delete(t.cuts, target)
 	return nil
-}
-
-func (c *Cluster) setCut(target, cut string) {
-	for _, t := range c.engines {
-		if t.Name() == target {
-			t.mu.Lock()
-			t.cut = cut
-			t.mu.Unlock()
-		}
-	}
 }
 
 // newPorts are two ports no engine of the cluster listens on or was
@@ -327,7 +331,7 @@ type Target struct {
 	restarts int
 	started  time.Time
 	exit     string
-	cut      string // the network fault in force: "partition", "loss 30%", ""
+	cuts     map[string]string // the network faults in force, by cut name (the engine's, a rank's): "partition", "loss 30%"
 	// recorded is closed once the instance in force has exited and its
 	// exit is in state: Stop waits for it, so the run's last reading of
 	// the engine's state after Stop says exited.
@@ -339,6 +343,7 @@ var (
 	_ fault.NetTarget   = (*Target)(nil)
 	_ fault.Replacer    = (*Target)(nil)
 	_ fault.Reporter    = (*Target)(nil)
+	_ fault.CoreCrasher = (*Target)(nil)
 )
 
 func (t *Target) currentSpec() runner.Spec {
@@ -356,11 +361,11 @@ func (t *Target) HTTPURL() string {
 func (t *Target) P2PHost() string { return t.currentSpec().P2PHost }
 func (t *Target) P2PPort() int    { return t.currentSpec().P2PPort }
 
-// Ports are the engine's HTTP and P2P ports (fault.NetTarget); a cut acts
-// on its whole host, which listens on exactly these.
+// Ports are the engine's HTTP port and every rank's P2P port
+// (fault.NetTarget): every port its host listens on.
 func (t *Target) Ports() []int {
 	s := t.currentSpec()
-	return []int{s.HTTPPort, s.P2PPort}
+	return append([]int{s.HTTPPort}, s.P2PPorts()...)
 }
 
 // P2PAddr is the engine's P2P listener on the fabric.
@@ -396,7 +401,7 @@ func (t *Target) State() event.EngineInfo {
 func (t *Target) Report() fault.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := fault.Report{Instance: t.instance, Cut: t.cut}
+	r := fault.Report{Instance: t.instance, Cut: t.cuts[t.spec.Name]}
 	if t.host != nil {
 		r.Frozen = t.host.Frozen()
 	}

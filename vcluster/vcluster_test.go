@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +21,14 @@ import (
 // caller's bubble, stopped at cleanup.
 func open(t *testing.T, changes *[]event.EngineInfo) *vcluster.Cluster {
 	t.Helper()
-	o := vcluster.Opener{Seed: 1, Config: runner.Config{ExtraArgs: []string{"--sim-startup-delay=0s"}}}
+	return openConfig(t, runner.Config{}, changes)
+}
+
+// openConfig is open with cfg (its ExtraArgs replaced).
+func openConfig(t *testing.T, cfg runner.Config, changes *[]event.EngineInfo) *vcluster.Cluster {
+	t.Helper()
+	cfg.ExtraArgs = []string{"--sim-startup-delay=0s"}
+	o := vcluster.Opener{Seed: 1, Config: cfg}
 	p, err := o.Plan(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +161,69 @@ func TestFaultNetworkCutsTheHost(t *testing.T) {
 		c, err := cl.Network().DialContext(context.Background(), "tcp", src.P2PAddr())
 		if err != nil {
 			t.Fatalf("a connect after the heal: %v", err)
+		}
+		c.Close()
+	})
+}
+
+// TestFaultNetworkCutsOneRanksPortOnly: a partition of source-0/rank1
+// drops its own P2P port alone, as the firewall's rule does on a launched
+// engine: a connect to it hangs while rank 0's P2P port and the engine's
+// HTTP port answer, the rank's report holds the cut and the engine's does
+// not; the heal lets it connect again. The source's own ports are every
+// rank's.
+func TestFaultNetworkCutsOneRanksPortOnly(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		cl := openConfig(t, runner.Config{SourceDP: 2}, nil)
+		src := cl.Sources()[0].(*vcluster.Target)
+		if got, want := src.Ports(), []int{8100, src.P2PPort(), src.P2PPort() + 1}; !slices.Equal(got, want) {
+			t.Errorf("the source's ports %v, want %v (HTTP and every rank's P2P port)", got, want)
+		}
+		ft, err := src.RankTarget(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rank := ft.(fault.NetTarget)
+		if got := rank.Ports(); !slices.Equal(got, []int{src.P2PPort() + 1}) {
+			t.Errorf("rank 1's ports %v, want its P2P port %d alone", got, src.P2PPort()+1)
+		}
+		nw, err := cl.FaultNetwork()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nw.Partition(fault.CutName(rank), rank.Ports()...); err != nil {
+			t.Fatal(err)
+		}
+		if cut := rank.(fault.Reporter).Report().Cut; cut != "partition" {
+			t.Errorf("rank 1's report during the partition says cut %q", cut)
+		}
+		if cut := src.Report().Cut; cut != "" {
+			t.Errorf("the engine's report during rank 1's partition says cut %q, want none (the engine is not cut whole)", cut)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		start := time.Now()
+		_, err = cl.Network().DialContext(ctx, "tcp", rank.P2PAddr())
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
+			t.Errorf("a connect to rank 1's cut port: %v after %v, want it hanging the whole second", err, time.Since(start))
+		}
+		for _, addr := range []string{src.P2PAddr(), net.JoinHostPort(runner.Host, "8100")} {
+			c, err := cl.Network().DialContext(context.Background(), "tcp", addr)
+			if err != nil {
+				t.Errorf("a connect to %s, not cut: %v", addr, err)
+				continue
+			}
+			c.Close()
+		}
+		if err := nw.Heal(fault.CutName(rank)); err != nil {
+			t.Fatal(err)
+		}
+		if cut := rank.(fault.Reporter).Report().Cut; cut != "" {
+			t.Errorf("rank 1's report after the heal says cut %q", cut)
+		}
+		c, err := cl.Network().DialContext(context.Background(), "tcp", rank.P2PAddr())
+		if err != nil {
+			t.Fatalf("a connect to rank 1 after the heal: %v", err)
 		}
 		c.Close()
 	})
