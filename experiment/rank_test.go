@@ -1,7 +1,6 @@
 package experiment_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"p2pfault/raceguard"
 	p2preport "p2pfault/report"
 	"p2pfault/runner"
-	"p2pfault/vcluster"
 )
 
 // TestDataParallelSourcesOnTheVirtualCluster: two sources of two
@@ -30,20 +28,8 @@ func TestDataParallelSourcesOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exp, err := experiment.New(experiment.Config{
-			Timeline: tl.String(), Duration: 40 * time.Second,
-			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2, RestartDelay: time.Second}},
-			OutDir:  t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: tl.String(), Duration: 40 * time.Second},
+			runner.Config{SourceDP: 2, RestartDelay: time.Second})
 		checkRankEvents(t, evs)
 		parts := map[string]int{}
 		for _, r := range v.Ranks {
@@ -115,20 +101,7 @@ func checkRankEvents(t *testing.T, evs []event.Event) {
 // window.
 func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		exp, err := experiment.New(experiment.Config{
-			Case: fault.ActionGone, Mode: event.ModePD,
-			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2}},
-			OutDir:  t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs, v := mustRunVirtual(t, experiment.Config{Case: fault.ActionGone, Mode: event.ModePD}, runner.Config{SourceDP: 2})
 		var gone, exited, closed bool
 		for _, ev := range evs {
 			switch {
@@ -175,22 +148,9 @@ func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 func TestGoneOnADataParallelSourceLoadsTimeOutOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		const loadAndAck, margin = 40 * time.Second, 500 * time.Millisecond
-		exp, err := experiment.New(experiment.Config{
-			Case: fault.ActionGone, Mode: event.ModePD,
-			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2,
-				SourceArgs:  []string{"--sim-transfer-bandwidth", "6e6"},
-				DecoderArgs: []string{"--sim-dead-session-loads", "timeout"}}},
-			OutDir: t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, _, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs, _ := mustRunVirtual(t, experiment.Config{Case: fault.ActionGone, Mode: event.ModePD}, runner.Config{SourceDP: 2,
+			SourceArgs:  []string{"--sim-transfer-bandwidth", "6e6"},
+			DecoderArgs: []string{"--sim-dead-session-loads", "timeout"}})
 		var at time.Duration
 		var samples []event.Sample
 		for _, ev := range evs {
@@ -254,20 +214,7 @@ func TestGoneOnADataParallelSourceLoadsTimeOutOnTheVirtualCluster(t *testing.T) 
 // lookup deadline, then the heal's retransmission).
 func TestPartitionOfOneRankCutsOnlyItOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		exp, err := experiment.New(experiment.Config{
-			Timeline: "at 10s partition source-0/rank1 for 20s",
-			Cluster:  vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2}},
-			OutDir:   t.TempDir(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		evs, v, err := runCollecting(ctx, exp)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s partition source-0/rank1 for 20s"}, runner.Config{SourceDP: 2})
 		var rank1 string // rank 1's P2P address, as its pulls name it
 		var verified bool
 		for _, ev := range evs {

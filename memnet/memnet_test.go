@@ -14,24 +14,12 @@ import (
 	"time"
 )
 
-// pair listens on srv and returns a connection dialled from cli and its
-// accepted end.
+// connected listens on srv and returns a connection dialled from cli and
+// its accepted end.
 func connected(t *testing.T, cli, srv *Host) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := srv.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	c, err := cli.DialContext(context.Background(), "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, s
+	ln, _ := listen(t, srv)
+	return dialAccept(t, cli, ln)
 }
 
 // async runs fn and reports its result (and when it came) on the channel.
@@ -568,15 +556,34 @@ func echoes(t *testing.T, w, r net.Conn, what string) {
 	}
 }
 
+// twoPorts is a fabric on which host a holds a connection to each of two
+// ports of host b: c[i] is a's end of the one to port[i], s[i] b's.
+type twoPorts struct {
+	f    *Fabric
+	a, b *Host
+	ln   [2]net.Listener
+	port [2]int
+	c, s [2]net.Conn
+}
+
+func newTwoPorts(t *testing.T, seed uint64) twoPorts {
+	t.Helper()
+	f := New(seed)
+	n := twoPorts{f: f, a: f.Host("a"), b: f.Host("b")}
+	for i := range 2 {
+		n.ln[i], n.port[i] = listen(t, n.b)
+		n.c[i], n.s[i] = dialAccept(t, n.a, n.ln[i])
+	}
+	return n
+}
+
 func TestPartitionPortsCutsThosePortsOnly(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		f := New(1)
-		a, b := f.Host("a"), f.Host("b")
-		ln1, p1 := listen(t, b)
-		ln2, _ := listen(t, b)
+		n := newTwoPorts(t, 1)
+		f, a, b, ln1, ln2, p1 := n.f, n.a, n.b, n.ln[0], n.ln[1], n.port[0]
+		c1, s1 := n.c[0], n.s[0] // to the cut port
+		c2, s2 := n.c[1], n.s[1] // to another port of b
 		lnA, _ := listen(t, a)
-		c1, s1 := dialAccept(t, a, ln1) // to the cut port
-		c2, s2 := dialAccept(t, a, ln2) // to another port of b
 		s3, c3 := dialAccept(t, b, lnA) // b dialled a, from an ephemeral port
 
 		f.PartitionPorts(b, "b.p1", p1)
@@ -626,12 +633,9 @@ func TestPartitionPortsCutsThosePortsOnly(t *testing.T) {
 
 func TestPartitionPortsReplacesByName(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		f := New(1)
-		a, b := f.Host("a"), f.Host("b")
-		ln1, p1 := listen(t, b)
-		ln2, p2 := listen(t, b)
-		c1, s1 := dialAccept(t, a, ln1)
-		c2, s2 := dialAccept(t, a, ln2)
+		n := newTwoPorts(t, 1)
+		f, b, p1, p2 := n.f, n.b, n.port[0], n.port[1]
+		c1, s1, c2, s2 := n.c[0], n.s[0], n.c[1], n.s[1]
 		f.PartitionPorts(b, "b", p1, p2)
 		f.PartitionPorts(b, "b", p2) // the new fault replaces the old: p1 passes again
 		echoes(t, c1, s1, "the port the new fault no longer lists")
@@ -649,13 +653,10 @@ func TestPartitionPortsReplacesByName(t *testing.T) {
 
 func TestLossPortsDelaysThosePortsOnly(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		f := New(7)
-		a, b := f.Host("a"), f.Host("b")
-		ln1, p1 := listen(t, b)
-		ln2, _ := listen(t, b)
-		c1, s1 := dialAccept(t, a, ln1)
-		c2, s2 := dialAccept(t, a, ln2)
-		f.LossPorts(b, "b", 0.25, p1)
+		tp := newTwoPorts(t, 7)
+		f := tp.f
+		c1, s1, c2, s2 := tp.c[0], tp.s[0], tp.c[1], tp.s[1]
+		f.LossPorts(tp.b, "b", 0.25, tp.port[0])
 		const n = 200
 		delayed := 0
 		buf := make([]byte, 1)
