@@ -40,6 +40,11 @@
 //     arrives with TCP's next retransmission (RTO or SYN backoff).
 //   - Loss delays a fraction of segments by TCP's retransmission timeout
 //     (see Loss): TCP never loses bytes, it delivers them late and in order.
+//   - A port fault (PartitionPorts, LossPorts) acts as a partition or a
+//     loss on exactly the packets an nftables rule matching those ports
+//     (source or destination, on the host's side) drops: the host's other
+//     ports and the connections it dialled from ephemeral ports go on;
+//     HealPorts delivers with the next retransmission, as Heal does.
 //
 // Not modelled: half-close, urgent data, Nagle, window scaling beyond
 // SocketBuffer, the RST a close with unread data sends, RTT (a segment
