@@ -209,13 +209,15 @@ func (f *Fabric) Partition(a, b *Host) {
 func (f *Fabric) Heal(a, b *Host) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.deliverAll() // what was due on the streams not cut arrived: it is no retransmission
 	delete(f.cuts, mkpair(a, b))
 	f.healed()
 }
 
 // healed schedules, after a cut ended, what was held on the streams no
 // longer cut for the sender's next retransmission (see Heal); f.mu is
-// held.
+// held, and what was due on the streams not cut before the change is
+// delivered (deliverAll), so only what the cut held is still due here.
 func (f *Fabric) healed() {
 	now := time.Now()
 	for c := range f.conns {
@@ -277,6 +279,7 @@ func (f *Fabric) HealPorts(name string) {
 	if _, ok := f.pcuts[name]; !ok {
 		return
 	}
+	f.deliverAll()
 	delete(f.pcuts, name)
 	f.healed()
 }

@@ -680,3 +680,35 @@ func TestLossPortsDelaysThosePortsOnly(t *testing.T) {
 		echoes(t, c1, s1, "the port after its loss ended")
 	})
 }
+
+// TestAHealDelaysOnlyWhatTheCutHeld: a segment sent during a cut on a
+// connection the cut does not hold, unread yet, is readable at once after
+// the heal (Heal, HealPorts): only what a cut held waits for TCP's next
+// retransmission.
+func TestAHealDelaysOnlyWhatTheCutHeld(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		f := New(1)
+		a, b, c := f.Host("a"), f.Host("b"), f.Host("c")
+		ca, sb := connected(t, a, b)
+		_, pc := listen(t, c)
+		buf := make([]byte, 8)
+		for _, heal := range []struct {
+			name     string
+			cut, end func()
+		}{
+			{"Heal", func() { f.Partition(a, c) }, func() { f.Heal(a, c) }},
+			{"HealPorts", func() { f.PartitionPorts(c, "c", pc) }, func() { f.HealPorts("c") }},
+		} {
+			heal.cut()
+			if _, err := ca.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			heal.end()
+			t0 := time.Now()
+			if n, err := sb.Read(buf); err != nil || string(buf[:n]) != "x" || time.Since(t0) != 0 {
+				t.Errorf("after %s of another link: read %q, %v after %s; want the byte at once", heal.name, buf[:n], err, time.Since(t0))
+			}
+		}
+	})
+}
