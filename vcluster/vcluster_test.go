@@ -145,25 +145,40 @@ func TestFaultNetworkCutsTheHost(t *testing.T) {
 		if cut := src.Report().Cut; cut != "partition" {
 			t.Errorf("the report during the partition says cut %q", cut)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		start := time.Now()
-		_, err = cl.Network().DialContext(ctx, "tcp", src.P2PAddr())
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
-			t.Errorf("a connect into the partition: %v after %v, want it hanging the whole second", err, time.Since(start))
-		}
+		hangs(t, cl, src.P2PAddr(), "a connect into the partition")
 		if err := nw.Heal(src.Name()); err != nil {
 			t.Fatal(err)
 		}
 		if cut := src.Report().Cut; cut != "" {
 			t.Errorf("the report after the heal says cut %q", cut)
 		}
-		c, err := cl.Network().DialContext(context.Background(), "tcp", src.P2PAddr())
-		if err != nil {
-			t.Fatalf("a connect after the heal: %v", err)
-		}
-		c.Close()
+		connects(t, cl, src.P2PAddr(), "a connect after the heal")
 	})
+}
+
+// hangs fails unless a connect to addr through the cluster's network
+// hangs a whole second (its SYN dropped).
+func hangs(t *testing.T, cl *vcluster.Cluster, addr, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := cl.Network().DialContext(ctx, "tcp", addr)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
+		t.Errorf("%s (%s): %v after %v, want it hanging the whole second", what, addr, err, time.Since(start))
+	}
+}
+
+// connects fails unless a connect to addr through the cluster's network
+// completes.
+func connects(t *testing.T, cl *vcluster.Cluster, addr, what string) {
+	t.Helper()
+	c, err := cl.Network().DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Errorf("%s (%s): %v", what, addr, err)
+		return
+	}
+	c.Close()
 }
 
 // TestFaultNetworkCutsOneRanksPortOnly: a partition of source-0/rank1
@@ -200,20 +215,9 @@ func TestFaultNetworkCutsOneRanksPortOnly(t *testing.T) {
 		if cut := src.Report().Cut; cut != "" {
 			t.Errorf("the engine's report during rank 1's partition says cut %q, want none (the engine is not cut whole)", cut)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		start := time.Now()
-		_, err = cl.Network().DialContext(ctx, "tcp", rank.P2PAddr())
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
-			t.Errorf("a connect to rank 1's cut port: %v after %v, want it hanging the whole second", err, time.Since(start))
-		}
+		hangs(t, cl, rank.P2PAddr(), "a connect to rank 1's cut port")
 		for _, addr := range []string{src.P2PAddr(), net.JoinHostPort(runner.Host, "8100")} {
-			c, err := cl.Network().DialContext(context.Background(), "tcp", addr)
-			if err != nil {
-				t.Errorf("a connect to %s, not cut: %v", addr, err)
-				continue
-			}
-			c.Close()
+			connects(t, cl, addr, "a connect to a port not cut")
 		}
 		if err := nw.Heal(fault.CutName(rank)); err != nil {
 			t.Fatal(err)
@@ -221,10 +225,6 @@ func TestFaultNetworkCutsOneRanksPortOnly(t *testing.T) {
 		if cut := rank.(fault.Reporter).Report().Cut; cut != "" {
 			t.Errorf("rank 1's report after the heal says cut %q", cut)
 		}
-		c, err := cl.Network().DialContext(context.Background(), "tcp", rank.P2PAddr())
-		if err != nil {
-			t.Fatalf("a connect to rank 1 after the heal: %v", err)
-		}
-		c.Close()
+		connects(t, cl, rank.P2PAddr(), "a connect to rank 1 after the heal")
 	})
 }
