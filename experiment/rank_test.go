@@ -163,7 +163,9 @@ func TestGoneOnADataParallelSourceLoadsTimeOutOnTheVirtualCluster(t *testing.T) 
 		}
 		inFlight := map[int]int{}
 		for _, s := range samples {
-			if s.Source != 0 || s.Start >= at || s.End() <= at {
+			// A leg the fault's reset ends at its very instant (the
+			// decoder's tick and the reset at once) was in flight too.
+			if s.Source != 0 || s.Start >= at || s.End() < at {
 				continue
 			}
 			inFlight[s.Rank]++
@@ -258,6 +260,82 @@ func TestPartitionOfOneRankCutsOnlyItOnTheVirtualCluster(t *testing.T) {
 		}
 		if !got[0] || !got[1] {
 			t.Errorf("source-0's breakdown in the window has ranks %v, want 0 and 1", got)
+		}
+	})
+}
+
+// TestRankStallOnTheVirtualCluster: `at 10s stall source-0/rank1 for 30s`
+// on sources of two data-parallel ranks, the virtual cluster in a
+// synctest bubble: the stall freezes rank 1's engine core alone (its own
+// host), and is verified so, naming the processes stopped and running.
+// The front end and rank 0 run on, so rank 0's pulls hit throughout the
+// window as they do outside it; rank 1's never do: those in flight at the
+// freeze end when the lookup deadline reaps the silent session (8 s), the
+// next session's connect waits in the frozen core's backlog and its
+// handshake runs to its deadline (30 s), as a whole source's stall does
+// (TestSeedTableOnTheVirtualCluster's), and faulted_max fails on it.
+func TestRankStallOnTheVirtualCluster(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		const (
+			lookupTO, handshakeTO = 8 * time.Second, 30 * time.Second
+			costs                 = 100 * time.Millisecond // a hit's, a local prefill's
+		)
+		tl, err := fault.Parse("at 10s stall source-0/rank1 for 30s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: tl.String(), Duration: 65 * time.Second}, runner.Config{SourceDP: 2})
+		var stalled, verified, resumed bool
+		for _, ev := range evs {
+			switch {
+			case ev.Kind == event.KindCondition && ev.Condition.Source == 0 && ev.Condition.Condition == event.CondStalled:
+				stalled = stalled || ev.Condition.Target == "source-0/rank1"
+				if ev.Condition.Target != "source-0/rank1" {
+					t.Errorf("condition %+v: a stall of one rank must name it", ev.Condition)
+				}
+			case ev.Kind == event.KindVerification && ev.Verification.Action == fault.ActionStall:
+				verified = ev.Verification.Target == "source-0/rank1" && ev.Verification.Verified && ev.Verification.After == 0 &&
+					ev.Verification.Detail == "source-0/rank1 (instance 1): stopped rank 1's core; running front end, rank 0's core"
+				t.Logf("stall verified: %+v", ev.Verification)
+			case ev.Kind == event.KindVerification && ev.Verification.Action == fault.ActionResume:
+				resumed = ev.Verification.Verified && strings.Contains(ev.Verification.Detail, "stopped none; running front end, rank 0's core, rank 1's core")
+			}
+		}
+		if !stalled || !verified || !resumed {
+			t.Errorf("condition stalled naming source-0/rank1 %v, stall verified as rank 1's core alone %v, resume verified %v: want all", stalled, verified, resumed)
+		}
+		ranks := map[string]event.RankSummary{}
+		for _, r := range v.Ranks {
+			ranks[fmt.Sprintf("source-%d/rank%d %s", r.Source, r.Rank, r.Part)] = r
+			t.Logf("source-%d/rank%d %-8s n=%d pulled=%d p50=%v max=%v", r.Source, r.Rank, r.Part, r.N, r.Pulled, r.Latency.P50, r.Latency.Max)
+		}
+		hitting := func(key string) {
+			t.Helper()
+			if r := ranks[key]; r.N == 0 || r.Pulled != r.N || r.Latency.Max > costs {
+				t.Errorf("%s: %d pulls, %d hit, max %v; want every one a hit within %v", key, r.N, r.Pulled, r.Latency.Max, costs)
+			}
+		}
+		for _, key := range []string{"source-0/rank0 fault", "source-0/rank0 outside", "source-0/rank1 outside", "source-1/rank0 outside", "source-1/rank1 outside"} {
+			hitting(key)
+		}
+		r1 := ranks["source-0/rank1 fault"]
+		if r1.N == 0 || r1.Pulled != 0 {
+			t.Errorf("source-0/rank1 in its window: %d pulls, %d hit; want pulls and no hit", r1.N, r1.Pulled)
+		}
+		// The slowest opened the session after the reap, and waited its
+		// handshake deadline; then its local prefill, in the burst of the
+		// waiters released with it (22 of 400 tokens: 5 full steps of 55 ms).
+		if max := r1.Latency.Max; max < handshakeTO || max > handshakeTO+costs+5*55*time.Millisecond {
+			t.Errorf("source-0/rank1 in its window: max %v, want the %v handshake deadline plus a prefill in the burst", max, handshakeTO)
+		}
+		if p50 := r1.Latency.P50; p50 < lookupTO || p50 > handshakeTO-lookupTO {
+			t.Errorf("source-0/rank1 in its window: p50 %v, want in [%v, %v]: the waiters on the new session", p50, lookupTO, handshakeTO-lookupTO)
+		}
+		if f, r0 := v.Summary.Faulted, ranks["source-0/rank0 fault"]; f.N != r0.N+r1.N || f.Pulled != r0.Pulled {
+			t.Errorf("faulted %+v: want rank 0's %d pulls (all hits) and rank 1's %d", f, r0.N, r1.N)
+		}
+		if c, ok := resultOf(&v, "faulted_max"); !ok || c.Passed || !strings.Contains(c.Detail, "a request naming the faulted source took 30.") {
+			t.Errorf("faulted_max %+v: want it failed on rank 1's 30 s pull", c)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package fault
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"p2pfault/verify"
 )
@@ -46,8 +47,9 @@ type Reporter interface {
 
 // Report is what a Reporter says of its engine now.
 type Report struct {
-	// Frozen: every goroutine of the engine is held at its next step, the
-	// way SIGSTOP holds a process (a stall took effect).
+	// Frozen: every goroutine of the engine (of its Part, when set) is
+	// held at its next step, the way SIGSTOP holds a process (a stall
+	// took effect).
 	Frozen bool
 	// Running: an instance of the engine runs (frozen or not); false
 	// once it was killed or terminated and before it is started again.
@@ -63,6 +65,55 @@ type Report struct {
 	// Ready asks the engine once whether it is ready (GET /health): nil
 	// when it is.
 	Ready func(ctx context.Context) error
+	// Part, when set, names the one process of the engine the target is
+	// (one data-parallel rank's engine core): Frozen then says whether
+	// that one is, and a stall of it is verified as StallPart reads /proc:
+	// the part frozen, every other process of Procs running.
+	Part  string
+	Procs []Proc
+}
+
+// Proc is one process of a Reporter's engine (its front end, a rank's
+// engine core) and whether it is frozen.
+type Proc struct {
+	Name   string
+	Frozen bool
+}
+
+// partState says whether r shows its part stopped alone (stall) or no
+// longer stopped (resume), naming the processes stopped and running as
+// the verification of a part on /proc names its pids.
+func (r Report) partState(target string, stall bool) (bool, string) {
+	var stopped, running []string
+	ok := true
+	for _, p := range r.Procs {
+		if p.Frozen {
+			stopped = append(stopped, p.Name)
+		} else {
+			running = append(running, p.Name)
+		}
+		if p.Name == r.Part {
+			ok = ok && p.Frozen == stall
+		} else if stall {
+			ok = ok && !p.Frozen
+		}
+	}
+	ok = ok && (stall || r.Running)
+	list := func(names []string) string {
+		if len(names) == 0 {
+			return "none"
+		}
+		return strings.Join(names, ", ")
+	}
+	detail := fmt.Sprintf("%s (instance %d): stopped %s; running %s", target, r.Instance, list(stopped), list(running))
+	if !ok {
+		want := r.Part + " alone stopped"
+		if !stall {
+			want = r.Part + " running"
+		}
+		detail += " (want " + want + ")"
+	}
+	return ok, detail
 }
 
 // seen is what a kind's Verify reads of a target before and after its
@@ -120,6 +171,8 @@ func verifyStall(f *Fire) Effect {
 	switch {
 	case !ok:
 		return Effect{Skipped: true}
+	case s.reported && s.report.Part != "":
+		return reported(f, "stall", func(r Report) (bool, string) { return r.partState(f.Target.Name(), true) })
 	case s.reported:
 		return reported(f, "stall", func(r Report) (bool, string) {
 			if !r.Frozen {
@@ -141,6 +194,8 @@ func verifyResume(f *Fire) Effect {
 	switch {
 	case !ok:
 		return Effect{Skipped: true}
+	case s.reported && s.report.Part != "":
+		return reported(f, "resume", func(r Report) (bool, string) { return r.partState(f.Target.Name(), false) })
 	case s.reported:
 		return reported(f, "resume", func(r Report) (bool, string) {
 			if r.Frozen || !r.Running {

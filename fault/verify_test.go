@@ -232,3 +232,61 @@ func (p plainTarget) Terminate(ctx context.Context, s func(time.Time, error)) er
 	return p.h.Terminate(ctx, s)
 }
 func (p plainTarget) Restore(ctx context.Context) (time.Time, error) { return p.h.Restore(ctx) }
+
+// partReporter is one rank's core of a Reporter's engine (the virtual
+// cluster's rankTarget): Stop freezes the processes stops names.
+type partReporter struct {
+	plainTarget
+	mu     sync.Mutex
+	frozen map[string]bool
+	stops  []string
+}
+
+func (p *partReporter) Stop(context.Context) (time.Time, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range p.stops {
+		p.frozen[n] = true
+	}
+	return time.Now(), nil
+}
+
+func (p *partReporter) Report() fault.Report {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := fault.Report{Running: true, Instance: 1, Part: "rank 1's core", Frozen: p.frozen["rank 1's core"]}
+	for _, n := range []string{"front end", "rank 0's core", "rank 1's core"} {
+		r.Procs = append(r.Procs, fault.Proc{Name: n, Frozen: p.frozen[n]})
+	}
+	return r
+}
+
+// A stall of one rank's core on a Reporter is verified as StallPart reads
+// /proc: that core stopped and every other process running, named; a
+// sibling stopped with it, or the core left running, fails it.
+func TestStallOfAReportersPartNamesItsProcesses(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		stops  []string
+		ok     bool
+		detail string
+	}{
+		{"only the rank's core", []string{"rank 1's core"}, true, "stopped rank 1's core; running front end, rank 0's core"},
+		{"a sibling too", []string{"rank 0's core", "rank 1's core"}, false, "stopped rank 0's core, rank 1's core; running front end (want rank 1's core alone stopped)"},
+		{"nothing", nil, false, "stopped none; running front end, rank 0's core, rank 1's core (want rank 1's core alone stopped)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &partReporter{plainTarget: plainTarget{newHostTarget(t)}, frozen: map[string]bool{}, stops: tt.stops}
+			env := newRecEnv(t)
+			k, _ := fault.Lookup(fault.ActionStall)
+			f := &fault.Fire{Kind: k, Target: p, By: "script", Env: env, Verifier: verify.Verifier{Deadline: 50 * time.Millisecond, Poll: 5 * time.Millisecond}}
+			if err := k.Act(f); err != nil {
+				t.Fatal(err)
+			}
+			ef := k.Verify(f)
+			if ef.OK != tt.ok || !strings.HasSuffix(ef.Detail, "source-0 (instance 1): "+tt.detail) {
+				t.Errorf("effect %+v, want OK %v, detail ending %q", ef, tt.ok, tt.detail)
+			}
+		})
+	}
+}

@@ -10,14 +10,15 @@
 //     netenv.Network whose listeners and connections it owns. Its faults act
 //     on what it owns: Freeze/Thaw (SIGSTOP/SIGCONT), Crash (SIGKILL).
 //   - Fabric.Partition/Heal and Fabric.Loss act between two hosts, or
-//     between a host and every other one (b == nil).
-//   - Fabric.PartitionPorts/LossPorts/HealPorts act on some ports of one
-//     host, as package netfault's nftables rules do on a real one: a
-//     segment (or a SYN) is caught when either end of its connection is
-//     one of the listed ports on that host's side (its local port there),
-//     so the host's listeners are cut and a connection it dialled from an
-//     ephemeral port is not. A fault is named (netfault's target); a new
-//     one by a name replaces the old at one instant.
+//     between a host and every other one (b == nil). A pipe (Host.Pipe,
+//     Host.PipeTo: between processes of one machine) is not on the network.
+//   - Fabric.PartitionPorts/LossPorts/HealPorts act on some ports of the
+//     machine, as package netfault's nftables rules do on a real one: a
+//     segment (or a SYN) is caught when either end of its connection has
+//     one of the listed ports as its local port, whichever host owns it,
+//     so the listeners on them are cut and a connection dialled from an
+//     ephemeral port to another port is not. A fault is named (netfault's
+//     target); a new one by a name replaces the old at one instant.
 //   - Every wait blocks on a channel or a timer, never on I/O or a held
 //     mutex, so a goroutine waiting here is durably blocked for synctest.
 //
@@ -109,10 +110,9 @@ type Fabric struct {
 	rng    *rand.Rand
 }
 
-// portFault is a fault on some ports of one host: every segment to or from
-// them is lost with chance loss (1: a partition).
+// portFault is a fault on some ports of the machine: every segment to or
+// from them is lost with chance loss (1: a partition).
 type portFault struct {
-	h     *Host
 	ports map[int]bool
 	loss  float64
 }
@@ -124,8 +124,9 @@ type end struct {
 	port int
 }
 
-// holds reports whether pf catches packets at e.
-func (pf portFault) holds(e end) bool { return e.h == pf.h && pf.ports[e.port] }
+// holds reports whether pf catches packets at e: by its port alone, as
+// an nftables rule's sport/dport match does, whichever host owns it.
+func (pf portFault) holds(e end) bool { return e.port != 0 && pf.ports[e.port] }
 
 // pair names two hosts, or a host and everyone (b == nil); a < b by id.
 type pair struct{ a, b *Host }
@@ -241,29 +242,29 @@ func (f *Fabric) healed() {
 	f.changed()
 }
 
-// PartitionPorts makes the packets to and from ports of h vanish, as a
-// firewall dropping them on h's side does (package netfault's rules), until
+// PartitionPorts makes the packets to and from ports vanish, as a
+// firewall dropping them does (package netfault's rules), until
 // HealPorts(name). It replaces a fault of that name.
-func (f *Fabric) PartitionPorts(h *Host, name string, ports ...int) {
-	f.setPortFault(h, name, 1, ports)
+func (f *Fabric) PartitionPorts(name string, ports ...int) {
+	f.setPortFault(name, 1, ports)
 }
 
-// LossPorts makes a fraction (0..1) of the segments to and from ports of
-// h be lost as Loss does, until HealPorts(name) (or a fraction of 0). It
+// LossPorts makes a fraction (0..1) of the segments to and from ports be
+// lost as Loss does, until HealPorts(name) (or a fraction of 0). It
 // replaces a fault of that name.
-func (f *Fabric) LossPorts(h *Host, name string, fraction float64, ports ...int) {
+func (f *Fabric) LossPorts(name string, fraction float64, ports ...int) {
 	if fraction <= 0 {
 		f.HealPorts(name)
 		return
 	}
-	f.setPortFault(h, name, min(fraction, 1), ports)
+	f.setPortFault(name, min(fraction, 1), ports)
 }
 
-func (f *Fabric) setPortFault(h *Host, name string, loss float64, ports []int) {
+func (f *Fabric) setPortFault(name string, loss float64, ports []int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deliverAll() // what arrived before the cut stays readable
-	pf := portFault{h: h, ports: make(map[int]bool, len(ports)), loss: loss}
+	pf := portFault{ports: make(map[int]bool, len(ports)), loss: loss}
 	for _, p := range ports {
 		pf.ports[p] = true
 	}
@@ -509,10 +510,25 @@ func (h *Host) die(match func(net.Addr) bool) {
 
 // Pipe returns the two ends of a connection inside the host (a
 // socketpair): both freeze and die with it.
-func (h *Host) Pipe() (net.Conn, net.Conn) {
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
-	a, b := h.f.newPair(h, h, pipeAddr(h.name), pipeAddr(h.name))
+func (h *Host) Pipe() (net.Conn, net.Conn) { return h.PipeTo(h) }
+
+// PipeTo returns the two ends of a pipe between h's process and peer's (a
+// socketpair a parent shares with its child): the first end is h's, the
+// second peer's. Each end blocks while its own host is frozen (bytes
+// written to a frozen end's host wait in the buffer, as in the kernel's
+// pipe), and a Crash of either host ends its end as its death would (the
+// other end reads EOF, or a reset with unread bytes). A pipe is no network
+// path: no partition or loss acts on it.
+func (h *Host) PipeTo(peer *Host) (net.Conn, net.Conn) {
+	f := h.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, b := f.newPair(h, peer, pipeAddr(h.name), pipeAddr(peer.name))
+	// Cuts and loss are looked up by the streams' hosts; a pipe's streams
+	// name none, so none applies (as between a host and itself).
+	for _, s := range []*stream{a.in, a.out} {
+		s.from, s.to = nil, nil
+	}
 	return a, b
 }
 
@@ -626,9 +642,10 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 		// the path's loss, or is dropped by a full backlog; the kernel
 		// sends it again later.
 		// The dialer's end has no port yet: only a cut of its whole host
-		// or of the port dialled catches the SYN.
+		// or of the port dialled catches the SYN (a port cut catches it
+		// even where nobody listens, as a rule's dport match does).
 		from, to := end{h: h}, end{h: owner, port: port}
-		lost := f.cuts[pair{h, nil}] || (owner != nil && (f.cut(from, to) || f.rng.Float64() < f.lossOf(from, to))) ||
+		lost := f.cuts[pair{h, nil}] || f.cut(from, to) || (owner != nil && f.rng.Float64() < f.lossOf(from, to)) ||
 			(ln != nil && len(ln.backlog) >= Backlog)
 		if lost {
 			tries++

@@ -490,6 +490,50 @@ func TestPipeFreezesAndDiesWithHost(t *testing.T) {
 	})
 }
 
+// TestPipeToBetweenTwoHosts: a pipe between a front end's host and its
+// core's: the frozen core's end takes no step while the front end's goes
+// on (its write buffers), no partition or loss of either host touches it,
+// and a crash of one host ends its end as its death would: the other reads
+// EOF after what was sent.
+func TestPipeToBetweenTwoHosts(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		f := New(1)
+		fe, core := f.Host("front end"), f.Host("core")
+		x, y := fe.PipeTo(core)
+		core.Freeze()
+		if _, err := x.Write([]byte("ab")); err != nil {
+			t.Fatalf("the running end's write while the other host is frozen: %v", err)
+		}
+		read := async(func() (int, error) { return y.Read(make([]byte, 1)) })
+		pending(t, read, "the frozen host's end's read")
+		f.Partition(fe, nil)
+		f.Partition(core, nil)
+		f.Loss(fe, nil, 1)
+		start := time.Now()
+		core.Thaw()
+		if r := <-read; r.err != nil || r.n != 1 || r.at != start {
+			t.Fatalf("read at the thaw, under a partition and 100%% loss of both hosts: %d, %v at +%v; want 1 byte at once", r.n, r.err, r.at.Sub(start))
+		}
+		if n, err := y.Read(make([]byte, 1)); n != 1 || err != nil {
+			t.Fatalf("the second byte: %d, %v", n, err)
+		}
+		if _, err := y.Write([]byte("c")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := x.Read(make([]byte, 1)); n != 1 || err != nil {
+			t.Fatalf("the front end's read: %d, %v", n, err)
+		}
+		core.Crash()
+		if _, err := y.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("the crashed host's own end: %v, want net.ErrClosed", err)
+		}
+		if _, err := x.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("the front end's read after the core's crash: %v, want EOF", err)
+		}
+		fe.Crash()
+	})
+}
+
 func TestConnectAcrossAPartitionGoesWithTheNextSYN(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		f := New(1)
@@ -586,7 +630,7 @@ func TestPartitionPortsCutsThosePortsOnly(t *testing.T) {
 		lnA, _ := listen(t, a)
 		s3, c3 := dialAccept(t, b, lnA) // b dialled a, from an ephemeral port
 
-		f.PartitionPorts(b, "b.p1", p1)
+		f.PartitionPorts("b.p1", p1)
 		if _, err := c1.Write([]byte("during")); err != nil {
 			t.Fatal(err)
 		}
@@ -628,16 +672,29 @@ func TestPartitionPortsCutsThosePortsOnly(t *testing.T) {
 			t.Fatalf("read back after the heal: %d, %v", r.n, r.err)
 		}
 		echoes(t, c1, s1, "the healed port")
+
+		// A cut port nobody listens on drops the SYN too: the connect
+		// hangs instead of being refused.
+		f.PartitionPorts("unbound", 9)
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := a.DialContext(ctx, "tcp", "127.0.0.1:9"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("dial to a cut port nobody listens on: %v, want the ctx's deadline", err)
+		}
+		f.HealPorts("unbound")
+		if _, err := a.DialContext(context.Background(), "tcp", "127.0.0.1:9"); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dial to a healed port nobody listens on: %v, want refused", err)
+		}
 	})
 }
 
 func TestPartitionPortsReplacesByName(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		n := newTwoPorts(t, 1)
-		f, b, p1, p2 := n.f, n.b, n.port[0], n.port[1]
+		f, p1, p2 := n.f, n.port[0], n.port[1]
 		c1, s1, c2, s2 := n.c[0], n.s[0], n.c[1], n.s[1]
-		f.PartitionPorts(b, "b", p1, p2)
-		f.PartitionPorts(b, "b", p2) // the new fault replaces the old: p1 passes again
+		f.PartitionPorts("b", p1, p2)
+		f.PartitionPorts("b", p2) // the new fault replaces the old: p1 passes again
 		echoes(t, c1, s1, "the port the new fault no longer lists")
 		read := async(func() (int, error) { return s2.Read(make([]byte, 1)) })
 		if _, err := c2.Write([]byte{1}); err != nil {
@@ -656,7 +713,7 @@ func TestLossPortsDelaysThosePortsOnly(t *testing.T) {
 		tp := newTwoPorts(t, 7)
 		f := tp.f
 		c1, s1, c2, s2 := tp.c[0], tp.s[0], tp.c[1], tp.s[1]
-		f.LossPorts(tp.b, "b", 0.25, tp.port[0])
+		f.LossPorts("b", 0.25, tp.port[0])
 		const n = 200
 		delayed := 0
 		buf := make([]byte, 1)
@@ -697,7 +754,7 @@ func TestAHealDelaysOnlyWhatTheCutHeld(t *testing.T) {
 			cut, end func()
 		}{
 			{"Heal", func() { f.Partition(a, c) }, func() { f.Heal(a, c) }},
-			{"HealPorts", func() { f.PartitionPorts(c, "c", pc) }, func() { f.HealPorts("c") }},
+			{"HealPorts", func() { f.PartitionPorts("c", pc) }, func() { f.HealPorts("c") }},
 		} {
 			heal.cut()
 			if _, err := ca.Write([]byte("x")); err != nil {

@@ -181,6 +181,83 @@ func dpCores(t *testing.T, e *engineProc, ranks int) map[int]int {
 	return out
 }
 
+// TestVirtualDataParallelRankStall: SIGSTOP of rank 1's core alone
+// (FreezeRank: its host frozen, the front end's and rank 0's not). The
+// front end and rank 0 run on: a request pinned to rank 0 completes and a
+// pull from rank 0's P2P port hits, at their usual cost. Rank 1 takes no
+// step: a request pinned to it waits in its link and completes only after
+// the thaw, and a pull from its port misses when the lookup deadline reaps
+// its session (L after the core's last frame, at most a heartbeat interval
+// before the freeze), as a whole source's stall does (TestVirtualStallOfASource).
+func TestVirtualDataParallelRankStall(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		const stallFor = 30 * time.Second
+		vc := newVCluster(t)
+		src := vc.start("source", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", dpKVConfig(7777), "--data-parallel-size", "2"}})
+		dec := vc.start("decoder", engineOpts{})
+		c := vc.c
+		seedOn := func(rank, prompt string) {
+			t.Helper()
+			if r := postCompletionWith(c, src.url, map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1, "temperature": 0}, rankHeader(rank)); r.status != http.StatusOK {
+				t.Fatalf("seed on rank %s: %d %s", rank, r.status, r.body)
+			}
+		}
+		// Sessions with both ranks, handshaken by a hit each.
+		for r, port := range []int{7777, 7778} {
+			p := words(fmt.Sprint("rank-stall-warm-", r), 400)
+			seedOn(strconv.Itoa(r), p)
+			if res := dpPull(c, dec.engineProc, "127.0.0.1", port, p); res.status != http.StatusOK || res.cached != 384 {
+				t.Fatalf("warm-up pull from :%d: %d cached %d %s", port, res.status, res.cached, res.body)
+			}
+		}
+		on0, on1 := words("rank-stall-0", 400), words("rank-stall-1", 400)
+		seedOn("0", on0)
+		seedOn("1", on1)
+
+		if err := src.p.FreezeRank(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.p.FreezeRank(2); err == nil || !strings.Contains(err.Error(), "stop rank 2: the engine has 2 data-parallel ranks") {
+			t.Errorf("FreezeRank(2) = %v, want an error naming the rank and the engine's ranks", err)
+		}
+		frozen := time.Now()
+		pinned1 := make(chan result, 1)
+		go func() {
+			pinned1 <- postCompletionWith(c, src.url, map[string]any{"model": "m", "prompt": words("rank-stall-pinned-1", 100), "max_tokens": 1}, rankHeader("1"))
+		}()
+		pull1 := make(chan result, 1)
+		go func() { pull1 <- dpPull(c, dec.engineProc, "127.0.0.1", 7778, on1) }()
+
+		p0 := postCompletionWith(c, src.url, map[string]any{"model": "m", "prompt": words("rank-stall-pinned-0", 100), "max_tokens": 1}, rankHeader("0"))
+		if p0.status != http.StatusOK || p0.latency > vMissCost {
+			t.Errorf("request pinned to rank 0 with rank 1 stopped: %d in %v %v %s, want 200 within %v", p0.status, p0.latency, p0.err, p0.body, vMissCost)
+		}
+		h0 := dpPull(c, dec.engineProc, "127.0.0.1", 7777, on0)
+		if h0.status != http.StatusOK || h0.cached != 384 || h0.latency > vHitCost {
+			t.Errorf("pull from rank 0's :7777 with rank 1 stopped: %d cached %d in %v %s, want a hit of 384 within %v", h0.status, h0.cached, h0.latency, h0.body, vHitCost)
+		}
+		m1 := <-pull1
+		if reap := m1.latency - vMissCost; m1.status != http.StatusOK || m1.cached != 0 || reap < vLookupTO-vHeartbeatIvl-2*vTick || reap > vLookupTO {
+			t.Errorf("pull from the stopped rank 1's :7778: %d cached %d in %v %s, want a miss at the lookup deadline, reaped in [%v, %v]", m1.status, m1.cached, m1.latency, m1.body, vLookupTO-vHeartbeatIvl, vLookupTO)
+		}
+		time.Sleep(time.Until(frozen.Add(stallFor)))
+		select {
+		case r := <-pinned1:
+			t.Fatalf("the request pinned to the stopped rank 1 ended while it was stopped: %d in %v %s", r.status, r.latency, r.body)
+		default:
+		}
+		if err := src.p.ThawRank(1); err != nil {
+			t.Fatal(err)
+		}
+		p1 := <-pinned1
+		if p1.status != http.StatusOK || p1.latency < stallFor || p1.latency > stallFor+vMissCost {
+			t.Errorf("request pinned to rank 1 across its stall: %d in %v %s, want 200 right after the thaw, %v in", p1.status, p1.latency, p1.body, stallFor)
+		}
+		t.Logf("rank 1 stopped %v: pinned to rank 0 %v; pull from rank 0 cached %d in %v; pull from rank 1 cached %d in %v; pinned to rank 1 %v",
+			stallFor, p0.latency, h0.cached, h0.latency, m1.cached, m1.latency, p1.latency)
+	})
+}
+
 // TestDataParallelCoresAreProcessesByRank: --data-parallel-size 2 runs a
 // front end and two core processes in one session, each core naming its
 // rank on its command line; SIGSTOP of rank 1's core stops rank 1 only
@@ -317,7 +394,11 @@ func goneMidTransfer(t *testing.T, decArgs ...string) goneRun {
 	if err := pre.p.KillRank(0); err != nil {
 		t.Fatal(err)
 	}
-	vc.fab.Partition(pre.host, dec.host)
+	for _, a := range pre.hosts.All() {
+		for _, b := range dec.hosts.All() {
+			vc.fab.Partition(a, b)
+		}
+	}
 	for range goneLegs {
 		<-done
 	}

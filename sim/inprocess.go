@@ -1,40 +1,51 @@
 package sim
 
-// An engine in the test's process: front end and core as goroutines on a
-// memnet.Host, so a whole cluster runs inside a testing/synctest bubble on
-// the fake clock (issue 25).
+// An engine in the test's process: front end and cores as goroutines, each
+// process on a memnet.Host of its own, so a whole cluster runs inside a
+// testing/synctest bubble on the fake clock (issue 25).
 //
 // Contract (the virtual cluster's experiment.Opener builds on it):
-//   - StartInProcess(ctx, args, env, host, logw) starts one engine as
+//   - StartInProcess(ctx, args, env, hosts, logw) starts one engine as
 //     `sim serve` does with args (MODEL, then the flags of `sim serve`) and
 //     env (the variables the sim reads: VLLM_P2P_HANDSHAKE_TIMEOUT_S,
 //     VLLM_LOG_STATS_INTERVAL, PYTHONHASHSEED; the process environment is
-//     not read). Its HTTP and P2P listeners and its dials are on host, the
-//     link between front end and core is host.Pipe(), and both log to logw.
-//     A usage or configuration error returns at once (an exitcode.Error
-//     with code Usage, as `sim serve` exits 2); otherwise it returns at once
-//     and the engine starts in the background.
+//     not read). As `sim serve` runs a front-end process and one child
+//     process per data-parallel rank's engine core, it runs on hosts (one
+//     fabric, so one loopback port namespace): the front end on
+//     hosts.FrontEnd() (its HTTP listener), rank r's core on hosts.Core(r)
+//     (its P2P listener and dials, and its goroutines' gate), each core's
+//     link to the front end a pipe between the two hosts (Host.PipeTo).
+//     Both log to logw. A usage or configuration error returns at once (an
+//     exitcode.Error with code Usage, as `sim serve` exits 2); otherwise it
+//     returns at once and the engine starts in the background.
 //   - Ready is closed once the engine serves HTTP; HTTPAddr, P2PAddr (rank
 //     0's) and P2PAddrs (one per --data-parallel-size rank) are set from
 //     then on. Done is closed once every goroutine the engine's
 //     front end and core wait for has ended; Err then says how it exited
 //     (nil after a clean shutdown, ErrKilled after Kill). An engine that
 //     fails to start closes Done without Ready.
-//   - Freeze/Thaw are SIGSTOP/SIGCONT of the engine's session: every
-//     goroutine stops at its next step (its scheduler tick and timers gate
-//     on host.Wait, its socket and link I/O block on the host), timers due
-//     meanwhile fire late at Thaw, and time.Now has jumped, so the engine's
-//     freeze-gap and stale-route mechanisms see the gap a real SIGSTOP
-//     makes. Freeze the host, not the engine, to freeze a client on it too.
-//   - Kill is SIGKILL: host.Crash (peers' connections reset, listeners
-//     close, connects refused) and the engine's goroutines end without a
-//     word to anyone; its log ends where it was. It returns at once; Done
-//     follows.
+//   - Freeze/Thaw are SIGSTOP/SIGCONT of the engine's session: every host
+//     of it freezes, and every goroutine stops at its next step (its
+//     scheduler tick and timers gate on its host's Wait, its socket and
+//     link I/O block on the host), timers due meanwhile fire late at Thaw,
+//     and time.Now has jumped, so the engine's freeze-gap and stale-route
+//     mechanisms see the gap a real SIGSTOP makes. FreezeRank/ThawRank are
+//     SIGSTOP/SIGCONT of one rank's core process alone: its host freezes
+//     (its listener's kernel side goes on: connects wait in the backlog,
+//     bytes buffer), the front end and the other cores run on, and the
+//     front end's requests routed to that rank wait in its link. Freeze the
+//     hosts, not the engine, to freeze a client on them too.
+//   - Kill is SIGKILL of the session: every host crashes (peers'
+//     connections reset, listeners close, connects refused) and the
+//     engine's goroutines end without a word to anyone; its log ends where
+//     it was. It returns at once; Done follows. KillRank is SIGKILL of one
+//     rank's core: its host crashes; the front end sees its link break and
+//     ends the engine, as vLLM's does.
 //   - Terminate is SIGTERM: the graceful path a real signal takes (the core
 //     tells its peers and its front end, the front end stops serving). A
 //     frozen engine acts on it at Thaw, as a stopped process does. It waits
 //     for Done or ctx. The end of StartInProcess's ctx is a SIGTERM too.
-//   - A restart is a new StartInProcess on the same host with the same
+//   - A restart is a new StartInProcess on the same hosts with the same
 //     ports (the flags' --port and the kv-transfer-config's p2p port), after
 //     the old one's Done.
 
@@ -44,7 +55,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,9 +71,77 @@ import (
 // "signal: killed".
 var ErrKilled = errors.New("signal: killed")
 
+// Hosts are the processes an in-process engine runs as, each a
+// memnet.Host on one fabric: its front end's and, made as the engine asks
+// for them, one per data-parallel rank's engine core. The same Hosts serve
+// a restart on the same ports (the same processes again, as far as the
+// network is concerned: a partition of them holds), a new Hosts a new
+// engine elsewhere.
+type Hosts struct {
+	fab   *memnet.Fabric
+	name  string
+	front *memnet.Host
+
+	mu    sync.Mutex
+	cores []*memnet.Host // by rank
+}
+
+// NewHosts returns the hosts of an engine called name on fab: its front
+// end's is named name, rank r's core's name/rankR.
+func NewHosts(fab *memnet.Fabric, name string) *Hosts {
+	return &Hosts{fab: fab, name: name, front: fab.Host(name)}
+}
+
+// FrontEnd is the front end's host: its HTTP listener.
+func (h *Hosts) FrontEnd() *memnet.Host { return h.front }
+
+// Core is rank r's engine core's host (made at the first ask).
+func (h *Hosts) Core(r int) *memnet.Host {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.cores) <= r {
+		h.cores = append(h.cores, h.fab.Host(fmt.Sprintf("%s/rank%d", h.name, len(h.cores))))
+	}
+	return h.cores[r]
+}
+
+// All are every host made so far: the front end's, then the cores' by
+// rank. A network fault of the whole engine acts on each.
+func (h *Hosts) All() []*memnet.Host {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*memnet.Host{h.front}, h.cores...)
+}
+
+// Partition cuts every host of the engine off from every other host of
+// the fabric (a partition of all its ports, both ways) until Heal; its
+// links between front end and cores are pipes, which no cut touches.
+func (h *Hosts) Partition() {
+	for _, x := range h.All() {
+		h.fab.Partition(x, nil)
+	}
+}
+
+// Heal ends Partition and Loss.
+func (h *Hosts) Heal() {
+	for _, x := range h.All() {
+		h.fab.Heal(x, nil)
+		h.fab.Loss(x, nil, 0)
+	}
+}
+
+// Loss makes a fraction of the segments of every host of the engine lost
+// (memnet's Fabric.Loss); 0 ends it.
+func (h *Hosts) Loss(fraction float64) {
+	for _, x := range h.All() {
+		h.fab.Loss(x, nil, fraction)
+	}
+}
+
 // InProcess is one engine running as goroutines (see the contract above).
 type InProcess struct {
-	host  *memnet.Host
+	hosts *Hosts
+	procs []*memnet.Host // this instance's: the front end's host, then each rank's core's
 	log   *cutWriter
 	ready chan struct{}
 	done  chan struct{}
@@ -71,31 +149,34 @@ type InProcess struct {
 
 	httpAddr string   // set before ready is closed
 	p2pAddrs []string // by data-parallel rank, set before ready is closed
-	cores    []*inProcessCore
-	err      error // set before done is closed
+	err      error    // set before done is closed
 	killed   atomic.Bool
 }
 
 // StartInProcess starts an engine in process (see the contract above).
-func StartInProcess(ctx context.Context, args []string, env map[string]string, host *memnet.Host, logw io.Writer) (*InProcess, error) {
+func StartInProcess(ctx context.Context, args []string, env map[string]string, hosts *Hosts, logw io.Writer) (*InProcess, error) {
 	cfg, err := parseServe(args, func(k string) string { return env[k] })
 	if err != nil {
 		return nil, err
 	}
-	cfg.Engine.Net = host
-	cfg.Engine.Gate = host.Wait
+	front := hosts.FrontEnd()
+	cfg.Engine.Net = front
 	sig, term := context.WithCancel(context.Background())
-	p := &InProcess{host: host, log: &cutWriter{w: logw}, ready: make(chan struct{}), done: make(chan struct{}), term: term}
+	p := &InProcess{hosts: hosts, procs: []*memnet.Host{front}, log: &cutWriter{w: logw}, ready: make(chan struct{}), done: make(chan struct{}), term: term}
+	for r := range max(cfg.DPSize, 1) {
+		p.procs = append(p.procs, hosts.Core(r))
+	}
 	log := simlog.New(p.log)
-	// One core per data-parallel rank, each on its own link, as the
-	// front-end process starts one child per rank.
-	p.cores = make([]*inProcessCore, max(cfg.DPSize, 1))
+	// One core per data-parallel rank, each a process of its own on its
+	// own link, as the front-end process starts one child per rank.
 	start := func(rank int) (engineCore, *link.Conn, error) {
-		frontEnd, coreEnd := host.Pipe()
-		core := &inProcessCore{done: make(chan struct{}), link: coreEnd}
-		p.cores[rank] = core
+		h := p.coreHost(rank)
+		frontEnd, coreEnd := front.PipeTo(h)
+		core := &inProcessCore{done: make(chan struct{})}
+		ecfg := cfg.rankEngine(rank)
+		ecfg.Net, ecfg.Gate = h, h.Wait
 		go func() {
-			core.err = runCore(sig, coreConfig{Engine: cfg.rankEngine(rank), StartupDelay: cfg.StartupDelay, Rank: rank}, coreEnd, log)
+			core.err = runCore(sig, coreConfig{Engine: ecfg, StartupDelay: cfg.StartupDelay, Rank: rank}, coreEnd, log)
 			close(core.done)
 		}()
 		log.Info(compAPI, "started engine core %s (in process) for model %s", coreName(rank), cfg.Model)
@@ -175,44 +256,109 @@ func (p *InProcess) P2PAddrs() []string {
 	}
 }
 
-// Host is the host the engine runs on.
-func (p *InProcess) Host() *memnet.Host { return p.host }
+// Hosts are the hosts the engine runs on.
+func (p *InProcess) Hosts() *Hosts { return p.hosts }
 
-// Freeze stops the engine as SIGSTOP stops its session.
-func (p *InProcess) Freeze() { p.host.Freeze() }
+// Ranks is how many engine cores the engine runs (its
+// --data-parallel-size, 1 without).
+func (p *InProcess) Ranks() int { return len(p.procs) - 1 }
 
-// Thaw resumes a frozen engine as SIGCONT does.
-func (p *InProcess) Thaw() { p.host.Thaw() }
+// coreHost is rank r's core's host, r in range.
+func (p *InProcess) coreHost(r int) *memnet.Host { return p.procs[1+r] }
+
+// rank checks r names one of the engine's cores, for what (an error).
+func (p *InProcess) rank(what string, r int) error {
+	if r < 0 || r >= p.Ranks() {
+		return fmt.Errorf("%s rank %d: the engine has %d data-parallel ranks", what, r, p.Ranks())
+	}
+	return nil
+}
+
+// Freeze stops the engine as SIGSTOP stops its session: every process.
+func (p *InProcess) Freeze() {
+	for _, h := range p.procs {
+		h.Freeze()
+	}
+}
+
+// Thaw resumes a frozen engine as SIGCONT does: every process.
+func (p *InProcess) Thaw() {
+	for _, h := range p.procs {
+		h.Thaw()
+	}
+}
+
+// Frozen reports whether every process of the engine is frozen (a stall
+// of the whole engine).
+func (p *InProcess) Frozen() bool {
+	for _, h := range p.procs {
+		if !h.Frozen() {
+			return false
+		}
+	}
+	return true
+}
+
+// FreezeRank stops rank r's engine core alone, as SIGSTOP of its process
+// does (see the contract).
+func (p *InProcess) FreezeRank(r int) error {
+	if err := p.rank("stop", r); err != nil {
+		return err
+	}
+	p.coreHost(r).Freeze()
+	return nil
+}
+
+// ThawRank resumes rank r's engine core, as SIGCONT of its process does.
+func (p *InProcess) ThawRank(r int) error {
+	if err := p.rank("continue", r); err != nil {
+		return err
+	}
+	p.coreHost(r).Thaw()
+	return nil
+}
+
+// Process is one process of a running engine as its state shows.
+type Process struct {
+	Name   string // "front end", "rank 1's core"
+	Rank   int    // the core's rank; -1 for the front end
+	Frozen bool
+}
+
+// Processes are the engine's processes now: its front end, then each
+// rank's core.
+func (p *InProcess) Processes() []Process {
+	out := make([]Process, len(p.procs))
+	for i, h := range p.procs {
+		out[i] = Process{Name: "front end", Rank: i - 1, Frozen: h.Frozen()}
+		if i > 0 {
+			out[i].Name = fmt.Sprintf("rank %d's core", i-1)
+		}
+	}
+	return out
+}
 
 // Kill ends the engine as SIGKILL does; Done follows.
 func (p *InProcess) Kill() {
 	p.killed.Store(true)
 	p.log.cut()
-	p.host.Crash()
+	for _, h := range p.procs {
+		h.Crash()
+	}
 	p.term()
 }
 
 // KillRank ends data-parallel rank r's core as SIGKILL of its process
-// does: its P2P listener closes and its connections reset at once
-// (host.CrashPort of its port), and its link to the front end breaks. The
-// front end then does what vLLM's does when one core dies: it stops the
-// other cores and exits with the failure (Done follows). It must be called
-// after Ready, on an engine with a P2P tier.
+// does: its host crashes (its P2P listener closes, its connections reset
+// at once), so its link to the front end breaks. The front end then does
+// what vLLM's does when one core dies: it stops the other cores and exits
+// with the failure (Done follows).
 func (p *InProcess) KillRank(r int) error {
-	addrs := p.P2PAddrs()
-	if r < 0 || r >= len(addrs) {
-		return fmt.Errorf("kill rank %d: the engine has %d data-parallel ranks", r, len(addrs))
+	if err := p.rank("kill", r); err != nil {
+		return err
 	}
-	_, port, err := net.SplitHostPort(addrs[r])
-	if err != nil {
-		return fmt.Errorf("kill rank %d: P2P identity %q: %w", r, addrs[r], err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		return fmt.Errorf("kill rank %d: P2P port %q: %w", r, port, err)
-	}
-	p.host.CrashPort(n)
-	return p.cores[r].link.Close()
+	p.coreHost(r).Crash()
+	return nil
 }
 
 // Terminate sends the engine a SIGTERM and waits until it has exited (or
@@ -228,9 +374,12 @@ func (p *InProcess) Terminate(ctx context.Context) error {
 }
 
 // signal delivers SIGTERM: a stopped process acts on it once continued.
+// The front end's handling is what starts the shutdown; a stopped core
+// takes its part in it at its own thaw (its goroutines are held at their
+// gate and on their host's I/O until then).
 func (p *InProcess) signal() {
 	go func() {
-		p.host.Wait()
+		p.procs[0].Wait()
 		p.term()
 	}()
 }
@@ -251,8 +400,7 @@ func (p *InProcess) Err() error {
 // inProcessCore is the engine core running as goroutines of this process.
 type inProcessCore struct {
 	done chan struct{}
-	err  error    // runCore's, once done is closed
-	link net.Conn // the core's end of its link
+	err  error // runCore's, once done is closed
 }
 
 func (c *inProcessCore) status(d time.Duration) string {

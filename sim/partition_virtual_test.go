@@ -50,8 +50,8 @@ func virtualPartition(t *testing.T, mode string) {
 	p := words("short", 400)
 	seed(t, vc.c, src0.engineProc, p)
 	from := len(dec.log.String())
-	vc.fab.Partition(src0.host, nil)
-	time.AfterFunc(short, func() { vc.fab.Heal(src0.host, nil) })
+	src0.hosts.Partition()
+	time.AfterFunc(short, func() { src0.hosts.Heal() })
 	r := pull(vc.c, dec.engineProc, src0.engineProc, p)
 	if r.status != http.StatusOK || r.cached == 0 || r.latency < resent || r.latency > resent+vHitCost {
 		t.Errorf("pull across a %v partition: status %d cached %d in %v err %v, want a hit delivered by the retransmission at %v, in [%v, %v]", short, r.status, r.cached, r.latency, r.err, resent, resent, resent+vHitCost)
@@ -63,12 +63,12 @@ func virtualPartition(t *testing.T, mode string) {
 	// Idle: a ready session, no pull. Only the heartbeat notices: a ping
 	// at most an interval after the cut, dead hb after it.
 	from = len(dec.log.String())
-	vc.fab.Partition(src0.host, nil)
+	src0.hosts.Partition()
 	detect, line := waitDown(dec.engineProc, src0.engineProc, from, hb+hbIvl+time.Second)
 	if !strings.Contains(line, "heartbeat timed out") || detect < hb || detect > hb+hbIvl+2*vTick {
 		t.Errorf("idle partition: %q after %v, want the heartbeat timeout in [%v, %v]", line, detect, hb, hb+hbIvl)
 	}
-	vc.fab.Heal(src0.host, nil)
+	src0.hosts.Heal()
 	rewarm(t, vc.c, dec.engineProc, src0.engineProc)
 
 	// Loaded: pulls naming each source every 500 ms, source 0's prompts
@@ -82,8 +82,8 @@ func virtualPartition(t *testing.T, mode string) {
 	}
 	from = len(dec.log.String())
 	t0 := time.Now()
-	vc.fab.Partition(src0.host, nil)
-	time.AfterFunc(partitionFor, func() { vc.fab.Heal(src0.host, nil) })
+	src0.hosts.Partition()
+	time.AfterFunc(partitionFor, func() { src0.hosts.Heal() })
 	samples := vPulls(t, vc, dec, src0, src1, prompts, t0, vEvery, "part")
 	heal := partitionFor
 	var during []sample
@@ -171,7 +171,7 @@ func TestVirtualLossOfASource(t *testing.T) {
 			prompts[i] = words(fmt.Sprint("loss-", i), 400)
 			seed(t, vc.c, src.engineProc, prompts[i])
 		}
-		vc.fab.Loss(src.host, nil, loss)
+		src.hosts.Loss(loss)
 		var late, hits int
 		var slowest time.Duration
 		for _, p := range prompts {
@@ -188,7 +188,7 @@ func TestVirtualLossOfASource(t *testing.T) {
 			slowest = max(slowest, r.latency)
 			time.Sleep(vEvery)
 		}
-		vc.fab.Loss(src.host, nil, 0)
+		src.hosts.Loss(0)
 		t.Logf("%d pulls over a path losing %.0f%% of segments: %d hit, %d slowed by a retransmission, slowest %v", n, loss*100, hits, late, slowest)
 		if hits < n*8/10 {
 			t.Errorf("%d of %d pulls hit over a lossy path, want ≥ 80%%: TCP resends what it loses", hits, n)

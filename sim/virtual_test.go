@@ -28,10 +28,10 @@ type vcluster struct {
 // seed, pull and warm take (name, url, P2P identity, log).
 type vengine struct {
 	*engineProc
-	p    *InProcess
-	host *memnet.Host
-	args []string
-	env  map[string]string
+	p     *InProcess
+	hosts *Hosts
+	args  []string
+	env   map[string]string
 }
 
 func newVCluster(t testing.TB) *vcluster {
@@ -73,7 +73,7 @@ func serveArgs(o engineOpts) []string {
 	return append(args, o.args...)
 }
 
-// start starts an engine on a host of its own and waits until it is ready.
+// start starts an engine on hosts of its own and waits until it is ready.
 func (vc *vcluster) start(name string, o engineOpts) *vengine {
 	vc.t.Helper()
 	env := map[string]string{"PYTHONHASHSEED": "42"}
@@ -81,7 +81,7 @@ func (vc *vcluster) start(name string, o engineOpts) *vengine {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	e := &vengine{engineProc: &engineProc{name: name, log: &syncbuf.Buffer{}}, host: vc.fab.Host(name), args: serveArgs(o), env: env}
+	e := &vengine{engineProc: &engineProc{name: name, log: &syncbuf.Buffer{}}, hosts: NewHosts(vc.fab, name), args: serveArgs(o), env: env}
 	vc.engines = append(vc.engines, e)
 	vc.run(e, e.args)
 	return e
@@ -90,7 +90,7 @@ func (vc *vcluster) start(name string, o engineOpts) *vengine {
 // run starts e's engine with args and waits for it to be ready.
 func (vc *vcluster) run(e *vengine, args []string) {
 	vc.t.Helper()
-	p, err := StartInProcess(context.Background(), args, e.env, e.host, e.log)
+	p, err := StartInProcess(context.Background(), args, e.env, e.hosts, e.log)
 	if err != nil {
 		vc.t.Fatalf("start %s: %v", e.name, err)
 	}
@@ -107,7 +107,7 @@ func (vc *vcluster) run(e *vengine, args []string) {
 	}
 }
 
-// restart starts e again on the same host and ports, after its exit.
+// restart starts e again on the same hosts and ports, after its exit.
 func (vc *vcluster) restart(e *vengine) {
 	vc.t.Helper()
 	<-e.p.Done()

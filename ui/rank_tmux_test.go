@@ -12,7 +12,9 @@ import (
 
 // TestDashboardInTmuxRankPicker drives the rank picker of a run whose
 // sources have two data-parallel ranks (--source-dp 2, the simulated
-// cluster: the virtual one stops whole engines only): d moves the keys'
+// cluster, real processes: what it reads of the stall is /proc's state of
+// source-0's members, which only a process shows; the stall's figures are
+// experiment's TestRankStallOnTheVirtualCluster): d moves the keys'
 // target from the whole engine to rank 0 and rank 1, s stalls rank 1
 // alone — its badge, on source-0's title and rank1's line only, one of
 // source-0's processes stopped, rank 0 still hitting — and c resumes it.

@@ -17,12 +17,13 @@ import (
 // trials to each rank.
 func (t *Target) Ranks() int { return t.currentSpec().RankCount() }
 
-// RankTarget is rank r of the engine as the fault kinds act on it: a
-// rank's kill (its core's SIGKILL: sim.InProcess.KillRank, after which the
-// engine ends itself as vLLM's front end does, and is restarted whole), a
-// partition or loss of its own P2P port (netCuts), but not a stall: the
-// virtual cluster freezes whole hosts, and a stall of one rank needs the
-// engine's processes.
+// RankTarget is rank r of the engine as the fault kinds act on it: its
+// engine core, a process of its own (a host of its own on the fabric). A
+// stall freezes that core's host alone (SIGSTOP of its process), the front
+// end and the other cores running on; a partition or loss drops its own
+// P2P port (netCuts); a kill crashes it (its core's SIGKILL:
+// sim.InProcess.KillRank), after which the engine ends itself as vLLM's
+// front end does, and is restarted whole.
 func (t *Target) RankTarget(r int) (fault.Target, error) {
 	if n := t.Ranks(); r < 0 || r >= n {
 		return nil, fmt.Errorf("%s has no rank %d: its data-parallel size is %d (ranks 0-%d)", t.Name(), r, n, n-1)
@@ -54,12 +55,34 @@ func (r *rankTarget) P2PAddr() string {
 	return net.JoinHostPort(r.t.P2PHost(), strconv.Itoa(r.p2pPort()))
 }
 
-// Stop is refused: the virtual cluster freezes whole engines (their host).
+// Stop freezes the rank's core alone (SIGSTOP of its process): its P2P
+// listener's kernel side goes on (connects wait in its backlog, bytes
+// buffer), its own work stops, and the front end's requests routed to it
+// wait in its link.
 func (r *rankTarget) Stop(context.Context) (time.Time, error) {
-	return time.Time{}, fmt.Errorf("the virtual cluster stops whole engines (their host), not one rank's core: a stall of %s needs --engine sim", r.Name())
+	eng, err := r.t.running()
+	if err != nil {
+		return time.Time{}, err
+	}
+	at := time.Now()
+	if err := eng.FreezeRank(r.rank); err != nil {
+		return time.Time{}, err
+	}
+	// No engine change is told here: the stall kind tells it once the
+	// rank's stall is in force (fault.Env.Changed), so the source's
+	// condition names the rank from its first event, as a launched
+	// engine's does (whose state is read, not pushed).
+	return at, nil
 }
 
-func (r *rankTarget) Continue(ctx context.Context) error { return r.t.Continue(ctx) }
+// Continue thaws the rank's core (SIGCONT of its process).
+func (r *rankTarget) Continue(context.Context) error {
+	eng, err := r.t.running()
+	if err != nil {
+		return err
+	}
+	return eng.ThawRank(r.rank) // the resume tells the change, as Stop's stall does
+}
 
 // Kill crashes the rank's core; the engine ends with it (the front end
 // stops the other cores) and is restarted whole on the same ports.
@@ -76,10 +99,15 @@ func (r *rankTarget) Terminate(ctx context.Context, signalled func(time.Time, er
 
 func (r *rankTarget) Restore(ctx context.Context) (time.Time, error) { return r.t.Restore(ctx) }
 
-// Report is the engine's (a rank's kill is verified as the engine's), with
-// the cut the cluster holds on the rank's port.
+// Report is the engine's with the rank's core as its Part (a stall is
+// verified as that core frozen and every other process running, a kill as
+// the engine's), and the cut the cluster holds on the rank's port.
 func (r *rankTarget) Report() fault.Report {
 	rep, name := r.t.Report(), fault.CutName(r)
+	if 1+r.rank < len(rep.Procs) { // the engine's processes: front end, then cores by rank
+		core := rep.Procs[1+r.rank]
+		rep.Part, rep.Frozen = core.Name, core.Frozen
+	}
 	r.t.mu.Lock()
 	rep.Cut = r.t.cuts[name]
 	r.t.mu.Unlock()

@@ -1,19 +1,21 @@
 // Package vcluster is the virtual cluster: a third experiment.Opener, beside
 // the engines p2pfault launches (experiment.Launch) and the ones it attaches
-// to (package attach). Every engine, front end and core, runs as goroutines
-// of p2pfault's own process (sim.StartInProcess), each on a host of its own
-// on one in-memory network (package memnet), so a whole run fits in a
+// to (package attach). Every engine, front end and cores, runs as
+// goroutines of p2pfault's own process (sim.StartInProcess), each process
+// on a host of its own on one in-memory network (package memnet), so a
+// whole run fits in a
 // testing/synctest bubble on its fake clock: a 30 s stall takes as long as
 // the CPU work in it, and no scheduler hiccup moves a latency.
 //
 // The engines are started from the same command lines the runner builds
 // for `p2pfault sim serve` (runner.Plan: arms, modes and --sim-defect flags
 // mean the same), and the faults act as the kernel would on a process:
-// a stall freezes the engine's host (SIGSTOP), a kill crashes it (SIGKILL:
-// connections reset, connects refused) and starts it again on the same
-// ports, a replace starts a new engine on a new host at new ports, a
-// partition or a loss drops the target's ports (an engine's every port, a
-// rank's P2P port) on the engine's host, as an nftables rule does. The
+// a stall freezes the engine's hosts (SIGSTOP of its session; of one
+// rank, its core's host alone), a kill crashes them (SIGKILL: connections
+// reset, connects refused) and starts it again on the same ports, a
+// replace starts a new engine on new hosts at new ports, a partition or a
+// loss drops the target's ports (an engine's every port, a rank's P2P
+// port), as an nftables rule does. The
 // experiment sees none of this: it asks the cluster's abilities (its own
 // network, its own link cuts) and the targets' (fault.Reporter: what was
 // frozen or cut), never which cluster it has.
@@ -24,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,14 +191,15 @@ func (c *Cluster) Stop(ctx context.Context) error {
 }
 
 // netCuts is the fabric as the network kinds see it: the ports of a
-// target dropped both ways, or a share of their segments lost, on its
-// engine's host, as package netfault's rules do on a real one (an engine's
-// every port, or one rank's P2P port alone). A connection the engine
-// dialled from an ephemeral port is not caught, as on a real host.
+// target dropped both ways, or a share of their segments lost, as package
+// netfault's rules do on a real machine (an engine's every port, or one
+// rank's P2P port alone), whichever of the engine's hosts listens on
+// them. A connection the engine dialled from an ephemeral port is not
+// caught, as on a real host.
 type netCuts struct{ c *Cluster }
 
 // engine is the engine a cut names: "source-0", or one rank of it
-// ("source-0.rank1", fault.CutName), which is its host's.
+// ("source-0.rank1", fault.CutName).
 func (n netCuts) engine(target string) (*Target, error) {
 	name, _, _ := strings.Cut(target, ".")
 	for _, t := range n.c.engines {
@@ -206,20 +210,20 @@ func (n netCuts) engine(target string) (*Target, error) {
 	return nil, fmt.Errorf("no engine %s in the virtual cluster", name)
 }
 
-// Partition drops the target's ports on its engine's host.
+// Partition drops the target's ports.
 func (n netCuts) Partition(target string, ports ...int) error {
-	return n.put(target, "partition", ports, func(h *memnet.Host) { n.c.fabric.PartitionPorts(h, target, ports...) })
+	return n.put(target, "partition", ports, func() { n.c.fabric.PartitionPorts(target, ports...) })
 }
 
 func (n netCuts) Loss(target string, pct int, ports ...int) error {
-	return n.put(target, fmt.Sprintf("loss %d%%", pct), ports, func(h *memnet.Host) {
-		n.c.fabric.LossPorts(h, target, float64(pct)/100, ports...)
+	return n.put(target, fmt.Sprintf("loss %d%%", pct), ports, func() {
+		n.c.fabric.LossPorts(target, float64(pct)/100, ports...)
 	})
 }
 
 // put puts a cut on target's ports (replacing the one it holds, as
 // netfault does) and records it for the target's report.
-func (n netCuts) put(target, cut string, ports []int, do func(*memnet.Host)) error {
+func (n netCuts) put(target, cut string, ports []int, do func()) error {
 	if len(ports) == 0 {
 		return fmt.Errorf("%s %s: no ports given", cut, target)
 	}
@@ -229,10 +233,10 @@ func (n netCuts) put(target, cut string, ports []int, do func(*memnet.Host)) err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.host == nil {
+	if t.hosts == nil {
 		return fmt.Errorf("%s %s: %s has not started", cut, target, t.spec.Name)
 	}
-	do(t.host)
+	do()
 	t.cuts[target] = cut
 	return nil
 }
@@ -324,7 +328,7 @@ type Target struct {
 
 	mu       sync.Mutex
 	spec     runner.Spec // the command line in force (a replace's new ports)
-	host     *memnet.Host
+	hosts    *sim.Hosts  // the engine's processes: the same across a restart on the same ports
 	eng      *sim.InProcess
 	state    event.State
 	instance int // starts of the engine: a restart is a new instance
@@ -362,7 +366,7 @@ func (t *Target) P2PHost() string { return t.currentSpec().P2PHost }
 func (t *Target) P2PPort() int    { return t.currentSpec().P2PPort }
 
 // Ports are the engine's HTTP port and every rank's P2P port
-// (fault.NetTarget): every port its host listens on.
+// (fault.NetTarget): every port its hosts listen on.
 func (t *Target) Ports() []int {
 	s := t.currentSpec()
 	return append([]int{s.HTTPPort}, s.P2PPorts()...)
@@ -387,7 +391,9 @@ func (t *Target) State() event.EngineInfo {
 		Name: t.spec.Name, Role: t.spec.Role, Index: t.spec.Index, State: t.state,
 		HTTPPort: t.spec.HTTPPort, P2PPort: t.spec.P2PPort, Restarts: t.restarts, Exit: t.exit,
 	}
-	if t.state == event.StateReady && t.host != nil && t.host.Frozen() {
+	// Stopped while any process of it is, as the runner reads a
+	// session's members (a stall of one rank's core shows so).
+	if t.state == event.StateReady && t.eng != nil && slices.ContainsFunc(t.eng.Processes(), func(p sim.Process) bool { return p.Frozen }) {
 		in.State = event.StateStopped
 	}
 	if !t.started.IsZero() && t.eng != nil {
@@ -397,15 +403,17 @@ func (t *Target) State() event.EngineInfo {
 }
 
 // Report is what the engine's own means show of it (fault.Reporter): its
-// host frozen, an instance running, its listeners; Ready asks /health.
+// hosts frozen (each process's state in Procs), an instance running, its
+// listeners; Ready asks /health.
 func (t *Target) Report() fault.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := fault.Report{Instance: t.instance, Cut: t.cuts[t.spec.Name]}
-	if t.host != nil {
-		r.Frozen = t.host.Frozen()
-	}
 	if t.eng != nil {
+		r.Frozen = t.eng.Frozen()
+		for _, p := range t.eng.Processes() {
+			r.Procs = append(r.Procs, fault.Proc{Name: p.Name, Frozen: p.Frozen})
+		}
 		select {
 		case <-t.eng.Done():
 		default:
@@ -418,16 +426,16 @@ func (t *Target) Report() fault.Report {
 	return r
 }
 
-// start runs spec's engine on a host (the engine's own with sameHost, as
-// a restart on the same ports; else a new one, as a new process) and
+// start runs spec's engine on hosts (the engine's own with sameHost, as
+// a restart on the same ports; else new ones, as new processes) and
 // waits until it answers /health. A restart (kill, restore, replace) loads
 // its model for the cluster's RestartDelay, as the runner's does.
 func (t *Target) start(ctx context.Context, spec runner.Spec, sameHost, restart bool) error {
 	t.mu.Lock()
-	if t.host == nil || !sameHost {
-		t.host = t.c.fabric.Host(spec.Name)
+	if t.hosts == nil || !sameHost {
+		t.hosts = sim.NewHosts(t.c.fabric, spec.Name)
 	}
-	h := t.host
+	h := t.hosts
 	t.spec, t.state, t.exit = spec, event.StateStarting, ""
 	if restart {
 		t.state = event.StateRestarting
@@ -533,8 +541,8 @@ func (t *Target) running() (*sim.InProcess, error) {
 	return t.eng, nil
 }
 
-// Stop freezes the engine's host (SIGSTOP): every goroutine of the engine
-// stops at its next step. It returns when the freeze was made.
+// Stop freezes the engine's hosts (SIGSTOP of its session): every
+// goroutine of the engine stops at its next step. It returns when the freeze was made.
 func (t *Target) Stop(context.Context) (time.Time, error) {
 	eng, err := t.running()
 	if err != nil {
@@ -557,7 +565,7 @@ func (t *Target) Continue(context.Context) error {
 	return nil
 }
 
-// Kill crashes the engine (SIGKILL) and starts it again on the same host
+// Kill crashes the engine (SIGKILL) and starts it again on the same hosts
 // and ports once the old instance has ended; it returns when the new one
 // is ready.
 func (t *Target) Kill(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
@@ -571,8 +579,8 @@ type crash func(eng *sim.InProcess) error
 func crashAll(eng *sim.InProcess) error { eng.Kill(); return nil }
 
 // crashAndStart crashes the running instance (SIGKILL), waits until it has
-// ended and starts the spec next gives (on the same host when it says so,
-// else a new one), returning when that is ready.
+// ended and starts the spec next gives (on the same hosts when it says so,
+// else new ones), returning when that is ready.
 func (t *Target) crashAndStart(ctx context.Context, signalled func(time.Time, error), next func() (spec runner.Spec, sameHost bool, err error)) (time.Time, error) {
 	return t.crashWith(ctx, crashAll, signalled, next)
 }
@@ -660,7 +668,7 @@ func (t *Target) Restore(ctx context.Context) (time.Time, error) {
 func (t *Target) CanReplace() error { return nil }
 
 // Replace crashes the engine (SIGKILL) and starts a new one in its place
-// on new ports, on a new host (a new process); it returns when the new one
+// on new ports, on new hosts (new processes); it returns when the new one
 // is ready, and from then on the target's addresses are the new engine's.
 func (t *Target) Replace(ctx context.Context, signalled func(time.Time, error)) (time.Time, error) {
 	return t.crashAndStart(ctx, signalled, func() (runner.Spec, bool, error) {

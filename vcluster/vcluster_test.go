@@ -228,3 +228,72 @@ func TestFaultNetworkCutsOneRanksPortOnly(t *testing.T) {
 		connects(t, cl, rank.P2PAddr(), "a connect to rank 1 after the heal")
 	})
 }
+
+// TestARanksStallFreezesItsCoreAlone: on a source of two data-parallel
+// ranks, a stall of rank 1 freezes that core's process alone (the
+// source's state stopped, as the runner reads any member stopped; its
+// report's part frozen, the front end and rank 0 not) and its continue
+// thaws it; a stall of the whole source still freezes every process, and
+// a rank's continue thaws only its own.
+func TestARanksStallFreezesItsCoreAlone(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		o := vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2, ExtraArgs: []string{"--sim-startup-delay=0s"}}}
+		c, err := o.Open(context.Background(), experiment.OpenEnv{OutDir: t.TempDir(), TimeScale: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+		src := c.Sources()[0].(*vcluster.Target)
+		rk, err := src.RankTarget(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.RankTarget(2); err == nil {
+			t.Error("RankTarget(2) of a source of 2 ranks: want an error")
+		}
+		frozen := func(r fault.Report) map[string]bool {
+			m := map[string]bool{}
+			for _, p := range r.Procs {
+				m[p.Name] = p.Frozen
+			}
+			return m
+		}
+		ctx := context.Background()
+		if _, err := rk.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := rk.(fault.Reporter).Report()
+		if got := frozen(r); !r.Frozen || r.Part != "rank 1's core" || len(got) != 3 || !got["rank 1's core"] || got["rank 0's core"] || got["front end"] {
+			t.Errorf("report of rank 1 stalled %+v: want rank 1's core frozen alone", r)
+		}
+		if src.Report().Frozen {
+			t.Error("the whole source reports frozen while one rank is")
+		}
+		if st := src.State(); st.State != event.StateStopped {
+			t.Errorf("source state with one rank stopped: %s, want stopped", st.State)
+		}
+		if err := rk.Continue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := rk.(fault.Reporter).Report(); r.Frozen || src.State().State != event.StateReady {
+			t.Errorf("after the rank's continue: %+v, state %s; want it running, ready", r, src.State().State)
+		}
+		if _, err := src.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for name, f := range frozen(src.Report()) {
+			if !f {
+				t.Errorf("whole source stalled: %s not frozen", name)
+			}
+		}
+		if err := rk.Continue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := frozen(src.Report()); got["rank 1's core"] || !got["rank 0's core"] || !got["front end"] {
+			t.Errorf("a rank's continue during the source's stall thawed %v, want rank 1's core only", got)
+		}
+		if err := src.Continue(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

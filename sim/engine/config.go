@@ -134,7 +134,8 @@ type Config struct {
 	Defects Defects // modelled engine bugs, all off by default
 
 	// Net is where the P2P tier listens and dials; nil is the OS's network.
-	// An in-process engine (sim.StartInProcess) runs on a memnet.Host.
+	// An in-process engine (sim.StartInProcess) runs each core on a memnet.Host
+	// of its own (the front end's HTTP listener on another).
 	Net netenv.Network `json:"-"`
 	// Gate, when set, is called by each of the engine's goroutines after a
 	// wake-up that is not I/O on Net (its scheduler tick, a retry timer) and
