@@ -43,9 +43,10 @@
 //     (see Loss): TCP never loses bytes, it delivers them late and in order.
 //   - A port fault (PartitionPorts, LossPorts) acts as a partition or a
 //     loss on exactly the packets an nftables rule matching those ports
-//     (source or destination, on the host's side) drops: the host's other
-//     ports and the connections it dialled from ephemeral ports go on;
-//     HealPorts delivers with the next retransmission, as Heal does.
+//     (source or destination port) drops, SYNs to a port nobody listens
+//     on included: other ports of the same host, and connections dialled
+//     from ephemeral ports to other ports, go on; HealPorts delivers with
+//     the next retransmission, as Heal does.
 //
 // Not modelled: half-close, urgent data, Nagle, window scaling beyond
 // SocketBuffer, the RST a close with unread data sends, RTT (a segment
