@@ -195,6 +195,7 @@ var (
 	_ Target            = launchedTarget{}
 	_ fault.Inspectable = launchedTarget{}
 	_ fault.NetTarget   = launchedTarget{}
+	_ fault.CoreCrasher = launchedTarget{}
 	_ fault.Replacer    = launchedTarget{}
 )
 
@@ -217,9 +218,11 @@ func (t launchedTarget) Host() (fault.Host, bool) {
 	}, true
 }
 
-// Ports are every port the engine listens on: the network kinds drop them.
+// Ports are every port the engine listens on, its HTTP port and every
+// rank's P2P port (base..base+N-1): the network kinds drop them.
 func (t launchedTarget) Ports() []int {
-	return []int{t.Engine.HTTPPort(), t.Engine.P2PPort()}
+	s := t.Spec()
+	return append([]int{s.HTTPPort}, s.P2PPorts()...)
 }
 
 // P2PAddr is the engine's P2P listener, dialled to verify a partition.

@@ -56,7 +56,8 @@ func TestAWindowWhoseSourceStoppedHittingIsNotJudged(t *testing.T) {
 			// The cluster is open by the baseline (its one phase event):
 			// its network cuts source-0 off 4 s into it and heals it 8 s
 			// after.
-			nw, err := (<-o.opened).(interface{ FaultNetwork() (fault.Network, error) }).FaultNetwork()
+			cl := <-o.opened
+			nw, err := cl.(interface{ FaultNetwork() (fault.Network, error) }).FaultNetwork()
 			if err != nil {
 				t.Errorf("FaultNetwork: %v", err)
 				return
@@ -64,7 +65,8 @@ func TestAWindowWhoseSourceStoppedHittingIsNotJudged(t *testing.T) {
 			cut, heal := time.After(4*time.Second), time.After(12*time.Second)
 			go func() {
 				<-cut
-				if err := nw.Partition("source-0"); err != nil {
+				src := cl.Sources()[0].(fault.NetTarget)
+				if err := nw.Partition(src.Name(), src.Ports()...); err != nil {
 					t.Errorf("partition: %v", err)
 				}
 				<-heal

@@ -26,13 +26,8 @@ func TestDataParallelSourcesOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := runVirtual(t, experiment.Config{
-			Timeline: tl.String(), Duration: 40 * time.Second,
-		}, runner.Config{SourceDP: 2, RestartDelay: time.Second})
-		if run.err != nil {
-			t.Fatalf("run: %v", run.err)
-		}
-		evs, v := run.events, run.verdict
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: tl.String(), Duration: 40 * time.Second},
+			runner.Config{SourceDP: 2, RestartDelay: time.Second})
 		checkRankEvents(t, evs)
 		parts := map[string]int{}
 		for _, r := range v.Ranks {
@@ -104,13 +99,7 @@ func checkRankEvents(t *testing.T, evs []event.Event) {
 // window.
 func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
-		run := runVirtual(t, experiment.Config{
-			Case: fault.ActionGone, Mode: event.ModePD,
-		}, runner.Config{SourceDP: 2})
-		if run.err != nil {
-			t.Fatalf("run: %v", run.err)
-		}
-		evs, v := run.events, run.verdict
+		evs, v := mustRunVirtual(t, experiment.Config{Case: fault.ActionGone, Mode: event.ModePD}, runner.Config{SourceDP: 2})
 		var gone, exited, closed bool
 		for _, ev := range evs {
 			switch {
@@ -164,13 +153,7 @@ func TestRankStallOnTheVirtualCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := runVirtual(t, experiment.Config{
-			Timeline: tl.String(), Duration: 65 * time.Second,
-		}, runner.Config{SourceDP: 2})
-		if run.err != nil {
-			t.Fatalf("run: %v", run.err)
-		}
-		evs, v := run.events, run.verdict
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: tl.String(), Duration: 65 * time.Second}, runner.Config{SourceDP: 2})
 		var stalled, verified, resumed bool
 		for _, ev := range evs {
 			switch {

@@ -82,3 +82,14 @@ func armArgs(arm string) []string {
 	}
 	return args
 }
+
+// mustRunVirtual is runVirtual failing the test on the run's error: its
+// events and verdict.
+func mustRunVirtual(t *testing.T, cfg experiment.Config, rcfg runner.Config) ([]event.Event, event.Verdict) {
+	t.Helper()
+	r := runVirtual(t, cfg, rcfg)
+	if r.err != nil {
+		t.Fatalf("run: %v", r.err)
+	}
+	return r.events, r.verdict
+}

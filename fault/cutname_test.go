@@ -20,10 +20,10 @@ func (namedTarget) Restore(context.Context) (time.Time, error)              { re
 // TestCutNameOfOneRankIsAFirewallName: the network names one rank's cut
 // with no '/', which the run's firewall table refuses in a target's name.
 func TestCutNameOfOneRankIsAFirewallName(t *testing.T) {
-	if got := cutName(namedTarget{"source-0/rank1"}); got != "source-0.rank1" {
-		t.Errorf("cutName = %q, want source-0.rank1", got)
+	if got := CutName(namedTarget{"source-0/rank1"}); got != "source-0.rank1" {
+		t.Errorf("CutName = %q, want source-0.rank1", got)
 	}
-	if got := cutName(namedTarget{"source-0"}); got != "source-0" {
-		t.Errorf("cutName of a source = %q", got)
+	if got := CutName(namedTarget{"source-0"}); got != "source-0" {
+		t.Errorf("CutName of a source = %q", got)
 	}
 }

@@ -1,7 +1,10 @@
 package fault
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"p2pfault/event"
@@ -41,7 +44,12 @@ func init() {
 // killed alone (SIGKILL of its processes; the engine's front end then
 // does what vLLM's does), with no restart.
 type CoreCrasher interface {
-	CrashCore(rank int) (at time.Time, err error)
+	// RankTarget is one rank of the engine: its Ports are its own.
+	RankTarget(rank int) (Target, error)
+	// CrashCore kills rank's core and returns once its death is visible
+	// (the kernel has closed its sockets, so its resets and FINs are
+	// sent), with when the signal went.
+	CrashCore(ctx context.Context, rank int) (at time.Time, err error)
 }
 
 func canGone(t Target) error {
@@ -54,18 +62,18 @@ func canGone(t Target) error {
 	return nil
 }
 
-// actGone kills rank 0's core, then cuts the whole source off; its window
-// lasts to the end of the run (the run's end deletes the cut).
+// actGone takes the source off in three steps, so that rank 0's death
+// alone reaches the decoder: every port of the source but rank 0's P2P
+// port is cut first (the sibling cores' connections go silent: their
+// closing, when the front end ends them after rank 0's core, is dropped
+// too, as when the pod's network is gone), then rank 0's core is killed
+// and its death awaited (its resets and FINs are out), then every port is
+// cut (the same cut's name, so the firewall swaps the rules at one
+// instant). Its window opens at the kill and lasts to the end of the run
+// (the run's end deletes the cut); a failure heals what was cut.
 func actGone(f *Fire) error {
 	env := f.Env
-	nt, nw, err := netOf(f)
-	var at time.Time
-	if err == nil {
-		at, err = f.Target.(CoreCrasher).CrashCore(0)
-	}
-	if err == nil {
-		err = nw.Partition(cutName(nt), nt.Ports()...)
-	}
+	at, err := gone(f)
 	if err != nil {
 		err = fmt.Errorf("%s %s: %w", ActionGone, f.Target.Name(), err)
 		env.Record(ActionGone, 0, f.By, err)
@@ -76,4 +84,49 @@ func actGone(f *Fire) error {
 	env.OpenWindow(at, false)
 	env.Changed()
 	return nil
+}
+
+// gone is actGone's three steps, and the kill's time.
+func gone(f *Fire) (time.Time, error) {
+	nt, nw, err := netOf(f)
+	if err != nil {
+		return time.Time{}, err
+	}
+	cc := f.Target.(CoreCrasher)
+	rt, err := cc.RankTarget(0)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := canNet(rt); err != nil {
+		return time.Time{}, err
+	}
+	rank0 := rt.(NetTarget)
+	name := CutName(nt)
+	if rest := without(nt.Ports(), rank0.Ports()); len(rest) > 0 {
+		if err := nw.Partition(name, rest...); err != nil {
+			return time.Time{}, err
+		}
+	}
+	at, err := cc.CrashCore(f.Env.Context(), 0)
+	if err == nil {
+		err = nw.Partition(name, nt.Ports()...)
+	}
+	if err != nil {
+		if herr := nw.Heal(name); herr != nil && !errors.Is(herr, netfault.ErrNoFault) {
+			err = errors.Join(err, fmt.Errorf("heal %s: %w", name, herr))
+		}
+		return time.Time{}, err
+	}
+	return at, nil
+}
+
+// without is ports less those in drop.
+func without(ports, drop []int) []int {
+	var out []int
+	for _, p := range ports {
+		if !slices.Contains(drop, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -56,10 +56,10 @@ func canNet(t Target) error {
 	return nil
 }
 
-// cutName is what the network names t's cut by: its name, one rank's
+// CutName is what the network names t's cut by: its name, one rank's
 // "source-0/rank1" spelt "source-0.rank1" (a firewall rule's comment and
 // set names take no '/').
-func cutName(t Target) string { return strings.ReplaceAll(t.Name(), "/", ".") }
+func CutName(t Target) string { return strings.ReplaceAll(t.Name(), "/", ".") }
 
 // netOf is what a network kind needs of a firing (its target with ports,
 // the run's firewall), or an error naming what is missing.
@@ -88,9 +88,9 @@ func actNet(f *Fire, action string, pct int) error {
 	nt, nw, err := netOf(f)
 	if err == nil {
 		if pct >= 100 {
-			err = nw.Partition(cutName(nt), nt.Ports()...)
+			err = nw.Partition(CutName(nt), nt.Ports()...)
 		} else {
-			err = nw.Loss(cutName(nt), pct, nt.Ports()...)
+			err = nw.Loss(CutName(nt), pct, nt.Ports()...)
 		}
 	}
 	if err != nil {
@@ -98,7 +98,7 @@ func actNet(f *Fire, action string, pct int) error {
 		env.Record(action, f.For, f.By, err)
 		return err
 	}
-	cut := &NetCut{net: nw, target: cutName(nt), at: time.Now(), done: make(chan struct{})}
+	cut := &NetCut{net: nw, target: CutName(nt), at: time.Now(), done: make(chan struct{})}
 	env.Hold(cut)
 	f.Enter()
 	env.Record(action, f.For, f.By, nil)

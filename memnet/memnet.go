@@ -12,6 +12,13 @@
 //   - Fabric.Partition/Heal and Fabric.Loss act between two hosts, or
 //     between a host and every other one (b == nil). A pipe (Host.Pipe,
 //     Host.PipeTo: between processes of one machine) is not on the network.
+//   - Fabric.PartitionPorts/LossPorts/HealPorts act on some ports of the
+//     machine, as package netfault's nftables rules do on a real one: a
+//     segment (or a SYN) is caught when either end of its connection has
+//     one of the listed ports as its local port, whichever host owns it,
+//     so the listeners on them are cut and a connection dialled from an
+//     ephemeral port to another port is not. A fault is named (netfault's
+//     target); a new one by a name replaces the old at one instant.
 //   - Every wait blocks on a channel or a timer, never on I/O or a held
 //     mutex, so a goroutine waiting here is durably blocked for synctest.
 //
@@ -34,6 +41,12 @@
 //     arrives with TCP's next retransmission (RTO or SYN backoff).
 //   - Loss delays a fraction of segments by TCP's retransmission timeout
 //     (see Loss): TCP never loses bytes, it delivers them late and in order.
+//   - A port fault (PartitionPorts, LossPorts) acts as a partition or a
+//     loss on exactly the packets an nftables rule matching those ports
+//     (source or destination port) drops, SYNs to a port nobody listens
+//     on included: other ports of the same host, and connections dialled
+//     from ephemeral ports to other ports, go on; HealPorts delivers with
+//     the next retransmission, as Heal does.
 //
 // Not modelled: half-close, urgent data, Nagle, window scaling beyond
 // SocketBuffer, the RST a close with unread data sends, RTT (a segment
@@ -94,8 +107,27 @@ type Fabric struct {
 	conns  map[*conn]bool // every end not yet closed
 	cuts   map[pair]bool
 	loss   map[pair]float64
+	pcuts  map[string]portFault // by name: PartitionPorts, LossPorts
 	rng    *rand.Rand
 }
+
+// portFault is a fault on some ports of the machine: every segment to or
+// from them is lost with chance loss (1: a partition).
+type portFault struct {
+	ports map[int]bool
+	loss  float64
+}
+
+// end is one end of a path: a host and its local port there (0: a pipe,
+// or a connect whose ephemeral port is not chosen yet).
+type end struct {
+	h    *Host
+	port int
+}
+
+// holds reports whether pf catches packets at e: by its port alone, as
+// an nftables rule's sport/dport match does, whichever host owns it.
+func (pf portFault) holds(e end) bool { return e.port != 0 && pf.ports[e.port] }
 
 // pair names two hosts, or a host and everyone (b == nil); a < b by id.
 type pair struct{ a, b *Host }
@@ -119,6 +151,7 @@ func New(seed uint64) *Fabric {
 		next:   ephemeralLo,
 		cuts:   make(map[pair]bool),
 		loss:   make(map[pair]float64),
+		pcuts:  make(map[string]portFault),
 		rng:    rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 }
@@ -178,11 +211,20 @@ func (f *Fabric) Partition(a, b *Host) {
 func (f *Fabric) Heal(a, b *Host) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.deliverAll() // what was due on the streams not cut arrived: it is no retransmission
 	delete(f.cuts, mkpair(a, b))
+	f.healed()
+}
+
+// healed schedules, after a cut ended, what was held on the streams no
+// longer cut for the sender's next retransmission (see Heal); f.mu is
+// held, and what was due on the streams not cut before the change is
+// delivered (deliverAll), so only what the cut held is still due here.
+func (f *Fabric) healed() {
 	now := time.Now()
 	for c := range f.conns {
 		s := c.in
-		if s.arrived == len(s.segs) || f.cut(s.from, s.to) {
+		if s.arrived == len(s.segs) || f.cut(s.src(), s.dst()) {
 			continue
 		}
 		head := s.segs[s.arrived]
@@ -199,6 +241,49 @@ func (f *Fabric) Heal(a, b *Host) {
 		s.last = maxTime(s.last, at)
 	}
 	f.changed()
+}
+
+// PartitionPorts makes the packets to and from ports vanish, as a
+// firewall dropping them does (package netfault's rules), until
+// HealPorts(name). It replaces a fault of that name.
+func (f *Fabric) PartitionPorts(name string, ports ...int) {
+	f.setPortFault(name, 1, ports)
+}
+
+// LossPorts makes a fraction (0..1) of the segments to and from ports be
+// lost as Loss does, until HealPorts(name) (or a fraction of 0). It
+// replaces a fault of that name.
+func (f *Fabric) LossPorts(name string, fraction float64, ports ...int) {
+	if fraction <= 0 {
+		f.HealPorts(name)
+		return
+	}
+	f.setPortFault(name, min(fraction, 1), ports)
+}
+
+func (f *Fabric) setPortFault(name string, loss float64, ports []int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deliverAll() // what arrived before the cut stays readable
+	pf := portFault{ports: make(map[int]bool, len(ports)), loss: loss}
+	for _, p := range ports {
+		pf.ports[p] = true
+	}
+	f.pcuts[name] = pf
+	f.healed() // what the fault it replaces held, and now passes, goes on
+}
+
+// HealPorts ends the port fault name (PartitionPorts, LossPorts), with
+// Heal's retransmissions; a name with none is no change.
+func (f *Fabric) HealPorts(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.pcuts[name]; !ok {
+		return
+	}
+	f.deliverAll()
+	delete(f.pcuts, name)
+	f.healed()
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -225,23 +310,38 @@ func (f *Fabric) Loss(a, b *Host, fraction float64) {
 	f.changed()
 }
 
-func (f *Fabric) cut(a, b *Host) bool {
-	if a == b {
-		return false
+// cut reports whether packets between a and b vanish: a partition
+// between their hosts, or a port partition on either end.
+func (f *Fabric) cut(a, b end) bool {
+	if a.h != b.h && (f.cuts[mkpair(a.h, b.h)] || f.cuts[pair{a.h, nil}] || f.cuts[pair{b.h, nil}]) {
+		return true
 	}
-	return f.cuts[mkpair(a, b)] || f.cuts[pair{a, nil}] || f.cuts[pair{b, nil}]
+	for _, pf := range f.pcuts {
+		if pf.loss >= 1 && (pf.holds(a) || pf.holds(b)) {
+			return true
+		}
+	}
+	return false
 }
 
-func (f *Fabric) lossOf(a, b *Host) float64 {
-	if a == b {
-		return 0
+// lossOf is the chance a segment between a and b is lost: the greatest of
+// the host losses and the port losses that catch it.
+func (f *Fabric) lossOf(a, b end) float64 {
+	var p float64
+	if a.h != b.h {
+		p = max(f.loss[mkpair(a.h, b.h)], f.loss[pair{a.h, nil}], f.loss[pair{b.h, nil}])
 	}
-	return max(f.loss[mkpair(a, b)], f.loss[pair{a, nil}], f.loss[pair{b, nil}])
+	for _, pf := range f.pcuts {
+		if pf.loss < 1 && (pf.holds(a) || pf.holds(b)) {
+			p = max(p, pf.loss)
+		}
+	}
+	return p
 }
 
 // retransmitDelay draws the delay loss adds to one segment (or SYN) whose
 // first retransmission comes after rto.
-func (f *Fabric) retransmitDelay(a, b *Host, rto time.Duration) time.Duration {
+func (f *Fabric) retransmitDelay(a, b end, rto time.Duration) time.Duration {
 	p := f.lossOf(a, b)
 	var d time.Duration
 	for p > 0 && f.rng.Float64() < p && d < time.Minute {
@@ -285,8 +385,9 @@ func (f *Fabric) lookup(ip net.IP, port int) *listener {
 
 // newPair is a connection between a (dialer) and b, registered with both.
 func (f *Fabric) newPair(a, b *Host, aAddr, bAddr net.Addr) (*conn, *conn) {
-	ab := &stream{from: a, to: b}
-	ba := &stream{from: b, to: a}
+	ap, bp := portOf(aAddr), portOf(bAddr)
+	ab := &stream{from: a, to: b, fromPort: ap, toPort: bp}
+	ba := &stream{from: b, to: a, fromPort: bp, toPort: ap}
 	ca := &conn{f: f, host: a, in: ba, out: ab, laddr: aAddr, raddr: bAddr}
 	cb := &conn{f: f, host: b, in: ab, out: ba, laddr: bAddr, raddr: aAddr}
 	ca.peer, cb.peer = cb, ca
@@ -295,6 +396,14 @@ func (f *Fabric) newPair(a, b *Host, aAddr, bAddr net.Addr) (*conn, *conn) {
 		c.host.ends[c] = true
 	}
 	return ca, cb
+}
+
+// portOf is a TCP address's port (0 for a pipe's).
+func portOf(a net.Addr) int {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.Port
+	}
+	return 0
 }
 
 // Host is one process on the fabric: a netenv.Network whose listeners and
@@ -375,10 +484,7 @@ func (h *Host) CrashPort(port int) {
 	f := h.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	h.die(func(a net.Addr) bool {
-		ta, ok := a.(*net.TCPAddr)
-		return ok && ta.Port == port
-	})
+	h.die(func(a net.Addr) bool { return portOf(a) == port })
 	f.changed()
 }
 
@@ -536,7 +642,11 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 		// A SYN goes out now. It vanishes into a partition, is lost with
 		// the path's loss, or is dropped by a full backlog; the kernel
 		// sends it again later.
-		lost := f.cuts[pair{h, nil}] || (owner != nil && (f.cut(h, owner) || f.rng.Float64() < f.lossOf(h, owner))) ||
+		// The dialer's end has no port yet: only a cut of its whole host
+		// or of the port dialled catches the SYN (a port cut catches it
+		// even where nobody listens, as a rule's dport match does).
+		from, to := end{h: h}, end{h: owner, port: port}
+		lost := f.cuts[pair{h, nil}] || f.cut(from, to) || (owner != nil && f.rng.Float64() < f.lossOf(from, to)) ||
 			(ln != nil && len(ln.backlog) >= Backlog)
 		if lost {
 			tries++
@@ -622,6 +732,8 @@ func (l *listener) Addr() net.Addr { return l.addr }
 // the receiver has not read, in order.
 type stream struct {
 	from, to   *Host
+	fromPort   int // the sender's local port (0: a pipe)
+	toPort     int // the receiver's
 	segs       []seg
 	arrived    int       // segs[:arrived] are in the receiver's buffer
 	off        int       // bytes of segs[0] already read
@@ -631,6 +743,10 @@ type stream struct {
 	rstArrived bool
 	eof        bool // the sender's FIN arrived
 }
+
+// src and dst are the stream's sending and receiving ends.
+func (s *stream) src() end { return end{s.from, s.fromPort} }
+func (s *stream) dst() end { return end{s.to, s.toPort} }
 
 type seg struct {
 	b    []byte
@@ -642,7 +758,7 @@ type seg struct {
 // push queues b (or a FIN) on s, delayed by loss; f.mu is held.
 func (f *Fabric) push(s *stream, b []byte, fin bool) {
 	now := time.Now()
-	at := now.Add(f.retransmitDelay(s.from, s.to, RTOMin))
+	at := now.Add(f.retransmitDelay(s.src(), s.dst(), RTOMin))
 	if at.Before(s.last) {
 		at = s.last
 	}
@@ -666,7 +782,7 @@ type conn struct {
 // a partition holds it; f.mu is held.
 func (c *conn) deliver() {
 	s := c.in
-	if c.f.cut(s.from, s.to) {
+	if c.f.cut(s.src(), s.dst()) {
 		return
 	}
 	now := time.Now()
@@ -737,7 +853,7 @@ func (c *conn) Read(b []byte) (int, error) {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
 		var next time.Time
-		if s.arrived < len(s.segs) && !f.cut(s.from, s.to) {
+		if s.arrived < len(s.segs) && !f.cut(s.src(), s.dst()) {
 			next = s.segs[s.arrived].at
 		}
 		f.wait(until(c.rdl, next), nil)

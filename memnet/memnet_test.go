@@ -14,24 +14,12 @@ import (
 	"time"
 )
 
-// pair listens on srv and returns a connection dialled from cli and its
-// accepted end.
+// connected listens on srv and returns a connection dialled from cli and
+// its accepted end.
 func connected(t *testing.T, cli, srv *Host) (net.Conn, net.Conn) {
 	t.Helper()
-	ln, err := srv.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	c, err := cli.DialContext(context.Background(), "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, s
+	ln, _ := listen(t, srv)
+	return dialAccept(t, cli, ln)
 }
 
 // async runs fn and reports its result (and when it came) on the channel.
@@ -571,6 +559,213 @@ func TestConnectAcrossAPartitionGoesWithTheNextSYN(t *testing.T) {
 		_, err = a.DialContext(context.Background(), "tcp", ln.Addr().String())
 		if !errors.Is(err, syscall.ETIMEDOUT) || time.Since(t0) != 127*time.Second {
 			t.Fatalf("connect into a partition with no deadline: %v after %s, want ETIMEDOUT after 127s", err, time.Since(t0))
+		}
+	})
+}
+
+// listen binds a port of h for a test and returns the listener and port.
+func listen(t *testing.T, h *Host) (net.Listener, int) {
+	t.Helper()
+	ln, err := h.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, ln.Addr().(*net.TCPAddr).Port
+}
+
+// dialAccept dials ln from h and returns both ends.
+func dialAccept(t *testing.T, h *Host, ln net.Listener) (net.Conn, net.Conn) {
+	t.Helper()
+	c, err := h.DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
+// echoes fails unless a byte written on w is read on r at once.
+func echoes(t *testing.T, w, r net.Conn, what string) {
+	t.Helper()
+	t0 := time.Now()
+	if _, err := w.Write([]byte{1}); err != nil {
+		t.Fatalf("%s: write: %v", what, err)
+	}
+	if _, err := r.Read(make([]byte, 1)); err != nil || time.Since(t0) != 0 {
+		t.Fatalf("%s: read: %v after %s, want the byte at once", what, err, time.Since(t0))
+	}
+}
+
+// twoPorts is a fabric on which host a holds a connection to each of two
+// ports of host b: c[i] is a's end of the one to port[i], s[i] b's.
+type twoPorts struct {
+	f    *Fabric
+	a, b *Host
+	ln   [2]net.Listener
+	port [2]int
+	c, s [2]net.Conn
+}
+
+func newTwoPorts(t *testing.T, seed uint64) twoPorts {
+	t.Helper()
+	f := New(seed)
+	n := twoPorts{f: f, a: f.Host("a"), b: f.Host("b")}
+	for i := range 2 {
+		n.ln[i], n.port[i] = listen(t, n.b)
+		n.c[i], n.s[i] = dialAccept(t, n.a, n.ln[i])
+	}
+	return n
+}
+
+func TestPartitionPortsCutsThosePortsOnly(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		n := newTwoPorts(t, 1)
+		f, a, b, ln1, ln2, p1 := n.f, n.a, n.b, n.ln[0], n.ln[1], n.port[0]
+		c1, s1 := n.c[0], n.s[0] // to the cut port
+		c2, s2 := n.c[1], n.s[1] // to another port of b
+		lnA, _ := listen(t, a)
+		s3, c3 := dialAccept(t, b, lnA) // b dialled a, from an ephemeral port
+
+		f.PartitionPorts("b.p1", p1)
+		if _, err := c1.Write([]byte("during")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 16)
+		read := async(func() (int, error) { return s1.Read(buf) })
+		pending(t, read, "a read at a cut port")
+		back := async(func() (int, error) { return c1.Read(make([]byte, 1)) })
+		if _, err := s1.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		pending(t, back, "a read of what the cut port's side sent")
+		echoes(t, c2, s2, "another port of the host")
+		echoes(t, s2, c2, "another port of the host, back")
+		echoes(t, s3, c3, "a connection the host dialled")
+		echoes(t, c3, s3, "a connection the host dialled, back")
+
+		// A connect to the cut port hangs; to the other port it completes.
+		t0 := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := a.DialContext(ctx, "tcp", ln1.Addr().String())
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) != 3*time.Second {
+			t.Fatalf("dial to a cut port: %v after %s, want the ctx's deadline at 3s", err, time.Since(t0))
+		}
+		c4, s4 := dialAccept(t, a, ln2)
+		echoes(t, c4, s4, "a new connection to another port")
+
+		// Healed: what was held comes with TCP's first retransmission
+		// after the heal ("during", sent at t0: 0.2, 0.6, ... 12.6, 25.4 s).
+		time.Sleep(10 * time.Second)
+		f.HealPorts("b.p1")
+		if r := <-read; r.err != nil || string(buf[:r.n]) != "during" {
+			t.Fatalf("read after the heal: %q, %v", buf[:r.n], r.err)
+		}
+		if d := time.Since(t0); d != 25400*time.Millisecond {
+			t.Fatalf("heal delivered after %s, want at the first retransmission after it (25.4s)", d)
+		}
+		if r := <-back; r.err != nil || r.n != 1 {
+			t.Fatalf("read back after the heal: %d, %v", r.n, r.err)
+		}
+		echoes(t, c1, s1, "the healed port")
+
+		// A cut port nobody listens on drops the SYN too: the connect
+		// hangs instead of being refused.
+		f.PartitionPorts("unbound", 9)
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := a.DialContext(ctx, "tcp", "127.0.0.1:9"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("dial to a cut port nobody listens on: %v, want the ctx's deadline", err)
+		}
+		f.HealPorts("unbound")
+		if _, err := a.DialContext(context.Background(), "tcp", "127.0.0.1:9"); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("dial to a healed port nobody listens on: %v, want refused", err)
+		}
+	})
+}
+
+func TestPartitionPortsReplacesByName(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		n := newTwoPorts(t, 1)
+		f, p1, p2 := n.f, n.port[0], n.port[1]
+		c1, s1, c2, s2 := n.c[0], n.s[0], n.c[1], n.s[1]
+		f.PartitionPorts("b", p1, p2)
+		f.PartitionPorts("b", p2) // the new fault replaces the old: p1 passes again
+		echoes(t, c1, s1, "the port the new fault no longer lists")
+		read := async(func() (int, error) { return s2.Read(make([]byte, 1)) })
+		if _, err := c2.Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		pending(t, read, "a read at the port both faults list")
+		f.HealPorts("b")
+		if r := <-read; r.err != nil {
+			t.Fatalf("read after the heal: %v", r.err)
+		}
+	})
+}
+
+func TestLossPortsDelaysThosePortsOnly(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		tp := newTwoPorts(t, 7)
+		f := tp.f
+		c1, s1, c2, s2 := tp.c[0], tp.s[0], tp.c[1], tp.s[1]
+		f.LossPorts("b", 0.25, tp.port[0])
+		const n = 200
+		delayed := 0
+		buf := make([]byte, 1)
+		for range n {
+			echoes(t, c2, s2, "another port of the lossy host")
+			t0 := time.Now()
+			if _, err := c1.Write([]byte{1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s1.Read(buf); err != nil {
+				t.Fatal(err)
+			}
+			if time.Since(t0) > 0 {
+				delayed++
+			}
+		}
+		if frac := float64(delayed) / n; frac < 0.15 || frac > 0.35 {
+			t.Fatalf("%d of %d segments to the lossy port delayed (%.2f), want about 0.25", delayed, n, frac)
+		}
+		f.HealPorts("b")
+		echoes(t, c1, s1, "the port after its loss ended")
+	})
+}
+
+// TestAHealDelaysOnlyWhatTheCutHeld: a segment sent during a cut on a
+// connection the cut does not hold, unread yet, is readable at once after
+// the heal (Heal, HealPorts): only what a cut held waits for TCP's next
+// retransmission.
+func TestAHealDelaysOnlyWhatTheCutHeld(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		f := New(1)
+		a, b, c := f.Host("a"), f.Host("b"), f.Host("c")
+		ca, sb := connected(t, a, b)
+		_, pc := listen(t, c)
+		buf := make([]byte, 8)
+		for _, heal := range []struct {
+			name     string
+			cut, end func()
+		}{
+			{"Heal", func() { f.Partition(a, c) }, func() { f.Heal(a, c) }},
+			{"HealPorts", func() { f.PartitionPorts("c", pc) }, func() { f.HealPorts("c") }},
+		} {
+			heal.cut()
+			if _, err := ca.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			heal.end()
+			t0 := time.Now()
+			if n, err := sb.Read(buf); err != nil || string(buf[:n]) != "x" || time.Since(t0) != 0 {
+				t.Errorf("after %s of another link: read %q, %v after %s; want the byte at once", heal.name, buf[:n], err, time.Since(t0))
+			}
 		}
 	})
 }

@@ -39,18 +39,7 @@ func PortHolder(port int) (pid int, comm string, ok bool) {
 	if err != nil {
 		return 0, "", false
 	}
-	inodes := map[string]bool{}
-	for _, read := range []func() (procfs.NetTCP, error){fs.NetTCP, fs.NetTCP6} {
-		lines, err := read()
-		if err != nil {
-			continue
-		}
-		for _, l := range lines {
-			if l.LocalPort == uint64(port) && l.St == tcpListenState {
-				inodes[fmt.Sprintf("socket:[%d]", l.Inode)] = true
-			}
-		}
-	}
+	inodes := listeners(fs, port)
 	if len(inodes) == 0 {
 		return 0, "", false
 	}
@@ -71,6 +60,31 @@ func PortHolder(port int) (pid int, comm string, ok bool) {
 		}
 	}
 	return 0, "", false
+}
+
+// listeners are the sockets listening on port, as /proc/net/tcp{,6} shows
+// them ("socket:[INODE]", as /proc/PID/fd names them).
+func listeners(fs procfs.FS, port int) map[string]bool {
+	inodes := map[string]bool{}
+	for _, read := range []func() (procfs.NetTCP, error){fs.NetTCP, fs.NetTCP6} {
+		lines, err := read()
+		if err != nil {
+			continue
+		}
+		for _, l := range lines {
+			if l.LocalPort == uint64(port) && l.St == tcpListenState {
+				inodes[fmt.Sprintf("socket:[%d]", l.Inode)] = true
+			}
+		}
+	}
+	return inodes
+}
+
+// listening reports whether /proc shows a socket listening on port (false
+// when /proc cannot be read).
+func listening(port int) bool {
+	fs, err := procfs.NewDefaultFS()
+	return err == nil && len(listeners(fs, port)) > 0
 }
 
 // portInUse is the error for a port that cannot be bound, naming who holds

@@ -276,8 +276,12 @@ func (t RankTarget) Pids() []int {
 
 // CrashCore SIGKILLs rank r's engine core alone and does not restart the
 // engine: what follows is the engine's own doing (vLLM's front end ends
-// it when a core dies). It returns when the signal was sent.
-func (t Target) CrashCore(r int) (time.Time, error) {
+// it when a core dies). It returns, with when the signal was sent, once
+// the core's death is visible: its pids dead (a zombie's sockets are
+// closed) and its P2P port listening no more, so the kernel has sent its
+// connections' resets and FINs. A core still alive after
+// session.StopWait (or when ctx ends) is an error.
+func (t Target) CrashCore(ctx context.Context, r int) (time.Time, error) {
 	rt, err := t.Rank(r)
 	if err != nil {
 		return time.Time{}, err
@@ -287,6 +291,26 @@ func (t Target) CrashCore(r int) (time.Time, error) {
 		return time.Time{}, err
 	}
 	at := time.Now()
-	_, err = session.SignalMembers(sid, ms, unix.SIGKILL)
-	return at, err
+	pids, err := session.SignalMembers(sid, ms, unix.SIGKILL)
+	if err != nil {
+		return at, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, session.StopWait)
+	defer cancel()
+	if err := session.WaitStates(ctx, pids, func(session.Proc) bool { return false }, deathPoll); err != nil {
+		return at, fmt.Errorf("%s's core, SIGKILLed: %w", rt.Name(), err)
+	}
+	for listening(rt.P2PPort()) {
+		select {
+		case <-ctx.Done():
+			return at, fmt.Errorf("%s's core, SIGKILLed and dead: its P2P port %d still listens: %w", rt.Name(), rt.P2PPort(), ctx.Err())
+		case <-time.After(deathPoll):
+		}
+	}
+	return at, nil
 }
+
+// deathPoll is how often /proc is read while a kill's effect is awaited:
+// what follows it (gone's last cut) is timed from the kill, so the wait
+// is short.
+const deathPoll = time.Millisecond

@@ -148,3 +148,40 @@ func TestPlanGivesEachDataParallelSourceARunOfP2PPorts(t *testing.T) {
 		t.Error("SourceDP 99: no error")
 	}
 }
+
+// TestCrashCoreReturnsOnceTheCoreIsDead: CrashCore of rank 1 of a source
+// of two ranks returns only once its core's death is visible, the pid
+// dead in /proc and its P2P port listening no more (what gone's last cut
+// waits for: the kernel has sent the core's resets and FINs).
+func TestCrashCoreReturnsOnceTheCoreIsDead(t *testing.T) {
+	cfg := fakeConfig(t)
+	cfg.Sources, cfg.SourceDP = 1, 2
+	c, _ := startCluster(t, cfg)
+	src := c.Sources()[0]
+	rk, err := src.Target().Rank(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var core []int
+	if !enginetest.Eventually(10*time.Second, func() bool {
+		core = rk.Pids()
+		pid, _, ok := runner.PortHolder(rk.P2PPort())
+		return len(core) == 1 && ok && pid == core[0]
+	}) {
+		t.Fatalf("rank 1's pids %v, its port %d: want its one core listening on it", core, rk.P2PPort())
+	}
+	before := time.Now()
+	at, err := src.Target().CrashCore(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at.Before(before) || at.After(time.Now()) {
+		t.Errorf("CrashCore's signal time %v is not within the call (from %v)", at, before)
+	}
+	if st, err := session.Stat(core[0]); err == nil && st.Live() {
+		t.Errorf("rank 1's core %d right after CrashCore: state %c, want dead", core[0], st.State)
+	}
+	if pid, _, ok := runner.PortHolder(rk.P2PPort()); ok {
+		t.Errorf("rank 1's P2P port %d still listens right after CrashCore (pid %d)", rk.P2PPort(), pid)
+	}
+}

@@ -3,6 +3,8 @@ package vcluster
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"p2pfault/event"
@@ -18,9 +20,10 @@ func (t *Target) Ranks() int { return t.currentSpec().RankCount() }
 // RankTarget is rank r of the engine as the fault kinds act on it: its
 // engine core, a process of its own (a host of its own on the fabric). A
 // stall freezes that core's host alone (SIGSTOP of its process), the front
-// end and the other cores running on; a kill crashes it (its core's
-// SIGKILL: sim.InProcess.KillRank), after which the engine ends itself as
-// vLLM's front end does, and is restarted whole.
+// end and the other cores running on; a partition or loss drops its own
+// P2P port (netCuts); a kill crashes it (its core's SIGKILL:
+// sim.InProcess.KillRank), after which the engine ends itself as vLLM's
+// front end does, and is restarted whole.
 func (t *Target) RankTarget(r int) (fault.Target, error) {
 	if n := t.Ranks(); r < 0 || r >= n {
 		return nil, fmt.Errorf("%s has no rank %d: its data-parallel size is %d (ranks 0-%d)", t.Name(), r, n, n-1)
@@ -34,9 +37,23 @@ type rankTarget struct {
 	rank int
 }
 
-var _ fault.Reporter = (*rankTarget)(nil)
+var (
+	_ fault.Reporter  = (*rankTarget)(nil)
+	_ fault.NetTarget = (*rankTarget)(nil)
+)
 
 func (r *rankTarget) Name() string { return event.RankName(r.t.Index(), r.rank) }
+
+// Ports are the rank's own P2P port: a partition of one rank cuts only it,
+// as runner.RankTarget's does on a launched engine.
+func (r *rankTarget) Ports() []int { return []int{r.p2pPort()} }
+
+func (r *rankTarget) p2pPort() int { return r.t.P2PPort() + r.rank }
+
+// P2PAddr is the rank's P2P listener on the fabric.
+func (r *rankTarget) P2PAddr() string {
+	return net.JoinHostPort(r.t.P2PHost(), strconv.Itoa(r.p2pPort()))
+}
 
 // Stop freezes the rank's core alone (SIGSTOP of its process): its P2P
 // listener's kernel side goes on (connects wait in its backlog, bytes
@@ -82,21 +99,25 @@ func (r *rankTarget) Terminate(ctx context.Context, signalled func(time.Time, er
 
 func (r *rankTarget) Restore(ctx context.Context) (time.Time, error) { return r.t.Restore(ctx) }
 
-// Report is the engine's with the rank's core as its Part: a stall is
+// Report is the engine's with the rank's core as its Part (a stall is
 // verified as that core frozen and every other process running, a kill as
-// the engine's.
+// the engine's), and the cut the cluster holds on the rank's port.
 func (r *rankTarget) Report() fault.Report {
-	rep := r.t.Report()
+	rep, name := r.t.Report(), fault.CutName(r)
 	if 1+r.rank < len(rep.Procs) { // the engine's processes: front end, then cores by rank
 		core := rep.Procs[1+r.rank]
 		rep.Part, rep.Frozen = core.Name, core.Frozen
 	}
+	r.t.mu.Lock()
+	rep.Cut = r.t.cuts[name]
+	r.t.mu.Unlock()
 	return rep
 }
 
 // CrashCore crashes rank r's core alone (sim.InProcess.KillRank); the
-// engine then ends itself, and is not restarted.
-func (t *Target) CrashCore(r int) (time.Time, error) {
+// engine then ends itself, and is not restarted. The core's death is
+// visible when it returns: its connections' resets and FINs are queued.
+func (t *Target) CrashCore(_ context.Context, r int) (time.Time, error) {
 	eng, err := t.running()
 	if err != nil {
 		return time.Time{}, err

@@ -14,7 +14,8 @@
 // rank, its core's host alone), a kill crashes them (SIGKILL: connections
 // reset, connects refused) and starts it again on the same ports, a
 // replace starts a new engine on new hosts at new ports, a partition or a
-// loss cuts the engine's hosts off in the network. The
+// loss drops the target's ports (an engine's every port, a rank's P2P
+// port), as an nftables rule does. The
 // experiment sees none of this: it asks the cluster's abilities (its own
 // network, its own link cuts) and the targets' (fault.Reporter: what was
 // frozen or cut), never which cluster it has.
@@ -119,7 +120,7 @@ func (o Opener) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Cl
 	}
 	c.client = c.fabric.Host("p2pfault")
 	for i, s := range specs {
-		c.engines = append(c.engines, &Target{c: c, pos: i, spec: s, tail: newTail(c.cfg.LogTail)})
+		c.engines = append(c.engines, &Target{c: c, pos: i, spec: s, tail: newTail(c.cfg.LogTail), cuts: map[string]string{}})
 	}
 	errs := make([]error, len(c.engines))
 	var wg sync.WaitGroup
@@ -189,62 +190,67 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return nil
 }
 
-// netCuts is the fabric as the network kinds see it: a target's hosts
-// (front end and cores) cut off from every other host (a partition of all
-// its ports, both ways), or a share of their segments lost.
+// netCuts is the fabric as the network kinds see it: the ports of a
+// target dropped both ways, or a share of their segments lost, as package
+// netfault's rules do on a real machine (an engine's every port, or one
+// rank's P2P port alone), whichever of the engine's hosts listens on
+// them. A connection the engine dialled from an ephemeral port is not
+// caught, as on a real host.
 type netCuts struct{ c *Cluster }
 
-func (n netCuts) hosts(target string) (*sim.Hosts, error) {
+// engine is the engine a cut names: "source-0", or one rank of it
+// ("source-0.rank1", fault.CutName).
+func (n netCuts) engine(target string) (*Target, error) {
+	name, _, _ := strings.Cut(target, ".")
 	for _, t := range n.c.engines {
-		if t.Name() == target {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			return t.hosts, nil
+		if t.Name() == name {
+			return t, nil
 		}
 	}
-	return nil, fmt.Errorf("no engine %s in the virtual cluster", target)
+	return nil, fmt.Errorf("no engine %s in the virtual cluster", name)
 }
 
-// Partition cuts the target's hosts off; the ports are every port they
-// listen on, all of which are the engine's.
-func (n netCuts) Partition(target string, _ ...int) error {
-	h, err := n.hosts(target)
+// Partition drops the target's ports.
+func (n netCuts) Partition(target string, ports ...int) error {
+	return n.put(target, "partition", ports, func() { n.c.fabric.PartitionPorts(target, ports...) })
+}
+
+func (n netCuts) Loss(target string, pct int, ports ...int) error {
+	return n.put(target, fmt.Sprintf("loss %d%%", pct), ports, func() {
+		n.c.fabric.LossPorts(target, float64(pct)/100, ports...)
+	})
+}
+
+// put puts a cut on target's ports (replacing the one it holds, as
+// netfault does) and records it for the target's report.
+func (n netCuts) put(target, cut string, ports []int, do func()) error {
+	if len(ports) == 0 {
+		return fmt.Errorf("%s %s: no ports given", cut, target)
+	}
+	t, err := n.engine(target)
 	if err != nil {
 		return err
 	}
-	h.Partition()
-	n.c.setCut(target, "partition")
-	return nil
-}
-
-func (n netCuts) Loss(target string, pct int, _ ...int) error {
-	h, err := n.hosts(target)
-	if err != nil {
-		return err
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.hosts == nil {
+		return fmt.Errorf("%s %s: %s has not started", cut, target, t.spec.Name)
 	}
-	h.Loss(float64(pct) / 100)
-	n.c.setCut(target, fmt.Sprintf("loss %d%%", pct))
+	do()
+	t.cuts[target] = cut
 	return nil
 }
 
 func (n netCuts) Heal(target string) error {
-	h, err := n.hosts(target)
+	t, err := n.engine(target)
 	if err != nil {
 		return err
 	}
-	h.Heal()
-	n.c.setCut(target, "")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n.c.fabric.HealPorts(target)
+	delete(t.cuts, target)
 	return nil
-}
-
-func (c *Cluster) setCut(target, cut string) {
-	for _, t := range c.engines {
-		if t.Name() == target {
-			t.mu.Lock()
-			t.cut = cut
-			t.mu.Unlock()
-		}
-	}
 }
 
 // newPorts are two ports no engine of the cluster listens on or was
@@ -329,7 +335,7 @@ type Target struct {
 	restarts int
 	started  time.Time
 	exit     string
-	cut      string // the network fault in force: "partition", "loss 30%", ""
+	cuts     map[string]string // the network faults in force, by cut name (the engine's, a rank's): "partition", "loss 30%"
 	// recorded is closed once the instance in force has exited and its
 	// exit is in state: Stop waits for it, so the run's last reading of
 	// the engine's state after Stop says exited.
@@ -341,6 +347,7 @@ var (
 	_ fault.NetTarget   = (*Target)(nil)
 	_ fault.Replacer    = (*Target)(nil)
 	_ fault.Reporter    = (*Target)(nil)
+	_ fault.CoreCrasher = (*Target)(nil)
 )
 
 func (t *Target) currentSpec() runner.Spec {
@@ -358,11 +365,11 @@ func (t *Target) HTTPURL() string {
 func (t *Target) P2PHost() string { return t.currentSpec().P2PHost }
 func (t *Target) P2PPort() int    { return t.currentSpec().P2PPort }
 
-// Ports are the engine's HTTP and P2P ports (fault.NetTarget); a cut acts
-// on its whole hosts, which listen on exactly these.
+// Ports are the engine's HTTP port and every rank's P2P port
+// (fault.NetTarget): every port its hosts listen on.
 func (t *Target) Ports() []int {
 	s := t.currentSpec()
-	return []int{s.HTTPPort, s.P2PPort}
+	return append([]int{s.HTTPPort}, s.P2PPorts()...)
 }
 
 // P2PAddr is the engine's P2P listener on the fabric.
@@ -401,7 +408,7 @@ func (t *Target) State() event.EngineInfo {
 func (t *Target) Report() fault.Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := fault.Report{Instance: t.instance, Cut: t.cut}
+	r := fault.Report{Instance: t.instance, Cut: t.cuts[t.spec.Name]}
 	if t.eng != nil {
 		r.Frozen = t.eng.Frozen()
 		for _, p := range t.eng.Processes() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +21,14 @@ import (
 // caller's bubble, stopped at cleanup.
 func open(t *testing.T, changes *[]event.EngineInfo) *vcluster.Cluster {
 	t.Helper()
-	o := vcluster.Opener{Seed: 1, Config: runner.Config{ExtraArgs: []string{"--sim-startup-delay=0s"}}}
+	return openConfig(t, runner.Config{}, changes)
+}
+
+// openConfig is open with cfg (its ExtraArgs replaced).
+func openConfig(t *testing.T, cfg runner.Config, changes *[]event.EngineInfo) *vcluster.Cluster {
+	t.Helper()
+	cfg.ExtraArgs = []string{"--sim-startup-delay=0s"}
+	o := vcluster.Opener{Seed: 1, Config: cfg}
 	p, err := o.Plan(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -137,24 +145,87 @@ func TestFaultNetworkCutsTheHost(t *testing.T) {
 		if cut := src.Report().Cut; cut != "partition" {
 			t.Errorf("the report during the partition says cut %q", cut)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		start := time.Now()
-		_, err = cl.Network().DialContext(ctx, "tcp", src.P2PAddr())
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
-			t.Errorf("a connect into the partition: %v after %v, want it hanging the whole second", err, time.Since(start))
-		}
+		hangs(t, cl, src.P2PAddr(), "a connect into the partition")
 		if err := nw.Heal(src.Name()); err != nil {
 			t.Fatal(err)
 		}
 		if cut := src.Report().Cut; cut != "" {
 			t.Errorf("the report after the heal says cut %q", cut)
 		}
-		c, err := cl.Network().DialContext(context.Background(), "tcp", src.P2PAddr())
-		if err != nil {
-			t.Fatalf("a connect after the heal: %v", err)
+		connects(t, cl, src.P2PAddr(), "a connect after the heal")
+	})
+}
+
+// hangs fails unless a connect to addr through the cluster's network
+// hangs a whole second (its SYN dropped).
+func hangs(t *testing.T, cl *vcluster.Cluster, addr, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := cl.Network().DialContext(ctx, "tcp", addr)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != time.Second {
+		t.Errorf("%s (%s): %v after %v, want it hanging the whole second", what, addr, err, time.Since(start))
+	}
+}
+
+// connects fails unless a connect to addr through the cluster's network
+// completes.
+func connects(t *testing.T, cl *vcluster.Cluster, addr, what string) {
+	t.Helper()
+	c, err := cl.Network().DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Errorf("%s (%s): %v", what, addr, err)
+		return
+	}
+	c.Close()
+}
+
+// TestFaultNetworkCutsOneRanksPortOnly: a partition of source-0/rank1
+// drops its own P2P port alone, as the firewall's rule does on a launched
+// engine: a connect to it hangs while rank 0's P2P port and the engine's
+// HTTP port answer, the rank's report holds the cut and the engine's does
+// not; the heal lets it connect again. The source's own ports are every
+// rank's.
+func TestFaultNetworkCutsOneRanksPortOnly(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		cl := openConfig(t, runner.Config{SourceDP: 2}, nil)
+		src := cl.Sources()[0].(*vcluster.Target)
+		if got, want := src.Ports(), []int{8100, src.P2PPort(), src.P2PPort() + 1}; !slices.Equal(got, want) {
+			t.Errorf("the source's ports %v, want %v (HTTP and every rank's P2P port)", got, want)
 		}
-		c.Close()
+		ft, err := src.RankTarget(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rank := ft.(fault.NetTarget)
+		if got := rank.Ports(); !slices.Equal(got, []int{src.P2PPort() + 1}) {
+			t.Errorf("rank 1's ports %v, want its P2P port %d alone", got, src.P2PPort()+1)
+		}
+		nw, err := cl.FaultNetwork()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nw.Partition(fault.CutName(rank), rank.Ports()...); err != nil {
+			t.Fatal(err)
+		}
+		if cut := rank.(fault.Reporter).Report().Cut; cut != "partition" {
+			t.Errorf("rank 1's report during the partition says cut %q", cut)
+		}
+		if cut := src.Report().Cut; cut != "" {
+			t.Errorf("the engine's report during rank 1's partition says cut %q, want none (the engine is not cut whole)", cut)
+		}
+		hangs(t, cl, rank.P2PAddr(), "a connect to rank 1's cut port")
+		for _, addr := range []string{src.P2PAddr(), net.JoinHostPort(runner.Host, "8100")} {
+			connects(t, cl, addr, "a connect to a port not cut")
+		}
+		if err := nw.Heal(fault.CutName(rank)); err != nil {
+			t.Fatal(err)
+		}
+		if cut := rank.(fault.Reporter).Report().Cut; cut != "" {
+			t.Errorf("rank 1's report after the heal says cut %q", cut)
+		}
+		connects(t, cl, rank.P2PAddr(), "a connect to rank 1 after the heal")
 	})
 }
 
