@@ -16,6 +16,7 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/fault"
 	"p2pfault/runner/session"
+	"p2pfault/runner/session/sessiontest"
 )
 
 // unopened is the cluster of an attach file as Open makes it, without
@@ -182,16 +183,6 @@ func rankOf(t *testing.T, c *Cluster, name string, r int) (*Target, fault.Target
 	return src, rt
 }
 
-// state is pid's /proc state letter.
-func state(t *testing.T, pid int) byte {
-	t.Helper()
-	st, err := session.Stat(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.State
-}
-
 // TestLocalRankStallStopsOnlyThatCore: a stall of rank 1 of a local DP
 // source stops rank 1's engine core alone (state T), not the front end or
 // rank 0's core; it is recorded (part: its pids alone) while it holds, and
@@ -212,11 +203,11 @@ func TestLocalRankStallStopsOnlyThatCore(t *testing.T) {
 	if _, err := rt.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if s := state(t, cores[1]); s != 'T' {
+	if s := sessiontest.State(t, cores[1]); s != 'T' {
 		t.Errorf("rank 1's core (pid %d) in state %c after its stall, want T", cores[1], s)
 	}
 	for who, pid := range map[string]int{"the front end": e.pid, "rank 0's core": cores[0]} {
-		if s := state(t, pid); s == 'T' {
+		if s := sessiontest.State(t, pid); s == 'T' {
 			t.Errorf("%s (pid %d) stopped by rank 1's stall", who, pid)
 		}
 	}
@@ -248,7 +239,7 @@ func TestLocalRankStallStopsOnlyThatCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range []int{e.pid, cores[0], cores[1]} {
-		if s := state(t, pid); s == 'T' {
+		if s := sessiontest.State(t, pid); s == 'T' {
 			t.Errorf("pid %d in state T after Close", pid)
 		}
 	}

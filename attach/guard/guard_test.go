@@ -14,6 +14,7 @@ import (
 
 	"p2pfault/runner"
 	"p2pfault/runner/session"
+	"p2pfault/runner/session/sessiontest"
 )
 
 const mainEnv = "P2PFAULT_TEST_GUARD_MAIN"
@@ -52,15 +53,6 @@ func stopped(t *testing.T) runner.ProcID {
 	return runner.ProcID{Pid: pid, StartTicks: st.StartTicks}
 }
 
-func state(t *testing.T, pid int) byte {
-	t.Helper()
-	st, err := session.Stat(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.State
-}
-
 func config(t *testing.T, id runner.ProcID) Config {
 	self, err := os.Executable()
 	if err != nil {
@@ -82,7 +74,7 @@ func TestReleaseLeavesTheSessionAlone(t *testing.T) {
 	if err := g.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if s := state(t, id.Pid); s != 'T' {
+	if s := sessiontest.State(t, id.Pid); s != 'T' {
 		t.Errorf("state %c after release; the guard must not act", s)
 	}
 	if g.cmd.ProcessState == nil || g.cmd.ProcessState.ExitCode() != 0 {
@@ -100,7 +92,7 @@ func TestEOFResumesTheSession(t *testing.T) {
 	if err := g.Abandon(); err != nil {
 		t.Fatal(err)
 	}
-	if s := state(t, id.Pid); s == 'T' {
+	if s := sessiontest.State(t, id.Pid); s == 'T' {
 		t.Error("still stopped after the guard saw EOF")
 	}
 	b, _ := os.ReadFile(cfg.Log)
@@ -121,7 +113,7 @@ func TestEOFDoesNotSignalAReusedSession(t *testing.T) {
 	if err := g.Abandon(); err != nil {
 		t.Fatal(err)
 	}
-	if s := state(t, id.Pid); s != 'T' {
+	if s := sessiontest.State(t, id.Pid); s != 'T' {
 		t.Errorf("state %c: the guard signalled a session whose stalled process is gone", s)
 	}
 }
@@ -209,7 +201,7 @@ func TestBookAndResumeRecordedSkipOtherBootsAndGoneSessions(t *testing.T) {
 			t.Errorf("output %q lacks %q", out.String(), want)
 		}
 	}
-	if s := state(t, id.Pid); s == 'T' {
+	if s := sessiontest.State(t, id.Pid); s == 'T' {
 		t.Error("still stopped")
 	}
 	// Remove drops only this process's own stalls.
