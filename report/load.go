@@ -89,7 +89,7 @@ func lookupRows(r Run) []LookupRow {
 	base := span("baseline", 0, first)
 	out := []LookupRow{base}
 	for i, w := range r.Windows {
-		row := span(fmt.Sprintf("%d: %s %s", i+1, w.Kind, event.SourceName(w.Source)), w.Start, w.End)
+		row := span(fmt.Sprintf("%d: %s %s", i+1, w.Kind, w.TargetName()), w.Start, w.End)
 		lookupShare(&row, r.Samples, w, base.Delay)
 		out = append(out, row)
 		if !w.Recovers {

@@ -112,3 +112,23 @@ func TestNoLookupTableWhenTheDecoderDoesNotExportIt(t *testing.T) {
 		t.Errorf("lookup rows %+v for a stream without the histogram, want none", rows)
 	}
 }
+
+// TestALookupSpanNamesTheRankItsFaultActedOn: a window of a fault on one
+// rank names that rank in the lookup table, as the why table does.
+func TestALookupSpanNamesTheRankItsFaultActedOn(t *testing.T) {
+	evs := busyFixture()
+	for i := range evs {
+		if evs[i].Window != nil {
+			k := *evs[i].Window
+			k.Kind, k.Target = "stall", "source-0/rank1"
+			evs[i].Window = &k
+		}
+	}
+	r, err := FromEvents(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := r.Row().Lookup; len(l) < 2 || l[1].Window != "1: stall source-0/rank1" {
+		t.Errorf("lookup spans %+v, want the window named 1: stall source-0/rank1", l)
+	}
+}
