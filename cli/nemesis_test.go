@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,10 @@ func TestSIGKILLMidNemesisStallLeavesNoEngine(t *testing.T) {
 	out := t.TempDir()
 	cmd, log := startNemesis(t, out, "stall")
 	pids := waitEngines(t, out, 3, time.Minute, log)
+	sids := map[int]int{}
+	for _, p := range pids {
+		sids[p], _, _ = procSession(p)
+	}
 	evs := eventsSay(t, out, `"state":"stopped"`, 30*time.Second, log)
 	if s, f := strings.Index(evs, `"kind":"schedule"`), strings.Index(evs, `"kind":"fault"`); s < 0 || f < s {
 		t.Errorf("the schedule event (at %d) is not before the first fault (at %d)", s, f)
@@ -56,15 +61,31 @@ func TestSIGKILLMidNemesisStallLeavesNoEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	// A pid is still the engine's while it is alive in the session it was
+	// in at the baseline: a pid the kernel gave to another process since
+	// (other tests fork too) is not.
+	ours := func() []int {
+		var alive []int
+		for _, p := range alivePids(pids) {
+			if sid, _, ok := procSession(p); ok && sid == sids[p] {
+				alive = append(alive, p)
+			}
+		}
+		return alive
+	}
 	deadline := time.Now().Add(5 * time.Second)
-	for len(alivePids(pids)) > 0 && time.Now().Before(deadline) {
+	for len(ours()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if alive := alivePids(pids); len(alive) > 0 {
+	if alive := ours(); len(alive) > 0 {
+		var what []string
 		for _, p := range alive {
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+			what = append(what, fmt.Sprintf("%d: stat %q, cmdline %q", p, strings.TrimSpace(string(stat)), strings.ReplaceAll(string(cmdline), "\x00", " ")))
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
-		t.Fatalf("5 s after SIGKILL of p2pfault mid-stall, engine processes %v are still alive", alive)
+		t.Fatalf("5 s after SIGKILL of p2pfault mid-stall, engine processes are still alive:\n%s\nrun:\n%s", strings.Join(what, "\n"), log.String())
 	}
 	var stdout, stderr bytes.Buffer
 	if code := cli.Main([]string{"cleanup", out}, strings.NewReader(""), &stdout, &stderr); code != 0 {
