@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
@@ -129,6 +130,61 @@ func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 			if s := ranks[r]; s.N == 0 || s.Latency.Max < 15*time.Second {
 				t.Errorf("rank %d in the window: %+v, want pulls, the slowest past 15 s", r, s)
 			}
+		}
+	})
+}
+
+// TestPartitionOfOneRankCutsOnlyItOnTheVirtualCluster: `at 10s partition
+// source-0/rank1 for 20s` on a source of two ranks, on the virtual cluster
+// in a synctest bubble. The cut drops rank 1's P2P port alone, as the
+// firewall does on a launched engine: its verification is a hanging
+// connect to rank 1's port, the pulls to rank 0 hit throughout the window
+// at their usual latency, and rank 1's wait (on the cut session, then the
+// lookup deadline, then the heal's retransmission).
+func TestPartitionOfOneRankCutsOnlyItOnTheVirtualCluster(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s partition source-0/rank1 for 20s"}, runner.Config{SourceDP: 2})
+		var rank1 string // rank 1's P2P address, as its pulls name it
+		var verified bool
+		for _, ev := range evs {
+			switch ev.Kind {
+			case event.KindSamples:
+				for _, s := range ev.Samples {
+					if s.Source == 0 && s.Rank == 1 && s.Peer != "" {
+						rank1 = s.Peer
+					}
+				}
+			case event.KindVerification:
+				vf := ev.Verification
+				if vf.Target == "source-0/rank1" {
+					verified = vf.Verified && strings.Contains(vf.Detail, "a connect to "+rank1+" hangs") &&
+						strings.Contains(vf.Detail, "the cluster holds partition")
+					t.Logf("verification: %v %s", vf.Verified, vf.Detail)
+				}
+			}
+		}
+		if !verified {
+			t.Errorf("no verification of the partition of source-0/rank1 naming a hanging connect to %s", rank1)
+		}
+		got := map[int]bool{}
+		for _, r := range v.Ranks {
+			if r.Source != 0 || r.Part != check.PartFault {
+				continue
+			}
+			got[r.Rank] = true
+			lat := r.Latency
+			t.Logf("rank %d in the window: %d pulls, %d pulled, p50 %v, max %v", r.Rank, r.N, r.Pulled, lat.P50, lat.Max)
+			switch {
+			case r.N == 0:
+				t.Errorf("rank %d: no pulls in the window", r.Rank)
+			case r.Rank == 0 && (r.Pulled != r.N || lat.Max > time.Second):
+				t.Errorf("rank 0: %d of %d pulled, max %v; want every pull a hit at its usual latency (its port is not cut)", r.Pulled, r.N, lat.Max)
+			case r.Rank == 1 && lat.P50 < time.Second:
+				t.Errorf("rank 1: p50 %v, want its pulls waiting on the cut port", lat.P50)
+			}
+		}
+		if !got[0] || !got[1] {
+			t.Errorf("source-0's breakdown in the window has ranks %v, want 0 and 1", got)
 		}
 	})
 }
