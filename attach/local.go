@@ -17,6 +17,7 @@ import (
 	"p2pfault/fault"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // localFaulter faults a source on this host through its session: the
@@ -315,7 +316,7 @@ func (f *localFaulter) start(ln launch, why string) (*relaunch, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	out, err := safefile.Append(logPath, safefile.ReportPerm)
 	if err != nil {
 		return nil, fmt.Errorf("engine log: %w", err)
 	}

@@ -3,11 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"p2pfault/report"
+	"p2pfault/safefile"
 )
 
 // printCompareSeed prints the seed's table beside the slice's rows and
@@ -17,8 +17,5 @@ func printCompareSeed(w io.Writer, out string, rows []report.Row, scale float64,
 	text := report.CompareSeedTable(report.CompareSeed(rows, sc), sc)
 	fmt.Fprintln(w)
 	fmt.Fprint(w, text)
-	if err := os.WriteFile(filepath.Join(out, "compare-seed.txt"), []byte(text), 0o644); err != nil {
-		return fmt.Errorf("write compare-seed.txt: %w", err)
-	}
-	return nil
+	return safefile.Write(filepath.Join(out, "compare-seed.txt"), []byte(text), safefile.ReportPerm)
 }

@@ -19,6 +19,7 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // intent says what the next exit of an engine's process means.
@@ -235,7 +236,7 @@ func (e *Engine) launch(extra []string) (*process, error) {
 	if e.c.life.Err() != nil {
 		return nil, fmt.Errorf("start %s: %w", e.spec.Name, errStopping)
 	}
-	logf, err := os.OpenFile(e.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := safefile.Append(e.LogPath(), safefile.ReportPerm)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: open log: %w", e.spec.Name, err)
 	}
