@@ -74,6 +74,16 @@ func (f *localFaulter) find() (Listener, error) {
 	return l, nil
 }
 
+// cmdlines are the command lines of ms for the stall record: cleanup
+// resumes only processes that /proc shows are still these.
+func cmdlines(ms []session.Proc) runner.Cmdlines {
+	var pids []int
+	for _, p := range ms {
+		pids = append(pids, p.Pid)
+	}
+	return runner.ReadCmdlines(pids...)
+}
+
 func ids(ms []session.Proc) []runner.ProcID {
 	var out []runner.ProcID
 	for _, p := range ms {
@@ -113,7 +123,7 @@ func (f *localFaulter) doStall(ctx context.Context, g fault.Grain) (Result, erro
 		}
 	}
 	if o.Book != nil {
-		rec := guard.Stall{Source: st.name, Sid: l.Sid, Members: ids(ms), Part: st.part}
+		rec := guard.Stall{Source: st.name, Sid: l.Sid, Members: ids(ms), Part: st.part, Cmdlines: cmdlines(ms)}
 		if st.guard != nil {
 			rec.Guard = st.guard.ID()
 		}

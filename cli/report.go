@@ -56,6 +56,7 @@ func newReportCommand() *cobra.Command {
 }
 
 func newCleanupCommand() *cobra.Command {
+	var attachFile string
 	cmd := &cobra.Command{
 		Use:   "cleanup [DIR]",
 		Short: "End the engines a run left behind (reads DIR/sessions.json)",
@@ -72,7 +73,11 @@ func newCleanupCommand() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Attached runs: stalls a dead p2pfault left stopped (stalls.json).
-			resumed, err := resumeStalls(cmd.Context(), stallDirs(args), cmd.OutOrStdout())
+			from, err := cleanupResumeFrom(attachFile)
+			if err != nil {
+				return err
+			}
+			resumed, err := resumeStalls(cmd.Context(), stallDirs(args), cmd.OutOrStdout(), from)
 			if err != nil {
 				return err
 			}
@@ -107,5 +112,6 @@ func newCleanupCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&attachFile, "attach", "", "the attach file of an attached run: a source stalled by a command is resumed with this file's resume command (cleanup never runs a command read from a record)")
 	return cmd
 }

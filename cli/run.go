@@ -197,6 +197,9 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 			return exitcode.Usagef("create output folder %s: %w", d, err)
 		}
 	}
+	if err := refuseLinksIn(append([]string{out}, arms.dirs...)...); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
@@ -307,7 +310,8 @@ func prepareOut(out string, stderr io.Writer) error {
 			seen[abs] = true
 		}
 		left, err := runner.Leftovers(dir)
-		if err != nil {
+		if err != nil { // e.g. a record others could write: not acted on
+			fmt.Fprintf(stderr, "warning: %v\n", err)
 			continue
 		}
 		n := 0

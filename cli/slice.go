@@ -265,8 +265,11 @@ func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command) error {
 		if err := os.MkdirAll(r.out, 0o755); err != nil {
 			return exitcode.Usagef("create output folder %s: %w", r.out, err)
 		}
+		if err := refuseLinksIn(r.out); err != nil {
+			return err
+		}
 	}
-	return nil
+	return refuseLinksIn(out)
 }
 
 // runRows runs the rows, parallel at a time, and returns each row's error.

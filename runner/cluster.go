@@ -146,6 +146,12 @@ func newCluster(cfg Config, specs []Spec) (*Cluster, error) {
 	for _, s := range specs {
 		c.engines = append(c.engines, &Engine{c: c, spec: s, tail: newRing(cfg.LogTail), state: event.StateStarting})
 	}
+	// The record is written before the first engine starts: a folder
+	// where it cannot be (sessions.json a symbolic link) stops the run
+	// here, not after engines that cleanup could not find.
+	if err := c.writeSessions(); err != nil {
+		return nil, exitcode.AsUsage(err)
+	}
 	return c, nil
 }
 

@@ -57,6 +57,7 @@ type process struct {
 	started    time.Time
 	readyAt    time.Time
 	members    []ProcID      // recorded once ready, for sessions.json
+	cmdlines   Cmdlines      // the leader's at start, the members' once ready; replaced, never changed
 	done       chan struct{} // closed once reaped; exit is set before
 	exit       string
 	logsDone   chan struct{} // closed when the output pipe hit EOF
@@ -267,6 +268,7 @@ func (e *Engine) launch(extra []string) (*process, error) {
 	if st, err := session.Stat(p.pid); err == nil {
 		p.startTicks = st.StartTicks
 	}
+	p.cmdlines = ReadCmdlines(p.pid)
 	fmt.Fprintf(logf, "==> p2pfault: %s started, pid %d, session %d: %s\n", e.spec.Name, p.pid, p.sid, launched.CommandLine())
 	e.mu.Lock()
 	if e.proc != nil {
@@ -400,8 +402,9 @@ func (e *Engine) markReady(p *process) {
 			}
 		}
 	}
+	cmdlines := ReadCmdlines(pidsOf(members)...)
 	e.mu.Lock()
-	p.readyAt, p.members = time.Now(), members
+	p.readyAt, p.members, p.cmdlines = time.Now(), members, p.cmdlines.with(cmdlines)
 	if e.proc == p && e.state == event.StateStarting {
 		e.changeLocked(event.StateReady)
 	}

@@ -246,3 +246,16 @@ func trusted(fd int, path string) error {
 	}
 	return nil
 }
+
+// RefuseLinks checks, before a run writes anything, that none of names in
+// dir is a symbolic link or anything but a regular file (a missing one is
+// fine): a run that would refuse to write one at its end says so at its
+// start instead, naming the file.
+func RefuseLinks(dir string, names ...string) error {
+	for _, name := range names {
+		if err := refuseLink(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
