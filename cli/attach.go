@@ -102,7 +102,7 @@ func resumeStalls(ctx context.Context, dirs []string, w io.Writer, from guard.Re
 			n, err := guard.ResumeRecorded(ctx, rec, w, from)
 			total += n
 			if err != nil {
-				return total, exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", rec, err))
+				return total, exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", dir, err))
 			}
 		}
 	}

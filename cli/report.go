@@ -61,10 +61,16 @@ func newCleanupCommand() *cobra.Command {
 		Use:   "cleanup [DIR]",
 		Short: "End the engines a run left behind (reads DIR/sessions.json)",
 		Long: "Read the sessions.json a run keeps in its output folder and end every engine it\n" +
-			"names that is still alive and still that engine (checked by its start time in\n" +
-			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace, and delete every firewall table\n" +
+			"names that is still alive and still that engine (checked by its start time and its\n" +
+			"command line in /proc): SIGCONT, SIGTERM, SIGKILL after a grace, and delete every firewall table\n" +
 			"it names (a network fault's: its partition is healed). DIR may be a run's folder or a\n" +
-			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.",
+			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.\n\n" +
+			"An attached run's stalls.json: a stalled session is resumed (SIGCONT, after the same\n" +
+			"checks); a source stalled by a command is resumed with the resume command of the\n" +
+			"attach file --attach names, never with a command read from the record.\n\n" +
+			"Records are data: a sessions.json or stalls.json that is a symbolic link, not the\n" +
+			"invoking user's, or writable by group or others is refused (exit 2, naming the file\n" +
+			"and why).",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return exitcode.Usagef("cleanup: want at most one folder, got %d arguments", len(args))

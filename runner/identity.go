@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // Cmdlines are the command lines (/proc/PID/cmdline) of a record's
@@ -70,6 +72,16 @@ func Still(sid int, ids []ProcID, recorded Cmdlines) (same []ProcID, why string)
 		return same, ""
 	}
 	return nil, strings.Join(refused, "; ")
+}
+
+// recordError is err from reading a record of kind: a refused one as it
+// is (it names the file and why), others said to be the record's.
+func recordError(kind string, err error) error {
+	var te *safefile.TrustError
+	if errors.As(err, &te) {
+		return err
+	}
+	return fmt.Errorf("read %s record: %w", kind, err)
 }
 
 // quoteArgv shows a command line in a message: `argv joined`, cut short.

@@ -145,7 +145,7 @@ func readSessionsFile(dir string) (sessionsFile, error) {
 	var f sessionsFile
 	b, err := safefile.ReadRecord(filepath.Join(dir, SessionsFile))
 	if err != nil {
-		return f, fmt.Errorf("read sessions record: %w", err)
+		return f, recordError("sessions", err)
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return f, fmt.Errorf("read %s: %w", filepath.Join(dir, SessionsFile), err)

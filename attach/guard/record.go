@@ -122,6 +122,10 @@ func writeRecord(path string, rec Record) error {
 func ReadRecord(path string) (Record, error) {
 	var rec Record
 	data, err := safefile.ReadRecord(path)
+	var te *safefile.TrustError
+	if errors.As(err, &te) {
+		return rec, err // it names the file and why
+	}
 	if err != nil {
 		return rec, fmt.Errorf("read stall record: %w", err)
 	}
