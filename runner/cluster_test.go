@@ -100,6 +100,11 @@ func TestStartRunsEachEngineInItsOwnSession(t *testing.T) {
 			}
 		}
 	}
+	// The record's checks (start time, session, command line) hold for
+	// the running engines: cleanup would take them for what they are.
+	if lo, err := runner.Leftovers(cfg.OutDir); err != nil || len(lo) != 3 {
+		t.Errorf("leftovers of the running cluster: %d %v, want its 3 engines recognised", len(lo), err)
+	}
 	// Written 0600: cleanup trusts a record no one else could write.
 	if st, err := os.Stat(filepath.Join(cfg.OutDir, runner.SessionsFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("sessions.json: %v %v, want mode 0600", st.Mode(), err)
