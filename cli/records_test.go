@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,5 +245,33 @@ func TestARunNeverWritesThroughALink(t *testing.T) {
 				t.Errorf("the link was replaced: %v %v", fi, err)
 			}
 		})
+	}
+}
+
+// TestARunWarnsOfARecordItCannotTrust: a run in a folder whose
+// sessions.json others could write says so (runner's
+// TestNewRunDoesNotCarryARecordItCannotTrust: nor does it carry it).
+func TestARunWarnsOfARecordItCannotTrust(t *testing.T) {
+	pid := setsidSleep(t)
+	dir := t.TempDir()
+	writeSessions(t, dir, pid, []string{"sleep", "300"})
+	path := filepath.Join(dir, runner.SessionsFile)
+	chmod(t, path, 0o666)
+	// A fixed port that is taken ends the run after the folder was
+	// checked and before any engine starts.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	var stdout, stderr bytes.Buffer
+	code := cli.Main([]string{"run", "--headless", "--out", dir, "--decoder-port", port}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2 (the port)\n%s", code, stderr.String())
+	}
+	want := "warning: " + path + ": writable by group or others (mode 0666): refused"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr:\n%s\nwant %q", stderr.String(), want)
 	}
 }

@@ -246,3 +246,34 @@ func TestNewRunKeepsLeftoversOfPreviousRunInRecord(t *testing.T) {
 		t.Errorf("leftover session %d still alive: %v", left.Sid, live)
 	}
 }
+
+// TestNewRunDoesNotCarryARecordItCannotTrust: a sessions.json others
+// could write is not carried into the new run's record (which would make
+// it the user's own, 0600), and the new record replaces it.
+func TestNewRunDoesNotCarryARecordItCannotTrust(t *testing.T) {
+	left := startLoner(t)
+	cfg := fakeConfig(t)
+	writeRecord(t, cfg.OutDir, deadOwner(), left)
+	path := filepath.Join(cfg.OutDir, runner.SessionsFile)
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sources = 1
+	startCluster(t, cfg)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Leftovers []runner.SessionEntry `json:"leftovers"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Leftovers) != 0 {
+		t.Errorf("the new record carries the untrusted one's sessions: %s", b)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("sessions.json %v %v, want the new run's, mode 0600", st.Mode(), err)
+	}
+}
