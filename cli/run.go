@@ -399,10 +399,19 @@ func writeReports(stdout io.Writer, out string, c report.Compression, armDirs []
 	return nil
 }
 
-// printFailures prints each failed row's failing checks and the seed line.
+// printFailures prints each failed row's failing checks and the seed
+// line, and why a row cut short was (an interrupted row has no failures:
+// its open checks are not a verdict).
 func printFailures(w io.Writer, runs []report.Run) {
 	for _, r := range runs {
 		row := r.Row()
+		switch {
+		case row.Result == report.ResultInterrupted:
+			fmt.Fprintf(w, "%s: INTERRUPTED (%s): cut short before its planned end with no bound broken by then; what never closed is not judged\n", r.Name(), row.CutShort)
+			continue
+		case row.CutShort != "":
+			fmt.Fprintf(w, "%s: cut short: %s; a bound had already broken: FAIL\n", r.Name(), row.CutShort)
+		}
 		if row.Passed {
 			continue
 		}
