@@ -87,3 +87,18 @@ func CutShort(code int) bool {
 	}
 	return true
 }
+
+// RunCutShort reports whether a run was cut short, as its events tell
+// it: ended is false when they end without an end event (a crash, a
+// SIGKILL), code is the end event's exit code, and untilQuit says the run
+// had no planned end (the dashboard's, until q), which an interruption
+// ends as planned.
+func RunCutShort(ended bool, code int, untilQuit bool) bool {
+	if !ended {
+		return true
+	}
+	if untilQuit && code == Interrupted {
+		return false
+	}
+	return CutShort(code)
+}

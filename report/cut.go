@@ -35,7 +35,7 @@ func (r Run) CutShortBy() string {
 	if r.Truncated {
 		return truncatedReason
 	}
-	if !exitcode.CutShort(r.ExitCode) || r.ExitCode == exitcode.Interrupted && r.Info.Duration == 0 {
+	if !exitcode.RunCutShort(true, r.ExitCode, r.Info.Duration == 0) {
 		return ""
 	}
 	// An internal error's message carries its stack: its first line says it.
