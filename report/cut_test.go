@@ -370,3 +370,18 @@ func TestACrashedRunIsInterruptedUnlessItsPendingPullsBrokeABound(t *testing.T) 
 		}
 	}
 }
+
+// The seed's table beside an interrupted row sets no verdict of the run
+// beside the seed's: its result cell says INTERRUPTED, and differs.
+func TestCompareSeedShowsAnInterruptedRow(t *testing.T) {
+	row := hungStall().cut(t, 11500*ms, interruptedEnd()).Row()
+	for _, c := range CompareSeed([]Row{row}, SeedScale{TimeScale: 1}) {
+		if c.Cell == "result" {
+			if c.Sim != "INTERRUPTED" || c.Seed != "FAIL" || !c.Outside {
+				t.Fatalf("result cell = %+v, want INTERRUPTED beside the seed's FAIL", c)
+			}
+			return
+		}
+	}
+	t.Fatal("no result cell for main/stall")
+}
