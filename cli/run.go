@@ -418,8 +418,13 @@ func printFailures(w io.Writer, runs []report.Run) {
 		if row.Passed {
 			continue
 		}
-		for _, c := range row.Checks {
-			if !c.Passed {
+		for _, c := range r.Verdict.Checks {
+			switch {
+			case c.Passed:
+			case row.CutShort != "" && c.Empty:
+				// Cut short before its window held a pull that ended.
+				fmt.Fprintf(w, "%s: %s: left open: %s\n", r.Name(), c.Name, c.Detail)
+			default:
 				fmt.Fprintf(w, "%s: %s: %s\n", r.Name(), c.Name, c.Detail)
 			}
 		}
