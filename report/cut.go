@@ -24,7 +24,7 @@ const (
 
 // truncatedReason is why a run whose events end without an end event was
 // cut short.
-const truncatedReason = "the run did not end: cut short (its events end without an end event)"
+const truncatedReason = "the run did not end: cut short"
 
 // CutShortBy is why the run ended before its planned end, "" when it ran
 // its course: its end event's message when the end's exit code says so
