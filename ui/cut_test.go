@@ -17,7 +17,9 @@ func TestTheVerdictOfARunCutShortReadsInterrupted(t *testing.T) {
 	open := event.Result{Name: check.NameRecovery, Empty: true, Detail: "empty window: no pull naming the faulted source started in [12.0s, 12.0s)"}
 	broken := event.Result{Name: check.NameFaultedBound, Detail: "1 request naming the faulted source is in flight past 15.0s (oldest 16.0s)", Pending: 1}
 	held := event.Result{Name: check.NameAll200, Passed: true, Detail: "all 20 decoder requests returned 200"}
-	end := func(code int) *event.Event { return &event.Event{Kind: event.KindEnd, ExitCode: code, Message: "interrupted"} }
+	end := func(code int) *event.Event {
+		return &event.Event{Kind: event.KindEnd, ExitCode: code, Message: "interrupted"}
+	}
 	cases := []struct {
 		name     string
 		duration time.Duration // the run's planned duration, 0: until quit
