@@ -207,6 +207,9 @@ func TestARunCutShortWithNoBoundBrokenReadsInterruptedEverywhere(t *testing.T) {
 					t.Fatalf("test case %s has a failure: %+v", c.Name, c.Failure)
 				}
 			}
+			if a := Annotations([]Run{r}); len(a) != 1 || !slices.Contains(a[0].Tags, ResultInterrupted) {
+				t.Fatalf("annotations %+v, want the window tagged interrupted", a)
+			}
 		})
 	}
 }
