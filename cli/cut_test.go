@@ -66,7 +66,7 @@ func TestInterruptBeforeABoundBrokeReadsInterrupted(t *testing.T) {
 	if !strings.Contains(table, "main  stall  INTERRUPTED") || strings.Contains(table, "FAIL") {
 		t.Fatalf("headless table:\n%s\nwant main/stall INTERRUPTED\n%s", table, log)
 	}
-	if !strings.Contains(r.stdout, "main/stall: INTERRUPTED (interrupted): cut short before its planned end with no bound broken by then") {
+	if !strings.Contains(r.stdout, "main/stall: INTERRUPTED (interrupted): no bound was broken before the cut") {
 		t.Errorf("no line saying why the row is INTERRUPTED:\n%s", r.stdout)
 	}
 	row := readReport(t, out).Rows[0]

@@ -410,7 +410,7 @@ func printFailures(w io.Writer, runs []report.Run) {
 		row := r.Row()
 		switch {
 		case row.Result == report.ResultInterrupted:
-			fmt.Fprintf(w, "%s: INTERRUPTED (%s): cut short before its planned end with no bound broken by then; what never closed is not judged\n", r.Name(), row.CutShort)
+			fmt.Fprintf(w, "%s: INTERRUPTED (%s): no bound was broken before the cut; what never closed is not judged\n", r.Name(), row.CutShort)
 			continue
 		case row.CutShort != "":
 			fmt.Fprintf(w, "%s: cut short: %s; a bound had already broken: FAIL\n", r.Name(), row.CutShort)
