@@ -43,7 +43,7 @@ func newReportCommand() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if runs[0].Truncated {
-				fmt.Fprintf(w, "note: %s was truncated (the run did not end cleanly); the report covers what it holds\n", path)
+				fmt.Fprintf(w, "note: %s was truncated (the run did not end: cut short); the report covers what it holds\n", path)
 			}
 			fmt.Fprint(w, report.Tables(report.Rows(runs))+windowsText(report.Rows(runs)))
 			printFailures(w, runs)

@@ -72,8 +72,10 @@ var (
 	_ ui.ArmController = (*experiment.Group)(nil)
 )
 
-// errQuit is how the dashboard's q ends a run: a normal end for case none.
-var errQuit = errors.New("quit from the dashboard")
+// errQuit is how the dashboard's q ends a run: the planned end of a run
+// until q (case none without --duration), else an interruption (exit 130,
+// and the end event says so: the reports read INTERRUPTED).
+var errQuit = &exitcode.Error{Code: exitcode.Interrupted, Err: errors.New("quit from the dashboard")}
 
 // runPlan is a run as its flags describe it: checked, with one
 // experiment configuration per arm; nothing opened, started or made yet.
@@ -164,7 +166,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	caseName, out, headless, arms := p.caseName, p.out, p.headless, p.arms
+	out, headless, arms := p.out, p.headless, p.arms
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
 		if err != nil {
@@ -216,7 +218,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		<-ctx.Done()
 	}
 	faces.Wait()
-	runErr, verdicts := runOutcome(results, caseName)
+	runErr, verdicts := runOutcome(results, g.Arms()[0].Info().Duration == 0)
 	for _, lerr := range logErrs {
 		if err := <-lerr; err != nil && runErr == nil {
 			runErr = err
@@ -272,15 +274,16 @@ func startFaces(ctx context.Context, cancel context.CancelCauseFunc, faces *sync
 }
 
 // runOutcome is the run's error (the first arm's, named by its arm when
-// there are several; quitting the dashboard is none, unless it cut a
-// scripted run short before its verdict) and every arm's verdict.
-func runOutcome(results []experiment.Result, caseName string) (runErr error, verdicts []event.Verdict) {
+// there are several; quitting the dashboard is none for a run until q,
+// untilQuit, and an interruption of any other: it was cut short) and
+// every arm's verdict.
+func runOutcome(results []experiment.Result, untilQuit bool) (runErr error, verdicts []event.Verdict) {
 	for _, r := range results {
 		err := r.Err
 		if errors.Is(err, errQuit) {
-			err = nil
-			if caseName != fault.CaseNone && r.Verdict.Checks == nil {
-				err = exitcode.ErrInterrupted
+			err = exitcode.ErrInterrupted
+			if untilQuit {
+				err = nil
 			}
 		}
 		if err != nil && runErr == nil {
@@ -403,15 +406,29 @@ func writeReports(stdout io.Writer, out string, c report.Compression, armDirs []
 	return nil
 }
 
-// printFailures prints each failed row's failing checks and the seed line.
+// printFailures prints each failed row's failing checks and the seed
+// line, and why a row cut short was (an interrupted row has no failures:
+// its open checks are not a verdict).
 func printFailures(w io.Writer, runs []report.Run) {
 	for _, r := range runs {
 		row := r.Row()
+		switch {
+		case row.Result == report.ResultInterrupted:
+			fmt.Fprintf(w, "%s: INTERRUPTED (%s): no bound was broken before the cut; what never closed is not judged\n", r.Name(), row.CutShort)
+			continue
+		case row.CutShort != "":
+			fmt.Fprintf(w, "%s: cut short: %s; a bound had already broken: FAIL\n", r.Name(), row.CutShort)
+		}
 		if row.Passed {
 			continue
 		}
-		for _, c := range row.Checks {
-			if !c.Passed {
+		for _, c := range r.Verdict.Checks {
+			switch {
+			case c.Passed:
+			case row.CutShort != "" && c.Empty:
+				// Cut short before its window held a pull that ended.
+				fmt.Fprintf(w, "%s: %s: left open: %s\n", r.Name(), c.Name, c.Detail)
+			default:
 				fmt.Fprintf(w, "%s: %s: %s\n", r.Name(), c.Name, c.Detail)
 			}
 		}
