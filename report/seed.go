@@ -15,7 +15,8 @@ import (
 const SeedInterval = 500 * time.Millisecond
 
 // SeedRow is one row of the seed's table (vLLM's FAULTS=1 slice on
-// Llama-3.2-1B, ../shared/seed/p2p-fault-slice-pr.txt), in real seconds.
+// Llama-3.2-1B, as published in its pull request: docs/seed.md), in real
+// seconds.
 type SeedRow struct {
 	Arm, Case   string
 	Passed      bool
