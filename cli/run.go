@@ -164,6 +164,12 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	// Claimed before anything opens it: no other run shares the folder.
+	claim, err := claimRun(&p, o.flags.out != "")
+	if err != nil {
+		return err
+	}
+	defer claim.Done()
 	caseName, out, headless, arms := p.caseName, p.out, p.headless, p.arms
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
@@ -193,8 +199,8 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		return err
 	}
 	for _, d := range arms.dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return exitcode.Usagef("create output folder %s: %w", d, err)
+		if err := claim.Lock(d); err != nil {
+			return exitcode.AsUsage(err)
 		}
 	}
 
@@ -295,7 +301,7 @@ func runOutcome(results []experiment.Result, caseName string) (runErr error, ver
 // earlier run left behind, in it or in any run folder under ./p2pfault-runs
 // (the default place).
 func prepareOut(out string, stderr io.Writer) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(out, runfolder.DirMode); err != nil {
 		return exitcode.Usagef("create output folder %s: %w", out, err)
 	}
 	seen := map[string]bool{}
