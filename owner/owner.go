@@ -70,7 +70,9 @@ func (id ID) Tag() string { return strconv.Itoa(id.Pid) + "." + strconv.FormatUi
 func (id ID) EnvVar() string { return Env + "=" + id.Tag() }
 
 // String is how messages name the owner.
-func (id ID) String() string { return fmt.Sprintf("p2pfault pid %d (start time %d)", id.Pid, id.StartTicks) }
+func (id ID) String() string {
+	return fmt.Sprintf("p2pfault pid %d (start time %d)", id.Pid, id.StartTicks)
+}
 
 // ParseTag reads a tag (PID.TICKS); ok is false for anything else.
 func ParseTag(s string) (id ID, ok bool) {
