@@ -63,7 +63,10 @@ func newCleanupCommand() *cobra.Command {
 			"names that is still alive and still that engine (checked by its start time in\n" +
 			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace, and delete every firewall table\n" +
 			"it names (a network fault's: its partition is healed). DIR may be a run's folder or a\n" +
-			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.",
+			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.\n" +
+			"With --orphans, also every firewall table and engine on this host whose p2pfault is gone,\n" +
+			"found by the owner (pid and start time) each carries even when no record names it;\n" +
+			"`cleanup --orphans` without DIR does only that.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return exitcode.Usagef("cleanup: want at most one folder, got %d arguments", len(args))
@@ -107,5 +110,6 @@ func newCleanupCommand() *cobra.Command {
 			return nil
 		},
 	}
+	addOrphansFlag(cmd)
 	return cmd
 }
