@@ -102,8 +102,8 @@ var ErrNoFault = errors.New("no network fault in force")
 
 var (
 	unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-	runIDRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-	targetRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	runIDRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	targetRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // ownedRe finds the owner a run id carries (OwnedRunID): -PID.TICKS- then
