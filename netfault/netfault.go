@@ -101,10 +101,12 @@ type Fault struct {
 var ErrNoFault = errors.New("no network fault in force")
 
 var (
-	unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-	runIDRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-	targetRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	runIDRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	targetRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
+
+// unsafeName is what OwnedRunID replaces in a run's name.
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
 // ownedRe finds the owner a run id carries (OwnedRunID): -PID.TICKS- then
 // the random part, at its end.
