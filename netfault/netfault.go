@@ -124,7 +124,10 @@ func OwnedRunID(name string, o owner.ID) string {
 	if o.StartTicks == 0 { // an owner without a start time is named by pid only: never an orphan's
 		tail = "-" + strconv.Itoa(o.Pid) + "-" + hex.EncodeToString(b)
 	}
-	name = unsafeName.ReplaceAllString(name, "_")
+	name = strings.TrimLeft(unsafeName.ReplaceAllString(name, "_"), "_.-") // an id starts with a letter or digit
+	if name == "" {
+		name = "run"
+	}
 	if max := 128 - len(tail); len(name) > max {
 		name = name[:max]
 	}
