@@ -60,8 +60,9 @@ func (e *HeldError) Error() string {
 // Claim is a run's hold on its folder and on the row folders in it: the
 // locks, kept until Release (or the process's end).
 type Claim struct {
-	Dir     string // the run's folder
-	created bool   // Claim made Dir: Done removes it if the run left it empty
+	Dir     string   // the run's folder
+	created bool     // Claim made Dir: Done removes it if the run left it empty
+	parents []string // folders above Dir the claim made, outermost first
 	locks   []*os.File
 }
 
@@ -71,7 +72,8 @@ type Claim struct {
 // exists), so two runs started in the same second never share a folder.
 // The new folder has mode DirMode and is locked.
 func ClaimNew(planned string) (*Claim, error) {
-	if err := os.MkdirAll(filepath.Dir(planned), DirMode); err != nil {
+	parents, err := mkdirAll(filepath.Dir(planned))
+	if err != nil {
 		return nil, fmt.Errorf("create output folder %s: %w", filepath.Dir(planned), err)
 	}
 	for n := 1; n <= maxSuffix; n++ {
@@ -86,13 +88,14 @@ func ClaimNew(planned string) (*Claim, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create output folder %s: %w", dir, err)
 		}
-		c := &Claim{Dir: dir, created: true}
+		c := &Claim{Dir: dir, created: true, parents: parents}
 		if err := c.Lock(dir); err != nil {
-			_ = os.Remove(dir)
+			c.Done()
 			return nil, err
 		}
 		return c, nil
 	}
+	removeEmpty(parents)
 	return nil, fmt.Errorf("create output folder %s: %s to %s-%d exist already", planned, planned, planned, maxSuffix)
 }
 
@@ -100,19 +103,46 @@ func ClaimNew(planned string) (*Claim, error) {
 // is missing, reused if a finished run left it, refused with a *HeldError
 // naming the holder if a live run holds it.
 func ClaimDir(dir string) (*Claim, error) {
-	_, err := os.Stat(dir)
-	created := errors.Is(err, fs.ErrNotExist)
-	if err := os.MkdirAll(dir, DirMode); err != nil {
+	made, err := mkdirAll(dir)
+	if err != nil {
 		return nil, fmt.Errorf("create output folder %s: %w", dir, err)
 	}
-	c := &Claim{Dir: dir, created: created}
+	c := &Claim{Dir: dir}
+	if n := len(made); n > 0 { // the last one made is dir itself
+		c.created, c.parents = true, made[:n-1]
+	}
 	if err := c.Lock(dir); err != nil {
-		if created {
-			_ = os.Remove(dir)
-		}
+		c.Done()
 		return nil, err
 	}
 	return c, nil
+}
+
+// mkdirAll is os.MkdirAll with mode DirMode that returns the folders it
+// made, outermost first.
+func mkdirAll(dir string) ([]string, error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		missing = append([]string{d}, missing...)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return nil, err
+	}
+	return missing, nil
+}
+
+// removeEmpty removes the folders dirs, innermost first, each only if
+// empty.
+func removeEmpty(dirs []string) {
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
 }
 
 // Lock makes dir if missing and takes its lock for the claim's run: the
@@ -158,6 +188,7 @@ func (c *Claim) Done() {
 				_ = os.Remove(dir) // fails on a folder something was written to meanwhile
 			}
 		}
+		removeEmpty(c.parents) // ./p2pfault-runs made for this run alone
 	}
 	c.Release()
 }

@@ -150,11 +150,12 @@ func TestClaimDirIsRefusedWhileALiveRunHoldsIt(t *testing.T) {
 }
 
 // TestDoneLeavesNoFolderOfARunThatWroteNothing: a folder the claim made
-// (and its rows) is removed by Done when the run wrote nothing in it, kept
-// when it wrote something; a folder that was there before is kept empty.
+// (its rows, and the folders above it made for it, ./p2pfault-runs among
+// them) is removed by Done when the run wrote nothing in it, kept when it
+// wrote something; a folder that was there before is kept empty.
 func TestDoneLeavesNoFolderOfARunThatWroteNothing(t *testing.T) {
 	base := t.TempDir()
-	fresh := filepath.Join(base, "fresh")
+	fresh := filepath.Join(base, "runs", "fresh")
 	c, err := ClaimDir(fresh)
 	if err != nil {
 		t.Fatal(err)
@@ -163,8 +164,15 @@ func TestDoneLeavesNoFolderOfARunThatWroteNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Done()
-	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a refused run's new folder is left: %v", err)
+	if _, err := os.Stat(filepath.Join(base, "runs")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused run's new folder (or the one made for it) is left: %v", err)
+	}
+	if c, err = ClaimNew(filepath.Join(base, Root, "20261204-120000-main-none")); err != nil {
+		t.Fatal(err)
+	}
+	c.Done()
+	if _, err := os.Stat(filepath.Join(base, Root)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused run left ./%s: %v", Root, err)
 	}
 
 	used := filepath.Join(base, "used")
