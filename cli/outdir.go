@@ -2,10 +2,13 @@ package cli
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"p2pfault/exitcode"
+	"p2pfault/owner"
 	"p2pfault/runfolder"
 )
 
@@ -18,9 +21,9 @@ func claimOut(planned string, given bool) (*runfolder.Claim, error) {
 	var c *runfolder.Claim
 	var err error
 	if given {
-		c, err = runfolder.ClaimDir(planned)
+		c, err = runfolder.ClaimDir(planned, holder())
 	} else {
-		c, err = runfolder.ClaimNew(planned)
+		c, err = runfolder.ClaimNew(planned, holder())
 	}
 	var held *runfolder.HeldError
 	switch {
@@ -30,6 +33,17 @@ func claimOut(planned string, given bool) (*runfolder.Claim, error) {
 		return nil, exitcode.AsUsage(err)
 	}
 	return c, nil
+}
+
+// holder is this p2pfault as a run folder's lock file names it: pid,
+// start time (so a pid reused later is not taken for it) and command line.
+func holder() runfolder.Holder {
+	h := runfolder.Holder{Pid: os.Getpid(), Started: time.Now(),
+		Command: strings.Join(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...), " ")}
+	if self, err := owner.Self(); err == nil {
+		h.StartTicks = self.StartTicks
+	}
+	return h
 }
 
 // rebased is path with the folder from at its start replaced by to: a

@@ -8,12 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"p2pfault/owner"
 )
 
 // LockFile is the lock a run holds on its folder for its whole life
@@ -31,7 +28,8 @@ const DirMode = 0o700
 // needs that many runs started in one second).
 const maxSuffix = 1000
 
-// Holder is the run that holds a folder's lock, as its lock file says.
+// Holder is the run that holds a folder's lock, as its lock file says:
+// the claimant describes itself (runfolder knows paths, not processes).
 type Holder struct {
 	Pid        int       `json:"pid"`
 	StartTicks uint64    `json:"start_ticks"`
@@ -63,6 +61,7 @@ type Claim struct {
 	Dir     string   // the run's folder
 	created bool     // Claim made Dir: Done removes it if the run left it empty
 	parents []string // folders above Dir the claim made, outermost first
+	holder  Holder   // written into each lock file
 	locks   []*os.File
 }
 
@@ -70,8 +69,8 @@ type Claim struct {
 // planned (a Default name) if no other run has it, else planned-2,
 // planned-3, ... Each is created exclusively (mkdir fails on one that
 // exists), so two runs started in the same second never share a folder.
-// The new folder has mode DirMode and is locked.
-func ClaimNew(planned string) (*Claim, error) {
+// The new folder has mode DirMode and is locked, its lock file naming h.
+func ClaimNew(planned string, h Holder) (*Claim, error) {
 	parents, err := mkdirAll(filepath.Dir(planned))
 	if err != nil {
 		return nil, fmt.Errorf("create output folder %s: %w", filepath.Dir(planned), err)
@@ -88,7 +87,7 @@ func ClaimNew(planned string) (*Claim, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create output folder %s: %w", dir, err)
 		}
-		c := &Claim{Dir: dir, created: true, parents: parents}
+		c := &Claim{Dir: dir, created: true, parents: parents, holder: h}
 		if err := c.Lock(dir); err != nil {
 			c.Done()
 			return nil, err
@@ -101,13 +100,13 @@ func ClaimNew(planned string) (*Claim, error) {
 
 // ClaimDir takes the folder a run's --out names: made (mode DirMode) if it
 // is missing, reused if a finished run left it, refused with a *HeldError
-// naming the holder if a live run holds it.
-func ClaimDir(dir string) (*Claim, error) {
+// naming the holder if a live run holds it. Its lock file names h.
+func ClaimDir(dir string, h Holder) (*Claim, error) {
 	made, err := mkdirAll(dir)
 	if err != nil {
 		return nil, fmt.Errorf("create output folder %s: %w", dir, err)
 	}
-	c := &Claim{Dir: dir}
+	c := &Claim{Dir: dir, holder: h}
 	if n := len(made); n > 0 { // the last one made is dir itself
 		c.created, c.parents = true, made[:n-1]
 	}
@@ -157,7 +156,7 @@ func (c *Claim) Lock(dir string) error {
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return fmt.Errorf("create output folder %s: %w", dir, err)
 	}
-	f, err := lock(dir)
+	f, err := lock(dir, c.holder)
 	if err != nil {
 		return err
 	}
@@ -199,10 +198,9 @@ func onlyLock(dir string) bool {
 	return err == nil && len(names) == 1 && names[0].Name() == LockFile
 }
 
-// lock takes dir's lock file without waiting and writes this process as
-// its holder. A lock file removed and made again between open and flock
+// lock takes dir's lock file without waiting and writes h into it. A lock file removed and made again between open and flock
 // (Done's) is opened again, so two runs never lock two files.
-func lock(dir string) (*os.File, error) {
+func lock(dir string, h Holder) (*os.File, error) {
 	path := filepath.Join(dir, LockFile)
 	for range 3 {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
@@ -220,7 +218,7 @@ func lock(dir string) (*os.File, error) {
 			_ = f.Close()
 			continue
 		}
-		if err := writeHolder(f); err != nil {
+		if err := writeHolder(f, h); err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
@@ -238,11 +236,7 @@ func samePath(f *os.File, path string) bool {
 	return err == nil && os.SameFile(a, b)
 }
 
-func writeHolder(f *os.File) error {
-	h := Holder{Pid: os.Getpid(), Started: time.Now(), Command: strings.Join(append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...), " ")}
-	if id, err := owner.Self(); err == nil {
-		h.StartTicks = id.StartTicks
-	}
+func writeHolder(f *os.File, h Holder) error {
 	b, err := json.Marshal(h)
 	if err != nil {
 		return err

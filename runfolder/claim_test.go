@@ -20,7 +20,7 @@ const holdEnv = "P2PFAULT_RUNFOLDER_HOLD"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(holdEnv); dir != "" {
-		if _, err := ClaimDir(dir); err != nil {
+		if _, err := ClaimDir(dir, testHolder()); err != nil {
 			fmt.Println(err)
 			os.Exit(2)
 		}
@@ -29,6 +29,11 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// testHolder is this process as a claim names it.
+func testHolder() Holder {
+	return Holder{Pid: os.Getpid(), StartTicks: 7, Started: time.Now(), Command: "runfolder.test"}
 }
 
 // startHolder starts a process that holds dir's lock, and kills it (by
@@ -80,7 +85,7 @@ func TestClaimNewNeverSharesAFolder(t *testing.T) {
 	planned := filepath.Join(t.TempDir(), Root, "20261204-120000-main-none")
 	var got []string
 	for range 3 {
-		c, err := ClaimNew(planned)
+		c, err := ClaimNew(planned, testHolder())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,8 +97,8 @@ func TestClaimNewNeverSharesAFolder(t *testing.T) {
 		}
 		var h Holder
 		b, err := os.ReadFile(filepath.Join(c.Dir, LockFile))
-		if err != nil || json.Unmarshal(b, &h) != nil || h.Pid != os.Getpid() || h.StartTicks == 0 {
-			t.Errorf("%s: lock file %q (%v), want this process with its start time", c.Dir, b, err)
+		if err != nil || json.Unmarshal(b, &h) != nil || h.Pid != os.Getpid() || h.StartTicks != 7 || h.Command != "runfolder.test" {
+			t.Errorf("%s: lock file %q (%v), want the claimant's description", c.Dir, b, err)
 		}
 	}
 	if want := []string{planned, planned + "-2", planned + "-3"}; strings.Join(got, " ") != strings.Join(want, " ") {
@@ -117,7 +122,7 @@ func TestClaimDirIsRefusedWhileALiveRunHoldsIt(t *testing.T) {
 		dir string
 		cmd *exec.Cmd
 	}{{dir, holder}, {row, rowHolder}} {
-		_, err := ClaimDir(tt.dir)
+		_, err := ClaimDir(tt.dir, testHolder())
 		var held *HeldError
 		if !errors.As(err, &held) || held.Holder.Pid != tt.cmd.Process.Pid {
 			t.Fatalf("ClaimDir(%s) = %v, want a HeldError naming pid %d", tt.dir, err, tt.cmd.Process.Pid)
@@ -126,7 +131,7 @@ func TestClaimDirIsRefusedWhileALiveRunHoldsIt(t *testing.T) {
 			t.Errorf("error %q, want it to start %q", err, want)
 		}
 	}
-	c, err := ClaimNew(dir) // a default name that is taken is skipped, never shared
+	c, err := ClaimNew(dir, testHolder()) // a default name that is taken is skipped, never shared
 	if err != nil || c.Dir != dir+"-2" {
 		t.Fatalf("ClaimNew(%s) = %v, %v; want %s-2", dir, c, err, dir)
 	}
@@ -136,7 +141,7 @@ func TestClaimDirIsRefusedWhileALiveRunHoldsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = holder.Wait()
-	c, err = ClaimDir(dir)
+	c, err = ClaimDir(dir, testHolder())
 	if err != nil {
 		t.Fatalf("ClaimDir after the holder's SIGKILL: %v", err)
 	}
@@ -156,7 +161,7 @@ func TestClaimDirIsRefusedWhileALiveRunHoldsIt(t *testing.T) {
 func TestDoneLeavesNoFolderOfARunThatWroteNothing(t *testing.T) {
 	base := t.TempDir()
 	fresh := filepath.Join(base, "runs", "fresh")
-	c, err := ClaimDir(fresh)
+	c, err := ClaimDir(fresh, testHolder())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +172,7 @@ func TestDoneLeavesNoFolderOfARunThatWroteNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(base, "runs")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused run's new folder (or the one made for it) is left: %v", err)
 	}
-	if c, err = ClaimNew(filepath.Join(base, Root, "20261204-120000-main-none")); err != nil {
+	if c, err = ClaimNew(filepath.Join(base, Root, "20261204-120000-main-none"), testHolder()); err != nil {
 		t.Fatal(err)
 	}
 	c.Done()
@@ -176,7 +181,7 @@ func TestDoneLeavesNoFolderOfARunThatWroteNothing(t *testing.T) {
 	}
 
 	used := filepath.Join(base, "used")
-	if c, err = ClaimNew(used); err != nil {
+	if c, err = ClaimNew(used, testHolder()); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(used, Events), nil, 0o600); err != nil {
@@ -187,7 +192,7 @@ func TestDoneLeavesNoFolderOfARunThatWroteNothing(t *testing.T) {
 		t.Errorf("a run's folder with its events was removed: %v", err)
 	}
 
-	if c, err = ClaimDir(base); err != nil {
+	if c, err = ClaimDir(base, testHolder()); err != nil {
 		t.Fatal(err)
 	}
 	c.Done()
