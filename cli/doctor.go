@@ -42,7 +42,8 @@ func newDoctorCommand() *cobra.Command {
 		Long: "Check, without starting a run, everything that would make it fail early: the engine\n" +
 			"binary and its version, that its serve knows every flag the run passes, the GPUs\n" +
 			"(nvidia-smi -L) against --gpus and the arms, the ports, PYTHONHASHSEED, CAP_NET_ADMIN and\n" +
-			"nftables when a network fault is scripted, and the engines of --attach. Prints one line per\n" +
+			"nftables when a network fault is scripted, the engines of --attach, and what a killed run left\n" +
+			"on the host (a firewall table or engine whose p2pfault is gone: `cleanup --orphans`). Prints one line per\n" +
 			"check (✓ or ✗, what was found, → how to fix).\n\n" +
 			"`p2pfault doctor [flags]` checks `p2pfault run [flags]`; `p2pfault doctor slice [flags]`\n" +
 			"checks `p2pfault slice [flags]`. Exit 0 if every check passes, 1 if one fails, 2 on a usage\n" +

@@ -86,7 +86,7 @@ func TestDoctorExitsZeroOneOrTwo(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
 		}
-		for _, want := range []string{"✓ sim engine: ", "✓ sim serve flags: ", "✓ ports: ", "✓ PYTHONHASHSEED: p2pfault starts all 3 engines with PYTHONHASHSEED=42", "doctor: all 4 checks passed\n"} {
+		for _, want := range []string{"✓ sim engine: ", "✓ sim serve flags: ", "✓ ports: ", "✓ PYTHONHASHSEED: p2pfault starts all 3 engines with PYTHONHASHSEED=42", "✓ leftovers: no firewall table or engine of a p2pfault that is gone\n", "doctor: all 5 checks passed\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, out)
 			}
@@ -98,7 +98,7 @@ func TestDoctorExitsZeroOneOrTwo(t *testing.T) {
 			t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
 		}
 		for _, want := range []string{"✓ vllm: " + vllm + ", version 0.11.1\n", "✓ vllm serve flags: " + vllm + " serve --help=all lists all 9 options the run passes\n",
-			"✓ GPUs: nvidia-smi -L lists 4 GPUs", "✓ GPU memory: 3 engines on 2 GPUs", "doctor: all 6 checks passed\n"} {
+			"✓ GPUs: nvidia-smi -L lists 4 GPUs", "✓ GPU memory: 3 engines on 2 GPUs", "doctor: all 7 checks passed\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, out)
 			}
@@ -113,7 +113,7 @@ func TestDoctorExitsZeroOneOrTwo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks\n%s\ngot:\n%s", want, out)
 		}
-		if errOut != "p2pfault: doctor: 1 of 6 checks failed\n" {
+		if errOut != "p2pfault: doctor: 1 of 7 checks failed\n" {
 			t.Errorf("stderr %q", errOut)
 		}
 	})

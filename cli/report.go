@@ -64,7 +64,10 @@ func newCleanupCommand() *cobra.Command {
 			"names that is still alive and still that engine (checked by its start time and its\n" +
 			"command line in /proc): SIGCONT, SIGTERM, SIGKILL after a grace, and delete every firewall table\n" +
 			"it names (a network fault's: its partition is healed). DIR may be a run's folder or a\n" +
-			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.\n\n" +
+			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.\n" +
+			"With --orphans, also every firewall table and engine on this host whose p2pfault is gone,\n" +
+			"found by the owner (pid and start time) each carries even when no record names it;\n" +
+			"`cleanup --orphans` without DIR does only that.\n\n" +
 			"An attached run's stalls.json: a stalled session is resumed (SIGCONT, after the same\n" +
 			"checks); a source stalled by a command is resumed with the resume command of the\n" +
 			"attach file --attach names, never with a command read from the record.\n\n" +
@@ -119,5 +122,6 @@ func newCleanupCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&attachFile, "attach", "", "the attach file of an attached run: a source stalled by a command is resumed with this file's resume command (cleanup never runs a command read from a record)")
+	addOrphansFlag(cmd)
 	return cmd
 }

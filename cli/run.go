@@ -166,6 +166,12 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	// Claimed before anything opens it: no other run shares the folder.
+	claim, err := claimRun(&p, o.flags.out != "")
+	if err != nil {
+		return err
+	}
+	defer claim.Done()
 	out, headless, arms := p.out, p.headless, p.arms
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
@@ -195,8 +201,8 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		return err
 	}
 	for _, d := range arms.dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return exitcode.Usagef("create output folder %s: %w", d, err)
+		if err := claim.Lock(d); err != nil {
+			return exitcode.AsUsage(err)
 		}
 	}
 	if err := refuseLinksIn(append([]string{out}, arms.dirs...)...); err != nil {
@@ -301,7 +307,7 @@ func runOutcome(results []experiment.Result, untilQuit bool) (runErr error, verd
 // earlier run left behind, in it or in any run folder under ./p2pfault-runs
 // (the default place).
 func prepareOut(out string, stderr io.Writer) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(out, runfolder.DirMode); err != nil {
 		return exitcode.Usagef("create output folder %s: %w", out, err)
 	}
 	seen := map[string]bool{}

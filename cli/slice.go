@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -136,15 +135,19 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 
 func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	start := time.Now()
+	given := o.flags.out != "" // configure fills in the default
 	p, err := o.configure(cmd)
 	if err != nil {
 		return err
 	}
-	rows, parallel := p.rows, p.parallel
-	out := o.flags.out
-	if out == "" {
-		out = runfolder.Default("slice", time.Now())
+	// Claimed before anything opens it: no other run shares the folder.
+	claim, err := claimSlice(o.flags.out, given, &p)
+	if err != nil {
+		return err
 	}
+	defer claim.Done()
+	rows, parallel := p.rows, p.parallel
+	out := claim.Dir
 	exps, err := o.experiments(cmd, p)
 	if err != nil {
 		return err
@@ -156,7 +159,7 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		return err
 	}
 	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr()) // after the reports, as run's
-	if err := makeRowFolders(out, rows, cmd); err != nil {
+	if err := makeRowFolders(out, rows, cmd, claim); err != nil {
 		return err
 	}
 	stdout := &lockedWriter{w: cmd.OutOrStdout()}
@@ -256,14 +259,15 @@ func (o *sliceOptions) experiments(cmd *cobra.Command, p slicePlan) ([]*experime
 }
 
 // makeRowFolders makes the slice's folder (warning about leftovers) and
-// one per row.
-func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command) error {
+// one per row, each locked for the slice (a row is a run folder of its own
+// that another run could be given as --out).
+func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command, claim *runfolder.Claim) error {
 	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	for _, r := range rows {
-		if err := os.MkdirAll(r.out, 0o755); err != nil {
-			return exitcode.Usagef("create output folder %s: %w", r.out, err)
+		if err := claim.Lock(r.out); err != nil {
+			return exitcode.AsUsage(err)
 		}
 		if err := refuseLinksIn(r.out); err != nil {
 			return err

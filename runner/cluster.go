@@ -62,7 +62,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.OutDir == "" {
 		return nil, exitcode.Usagef("no output folder for the engines' logs and sessions.json (runner.Config.OutDir is empty)")
 	}
-	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.OutDir, runfolder.DirMode); err != nil {
 		return nil, exitcode.AsUsage(fmt.Errorf("create output folder %s: %w", cfg.OutDir, err))
 	}
 	if cfg.Engine == EngineVLLM {
