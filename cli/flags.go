@@ -151,22 +151,28 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 // check checks every flag of a run's timing and bounds, the one place
 // each is checked.
 func (f *clusterFlags) check() error {
-	if !event.ValidTimeScale(f.timeScale) {
-		return exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
+	if err := f.checkTimeScale(); err != nil {
+		return err
 	}
 	b := f.bounds
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
-		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
+	scaled := []durationFlag{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
+		{"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
 		{"restart-length", f.restart},
 		{"bound-faulted-max", b.FaultedMax}, {"bound-detect-after", b.DetectAfter},
 		{"bound-faulted-median", b.FaultedMedian}, {"bound-healthy-max", b.HealthyMax},
-		{"bound-recovery-window", b.RecoveryWindow}} {
+		{"bound-recovery-window", b.RecoveryWindow}}
+	for _, d := range append(scaled, durationFlag{"warmup-timeout", f.warmup}) {
 		if d.v <= 0 {
 			return exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
 		}
+	}
+	if f.engine != runner.EngineVLLM {
+		// The simulated engine scales its handshake timeout too (real
+		// vLLM reads it as given).
+		scaled = append(scaled, durationFlag{"handshake-timeout", f.handshake})
+	}
+	if err := checkScaled(f.timeScale, scaled...); err != nil {
+		return err
 	}
 	for _, r := range []struct {
 		name string
@@ -195,6 +201,35 @@ func (f *clusterFlags) check() error {
 	if room := runner.MaxModelLen - probe.DefaultPromptTokens; f.attach == "" && f.contentTokens > room {
 		return exitcode.Usagef("--content-tokens %d: want at most %d (the %d-token prompt and the completion must fit the engines' --max-model-len %d)",
 			f.contentTokens, room, probe.DefaultPromptTokens, runner.MaxModelLen)
+	}
+	return nil
+}
+
+// checkTimeScale checks --time-scale, before any duration it scales.
+func (f *clusterFlags) checkTimeScale() error {
+	if !event.ValidTimeScale(f.timeScale) {
+		return exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
+	}
+	return nil
+}
+
+// durationFlag is a duration flag's name (without its dashes) and value.
+type durationFlag struct {
+	name string
+	v    time.Duration
+}
+
+// checkScaled refuses the first duration flag whose value, multiplied by
+// --time-scale (valid), overflows or rounds to zero (event.CheckScaled),
+// naming the flag and both values: the run would record a negative
+// length, or fail only when its fault fires. Every duration flag the run
+// scales is checked here (clusterFlags.check, runOptions.configure); a
+// timeline's steps are checked where they are scaled (experiment.New).
+func checkScaled(scale float64, flags ...durationFlag) error {
+	for _, f := range flags {
+		if err := event.CheckScaled(f.v, scale); err != nil {
+			return exitcode.Usagef("--%s %v × --time-scale %v %w", f.name, f.v, scale, err)
+		}
 	}
 	return nil
 }

@@ -90,8 +90,9 @@ type runPlan struct {
 // problem, naming it): the first half of runRun, shared with doctor so
 // that doctor checks exactly the run these flags start.
 func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
-	if o.duration < 0 {
-		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration", o.duration)
+	if o.duration < 0 || o.duration == 0 && cmd.Flags().Changed("duration") {
+		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration (leave it out for the default: %v headless for case none, until q on the dashboard)",
+			o.duration, experiment.DefaultNoneDuration)
 	}
 	comp, err := report.ParseCompression(o.compress)
 	if err != nil {
@@ -102,6 +103,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	}
 	nemesis, err := o.nemesis.build(cmd.Flags(), o.flags.restart, o.duration)
 	if err != nil {
+		return runPlan{}, err
+	}
+	if err := o.checkScaled(nemesis != nil); err != nil {
 		return runPlan{}, err
 	}
 	caseName := o.caseName
@@ -157,6 +161,22 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		arms.configs[i].Nemesis = nemesis // every arm draws the same schedule
 	}
 	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, compress: comp}, nil
+}
+
+// checkScaled checks run's own scaled durations: --duration and, for a
+// nemesis, its gaps and lengths (the schedule it draws from them is
+// scaled as a whole).
+func (o *runOptions) checkScaled(nemesis bool) error {
+	if err := o.flags.checkTimeScale(); err != nil {
+		return err
+	}
+	flags := []durationFlag{{"duration", o.duration}}
+	if nemesis {
+		n := o.nemesis
+		flags = append(flags, durationFlag{"nemesis-gap", n.gap}, durationFlag{"nemesis-gap-spread", n.gapSpread},
+			durationFlag{"nemesis-length", n.length}, durationFlag{"nemesis-length-spread", n.lengthSpread})
+	}
+	return checkScaled(o.flags.timeScale, flags...)
 }
 
 func runRun(cmd *cobra.Command, o *runOptions) error {

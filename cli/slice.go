@@ -119,6 +119,12 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	if err != nil {
 		return slicePlan{}, err
 	}
+	if err := o.flags.checkTimeScale(); err != nil {
+		return slicePlan{}, err
+	}
+	if err := checkSweepScaled(axes, o.flags.engine, o.flags.timeScale); err != nil {
+		return slicePlan{}, err
+	}
 	rows, err := o.plan(modes, sweepPoints(axes))
 	if err != nil {
 		return slicePlan{}, err
