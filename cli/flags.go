@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/probe"
 	"p2pfault/runner"
+	"p2pfault/sim"
 	"p2pfault/vcluster"
 )
 
@@ -262,7 +264,7 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 	if engine == vcluster.Engine {
 		engine = runner.EngineSim // the same engines, run in this process (opener)
 	}
-	return runner.Config{
+	rc := runner.Config{
 		Engine:            engine,
 		Sources:           n,
 		SourceDP:          f.sourceDP,
@@ -277,7 +279,48 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 		Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
 		FreePorts:         f.freePorts,
 		LoadFailurePolicy: f.loadPolicy,
-	}, nil
+	}
+	if err := f.checkSimArgs(rc); err != nil {
+		return runner.Config{}, err
+	}
+	return rc, nil
+}
+
+// checkSimArgs checks the simulated engines' own timeouts after scaling,
+// as each engine will read them (sim.CheckServe): the sim's defaults and
+// those an --engine-arg, --source-arg or --decoder-arg sets, multiplied
+// by the run's time scale. Every engine would refuse a scale that rounds
+// one to zero as it starts, each with the same lines; said here, the
+// refusal is said once, before anything starts. Flags the engines refuse
+// at any scale (a misspelt one) are left to them and to doctor's
+// `sim serve flags`, which names them.
+func (f *clusterFlags) checkSimArgs(rc runner.Config) error {
+	if rc.Engine != runner.EngineSim || f.timeScale == event.DefaultTimeScale {
+		return nil
+	}
+	getenv := func(k string) string {
+		switch {
+		case k == "PYTHONHASHSEED":
+			return runner.DefaultHashSeed // the runner gives every engine one
+		case k == "VLLM_P2P_HANDSHAKE_TIMEOUT_S" && rc.HandshakeTimeout > 0:
+			return strconv.FormatFloat(rc.HandshakeTimeout.Seconds(), 'f', -1, 64)
+		}
+		return os.Getenv(k)
+	}
+	args := func(scale float64, role []string) []string {
+		a := []string{cmp.Or(rc.Model, runner.DefaultModel), "--sim-time-scale", strconv.FormatFloat(scale, 'g', -1, 64)}
+		return append(append(a, rc.ExtraArgs...), role...)
+	}
+	for _, role := range []struct {
+		whose string
+		args  []string
+	}{{"sources'", rc.SourceArgs}, {"decoder's", rc.DecoderArgs}} {
+		err := sim.CheckServe(args(f.timeScale, role.args), getenv)
+		if err != nil && sim.CheckServe(args(event.DefaultTimeScale, role.args), getenv) == nil {
+			return exitcode.Usagef("--time-scale %v: the simulated %s timeouts do not scale to it: %w", f.timeScale, role.whose, err)
+		}
+	}
+	return nil
 }
 
 // opener is how a run gets the engines rc describes: launched as

@@ -44,6 +44,10 @@ func TestDurationsAreCheckedAfterScaling(t *testing.T) {
 			"--nemesis-length 2000000h0m0s × --time-scale 4 overflows"},
 		{"a swept timeout overflows", []string{"slice", "--sweep", "sim-lookup-timeout=1s,2000000h", "--time-scale", "4"},
 			"--sweep sim-lookup-timeout: value 2000000h × --time-scale 4 overflows"},
+		{"a simulated engine's timeout rounds to zero", []string{"run", "--headless", "--engine-arg=--sim-heartbeat-interval=1ns", "--time-scale", "0.5"},
+			"--time-scale 0.5: the simulated sources' timeouts do not scale to it: --sim-time-scale 0.5: engine config: heartbeat interval 0s must be positive"},
+		{"the decoder's", []string{"run", "--headless", "--decoder-arg=--sim-lookup-hold=1ns", "--time-scale", "0.5"},
+			"--time-scale 0.5: the simulated decoder's timeouts do not scale to it: --sim-time-scale 0.5: engine config: lookup hold 0s must be positive"},
 		{"duration 0 is no default", []string{"run", "--headless", "--duration", "0"},
 			"--duration 0s: want a positive duration (leave it out for the default: 30s headless for case none, until q on the dashboard)"},
 	}
