@@ -62,12 +62,18 @@ func fillDisk(t *testing.T, dir string) {
 // with exit 2, naming the file and the error, where it went on to its
 // planned end and only then failed; the events written before the disk
 // filled still read back. On the virtual cluster, so that "at once" is
-// measured on the bubble's clock; plain and compressed logs alike.
+// measured on the bubble's clock; plain and compressed logs alike, and a
+// slice's rows (every row stops: they share the disk).
 func TestAFullDiskStopsTheRunAtOnce(t *testing.T) {
 	const fillAt = 30 * time.Second // warm-up, then the stall at 10 s of a 65 s run
-	for _, tt := range []struct{ name, compress, file string }{
-		{"plain", "none", "events.jsonl"},
-		{"zstd", "zstd", "events.jsonl.zst"},
+	for _, tt := range []struct {
+		name string
+		args []string
+		file string // the log that fails, in --out
+	}{
+		{"plain", []string{"run", "--headless", "--case", "stall"}, "events.jsonl"},
+		{"zstd", []string{"run", "--headless", "--case", "stall", "--events-compress", "zstd"}, "events.jsonl.zst"},
+		{"slice", []string{"slice", "--arms", "main", "--cases", "stall"}, filepath.Join("main-stall", "events.jsonl")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			disk := smallDisk(t, "4m")
@@ -83,7 +89,7 @@ func TestAFullDiskStopsTheRunAtOnce(t *testing.T) {
 					fillDisk(t, disk)
 					filledAt = time.Since(start)
 				}()
-				r = runVirtual(t, "run", "--headless", "--case", "stall", "--events-compress", tt.compress, "--out", out)
+				r = runVirtual(t, append(tt.args, "--out", out)...)
 				<-filled
 			})
 			if r.code != exitcode.Usage {
@@ -93,12 +99,16 @@ func TestAFullDiskStopsTheRunAtOnce(t *testing.T) {
 			if want := "p2pfault: events log " + path + ": write: no space left on device: run stopped\n"; r.stderr != want {
 				t.Errorf("stderr %q, want %q", r.stderr, want)
 			}
-			// The run's planned end is its warm-up and 65 s after it; the
-			// stop is its cancellation: the stall resumed, the engines
-			// stopped, within a second or two of the bubble's clock.
-			if r.took < filledAt || r.took > filledAt+5*time.Second {
-				t.Errorf("the run ended %v in, the disk filled %v in: want it stopped within 5 s", r.took, filledAt)
+			// The run's planned end is its warm-up and 65 s after it. The
+			// first write that fails is the first that needs a new page:
+			// the log's last page still takes what fits (a compressed
+			// log's few KB take some seconds of events). Then the stop is
+			// the run's cancellation: the stall resumed, the engines
+			// stopped, within a second of the bubble's clock.
+			if r.took < filledAt || r.took > filledAt+15*time.Second {
+				t.Errorf("the run ended %v in, the disk filled %v in: want it stopped within 15 s, long before its end", r.took, filledAt)
 			}
+			t.Logf("stopped %v after the disk filled (bubble clock)", r.took-filledAt)
 			if strings.Contains(r.stdout, "faulted source p50") {
 				t.Errorf("a run stopped by its log printed a verdict table:\n%s", r.stdout)
 			}
