@@ -190,9 +190,12 @@ func TestDoctorGivesRunsAndSlicesUsageErrors(t *testing.T) {
 			}
 			for _, args := range forms {
 				code, out, got := doctorMain(t, args...)
-				// cobra names the command in a flag error.
+				// cobra names the command in a flag error: "doctor run: ...
+				// (see `p2pfault doctor run --help`)".
 				got = strings.ReplaceAll(got, "p2pfault doctor "+tt.cmd, "p2pfault "+tt.cmd)
 				got = strings.ReplaceAll(got, "p2pfault doctor", "p2pfault "+tt.cmd)
+				got = strings.ReplaceAll(got, "p2pfault: doctor "+tt.cmd+": ", "p2pfault: "+tt.cmd+": ")
+				got = strings.ReplaceAll(got, "p2pfault: doctor: ", "p2pfault: "+tt.cmd+": ")
 				if code != 2 || got != want || out != "" {
 					t.Errorf("p2pfault %s: exit %d, stderr %q, stdout %q\nwant exit 2, stderr %q", strings.Join(args, " "), code, got, out, want)
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,8 +93,9 @@ type runPlan struct {
 // problem, naming it): the first half of runRun, shared with doctor so
 // that doctor checks exactly the run these flags start.
 func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
-	if o.duration < 0 {
-		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration", o.duration)
+	if o.duration < 0 || o.duration == 0 && cmd.Flags().Changed("duration") {
+		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration (leave it out for the default: %v headless for case none, until q on the dashboard)",
+			o.duration, experiment.DefaultNoneDuration)
 	}
 	comp, err := report.ParseCompression(o.compress)
 	if err != nil {
@@ -104,6 +106,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	}
 	nemesis, err := o.nemesis.build(cmd.Flags(), o.flags.restart, o.duration)
 	if err != nil {
+		return runPlan{}, err
+	}
+	if err := o.checkScaled(nemesis != nil); err != nil {
 		return runPlan{}, err
 	}
 	caseName := o.caseName
@@ -159,6 +164,22 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		arms.configs[i].Nemesis = nemesis // every arm draws the same schedule
 	}
 	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, compress: comp}, nil
+}
+
+// checkScaled checks run's own scaled durations: --duration and, for a
+// nemesis, its gaps and lengths (the schedule it draws from them is
+// scaled as a whole).
+func (o *runOptions) checkScaled(nemesis bool) error {
+	if err := o.flags.checkTimeScale(); err != nil {
+		return err
+	}
+	flags := []durationFlag{{"duration", o.duration}}
+	if nemesis {
+		n := o.nemesis
+		flags = append(flags, durationFlag{"nemesis-gap", n.gap}, durationFlag{"nemesis-gap-spread", n.gapSpread},
+			durationFlag{"nemesis-length", n.length}, durationFlag{"nemesis-length-spread", n.lengthSpread})
+	}
+	return checkScaled(o.flags.timeScale, flags...)
 }
 
 func runRun(cmd *cobra.Command, o *runOptions) error {
@@ -249,12 +270,12 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 // events writers' errors, each sent once its writer is done.
 func startFaces(ctx context.Context, cancel context.CancelCauseFunc, faces *sync.WaitGroup, cmd *cobra.Command,
 	o *runOptions, p runPlan, g *experiment.Group, metrics *exporter.Server) []<-chan error {
-	logErrs := []<-chan error{writeEvents(faces, g.Subscribe(), p.compress.Path(p.out), p.compress)}
+	logErrs := []<-chan error{writeEvents(faces, g.Subscribe(), p.compress.Path(p.out), p.compress, cancel)}
 	metrics.Feed(faces, g.Subscribe)
 	if len(p.specs) > 1 {
 		// Each arm's folder holds its own events too, as a slice's row does.
 		for i, d := range p.arms.dirs {
-			logErrs = append(logErrs, writeEvents(faces, armOnly(g.Subscribe(), p.specs[i].name), p.compress.Path(d), p.compress))
+			logErrs = append(logErrs, writeEvents(faces, armOnly(g.Subscribe(), p.specs[i].name), p.compress.Path(d), p.compress, cancel))
 		}
 	}
 	if p.headless {
@@ -353,8 +374,13 @@ func sessionDirs(dir string) []string { return runfolder.Holding(dir, runfolder.
 
 // writeEvents writes every event to path as it comes (compressed with c),
 // flushed at once, so a crashed run still leaves its events for
-// `p2pfault report`.
-func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c report.Compression) <-chan error {
+// `p2pfault report`. The first write that fails (a full disk, a file
+// system gone read-only) stops the run at once with stop(logFailed): a
+// run that records nothing must not go on for hours, its faults in force.
+// The run then ends as on any other cancellation, its host state undone.
+// The events are read to the end all the same: the experiment never drops
+// one, so an unread channel would stall it.
+func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c report.Compression, stop context.CancelCauseFunc) <-chan error {
 	errc := make(chan error, 1)
 	log, err := report.NewEventLogWith(path, c)
 	if err != nil {
@@ -367,25 +393,52 @@ func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c repor
 	}
 	wg.Go(func() {
 		var first error
-		for ev := range ch {
-			if err := log.Write(ev); err != nil && first == nil {
-				first = fmt.Errorf("write %s: %w", path, err)
-			}
-			// A compressed log writes a burst of events as one block,
-			// once no more are waiting.
-			if len(ch) == 0 {
-				if err := log.Flush(); err != nil && first == nil {
-					first = err
-				}
+		fail := func(err error) {
+			if err != nil && first == nil {
+				first = logFailed(path, err)
+				stop(first)
 			}
 		}
-		if err := log.Close(); err != nil && first == nil {
-			first = err
+		for ev := range ch {
+			if first != nil {
+				continue // the file is cut short: what follows would not read back
+			}
+			fail(log.Write(ev))
+			// A compressed log writes a burst of events as one block,
+			// once no more are waiting.
+			if len(ch) == 0 && first == nil {
+				fail(log.Flush())
+			}
+		}
+		if err := log.Close(); first == nil {
+			fail(err)
 		}
 		errc <- first
 	})
 	return errc
 }
+
+// logFailure is the error a run stops with when its events log cannot be
+// written (exit 2): the file and the system's reason, as in
+// "events log /x/events.jsonl: write: no space left on device: run
+// stopped".
+type logFailure struct {
+	path string
+	err  error
+}
+
+func (l logFailure) Error() string {
+	why := l.err.Error()
+	var pe *fs.PathError
+	if errors.As(l.err, &pe) {
+		why = pe.Op + ": " + pe.Err.Error()
+	}
+	return fmt.Sprintf("events log %s: %s: run stopped", l.path, why)
+}
+
+func (l logFailure) Unwrap() error { return l.err }
+
+func logFailed(path string, err error) error { return exitcode.AsUsage(logFailure{path, err}) }
 
 // writeReports rebuilds every report from the run's events file, written
 // with c (events.jsonl or events.jsonl.zst; the same path `p2pfault

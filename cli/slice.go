@@ -118,6 +118,12 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	if err != nil {
 		return slicePlan{}, err
 	}
+	if err := o.flags.checkTimeScale(); err != nil {
+		return slicePlan{}, err
+	}
+	if err := checkSweepScaled(axes, o.flags.engine, o.flags.timeScale); err != nil {
+		return slicePlan{}, err
+	}
 	rows, err := o.plan(modes, sweepPoints(axes))
 	if err != nil {
 		return slicePlan{}, err
@@ -163,7 +169,11 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		return err
 	}
 	stdout := &lockedWriter{w: cmd.OutOrStdout()}
-	errs := runRows(cmd.Context(), exps, rows, parallel, stdout, o.quiet, metrics)
+	// A row's events log that cannot be written stops every row: they
+	// write to the same disk.
+	ctx, stop := context.WithCancelCause(cmd.Context())
+	defer stop(nil)
+	errs := runRows(ctx, stop, exps, rows, parallel, stdout, o.quiet, metrics)
 	runs, firstErr := rebuildRows(rows, errs)
 	if len(runs) > 0 {
 		var compare func([]report.Row) error
@@ -277,7 +287,7 @@ func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command, claim *runf
 }
 
 // runRows runs the rows, parallel at a time, and returns each row's error.
-func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) []error {
+func runRows(ctx context.Context, stop context.CancelCauseFunc, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) []error {
 	errs := make([]error, len(rows))
 	sem := make(chan struct{}, parallel)
 	width := 12 // "fixed/remove" and a space: the seed's slice lines up
@@ -291,10 +301,13 @@ func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				errs[i] = exitcode.ErrInterrupted
+				if c := context.Cause(ctx); !errors.Is(c, context.Canceled) {
+					errs[i] = c // another row's log failed
+				}
 				return
 			}
 			defer func() { <-sem }()
-			errs[i] = runRow(ctx, exps[i], r, width, stdout, quiet, metrics)
+			errs[i] = runRow(ctx, stop, exps[i], r, width, stdout, quiet, metrics)
 		})
 	}
 	wg.Wait()
@@ -309,6 +322,9 @@ func rebuildRows(rows []sliceRow, errs []error) ([]report.Run, error) {
 	for i, r := range rows {
 		if errs[i] != nil && firstErr == nil {
 			firstErr = fmt.Errorf("%s: %w", r.label(), errs[i])
+			if errors.As(errs[i], new(logFailure)) {
+				firstErr = errs[i] // it names its file, which may be another row's
+			}
 		}
 		run, err := report.Rebuild(runfolder.EventsFile(r.out, false), r.out)
 		if err != nil {
@@ -443,9 +459,9 @@ func (o *sliceOptions) plan(modes []string, points []sweepPoint) ([]sliceRow, er
 }
 
 // runRow runs one row with its event log and a prefixed progress printer.
-func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) error {
+func runRow(ctx context.Context, stop context.CancelCauseFunc, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) error {
 	var faces sync.WaitGroup
-	logErr := writeEvents(&faces, exp.Subscribe(), runfolder.EventsFile(r.out, false), report.CompressNone)
+	logErr := writeEvents(&faces, exp.Subscribe(), runfolder.EventsFile(r.out, false), report.CompressNone, stop)
 	metrics.Feed(&faces, exp.Subscribe)
 	ch := exp.Subscribe()
 	p := console.New(stdout, fmt.Sprintf("%-*s ", width, r.label()))

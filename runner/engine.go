@@ -438,6 +438,11 @@ type EndFunc func(sid int) error
 // terminate is the default EndFunc: SIGTERM, then SIGCONT so that a
 // stalled engine can act on it.
 func terminate(sid int) error {
+	// A session that must not be signalled is refused once, not once per
+	// signal.
+	if err := session.Guard(sid); err != nil {
+		return err
+	}
 	var errs []error
 	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGCONT} {
 		// The session may empty between the two: that is success.
