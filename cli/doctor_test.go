@@ -24,10 +24,12 @@ func doctorMain(t *testing.T, args ...string) (int, string, string) {
 
 // doctorEnv makes the test binary act as p2pfault for the simulated
 // engine's `sim serve --help`, with no PYTHONHASHSEED or
-// CUDA_VISIBLE_DEVICES of the caller's.
+// CUDA_VISIBLE_DEVICES of the caller's, and no orphan of another test's
+// (the host is shared with other packages' tests).
 func doctorEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	cli.HideHostOrphans(t)
 	for _, k := range []string{"PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "FAULTS", "FAULT_CASE", "NUM_PREFILL_INSTANCES"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)

@@ -224,7 +224,22 @@ func TestOrphansOfTwoKilledPartitionRunsAreUndone(t *testing.T) {
 	if names, _ := netfault.Tables(); !slices.Contains(names, tables[0]) || !slices.Contains(names, tables[1]) {
 		t.Fatalf("after SIGKILL the tables %q are not both left (%q): nothing to show", tables, names)
 	}
+	// The doctor sees them: its leftovers check fails naming each table.
 	var stdout, stderr bytes.Buffer
+	code := cli.Main([]string{"doctor", "--free-ports"}, strings.NewReader(""), &stdout, &stderr)
+	leftovers := ""
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if strings.HasPrefix(line, "✗ leftovers: ") {
+			leftovers = line
+		}
+	}
+	for _, table := range tables {
+		if code != 1 || !strings.Contains(leftovers, "firewall table inet "+table+" of p2pfault pid ") {
+			t.Errorf("doctor: exit %d, want 1 with a ✗ leftovers line naming %s:\n%s%s", code, table, stdout.String(), stderr.String())
+		}
+	}
+	stdout.Reset()
+	stderr.Reset()
 	if code := cli.Main([]string{"cleanup", "--orphans"}, strings.NewReader(""), &stdout, &stderr); code != 0 {
 		t.Fatalf("cleanup --orphans: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
