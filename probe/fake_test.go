@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"p2pfault/event"
+	"p2pfault/memnet"
+	"p2pfault/netenv"
 	"p2pfault/probe"
 )
 
@@ -67,9 +69,28 @@ type fakeCluster struct {
 	seeds     []request
 	pulls     []request
 	newConns  int // TCP connections the decoder accepted
+
+	network netenv.Network // the probe's, on an in-memory cluster; nil: the OS's
 }
 
 func newFakeCluster(t testing.TB, nSources int) *fakeCluster {
+	t.Helper()
+	return newFakeClusterOn(t, nSources, nil)
+}
+
+// newVirtualCluster is a fake cluster on an in-memory network (package
+// memnet), for a test inside a synctest bubble: its requests arrive, and
+// its pulls hang, on the bubble's fake clock, so a timing assertion is
+// exact however busy the machine is. The probe dials it through the
+// Network in c.config().
+func newVirtualCluster(t testing.TB, nSources int) *fakeCluster {
+	t.Helper()
+	return newFakeClusterOn(t, nSources, memnet.New(1))
+}
+
+// newFakeClusterOn serves the fake engines on fab's hosts, or on the OS's
+// loopback when fab is nil.
+func newFakeClusterOn(t testing.TB, nSources int, fab *memnet.Fabric) *fakeCluster {
 	t.Helper()
 	c := &fakeCluster{
 		t:         t,
@@ -79,19 +100,18 @@ func newFakeCluster(t testing.TB, nSources int) *fakeCluster {
 		seeded:    map[int]map[string]bool{},
 		pullCount: map[int]int{},
 	}
-	c.decoder = httptest.NewUnstartedServer(http.HandlerFunc(c.serveDecoder))
-	c.decoder.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+	if fab != nil {
+		c.network = fab.Host("probe")
+	}
+	c.decoder = c.serve(fab, "decoder", http.HandlerFunc(c.serveDecoder), func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			c.mu.Lock()
 			c.newConns++
 			c.mu.Unlock()
 		}
-	}
-	c.decoder.Start()
-	t.Cleanup(c.decoder.Close)
+	})
 	for i := range nSources {
-		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveSource(i, w, r) }))
-		t.Cleanup(s.Close)
+		s := c.serve(fab, fmt.Sprintf("source-%d", i), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveSource(i, w, r) }), nil)
 		c.sources = append(c.sources, s)
 	}
 	// Cleanups run last-in first-out: hung handlers are released before the
@@ -102,6 +122,26 @@ func newFakeCluster(t testing.TB, nSources int) *fakeCluster {
 
 // set changes the fake's behaviour under its lock: handlers run on the
 // servers' goroutines.
+// serve starts one fake engine: on loopback, or on its own host of fab.
+// Cleanup closes it.
+func (c *fakeCluster) serve(fab *memnet.Fabric, name string, h http.Handler, state func(net.Conn, http.ConnState)) *httptest.Server {
+	c.t.Helper()
+	var s *httptest.Server
+	if fab == nil {
+		s = httptest.NewUnstartedServer(h)
+	} else {
+		ln, err := fab.Host(name).Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			c.t.Fatalf("listen on the in-memory network: %v", err)
+		}
+		s = &httptest.Server{Listener: ln, Config: &http.Server{Handler: h}}
+	}
+	s.Config.ConnState = state
+	s.Start()
+	c.t.Cleanup(s.Close)
+	return s
+}
+
 func (c *fakeCluster) set(change func()) { c.mu.Lock(); change(); c.mu.Unlock() }
 
 func (c *fakeCluster) setSeedMode(i int, m mode) { c.mu.Lock(); c.seedMode[i] = m; c.mu.Unlock() }
@@ -128,6 +168,7 @@ func (c *fakeCluster) config() probe.Config {
 		Interval:    20 * time.Millisecond,
 		SeedTimeout: 2 * time.Second,
 		PullTimeout: 5 * time.Second,
+		Network:     c.network,
 	}
 }
 
@@ -408,64 +449,4 @@ func oneTrial(t *testing.T, cfg probe.Config) event.Sample {
 		t.Fatalf("got %d samples, want 1", len(got))
 	}
 	return got[0].Sample
-}
-
-// stallWatch records when this test process did not get to run: on a busy
-// shared machine it can be starved for hundreds of milliseconds, and a pull
-// due then leaves late, whatever the probe does. A timing test widens its
-// margin by what was measured here, never by a guess.
-type stallWatch struct {
-	stop, done chan struct{}
-
-	mu     sync.Mutex
-	stalls [][2]time.Time
-}
-
-// watchStalls records every gap longer than min between wake-ups of a
-// goroutine that asks to wake every 2 ms.
-func watchStalls(t testing.TB, min time.Duration) *stallWatch {
-	w := &stallWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			now := time.Now()
-			if now.Sub(last) > min {
-				w.mu.Lock()
-				w.stalls = append(w.stalls, [2]time.Time{last, now})
-				w.mu.Unlock()
-			}
-			last = now
-		}
-	}()
-	t.Cleanup(func() { close(w.stop); <-w.done })
-	return w
-}
-
-// near is how long the process stalled within d either side of at.
-func (w *stallWatch) near(at time.Time, d time.Duration) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var sum time.Duration
-	lo, hi := at.Add(-d), at.Add(d)
-	for _, s := range w.stalls {
-		from, to := s[0], s[1]
-		if from.Before(lo) {
-			from = lo
-		}
-		if to.After(hi) {
-			to = hi
-		}
-		if to.After(from) {
-			sum += to.Sub(from)
-		}
-	}
-	return sum
 }

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
 
 	"p2pfault/probe"
+	"p2pfault/raceguard"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -259,47 +261,35 @@ func TestRequestsHaveTheDocumentedShape(t *testing.T) {
 
 // TestHungPullsDelayNoOtherTrial is the no-coordinated-omission property: a
 // decoder that never answers pulls naming source 0 (a stalled source) must
-// not slow the schedule of source 0's trials nor delay source 1's.
+// not slow the schedule of source 0's trials nor delay source 1's. It runs
+// on the fake clock (a bubble, the fake cluster on memnet): the fake answers
+// in no time there, so every count and every delay is exact, and a busy
+// machine cannot move a pull across the window's edges.
 func TestHungPullsDelayNoOtherTrial(t *testing.T) {
+	raceguard.Test(t, testHungPullsDelayNoOtherTrial)
+}
+
+func testHungPullsDelayNoOtherTrial(t *testing.T) {
 	const (
 		interval = 50 * time.Millisecond
 		window   = 1500 * time.Millisecond // 30 intervals
 	)
-	c := newFakeCluster(t, 2)
+	c := newVirtualCluster(t, 2)
 	c.setPullMode(0, modeHang)
 	cfg := c.config()
 	cfg.Interval = interval
-	cfg.PromptTokens = 130        // light requests keep a busy machine's jitter down
 	cfg.PullTimeout = time.Minute // outlives the test: every pull naming source 0 stays in flight
 	p, err := probe.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	stalls := watchStalls(t, interval/4)
 	r := startRun(t, p)
 	// The window's edges sit halfway between source 0's slots (0, 50, 100 ms
-	// ...), so jitter under half an interval cannot move a pull across them.
+	// ...), on source 1's.
 	from := r.t0.Add(200*time.Millisecond + interval/2)
 	to := from.Add(window)
 	time.Sleep(time.Until(to))
-	// Every trial naming source 1 due in the window has come back (each
-	// is late by at most a second, checked below): a fixed wait past the
-	// window's end could end before a starved one did.
-	r.waitSamples("source 1's trials of the window", func(got []received) bool {
-		back := map[int64]bool{}
-		for _, s := range got {
-			back[s.Trial] = true
-		}
-		for trial := int64(1); ; trial += 2 {
-			slot := r.t0.Add(time.Duration(trial) * interval / 2)
-			if !slot.Before(to) {
-				return true
-			}
-			if !slot.Before(from) && !back[trial] {
-				return false
-			}
-		}
-	})
+	synctest.Wait() // every trial due before the window's end has come back
 	early := r.samples()
 	p.Abort()
 	got := r.stop(10 * time.Second)
@@ -312,19 +302,8 @@ func TestHungPullsDelayNoOtherTrial(t *testing.T) {
 		}
 	}
 	want := int(window / interval)
-	// A stall of this process at an edge moves the pulls due during it
-	// across that edge: each measured stall widens the margin by the slots
-	// it covers. With none, the margin is ±1.
-	margin := 1
-	for _, edge := range []time.Time{from, to} {
-		if d := stalls.near(edge, 250*time.Millisecond); d > 0 {
-			margin += int((d + interval - 1) / interval)
-			t.Logf("this process stalled %s around a window edge: margin widened to ±%d", d, margin)
-		}
-	}
-	t.Logf("pulls naming hung source 0 sent in %s: %d (want %d ± %d)", window, sent0, want, margin)
-	if sent0 < want-margin || sent0 > want+margin {
-		t.Errorf("pulls naming hung source 0 sent in %s: %d, want %d ± %d", window, sent0, want, margin)
+	if sent0 != want {
+		t.Errorf("pulls naming hung source 0 sent in %s: %d, want %d", window, sent0, want)
 	}
 
 	var on1 int
@@ -340,14 +319,14 @@ func TestHungPullsDelayNoOtherTrial(t *testing.T) {
 		if !s.Hit() {
 			t.Errorf("source 1 trial %d did not hit: status %d cached %d err %q", s.Trial, s.Status, s.CachedTokens, s.Err)
 		}
-		// Generous: the fake answers in about a millisecond; a busy 2-core
-		// machine may add tens.
-		if late := s.at.Sub(slot); late > time.Second {
+		// The fake answers in no time on the fake clock: any delay is
+		// the probe's.
+		if late := s.at.Sub(slot); late != 0 {
 			t.Errorf("source 1 trial %d came back %s after its slot", s.Trial, late)
 		}
 	}
-	if on1 < want-1 || on1 > want+1 {
-		t.Errorf("source 1 completed %d trials scheduled in the window, want %d ± 1", on1, want)
+	if on1 != want {
+		t.Errorf("source 1 completed %d trials scheduled in the window, want %d", on1, want)
 	}
 
 	aborted := 0
@@ -365,23 +344,24 @@ func TestHungPullsDelayNoOtherTrial(t *testing.T) {
 	}
 }
 
+// TestEveryScheduledTrialYieldsOneSample runs on the fake clock: each trial
+// leaves exactly at its slot, and the run's length bounds the count exactly.
 func TestEveryScheduledTrialYieldsOneSample(t *testing.T) {
-	// 50 trials/s: the point is the schedule, not how many requests a
-	// loaded machine's race-built fake cluster can answer.
+	raceguard.Test(t, testEveryScheduledTrialYieldsOneSample)
+}
+
+func testEveryScheduledTrialYieldsOneSample(t *testing.T) {
 	const (
 		interval = 60 * time.Millisecond
 		sources  = 3
 	)
-	c := newFakeCluster(t, sources)
+	c := newVirtualCluster(t, sources)
 	cfg := c.config()
 	cfg.Interval = interval
-	cfg.PromptTokens = 130        // two blocks: the point here is the schedule, not the body
-	cfg.SeedTimeout = time.Minute // a slow seed is late, not lost
 	p, err := probe.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	stalls := watchStalls(t, interval/4)
 	r := startRun(t, p)
 	r.waitSamples("45 samples", atLeast(45))
 	got := r.stop(10 * time.Second)
@@ -397,11 +377,9 @@ func TestEveryScheduledTrialYieldsOneSample(t *testing.T) {
 		if want := int(s.Trial % sources); s.Source != want {
 			t.Errorf("trial %d names source %d, want %d (trial n is source n mod %d)", s.Trial, s.Source, want, sources)
 		}
-		// Trial n is due at n×interval/sources and leaves then, plus the
-		// seed; a busy machine may add a lot, and this process's measured
-		// stalls around the slot more.
-		slot := time.Duration(s.Trial) * interval / sources
-		if late := s.Start - slot - s.SeedLatency; late < 0 || late > time.Second+stalls.near(r.t0.Add(slot), 2*time.Second) {
+		// Trial n is due at n×interval/sources and leaves then, after a
+		// seed that takes no time on the fake clock.
+		if slot := time.Duration(s.Trial) * interval / sources; s.Start != slot || s.SeedLatency != 0 {
 			t.Errorf("trial %d pulled at %s, slot %s, after a seed of %s", s.Trial, s.Start, slot, s.SeedLatency)
 		}
 		if !s.Hit() {
@@ -417,16 +395,22 @@ func TestEveryScheduledTrialYieldsOneSample(t *testing.T) {
 			}
 		}
 	}
-	// No trial starts before its slot nor after the stop,
-	// so at most the slots due by then, and those in flight.
-	if most := int(stopped*sources/interval) + sources; len(got) < 45 || len(got) > most {
-		t.Errorf("%d trials in %v at %d sources × %s, want 45 to %d", len(got), stopped, sources, interval, most)
+	// No trial starts before its slot nor after the stop: exactly the
+	// slots due by then (0 included).
+	if want := int(stopped*sources/interval) + 1; len(got) != want {
+		t.Errorf("%d trials in %v at %d sources × %s, want %d", len(got), stopped, sources, interval, want)
 	}
 }
 
+// TestInFlightCapRecordsFailedSamplesAndWarns runs on the fake clock: how
+// many warnings the rate limit lets out depends on how long the run took.
 func TestInFlightCapRecordsFailedSamplesAndWarns(t *testing.T) {
+	raceguard.Test(t, testInFlightCapRecordsFailedSamplesAndWarns)
+}
+
+func testInFlightCapRecordsFailedSamplesAndWarns(t *testing.T) {
 	const interval = 10 * time.Millisecond
-	c := newFakeCluster(t, 1)
+	c := newVirtualCluster(t, 1)
 	c.setPullMode(0, modeHang)
 	cfg := c.config()
 	cfg.Interval = interval
@@ -440,24 +424,19 @@ func TestInFlightCapRecordsFailedSamplesAndWarns(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	r := startRun(t, p)
-	r.waitSamples("15 capped trials", func(got []received) bool {
-		n := 0
-		for _, s := range got {
-			if strings.Contains(s.Err, "not sent: 3 requests in flight") {
-				n++
-			}
-		}
-		return n >= 15
-	})
-	ran := time.Since(r.t0)
+	// 2.505 s: slots 0 to 2.5 s, the last 248 over the cap (trials 0-2 hang
+	// in flight); the stop falls between slots.
+	const ran, trials, capHits = 2505 * time.Millisecond, 251, 248
+	time.Sleep(time.Until(r.t0.Add(ran)))
+	synctest.Wait()
 	r.cancel()
 	p.Abort()
 	got := r.wait(10 * time.Second)
 
 	capped, aborted := 0, 0
-	trials := map[int64]bool{}
+	seen := map[int64]bool{}
 	for _, s := range got {
-		trials[s.Trial] = true
+		seen[s.Trial] = true
 		switch {
 		case strings.Contains(s.Err, "not sent: 3 requests in flight (max-in-flight 3)"):
 			capped++
@@ -475,77 +454,77 @@ func TestInFlightCapRecordsFailedSamplesAndWarns(t *testing.T) {
 	if _, pulls := c.recorded(); len(pulls) != 3 {
 		t.Errorf("decoder got %d pulls, want the cap, 3", len(pulls))
 	}
-	if aborted < 3 {
+	if aborted != 3 {
 		t.Errorf("%d trials ended by the abort, want the 3 in flight", aborted)
 	}
-	if capped < 15 {
-		t.Errorf("%d trials recorded over the cap, want at least 15", capped)
+	if capped != capHits || len(got) != trials {
+		t.Errorf("%d trials recorded over the cap of %d, want %d of %d", capped, len(got), capHits, trials)
 	}
 	for n := range int64(len(got)) {
-		if !trials[n] {
+		if !seen[n] {
 			t.Errorf("trial %d has no sample: a capped trial must not be dropped", n)
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// One at the first hit, one a second after, one for the rest when
-	// Run ended: rate-limited, not one per capped trial.
-	if most := 2 + int(ran/time.Second); len(warnings) < 1 || len(warnings) > most {
-		t.Errorf("%d warnings for %d capped trials in %v, want 1 to %d: %q", len(warnings), capped, ran, most, warnings)
+	// One at the first hit (30 ms), one a second after each (1.03 s,
+	// 2.03 s), one for the rest when Run ended: rate-limited, not one per
+	// capped trial.
+	if len(warnings) != 4 {
+		t.Errorf("%d warnings for %d capped trials in %v, want 4: %q", len(warnings), capped, ran, warnings)
 	}
 	if len(warnings) > 0 && !strings.Contains(warnings[0], "max-in-flight 3") {
 		t.Errorf("warning %q does not name the cap", warnings[0])
 	}
 }
 
+// TestPausedSlotsAreSkippedNotBurst runs on the fake clock: the pause and
+// the resume fall between slots, so exactly the slots between them are
+// skipped and none is replayed.
 func TestPausedSlotsAreSkippedNotBurst(t *testing.T) {
-	const interval = 20 * time.Millisecond
-	c := newFakeCluster(t, 1)
+	raceguard.Test(t, testPausedSlotsAreSkippedNotBurst)
+}
+
+func testPausedSlotsAreSkippedNotBurst(t *testing.T) {
+	const (
+		interval = 20 * time.Millisecond
+		// Halfway between slots: a slot and a pause at one instant of the
+		// fake clock would be taken in either order.
+		pausedAt, resumedAt, stoppedAt = 210 * time.Millisecond, 510 * time.Millisecond, 570 * time.Millisecond
+	)
+	c := newVirtualCluster(t, 1)
 	cfg := c.config()
 	cfg.Interval = interval
 	p, err := probe.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	stalls := watchStalls(t, interval/4)
 	r := startRun(t, p)
-	time.Sleep(200 * time.Millisecond)
-	// Taken after the pause is set and before it is lifted: every slot
-	// between the two instants found the probe paused.
+	sleepTo := func(d time.Duration) { time.Sleep(time.Until(r.t0.Add(d))); synctest.Wait() }
+	sleepTo(pausedAt)
 	p.SetPaused(true)
-	pausedAt := time.Since(r.t0)
 	if !p.Paused() {
 		t.Error("Paused() = false after SetPaused(true)")
 	}
-	time.Sleep(300 * time.Millisecond)
-	resumedAt := time.Since(r.t0)
+	sleepTo(resumedAt)
 	p.SetPaused(false)
-	r.waitSamples("3 trials after the resume", func(got []received) bool {
-		n := 0
-		for _, s := range got {
-			if time.Duration(s.Trial)*interval >= resumedAt {
-				n++
-			}
-		}
-		return n >= 3
-	})
-	stoppedAt := time.Since(r.t0)
+	sleepTo(stoppedAt)
 	got := r.stop(10 * time.Second)
 
 	// A slot is due at Trial×interval: a missed slot replayed after resuming
-	// would carry a number from the paused stretch. A scheduler that wakes
-	// late handles a slot late, so a slot due just before the resume can be
-	// handled after it: the margin is an interval, widened by however long
-	// this process was measured stalled around the resume.
-	margin := interval + stalls.near(r.t0.Add(resumedAt), 250*time.Millisecond)
-	for _, s := range got {
-		slot := time.Duration(s.Trial) * interval
-		if slot > pausedAt+interval && slot < resumedAt-margin {
-			t.Errorf("trial %d (slot %s) ran while paused from %s to %s", s.Trial, slot, pausedAt, resumedAt)
+	// would carry a number from the paused stretch.
+	var want, ran []int64
+	for k := int64(0); time.Duration(k)*interval < stoppedAt; k++ {
+		if slot := time.Duration(k) * interval; slot < pausedAt || slot > resumedAt {
+			want = append(want, k)
 		}
 	}
-	if most := int((pausedAt+stoppedAt-resumedAt+margin)/interval) + 3; len(got) > most {
-		t.Errorf("%d trials, want at most %d: paused slots must be skipped", len(got), most)
+	for _, s := range got {
+		ran = append(ran, s.Trial)
+	}
+	slices.Sort(ran)
+	if !slices.Equal(ran, want) {
+		t.Errorf("trials %v ran, paused from %s to %s at %s a slot; want %v: paused slots are skipped, not replayed", ran, pausedAt, resumedAt, interval, want)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/probe"
+	"p2pfault/raceguard"
 )
 
 // startLog collects what Config.Started was told, with when.
@@ -50,8 +51,14 @@ func (l *startLog) all() []event.PullStart {
 // TestStartedReportsHungPullsBeforeTheyEnd: pulls naming a hung source are
 // reported when they are sent, so a face can count them and age the oldest
 // while no event.Sample has come back; each later event.Sample matches its start.
+// TestStartedReportsHungPullsBeforeTheyEnd runs on the fake clock: a pull's
+// start, the abort and the snapshots' ages are exact there.
 func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
-	c := newFakeCluster(t, 2)
+	raceguard.Test(t, testStartedReportsHungPullsBeforeTheyEnd)
+}
+
+func testStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
+	c := newVirtualCluster(t, 2)
 	c.setPullMode(0, modeHang)
 	cfg := c.config()
 	cfg.Interval = 40 * time.Millisecond
@@ -107,10 +114,9 @@ func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
 	p.Abort()
 	got := r.stop(10 * time.Second)
 	// No pull is sent once the run was aborted: a trial seeding then
-	// records its pull as not sent (50 ms: one that had just passed its
-	// check may still be sent).
+	// records its pull as not sent.
 	for _, st := range log.all() {
-		if st.Start > abortAt+50*time.Millisecond {
+		if st.Start > abortAt {
 			t.Errorf("trial %d was sent at %s, after the abort at %s", st.Trial, st.Start, abortAt)
 		}
 	}
@@ -132,9 +138,9 @@ func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
 			t.Errorf("trial %d (source %d) ended with no start reported", s.Trial, s.Source)
 			continue
 		}
-		// Started is told just before the pull's clock starts: never after,
-		// and well within a second however the goroutine is scheduled.
-		if st.Source != s.Source || st.Start > s.Start || s.Start-st.Start > time.Second {
+		// Started is told just before the pull's clock starts: at the
+		// same instant of the fake clock.
+		if st.Source != s.Source || st.Start != s.Start {
 			t.Errorf("trial %d: start %+v does not match its sample (source %d, start %s)", s.Trial, st, s.Source, s.Start)
 		}
 		log.track.Ended(s.Sample)
