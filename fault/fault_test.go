@@ -192,9 +192,12 @@ func TestStallResumesByItselfAfterItsDuration(t *testing.T) {
 	if err := st.Err(); err != nil {
 		t.Fatal(err)
 	}
-	got := st.ResumedAt().Sub(st.StoppedAt())
-	if got < d || got > d+time.Second {
-		t.Errorf("stall lasted %v, want within [%v, %v]", got, d, d+time.Second)
+	// The mechanism on real processes: stopped, then every one running
+	// again, never before d. How long after d is the fault package's
+	// timer, judged exactly on the fake clock (TestStallLastsExactlyItsDuration):
+	// here a busy machine could add any delay.
+	if got := st.ResumedAt().Sub(st.StoppedAt()); got < d {
+		t.Errorf("stall lasted %v, less than its %v", got, d)
 	}
 	for pid, state := range snap(t, e.Info().Sid) {
 		if state == 'T' {
@@ -379,8 +382,11 @@ func TestKindsPlayATimelineOnARealCluster(t *testing.T) {
 	if got, want := strings.Join(envs[0].windows, " "), "open close open open close"; got != want {
 		t.Errorf("source-0 windows %q, want %q (stall, remove, then the restore's own)", got, want)
 	}
-	if d := envs[0].winAt[1].Sub(envs[0].winAt[0]); d < 300*time.Millisecond || d > 1300*time.Millisecond {
-		t.Errorf("stall window %v, want within [300ms, 1.3s]", d)
+	// Never shorter than the stall; the steps' times are judged exactly
+	// on the fake clock (TestPlayFiresStepsInOrderOnTimeAndStopsAtAFailure,
+	// TestStallLastsExactlyItsDuration).
+	if d := envs[0].winAt[1].Sub(envs[0].winAt[0]); d < 300*time.Millisecond {
+		t.Errorf("stall window %v, shorter than the stall's 300ms", d)
 	}
 	for i, e := range c.Sources() {
 		if in := e.Info(); in.State != event.StateReady {
