@@ -123,6 +123,7 @@ func TestPartitionDropsUntilHealAndTheTableGoesAtTheEnd(t *testing.T) {
 	// At 0.5: partition at 1 s for 5 s, then 2 s of recovery.
 	rec, errc := netRun(t, context.Background(), 0.5, 4*time.Second, "at 2s partition source-0 for 10s", out)
 	rec.waitFor(t, "the partition", time.Minute, faultOK(fault.ActionPartition, 0))
+	seenAt := time.Now()
 	table := recordedTable(t, out)
 	if !strings.HasPrefix(table, netfault.TablePrefix+"main-none-") {
 		t.Fatalf("sessions.json names table %q during the partition, want %smain-none-...", table, netfault.TablePrefix)
@@ -145,14 +146,14 @@ func TestPartitionDropsUntilHealAndTheTableGoesAtTheEnd(t *testing.T) {
 		case strings.HasPrefix(err.Error(), "source-0"):
 			var ne net.Error
 			if !errors.As(err, &ne) || !ne.Timeout() {
-				t.Errorf("connect to partitioned %s: %v, want a timeout after 2 s", addrs[0], err)
+				// No bound on the time: a busy machine may start the
+				// connects late; past the partition's 5 s this one
+				// completes and fails here, the figure saying why.
+				t.Errorf("connect to partitioned %s: %v, want a timeout after 2 s (the connects began %v after the partition was seen)", addrs[0], err, start.Sub(seenAt))
 			}
 		case errors.Unwrap(err) != nil:
 			t.Errorf("connect to the bystander %s during the partition: %v", addrs[1], err)
 		}
-	}
-	if el := time.Since(start); el > 4*time.Second {
-		t.Errorf("the connects took %v: the partition may have ended during them", el)
 	}
 	rec.waitFor(t, "the heal", 30*time.Second, faultOK(fault.ActionHeal, 0))
 	for i := range 2 {
