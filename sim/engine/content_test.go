@@ -85,26 +85,33 @@ func TestABlockSwappedUnderTheDecoderChangesItsOutput(t *testing.T) {
 // must equal the source's own without it, and differ with it.
 func checkDefect(t *testing.T, name string, run func(t *testing.T, d Defects) (own, pulled outcome), d Defects) {
 	t.Helper()
+	// Each arm runs on the fake clock (virtual): a trigger is a timeout
+	// lapsing, and what happens within one more timeout after it must not
+	// depend on how busy the machine is.
 	t.Run(name+"/without the defect the decoder decodes the source's KV", func(t *testing.T) {
-		own, pulled := run(t, Defects{})
-		if pulled.res.Err != nil || pulled.res.KV != own.res.KV {
-			t.Errorf("decoder: err %v KV %x; source's own KV %x", pulled.res.Err, pulled.res.KV, own.res.KV)
-		}
+		virtual(t, func(t *testing.T) {
+			own, pulled := run(t, Defects{})
+			if pulled.res.Err != nil || pulled.res.KV != own.res.KV {
+				t.Errorf("decoder: err %v KV %x; source's own KV %x", pulled.res.Err, pulled.res.KV, own.res.KV)
+			}
+		})
 	})
 	t.Run(name+"/with the defect it decodes other KV", func(t *testing.T) {
-		own, pulled := run(t, d)
-		if pulled.res.Err != nil || pulled.res.KV == own.res.KV {
-			t.Errorf("decoder: err %v KV %x; source's own KV %x: the defect did not show", pulled.res.Err, pulled.res.KV, own.res.KV)
-		}
+		virtual(t, func(t *testing.T) {
+			own, pulled := run(t, d)
+			if pulled.res.Err != nil || pulled.res.KV == own.res.KV {
+				t.Errorf("decoder: err %v KV %x; source's own KV %x: the defect did not show", pulled.res.Err, pulled.res.KV, own.res.KV)
+			}
+		})
 	})
 }
 
 func TestDefectsShowOnlyUnderTheirTrigger(t *testing.T) {
 	// The timeouts whose lapse triggers reuse-freed-blocks. Each scenario
-	// waits until the source's step has seen its timeout (not a fixed
-	// sleep: a busy machine delays the step), and then has one more
-	// timeout — the defect keeps the freed record that long — to store
-	// other prompts and fetch: a second on a loaded 2-core machine.
+	// waits until the source's step has seen its timeout, and then has one
+	// more timeout — the defect keeps the freed record that long — to store
+	// other prompts and fetch: on the fake clock (checkDefect) that takes
+	// only the steps' ticks.
 	const storeTO = time.Second
 	fillAfterFree := func(t *testing.T, src *driven, tag string) {
 		// Other prompts stored after the free take the freed slots.
@@ -218,33 +225,35 @@ func TestDefectsShowOnlyUnderTheirTrigger(t *testing.T) {
 	}, Defects{RecomputeKeepsPartial: true})
 
 	// Healthy exchanges with every defect on: nothing changes.
-	t.Run("healthy pulls and PD exchanges with both defects on decode the source's KV", func(t *testing.T) {
-		both := Defects{ReuseFreedBlocks: true, RecomputeKeepsPartial: true}
-		// Timeouts far above what a busy machine delays a step by, so that
-		// no trigger happens (testConfig's are of a few hundred ms, and a
-		// load timeout under recompute-keeps-partial is a trigger).
-		calm := func(c *Config) {
-			c.Defects = both
-			c.HandshakeTimeout, c.LookupTimeout, c.LookupHold = 10*time.Second, 10*time.Second, 10*time.Second
-			c.HeartbeatTimeout, c.LoadTimeout, c.AbortAckTimeout = 10*time.Second, 10*time.Second, 5*time.Second
-			c.FreezeGap = time.Minute
+	t.Run("healthy pulls and PD exchanges with both defects on decode the source's KV", func(t *testing.T) { virtual(t, testHealthyExchangesWithBothDefects) })
+}
+
+func testHealthyExchangesWithBothDefects(t *testing.T) {
+	both := Defects{ReuseFreedBlocks: true, RecomputeKeepsPartial: true}
+	// Timeouts far above a step, so that no trigger happens
+	// (testConfig's are of a few hundred ms, and a load timeout under
+	// recompute-keeps-partial is a trigger).
+	calm := func(c *Config) {
+		c.Defects = both
+		c.HandshakeTimeout, c.LookupTimeout, c.LookupHold = 10*time.Second, 10*time.Second, 10*time.Second
+		c.HeartbeatTimeout, c.LoadTimeout, c.AbortAckTimeout = 10*time.Second, 10*time.Second, 5*time.Second
+		c.FreezeGap = time.Minute
+	}
+	src := startEngine(t, calm)
+	dec := startEngine(t, func(c *Config) { calm(c); c.LoadFailure = PolicyRecompute })
+	warm(t, src, dec)
+	for i := 0; i < 20; i++ {
+		toks := prompt(fmt.Sprint(t.Name(), i), 3*src.cfg.BlockSize+5)
+		own := run(t, src, Request{Tokens: toks, MaxTokens: 1})
+		got := run(t, dec, pull(src, toks, fmt.Sprint("h", i)))
+		if got.res.CachedTokens == 0 || got.res.KV != own.res.KV {
+			t.Errorf("pull %d: cached %d KV %x, source's %x", i, got.res.CachedTokens, got.res.KV, own.res.KV)
 		}
-		src := startEngine(t, calm)
-		dec := startEngine(t, func(c *Config) { calm(c); c.LoadFailure = PolicyRecompute })
-		warm(t, src, dec)
-		for i := 0; i < 20; i++ {
-			toks := prompt(fmt.Sprint(t.Name(), i), 3*src.cfg.BlockSize+5)
-			own := run(t, src, Request{Tokens: toks, MaxTokens: 1})
-			got := run(t, dec, pull(src, toks, fmt.Sprint("h", i)))
-			if got.res.CachedTokens == 0 || got.res.KV != own.res.KV {
-				t.Errorf("pull %d: cached %d KV %x, source's %x", i, got.res.CachedTokens, got.res.KV, own.res.KV)
-			}
-			pdToks := prompt(fmt.Sprint(t.Name(), "-pd-", i), 3*src.cfg.BlockSize+5)
-			pre := run(t, src, prefillLeg(pdToks, fmt.Sprint("hpd", i)))
-			pd := run(t, dec, decodeLeg(src, pdToks, fmt.Sprint("hpd", i)))
-			if pd.res.CachedTokens == 0 || pd.res.KV != pre.res.KV {
-				t.Errorf("PD %d: cached %d KV %x, prefill's %x", i, pd.res.CachedTokens, pd.res.KV, pre.res.KV)
-			}
+		pdToks := prompt(fmt.Sprint(t.Name(), "-pd-", i), 3*src.cfg.BlockSize+5)
+		pre := run(t, src, prefillLeg(pdToks, fmt.Sprint("hpd", i)))
+		pd := run(t, dec, decodeLeg(src, pdToks, fmt.Sprint("hpd", i)))
+		if pd.res.CachedTokens == 0 || pd.res.KV != pre.res.KV {
+			t.Errorf("PD %d: cached %d KV %x, prefill's %x", i, pd.res.CachedTokens, pd.res.KV, pre.res.KV)
 		}
-	})
+	}
 }
