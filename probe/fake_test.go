@@ -70,7 +70,8 @@ type fakeCluster struct {
 	pulls     []request
 	newConns  int // TCP connections the decoder accepted
 
-	network netenv.Network // the probe's, on an in-memory cluster; nil: the OS's
+	fab     *memnet.Fabric // the in-memory network the fakes serve on; nil: loopback
+	network netenv.Network // the probe's, on fab; nil: the OS's
 }
 
 func newFakeCluster(t testing.TB, nSources int) *fakeCluster {
@@ -101,9 +102,9 @@ func newFakeClusterOn(t testing.TB, nSources int, fab *memnet.Fabric) *fakeClust
 		pullCount: map[int]int{},
 	}
 	if fab != nil {
-		c.network = fab.Host("probe")
+		c.fab, c.network = fab, fab.Host("probe")
 	}
-	c.decoder = c.serve(fab, "decoder", http.HandlerFunc(c.serveDecoder), func(_ net.Conn, s http.ConnState) {
+	c.decoder = c.serve("decoder", http.HandlerFunc(c.serveDecoder), func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			c.mu.Lock()
 			c.newConns++
@@ -111,7 +112,7 @@ func newFakeClusterOn(t testing.TB, nSources int, fab *memnet.Fabric) *fakeClust
 		}
 	})
 	for i := range nSources {
-		s := c.serve(fab, fmt.Sprintf("source-%d", i), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveSource(i, w, r) }), nil)
+		s := c.serve(fmt.Sprintf("source-%d", i), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveSource(i, w, r) }), nil)
 		c.sources = append(c.sources, s)
 	}
 	// Cleanups run last-in first-out: hung handlers are released before the
@@ -122,15 +123,15 @@ func newFakeClusterOn(t testing.TB, nSources int, fab *memnet.Fabric) *fakeClust
 
 // set changes the fake's behaviour under its lock: handlers run on the
 // servers' goroutines.
-// serve starts one fake engine: on loopback, or on its own host of fab.
-// Cleanup closes it.
-func (c *fakeCluster) serve(fab *memnet.Fabric, name string, h http.Handler, state func(net.Conn, http.ConnState)) *httptest.Server {
+// serve starts one fake engine: on loopback, or on its own host of the
+// in-memory network. Cleanup closes it.
+func (c *fakeCluster) serve(name string, h http.Handler, state func(net.Conn, http.ConnState)) *httptest.Server {
 	c.t.Helper()
 	var s *httptest.Server
-	if fab == nil {
+	if c.fab == nil {
 		s = httptest.NewUnstartedServer(h)
 	} else {
-		ln, err := fab.Host(name).Listen("tcp", "127.0.0.1:0")
+		ln, err := c.fab.Host(name).Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			c.t.Fatalf("listen on the in-memory network: %v", err)
 		}

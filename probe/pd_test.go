@@ -4,16 +4,17 @@ import (
 	"context"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
 
 	"p2pfault/event"
 	"p2pfault/probe"
+	"p2pfault/raceguard"
 )
 
 // TestPDTrialsAreTheProxysTwoLegs: in mode pd each trial is what vLLM's
@@ -167,68 +168,73 @@ func TestProbeAgainstSimEnginesInPDMode(t *testing.T) {
 // at or after its Switch.At names the old address, and a trial whose first
 // leg went to the old engine sends it again to the new one, so its two legs
 // name one engine, in both modes.
+//
+// On the fake clock (a bubble): which trials fall before and after the
+// switch is the schedule's, not the machine's load.
 func TestReaddressNamesOnlyTheNewAddress(t *testing.T) {
 	for _, md := range []string{event.ModeP2P, event.ModePD} {
 		t.Run(md, func(t *testing.T) {
-			c := newFakeCluster(t, 2)
-			// The new engine of source 0: a third fake source, P2P port basePort+2.
-			replacement := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveSource(2, w, r) }))
-			t.Cleanup(replacement.Close)
-			// The old engine is gone: its first legs hang until the seed
-			// timeout, so a trial is caught between its legs by the switch.
-			c.setSeedMode(0, modeHang)
-			cfg := c.config()
-			cfg.Mode = md
-			// Long against the fakes' answers (milliseconds; the machine may be
-			// loaded), short against the test.
-			cfg.SeedTimeout = 500 * time.Millisecond
-			cfg.Interval = 100 * time.Millisecond // 20 trials/s: a loaded 2-core machine keeps up
-			p, err := probe.New(cfg)
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			r := startRun(t, p)
-			time.Sleep(700 * time.Millisecond)
-			newSrc := probe.Source{Index: 0, URL: replacement.URL, P2PHost: "127.0.0.1", P2PPort: basePort + 2}
-			sw, err := p.Readdress(newSrc)
-			if err != nil || !sw.Changed {
-				t.Fatalf("Readdress: %+v, %v", sw, err)
-			}
-			if sw.Prev != "127.0.0.1:7777" || sw.Peer != "127.0.0.1:7779" {
-				t.Errorf("switch from %s to %s, want 127.0.0.1:7777 to 127.0.0.1:7779", sw.Prev, sw.Peer)
-			}
-			if again, _ := p.Readdress(newSrc); again.Changed {
-				t.Errorf("a second Readdress to the same address changed it: %+v", again)
-			}
-			time.Sleep(1500 * time.Millisecond)
-			got := r.stop(10 * time.Second)
-			at := sw.At.Sub(r.t0)
-			var after, oldBefore int
-			for _, s := range got {
-				if s.Source != 0 {
-					continue
-				}
-				if s.Start < at {
-					if s.Peer == sw.Prev {
-						oldBefore++
-					}
-					continue
-				}
-				after++
-				if s.Peer != sw.Peer {
-					t.Errorf("trial %d sent %v after the switch (at %v) names %s, want %s", s.Trial, s.Start, at, s.Peer, sw.Peer)
-				}
-				if !s.Hit() {
-					t.Errorf("trial %d after the switch: status %d cached %d seed %q: want a hit on the new engine", s.Trial, s.Status, s.CachedTokens, s.SeedErr)
-				}
-			}
-			if oldBefore == 0 || after < 5 {
-				t.Fatalf("%d pulls named the old address before the switch, %d were sent after: want some of each", oldBefore, after)
-			}
-			if got := p.Config().Sources[0]; got != newSrc {
-				t.Errorf("Config().Sources[0] = %+v, want the new address %+v", got, newSrc)
-			}
+			raceguard.Test(t, func(t *testing.T) { testReaddressNamesOnlyTheNewAddress(t, md) })
 		})
+	}
+}
+
+func testReaddressNamesOnlyTheNewAddress(t *testing.T, md string) {
+	c := newVirtualCluster(t, 2)
+	// The new engine of source 0: a third fake source, P2P port basePort+2.
+	replacement := c.serve("source-2", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveSource(2, w, r) }), nil)
+	// The old engine is gone: its first legs hang until the seed
+	// timeout, so a trial is caught between its legs by the switch.
+	c.setSeedMode(0, modeHang)
+	cfg := c.config()
+	cfg.Mode = md
+	cfg.SeedTimeout = 500 * time.Millisecond
+	cfg.Interval = 100 * time.Millisecond
+	p, err := probe.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	r := startRun(t, p)
+	time.Sleep(750 * time.Millisecond) // between source 0's slots: the switch and a slot are not one instant
+	synctest.Wait()
+	newSrc := probe.Source{Index: 0, URL: replacement.URL, P2PHost: "127.0.0.1", P2PPort: basePort + 2}
+	sw, err := p.Readdress(newSrc)
+	if err != nil || !sw.Changed {
+		t.Fatalf("Readdress: %+v, %v", sw, err)
+	}
+	if sw.Prev != "127.0.0.1:7777" || sw.Peer != "127.0.0.1:7779" {
+		t.Errorf("switch from %s to %s, want 127.0.0.1:7777 to 127.0.0.1:7779", sw.Prev, sw.Peer)
+	}
+	if again, _ := p.Readdress(newSrc); again.Changed {
+		t.Errorf("a second Readdress to the same address changed it: %+v", again)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	got := r.stop(10 * time.Second)
+	at := sw.At.Sub(r.t0)
+	var after, oldBefore int
+	for _, s := range got {
+		if s.Source != 0 {
+			continue
+		}
+		if s.Start < at {
+			if s.Peer == sw.Prev {
+				oldBefore++
+			}
+			continue
+		}
+		after++
+		if s.Peer != sw.Peer {
+			t.Errorf("trial %d sent %v after the switch (at %v) names %s, want %s", s.Trial, s.Start, at, s.Peer, sw.Peer)
+		}
+		if !s.Hit() {
+			t.Errorf("trial %d after the switch: status %d cached %d seed %q: want a hit on the new engine", s.Trial, s.Status, s.CachedTokens, s.SeedErr)
+		}
+	}
+	if oldBefore == 0 || after < 5 {
+		t.Fatalf("%d pulls named the old address before the switch, %d were sent after: want some of each", oldBefore, after)
+	}
+	if got := p.Config().Sources[0]; got != newSrc {
+		t.Errorf("Config().Sources[0] = %+v, want the new address %+v", got, newSrc)
 	}
 }
 
