@@ -572,8 +572,14 @@ func TestAbortEndsHungTrialsAtOnce(t *testing.T) {
 	}
 }
 
+// TestConnectionsAreReused runs on the fake clock, where the fake answers
+// each pull before the next is due: one connection serves every pull.
 func TestConnectionsAreReused(t *testing.T) {
-	c := newFakeCluster(t, 1)
+	raceguard.Test(t, testConnectionsAreReused)
+}
+
+func testConnectionsAreReused(t *testing.T) {
+	c := newVirtualCluster(t, 1)
 	cfg := c.config()
 	cfg.Interval = 30 * time.Millisecond
 	p, err := probe.New(cfg)
@@ -583,15 +589,10 @@ func TestConnectionsAreReused(t *testing.T) {
 	r := startRun(t, p)
 	r.waitSamples("20 samples", atLeast(20))
 	got := r.stop(10 * time.Second)
-	// A pool needs at most as many connections as pulls overlap (the fake
-	// answers in a millisecond, so hardly any do, unless the machine is
-	// busy); one connection per pull means no reuse. +2 allows for the
-	// transport dialling while another connection is being returned.
-	overlap := maxOverlap(got)
-	n := c.connections()
-	if len(got) < 10 || n > overlap+2 || n >= len(got) {
-		t.Errorf("%d pulls (at most %d at once) opened %d connections to the decoder, want at most %d",
-			len(got), overlap, n, overlap+2)
+	// A pool needs at most as many connections as pulls overlap: here
+	// none do. One connection per pull means no reuse.
+	if overlap, n := maxOverlap(got), c.connections(); overlap != 1 || n != 1 {
+		t.Errorf("%d pulls (at most %d at once) opened %d connections to the decoder, want 1", len(got), overlap, n)
 	}
 }
 
