@@ -159,8 +159,11 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	if err := makeRowFolders(out, rows, cmd); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	defer cancel(nil)
+	watchOutput(cmd, cancel)
 	stdout := &lockedWriter{w: cmd.OutOrStdout()}
-	errs := runRows(cmd.Context(), exps, rows, parallel, stdout, o.quiet, metrics)
+	errs := runRows(ctx, exps, rows, parallel, stdout, o.quiet, metrics)
 	runs, firstErr := rebuildRows(rows, errs)
 	if len(runs) > 0 {
 		var compare func([]report.Row) error
@@ -179,7 +182,7 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	}
 	for _, err := range errs {
 		if errors.Is(err, exitcode.ErrInterrupted) {
-			return exitcode.ErrInterrupted
+			return interruption(ctx) // naming the signal or the closed output
 		}
 	}
 	return firstErr
