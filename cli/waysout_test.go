@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/attach"
 	"p2pfault/cli"
 	"p2pfault/netfault"
 	"p2pfault/syncbuf"
@@ -323,4 +325,139 @@ func assertRecordedEnd(t *testing.T, out, said string) {
 	if load.Load == nil || !load.Load.Final {
 		t.Errorf("the busy load's last record is not final: %+v", load.Load)
 	}
+}
+
+// TestEveryWayOutLeavesAnAttachedClusterRunning is the attached column of
+// the table: a cluster the test started (a decoder and three sources, each
+// in a session of its own) is attached; the run kills source-0, which
+// p2pfault restarts from /proc for its owner, stalls source-1 with no end
+// and makes source-2 busy. Once source-0 answers again from its new
+// session and the stall and the load took effect, the run is ended by each
+// way out. After each: every engine runs (none in state T) and answers,
+// the restarted source-0 included, and source-2's queues are empty and
+// stay so (no request of the load is left or still being sent).
+func TestEveryWayOutLeavesAnAttachedClusterRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an attached cluster, one run per way out (~6 s each)")
+	}
+	bin := buildP2pfault(t)
+	const scale = 0.25
+	dec, w0 := launchSimEngine(t, bin, "decoder", scale)
+	var srcs []simEngine
+	waits := []func(){w0}
+	for _, name := range []string{"source-0", "source-1", "source-2"} {
+		s, w := launchSimEngine(t, bin, name, scale)
+		srcs, waits = append(srcs, s), append(waits, w)
+	}
+	for _, w := range waits {
+		w()
+	}
+	file := writeAttachFile(t, t.TempDir(), dec, srcs, nil, "")
+	for _, way := range waysOut() {
+		t.Run(way.name, func(t *testing.T) {
+			was, err := attach.FindListener("127.0.0.1", srcs[0].p2p)
+			if err != nil {
+				t.Fatalf("source-0 does not listen before the run: %v", err)
+			}
+			out := filepath.Join(t.TempDir(), "run")
+			r := startHeld(t, out, "run", "--attach", file, "--headless", "--time-scale", "0.25",
+				"--timeline", "at 1s kill source-0; at 1s stall source-1; at 1s busy source-2 for 600s")
+			r.waitHeld(t, []string{"stall source-1", "busy source-2"}, nil, 2*time.Minute)
+			waitRestarted(t, srcs[0], was.Sid, r)
+			way.end(t, r)
+			if code := waitExitCode(t, r.cmd, time.Minute, r); code != way.code {
+				t.Errorf("exit %d, want %d\n%s", code, way.code, r)
+			}
+			if way.said != "" && !strings.Contains(r.stderr.String(), way.said+"\n") {
+				t.Errorf("stderr does not say %q:\n%s", way.said, r.stderr.String())
+			}
+			if way.cleanup {
+				// The guard resumed the stall when p2pfault died; cleanup
+				// finds the record and nothing left to undo.
+				waitRunning(t, srcs[1], 2*time.Second)
+				var stdout, stderr strings.Builder
+				if code := cli.Main([]string{"cleanup", out}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+					t.Errorf("cleanup: exit %d\n%s%s", code, stdout.String(), stderr.String())
+				}
+			} else {
+				assertRecordedEnd(t, out, way.said)
+			}
+			checkRunning(t, append([]simEngine{dec}, srcs...))
+			assertLoadGone(t, srcs[2])
+		})
+	}
+}
+
+// waitRestarted waits until e answers /health from a session other than
+// was: p2pfault killed it and restarted it.
+func waitRestarted(t *testing.T, e simEngine, was int, log fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if l, err := attach.FindListener("127.0.0.1", e.p2p); err == nil && l.Sid != was && answers(e.url()) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s was not restarted (answering from a session other than %d) within a minute\n%s", e.name, was, log)
+}
+
+// waitRunning waits until no process of e's session is stopped.
+func waitRunning(t *testing.T, e simEngine, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for strings.Contains(stateLetters(t, e.pid), "T") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still stopped %v after p2pfault died", e.name, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// assertLoadGone: within 5 s e runs and queues no request, and in the
+// second after that it is sent no prompt token: nothing still sends the
+// busy load.
+func assertLoadGone(t *testing.T, e simEngine) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m := metricsOf(t, e)
+		if m["vllm:num_requests_running"]+m["vllm:num_requests_waiting"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still runs %v and queues %v requests 5 s after the run ended", e.name, m["vllm:num_requests_running"], m["vllm:num_requests_waiting"])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := metricsOf(t, e)["vllm:prompt_tokens_total"]
+	time.Sleep(time.Second)
+	if after := metricsOf(t, e)["vllm:prompt_tokens_total"]; after != before {
+		t.Errorf("%s was sent %v prompt tokens in the second after the run had ended: a load still runs", e.name, after-before)
+	}
+}
+
+// metricsOf reads e's /metrics: each sample's value by its name, summed
+// over labels.
+func metricsOf(t *testing.T, e simEngine) map[string]float64 {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := c.Get(e.url() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(f[0], "{")
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			m[name] += v
+		}
+	}
+	return m
 }
