@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 
@@ -167,6 +168,8 @@ func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts O
 // user's q, and it does not hear SIGHUP at all. With its handler off every
 // signal ends ctx, with the signal as the cause.
 func runProgram(ctx context.Context, what string, m tea.Model) error {
+	ctx, stop := untilHangup(ctx, os.Stdout) // bubbletea's output
+	defer stop()
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithoutSignalHandler())
 	if _, err := p.Run(); err != nil {
 		if errors.Is(err, tea.ErrInterrupted) {
