@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"p2pfault/attach"
 	"p2pfault/cli"
 	"p2pfault/netfault"
+	"p2pfault/raceguard"
 	"p2pfault/syncbuf"
 )
 
@@ -460,4 +464,72 @@ func metricsOf(t *testing.T, e simEngine) map[string]float64 {
 		}
 	}
 	return m
+}
+
+// closingStdout is a stdout whose reader goes away once it has been
+// shown line: every later write fails with EPIPE, as a pipe's does after
+// `grep -m1 line` exits.
+type closingStdout struct {
+	line   string
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	closed bool
+}
+
+func (w *closingStdout) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return 0, syscall.EPIPE
+	}
+	w.buf.Write(p)
+	w.closed = strings.Contains(w.buf.String(), w.line)
+	return len(p), nil
+}
+
+// TestAClosedStdoutEndsTheRun: on the virtual cluster (the fake clock) a
+// headless stall of 10 minutes whose stdout's reader goes away after the
+// "verified: stall" line ends at once as interrupted: exit 130, stderr
+// naming the closed stdout, the stall resumed and the reports written.
+// Without the watch the run would go on printing into nothing for its ten
+// minutes.
+func TestAClosedStdoutEndsTheRun(t *testing.T) {
+	out := t.TempDir()
+	stdout := &closingStdout{line: "verified: stall source-0 took effect"}
+	var stderr bytes.Buffer
+	var code int
+	var took time.Duration
+	raceguard.Test(t, func(t *testing.T) {
+		start := time.Now()
+		code = cli.Execute(context.Background(), []string{"run", "--headless", "--engine", "virtual", "--case", "stall",
+			"--stall-for", "10m", "--out", out}, strings.NewReader(""), stdout, &stderr)
+		took = time.Since(start)
+	})
+	if code != 130 {
+		t.Fatalf("exit %d, want 130\nstdout:\n%s\nstderr:\n%s", code, stdout.buf.String(), stderr.String())
+	}
+	if want := "p2pfault: interrupted: stdout closed (broken pipe)\n"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+	}
+	// The fault fires at 10 s and is verified within a second; the next
+	// line (the next second's) fails and ends the run.
+	if took > 15*time.Second {
+		t.Errorf("the run went on for %v on the fake clock after its stdout closed", took)
+	}
+	evs := eventsOf(t, filepath.Join(out, "events.jsonl"))
+	var resumed bool
+	for _, ev := range evs {
+		if ev.Fault != nil && ev.Fault.Action == "resume" {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Error("no resume of the stall in the events")
+	}
+	if end := evs[len(evs)-1]; end.Kind != "end" || end.ExitCode != 130 {
+		t.Errorf("last event %+v, want the end with exit 130", end)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
+		t.Errorf("no report.md: %v", err)
+	}
 }
