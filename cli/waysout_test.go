@@ -102,6 +102,11 @@ func startHeld(t *testing.T, out string, args ...string) *heldRun {
 			_ = r.cmd.Wait()
 		}
 		r.closeStdout()
+		// A test that failed before its way out (or a way out that
+		// failed) leaves the table the record names: not the host's.
+		for _, rec := range recordedTables(t, out) {
+			_, _ = netfault.DeleteTable(rec.Table)
+		}
 	})
 	go func() {
 		defer close(r.read)
