@@ -17,6 +17,7 @@ import (
 	"p2pfault/fault"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // localFaulter faults a source on this host through its session: the
@@ -73,6 +74,16 @@ func (f *localFaulter) find() (Listener, error) {
 	return l, nil
 }
 
+// cmdlines are the command lines of ms for the stall record: cleanup
+// resumes only processes that /proc shows are still these.
+func cmdlines(ms []session.Proc) runner.Cmdlines {
+	var pids []int
+	for _, p := range ms {
+		pids = append(pids, p.Pid)
+	}
+	return runner.ReadCmdlines(pids...)
+}
+
 func ids(ms []session.Proc) []runner.ProcID {
 	var out []runner.ProcID
 	for _, p := range ms {
@@ -112,7 +123,7 @@ func (f *localFaulter) doStall(ctx context.Context, g fault.Grain) (Result, erro
 		}
 	}
 	if o.Book != nil {
-		rec := guard.Stall{Source: st.name, Sid: l.Sid, Members: ids(ms), Part: st.part}
+		rec := guard.Stall{Source: st.name, Sid: l.Sid, Members: ids(ms), Part: st.part, Cmdlines: cmdlines(ms)}
 		if st.guard != nil {
 			rec.Guard = st.guard.ID()
 		}
@@ -315,7 +326,7 @@ func (f *localFaulter) start(ln launch, why string) (*relaunch, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	out, err := safefile.Append(logPath, safefile.ReportPerm)
 	if err != nil {
 		return nil, fmt.Errorf("engine log: %w", err)
 	}

@@ -329,7 +329,7 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 	rec := filepath.Join(dir, guard.RecordFile)
 	// While the p2pfault that stalled it runs, cleanup leaves it alone.
 	var out strings.Builder
-	n, err := guard.ResumeRecorded(context.Background(), rec, &out)
+	n, err := guard.ResumeRecorded(context.Background(), rec, &out, nil)
 	if err != nil || n != 0 || !strings.Contains(out.String(), "which is still running; left alone") {
 		t.Errorf("cleanup with the owner alive: %d %v %q", n, err, out.String())
 	}
@@ -339,7 +339,7 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 		t.Fatalf("states %q after SIGKILL without a guard, want still stopped", st)
 	}
 	out.Reset()
-	n, err = guard.ResumeRecorded(context.Background(), rec, &out)
+	n, err = guard.ResumeRecorded(context.Background(), rec, &out, nil)
 	if err != nil || n != 1 {
 		t.Fatalf("cleanup: %d %v %q", n, err, out.String())
 	}
@@ -354,7 +354,7 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 	}
 	// A second cleanup has nothing left to do.
 	out.Reset()
-	if n, err := guard.ResumeRecorded(context.Background(), rec, &out); n != 0 || err != nil {
+	if n, err := guard.ResumeRecorded(context.Background(), rec, &out, nil); n != 0 || err != nil {
 		t.Errorf("second cleanup: %d %v %q", n, err, out.String())
 	}
 }

@@ -91,16 +91,18 @@ func newGuardCommand() *cobra.Command {
 
 // resumeStalls is cleanup's part for attached runs: every stalls.json in
 // dirs (a run's folder, a slice's rows) names stalls a p2pfault that is
-// gone may have left stopped; resume them. It returns how many it resumed.
-func resumeStalls(ctx context.Context, dirs []string, w io.Writer) (int, error) {
+// gone may have left stopped; resume them, a commands source's with the
+// resume command from gives (cleanup --attach; nil: none is run). It
+// returns how many it resumed.
+func resumeStalls(ctx context.Context, dirs []string, w io.Writer, from guard.ResumeFrom) (int, error) {
 	total := 0
 	for _, d := range dirs {
 		for _, dir := range runfolder.Holding(d, runfolder.Stalls) {
 			rec := filepath.Join(dir, runfolder.Stalls)
-			n, err := guard.ResumeRecorded(ctx, rec, w)
+			n, err := guard.ResumeRecorded(ctx, rec, w, from)
 			total += n
 			if err != nil {
-				return total, exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", rec, err))
+				return total, exitcode.AsUsage(fmt.Errorf("cleanup %s: %w", dir, err))
 			}
 		}
 	}
@@ -108,6 +110,20 @@ func resumeStalls(ctx context.Context, dirs []string, w io.Writer) (int, error) 
 		fmt.Fprintf(w, "cleanup: resumed %d stalled engine(s)\n", total)
 	}
 	return total, nil
+}
+
+// cleanupResumeFrom is where cleanup takes a commands source's resume
+// command from: the attach file --attach names (read and checked as a
+// run reads it: exit 2 on a bad file), never the record; nil without one.
+func cleanupResumeFrom(path string) (guard.ResumeFrom, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := attach.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return f.ResumeCommand, nil
 }
 
 // stallDirs are the folders cleanup looks for stall records in: DIR, or

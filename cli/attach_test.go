@@ -459,6 +459,10 @@ func TestSigkilledP2pfaultDuringAnAttachedStall(t *testing.T) {
 		t.Fatalf("cleanup exit %d: %s%s", code, stdout.String(), stderr.String())
 	}
 	t.Logf("cleanup: %s", stdout.String())
+	// It says what it found, not that it resumed what the guard had.
+	if want := fmt.Sprintf("source-0: session %d is already running", srcs[0].pid); !strings.Contains(stdout.String(), want) || strings.Contains(stdout.String(), "resumed session") {
+		t.Errorf("cleanup said %q, want %q and no \"resumed session\"", stdout.String(), want)
+	}
 }
 
 // healthServer answers /health 200 on a loopback port.

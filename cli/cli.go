@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -113,9 +114,16 @@ func runOnlyFlags(run, slice *pflag.FlagSet) []string {
 	return names
 }
 
-// flagError turns cobra's flag errors into usage errors (exit 2).
+// flagError turns cobra's flag errors into usage errors (exit 2). The
+// message is printed after "p2pfault: ", so it names the subcommand alone
+// ("run: unknown flag: --bogus"), and nothing on bare p2pfault, rather
+// than "p2pfault: p2pfault run: ...".
 func flagError(cmd *cobra.Command, err error) error {
-	return exitcode.Usagef("%s: %w (see `%s --help`)", cmd.CommandPath(), err, cmd.CommandPath())
+	path := cmd.CommandPath()
+	if sub := strings.TrimSpace(strings.TrimPrefix(path, cmd.Root().Name())); sub != "" {
+		return exitcode.Usagef("%s: %w (see `%s --help`)", sub, err, path)
+	}
+	return exitcode.Usagef("%w (see `%s --help`)", err, path)
 }
 
 // withUsageErrors applies flagError to cmd and all its subcommands.

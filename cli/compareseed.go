@@ -3,12 +3,16 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"p2pfault/report"
+	"p2pfault/safefile"
 )
+
+// compareSeedFile is the seed's table beside a slice's rows, in the
+// slice's folder.
+const compareSeedFile = "compare-seed.txt"
 
 // printCompareSeed prints the seed's table beside the slice's rows and
 // writes the same text to OUT/compare-seed.txt.
@@ -17,8 +21,5 @@ func printCompareSeed(w io.Writer, out string, rows []report.Row, scale float64,
 	text := report.CompareSeedTable(report.CompareSeed(rows, sc), sc)
 	fmt.Fprintln(w)
 	fmt.Fprint(w, text)
-	if err := os.WriteFile(filepath.Join(out, "compare-seed.txt"), []byte(text), 0o644); err != nil {
-		return fmt.Errorf("write compare-seed.txt: %w", err)
-	}
-	return nil
+	return safefile.Write(filepath.Join(out, compareSeedFile), []byte(text), safefile.ReportPerm)
 }

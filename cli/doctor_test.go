@@ -24,10 +24,12 @@ func doctorMain(t *testing.T, args ...string) (int, string, string) {
 
 // doctorEnv makes the test binary act as p2pfault for the simulated
 // engine's `sim serve --help`, with no PYTHONHASHSEED or
-// CUDA_VISIBLE_DEVICES of the caller's.
+// CUDA_VISIBLE_DEVICES of the caller's, and no orphan of another test's
+// (the host is shared with other packages' tests).
 func doctorEnv(t *testing.T) {
 	t.Helper()
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
+	cli.HideHostOrphans(t)
 	for _, k := range []string{"PYTHONHASHSEED", "CUDA_VISIBLE_DEVICES", "FAULTS", "FAULT_CASE", "NUM_PREFILL_INSTANCES"} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
@@ -86,7 +88,7 @@ func TestDoctorExitsZeroOneOrTwo(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
 		}
-		for _, want := range []string{"✓ sim engine: ", "✓ sim serve flags: ", "✓ ports: ", "✓ PYTHONHASHSEED: p2pfault starts all 3 engines with PYTHONHASHSEED=42", "doctor: all 4 checks passed\n"} {
+		for _, want := range []string{"✓ sim engine: ", "✓ sim serve flags: ", "✓ ports: ", "✓ PYTHONHASHSEED: p2pfault starts all 3 engines with PYTHONHASHSEED=42", "✓ leftovers: no firewall table or engine of a p2pfault that is gone\n", "doctor: all 5 checks passed\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, out)
 			}
@@ -98,7 +100,7 @@ func TestDoctorExitsZeroOneOrTwo(t *testing.T) {
 			t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
 		}
 		for _, want := range []string{"✓ vllm: " + vllm + ", version 0.11.1\n", "✓ vllm serve flags: " + vllm + " serve --help=all lists all 9 options the run passes\n",
-			"✓ GPUs: nvidia-smi -L lists 4 GPUs", "✓ GPU memory: 3 engines on 2 GPUs", "doctor: all 6 checks passed\n"} {
+			"✓ GPUs: nvidia-smi -L lists 4 GPUs", "✓ GPU memory: 3 engines on 2 GPUs", "doctor: all 7 checks passed\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("stdout lacks %q:\n%s", want, out)
 			}
@@ -113,7 +115,7 @@ func TestDoctorExitsZeroOneOrTwo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks\n%s\ngot:\n%s", want, out)
 		}
-		if errOut != "p2pfault: doctor: 1 of 6 checks failed\n" {
+		if errOut != "p2pfault: doctor: 1 of 7 checks failed\n" {
 			t.Errorf("stderr %q", errOut)
 		}
 	})
@@ -190,9 +192,12 @@ func TestDoctorGivesRunsAndSlicesUsageErrors(t *testing.T) {
 			}
 			for _, args := range forms {
 				code, out, got := doctorMain(t, args...)
-				// cobra names the command in a flag error.
+				// cobra names the command in a flag error: "doctor run: ...
+				// (see `p2pfault doctor run --help`)".
 				got = strings.ReplaceAll(got, "p2pfault doctor "+tt.cmd, "p2pfault "+tt.cmd)
 				got = strings.ReplaceAll(got, "p2pfault doctor", "p2pfault "+tt.cmd)
+				got = strings.ReplaceAll(got, "p2pfault: doctor "+tt.cmd+": ", "p2pfault: "+tt.cmd+": ")
+				got = strings.ReplaceAll(got, "p2pfault: doctor: ", "p2pfault: "+tt.cmd+": ")
 				if code != 2 || got != want || out != "" {
 					t.Errorf("p2pfault %s: exit %d, stderr %q, stdout %q\nwant exit 2, stderr %q", strings.Join(args, " "), code, got, out, want)
 				}

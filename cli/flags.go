@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/probe"
 	"p2pfault/runner"
+	"p2pfault/sim"
 	"p2pfault/vcluster"
 )
 
@@ -97,7 +99,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.bounds.RecoveryHitRate, "bound-recovery-hit-rate", def.RecoveryHitRate, "check 5: fraction of pulls naming the faulted source that hit again")
 
 	fs.StringVar(&f.attach, "attach", "", "probe and fault the engines an attach file describes (engines p2pfault did not start) instead of launching a cluster")
-	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json (default p2pfault-runs/DATE-TIME-ARM-CASE; for slice, p2pfault-runs/DATE-TIME-slice)")
+	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json, refused while another run holds it (default p2pfault-runs/DATE-TIME-ARM-CASE; for slice, p2pfault-runs/DATE-TIME-slice; -2, -3, ... added when a run of the same second has that one)")
 }
 
 // sourcesFromEnv honours the seed's NUM_PREFILL_INSTANCES.
@@ -151,22 +153,28 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 // check checks every flag of a run's timing and bounds, the one place
 // each is checked.
 func (f *clusterFlags) check() error {
-	if !event.ValidTimeScale(f.timeScale) {
-		return exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
+	if err := f.checkTimeScale(); err != nil {
+		return err
 	}
 	b := f.bounds
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
-		{"warmup-timeout", f.warmup}, {"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
+	scaled := []durationFlag{{"interval", f.interval}, {"fault-at", f.faultAt}, {"stall-for", f.faultFor}, {"recovery", f.recovery},
+		{"seed-timeout", f.seedTimeout}, {"pull-timeout", f.pullTimeout},
 		{"restart-length", f.restart},
 		{"bound-faulted-max", b.FaultedMax}, {"bound-detect-after", b.DetectAfter},
 		{"bound-faulted-median", b.FaultedMedian}, {"bound-healthy-max", b.HealthyMax},
-		{"bound-recovery-window", b.RecoveryWindow}} {
+		{"bound-recovery-window", b.RecoveryWindow}}
+	for _, d := range append(scaled, durationFlag{"warmup-timeout", f.warmup}) {
 		if d.v <= 0 {
 			return exitcode.Usagef("--%s %v: want a positive duration", d.name, d.v)
 		}
+	}
+	if f.engine != runner.EngineVLLM {
+		// The simulated engine scales its handshake timeout too (real
+		// vLLM reads it as given).
+		scaled = append(scaled, durationFlag{"handshake-timeout", f.handshake})
+	}
+	if err := checkScaled(f.timeScale, scaled...); err != nil {
+		return err
 	}
 	for _, r := range []struct {
 		name string
@@ -199,6 +207,35 @@ func (f *clusterFlags) check() error {
 	return nil
 }
 
+// checkTimeScale checks --time-scale, before any duration it scales.
+func (f *clusterFlags) checkTimeScale() error {
+	if !event.ValidTimeScale(f.timeScale) {
+		return exitcode.Usagef("--time-scale %v: want a positive number", f.timeScale)
+	}
+	return nil
+}
+
+// durationFlag is a duration flag's name (without its dashes) and value.
+type durationFlag struct {
+	name string
+	v    time.Duration
+}
+
+// checkScaled refuses the first duration flag whose value, multiplied by
+// --time-scale (valid), overflows or rounds to zero (event.CheckScaled),
+// naming the flag and both values: the run would record a negative
+// length, or fail only when its fault fires. Every duration flag the run
+// scales is checked here (clusterFlags.check, runOptions.configure); a
+// timeline's steps are checked where they are scaled (experiment.New).
+func checkScaled(scale float64, flags ...durationFlag) error {
+	for _, f := range flags {
+		if err := event.CheckScaled(f.v, scale); err != nil {
+			return exitcode.Usagef("--%s %v × --time-scale %v %w", f.name, f.v, scale, err)
+		}
+	}
+	return nil
+}
+
 // launchConfig is the engines p2pfault launches for arm, from the flags:
 // the simulated arm's engine flag (armArgs) on every command line, and
 // bin (a --arm NAME=VLLM_BIN build) when given.
@@ -227,7 +264,7 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 	if engine == vcluster.Engine {
 		engine = runner.EngineSim // the same engines, run in this process (opener)
 	}
-	return runner.Config{
+	rc := runner.Config{
 		Engine:            engine,
 		Sources:           n,
 		SourceDP:          f.sourceDP,
@@ -242,7 +279,48 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 		Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
 		FreePorts:         f.freePorts,
 		LoadFailurePolicy: f.loadPolicy,
-	}, nil
+	}
+	if err := f.checkSimArgs(rc); err != nil {
+		return runner.Config{}, err
+	}
+	return rc, nil
+}
+
+// checkSimArgs checks the simulated engines' own timeouts after scaling,
+// as each engine will read them (sim.CheckServe): the sim's defaults and
+// those an --engine-arg, --source-arg or --decoder-arg sets, multiplied
+// by the run's time scale. Every engine would refuse a scale that rounds
+// one to zero as it starts, each with the same lines; said here, the
+// refusal is said once, before anything starts. Flags the engines refuse
+// at any scale (a misspelt one) are left to them and to doctor's
+// `sim serve flags`, which names them.
+func (f *clusterFlags) checkSimArgs(rc runner.Config) error {
+	if rc.Engine != runner.EngineSim || f.timeScale == event.DefaultTimeScale {
+		return nil
+	}
+	getenv := func(k string) string {
+		switch {
+		case k == "PYTHONHASHSEED":
+			return runner.DefaultHashSeed // the runner gives every engine one
+		case k == "VLLM_P2P_HANDSHAKE_TIMEOUT_S" && rc.HandshakeTimeout > 0:
+			return strconv.FormatFloat(rc.HandshakeTimeout.Seconds(), 'f', -1, 64)
+		}
+		return os.Getenv(k)
+	}
+	args := func(scale float64, role []string) []string {
+		a := []string{cmp.Or(rc.Model, runner.DefaultModel), "--sim-time-scale", strconv.FormatFloat(scale, 'g', -1, 64)}
+		return append(append(a, rc.ExtraArgs...), role...)
+	}
+	for _, role := range []struct {
+		whose string
+		args  []string
+	}{{"sources'", rc.SourceArgs}, {"decoder's", rc.DecoderArgs}} {
+		err := sim.CheckServe(args(f.timeScale, role.args), getenv)
+		if err != nil && sim.CheckServe(args(event.DefaultTimeScale, role.args), getenv) == nil {
+			return exitcode.Usagef("--time-scale %v: the simulated %s timeouts do not scale to it: %w", f.timeScale, role.whose, err)
+		}
+	}
+	return nil
 }
 
 // opener is how a run gets the engines rc describes: launched as

@@ -48,7 +48,7 @@ func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(dir, tt.row), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			writeSessions(t, filepath.Join(dir, tt.row), pid)
+			writeSessions(t, filepath.Join(dir, tt.row), pid, []string{"sleep", "300"})
 
 			// A fixed port that is taken ends the run after the folder was
 			// checked and before any engine starts.
@@ -84,8 +84,9 @@ func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
 	}
 }
 
-// writeSessions records pid as source-0 of a run whose p2pfault is gone.
-func writeSessions(t *testing.T, dir string, pid int) {
+// writeSessions records pid, started as cmdline, as source-0 of a run
+// whose p2pfault is gone.
+func writeSessions(t *testing.T, dir string, pid int, cmdline []string) {
 	t.Helper()
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
@@ -103,7 +104,7 @@ func writeSessions(t *testing.T, dir string, pid int) {
 	// A real pid with a start time that does not match: a dead owner.
 	owner := runner.ProcID{Pid: os.Getpid(), StartTicks: 1}
 	entry := runner.SessionEntry{Engine: "source-0", Pid: pid, Sid: pid, StartTicks: ticks,
-		Argv: []string{"sleep", "300"}, Owner: owner, BootID: strings.TrimSpace(string(boot))}
+		Argv: cmdline, Cmdlines: runner.Cmdlines{pid: cmdline}, Owner: owner, BootID: strings.TrimSpace(string(boot))}
 	b, err := json.Marshal(map[string]any{"owner": owner, "engines": []runner.SessionEntry{entry}})
 	if err != nil {
 		t.Fatal(err)

@@ -88,8 +88,8 @@ func TestInterruptMidStallReportsPendingPullsPastTheBound(t *testing.T) {
 			fm = c.Detail
 		}
 	}
-	if fm == "" || row.Passed {
-		t.Fatalf("report.json row %+v: want faulted_max failed and the row with it", row)
+	if fm == "" || row.Passed || row.Result != "fail" || row.CutShort != "interrupted" {
+		t.Fatalf("report.json row %+v: want faulted_max failed and the row with it, a FAIL though cut short", row)
 	}
 
 	rebuilt := t.TempDir()

@@ -43,7 +43,7 @@ func newReportCommand() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if runs[0].Truncated {
-				fmt.Fprintf(w, "note: %s was truncated (the run did not end cleanly); the report covers what it holds\n", path)
+				fmt.Fprintf(w, "note: %s was truncated (the run did not end: cut short); the report covers what it holds\n", path)
 			}
 			fmt.Fprint(w, report.Tables(report.Rows(runs))+windowsText(report.Rows(runs)))
 			printFailures(w, runs)
@@ -56,14 +56,24 @@ func newReportCommand() *cobra.Command {
 }
 
 func newCleanupCommand() *cobra.Command {
+	var attachFile string
 	cmd := &cobra.Command{
 		Use:   "cleanup [DIR]",
 		Short: "End the engines a run left behind (reads DIR/sessions.json)",
 		Long: "Read the sessions.json a run keeps in its output folder and end every engine it\n" +
-			"names that is still alive and still that engine (checked by its start time in\n" +
-			"/proc): SIGCONT, SIGTERM, SIGKILL after a grace, and delete every firewall table\n" +
+			"names that is still alive and still that engine (checked by its start time and its\n" +
+			"command line in /proc): SIGCONT, SIGTERM, SIGKILL after a grace, and delete every firewall table\n" +
 			"it names (a network fault's: its partition is healed). DIR may be a run's folder or a\n" +
-			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.",
+			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.\n" +
+			"With --orphans, also every firewall table and engine on this host whose p2pfault is gone,\n" +
+			"found by the owner (pid and start time) each carries even when no record names it;\n" +
+			"`cleanup --orphans` without DIR does only that.\n\n" +
+			"An attached run's stalls.json: a stalled session is resumed (SIGCONT, after the same\n" +
+			"checks); a source stalled by a command is resumed with the resume command of the\n" +
+			"attach file --attach names, never with a command read from the record.\n\n" +
+			"Records are data: a sessions.json or stalls.json that is a symbolic link, not the\n" +
+			"invoking user's, or writable by group or others is refused (exit 2, naming the file\n" +
+			"and why).",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return exitcode.Usagef("cleanup: want at most one folder, got %d arguments", len(args))
@@ -72,7 +82,11 @@ func newCleanupCommand() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Attached runs: stalls a dead p2pfault left stopped (stalls.json).
-			resumed, err := resumeStalls(cmd.Context(), stallDirs(args), cmd.OutOrStdout())
+			from, err := cleanupResumeFrom(attachFile)
+			if err != nil {
+				return err
+			}
+			resumed, err := resumeStalls(cmd.Context(), stallDirs(args), cmd.OutOrStdout(), from)
 			if err != nil {
 				return err
 			}
@@ -107,5 +121,7 @@ func newCleanupCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&attachFile, "attach", "", "the attach file of an attached run: a source stalled by a command is resumed with this file's resume command (cleanup never runs a command read from a record)")
+	addOrphansFlag(cmd)
 	return cmd
 }

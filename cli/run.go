@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,8 +73,10 @@ var (
 	_ ui.ArmController = (*experiment.Group)(nil)
 )
 
-// errQuit is how the dashboard's q ends a run: a normal end for case none.
-var errQuit = errors.New("quit from the dashboard")
+// errQuit is how the dashboard's q ends a run: the planned end of a run
+// until q (case none without --duration), else an interruption (exit 130,
+// and the end event says so: the reports read INTERRUPTED).
+var errQuit = &exitcode.Error{Code: exitcode.Interrupted, Err: errors.New("quit from the dashboard")}
 
 // runPlan is a run as its flags describe it: checked, with one
 // experiment configuration per arm; nothing opened, started or made yet.
@@ -90,8 +93,9 @@ type runPlan struct {
 // problem, naming it): the first half of runRun, shared with doctor so
 // that doctor checks exactly the run these flags start.
 func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
-	if o.duration < 0 {
-		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration", o.duration)
+	if o.duration < 0 || o.duration == 0 && cmd.Flags().Changed("duration") {
+		return runPlan{}, exitcode.Usagef("--duration %v: want a positive duration (leave it out for the default: %v headless for case none, until q on the dashboard)",
+			o.duration, experiment.DefaultNoneDuration)
 	}
 	comp, err := report.ParseCompression(o.compress)
 	if err != nil {
@@ -102,6 +106,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	}
 	nemesis, err := o.nemesis.build(cmd.Flags(), o.flags.restart, o.duration)
 	if err != nil {
+		return runPlan{}, err
+	}
+	if err := o.checkScaled(nemesis != nil); err != nil {
 		return runPlan{}, err
 	}
 	caseName := o.caseName
@@ -159,12 +166,34 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, compress: comp}, nil
 }
 
+// checkScaled checks run's own scaled durations: --duration and, for a
+// nemesis, its gaps and lengths (the schedule it draws from them is
+// scaled as a whole).
+func (o *runOptions) checkScaled(nemesis bool) error {
+	if err := o.flags.checkTimeScale(); err != nil {
+		return err
+	}
+	flags := []durationFlag{{"duration", o.duration}}
+	if nemesis {
+		n := o.nemesis
+		flags = append(flags, durationFlag{"nemesis-gap", n.gap}, durationFlag{"nemesis-gap-spread", n.gapSpread},
+			durationFlag{"nemesis-length", n.length}, durationFlag{"nemesis-length-spread", n.lengthSpread})
+	}
+	return checkScaled(o.flags.timeScale, flags...)
+}
+
 func runRun(cmd *cobra.Command, o *runOptions) error {
 	p, err := o.configure(cmd)
 	if err != nil {
 		return err
 	}
-	caseName, out, headless, arms := p.caseName, p.out, p.headless, p.arms
+	// Claimed before anything opens it: no other run shares the folder.
+	claim, err := claimRun(&p, o.flags.out != "")
+	if err != nil {
+		return err
+	}
+	defer claim.Done()
+	out, headless, arms := p.out, p.headless, p.arms
 	if o.flags.attach != "" {
 		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
 		if err != nil {
@@ -193,9 +222,12 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		return err
 	}
 	for _, d := range arms.dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return exitcode.Usagef("create output folder %s: %w", d, err)
+		if err := claim.Lock(d); err != nil {
+			return exitcode.AsUsage(err)
 		}
+	}
+	if err := refuseLinksIn(append([]string{out}, arms.dirs...)...); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
@@ -214,7 +246,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		<-ctx.Done()
 	}
 	faces.Wait()
-	runErr, verdicts := runOutcome(results, caseName)
+	runErr, verdicts := runOutcome(results, g.Arms()[0].Info().Duration == 0)
 	for _, lerr := range logErrs {
 		if err := <-lerr; err != nil && runErr == nil {
 			runErr = err
@@ -239,12 +271,12 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 // events writers' errors, each sent once its writer is done.
 func startFaces(ctx context.Context, cancel context.CancelCauseFunc, faces *sync.WaitGroup, cmd *cobra.Command,
 	o *runOptions, p runPlan, g *experiment.Group, metrics *exporter.Server) []<-chan error {
-	logErrs := []<-chan error{writeEvents(faces, g.Subscribe(), p.compress.Path(p.out), p.compress)}
+	logErrs := []<-chan error{writeEvents(faces, g.Subscribe(), p.compress.Path(p.out), p.compress, cancel)}
 	metrics.Feed(faces, g.Subscribe)
 	if len(p.specs) > 1 {
 		// Each arm's folder holds its own events too, as a slice's row does.
 		for i, d := range p.arms.dirs {
-			logErrs = append(logErrs, writeEvents(faces, armOnly(g.Subscribe(), p.specs[i].name), p.compress.Path(d), p.compress))
+			logErrs = append(logErrs, writeEvents(faces, armOnly(g.Subscribe(), p.specs[i].name), p.compress.Path(d), p.compress, cancel))
 		}
 	}
 	if p.headless {
@@ -270,15 +302,16 @@ func startFaces(ctx context.Context, cancel context.CancelCauseFunc, faces *sync
 }
 
 // runOutcome is the run's error (the first arm's, named by its arm when
-// there are several; quitting the dashboard is none, unless it cut a
-// scripted run short before its verdict) and every arm's verdict.
-func runOutcome(results []experiment.Result, caseName string) (runErr error, verdicts []event.Verdict) {
+// there are several; quitting the dashboard is none for a run until q,
+// untilQuit, and an interruption of any other: it was cut short) and
+// every arm's verdict.
+func runOutcome(results []experiment.Result, untilQuit bool) (runErr error, verdicts []event.Verdict) {
 	for _, r := range results {
 		err := r.Err
 		if errors.Is(err, errQuit) {
-			err = nil
-			if caseName != fault.CaseNone && r.Verdict.Checks == nil {
-				err = exitcode.ErrInterrupted
+			err = exitcode.ErrInterrupted
+			if untilQuit {
+				err = nil
 			}
 		}
 		if err != nil && runErr == nil {
@@ -296,7 +329,7 @@ func runOutcome(results []experiment.Result, caseName string) (runErr error, ver
 // earlier run left behind, in it or in any run folder under ./p2pfault-runs
 // (the default place).
 func prepareOut(out string, stderr io.Writer) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(out, runfolder.DirMode); err != nil {
 		return exitcode.Usagef("create output folder %s: %w", out, err)
 	}
 	seen := map[string]bool{}
@@ -308,7 +341,8 @@ func prepareOut(out string, stderr io.Writer) error {
 			seen[abs] = true
 		}
 		left, err := runner.Leftovers(dir)
-		if err != nil {
+		if err != nil { // e.g. a record others could write: not acted on
+			fmt.Fprintf(stderr, "warning: %v\n", err)
 			continue
 		}
 		n := 0
@@ -341,8 +375,13 @@ func sessionDirs(dir string) []string { return runfolder.Holding(dir, runfolder.
 
 // writeEvents writes every event to path as it comes (compressed with c),
 // flushed at once, so a crashed run still leaves its events for
-// `p2pfault report`.
-func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c report.Compression) <-chan error {
+// `p2pfault report`. The first write that fails (a full disk, a file
+// system gone read-only) stops the run at once with stop(logFailed): a
+// run that records nothing must not go on for hours, its faults in force.
+// The run then ends as on any other cancellation, its host state undone.
+// The events are read to the end all the same: the experiment never drops
+// one, so an unread channel would stall it.
+func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c report.Compression, stop context.CancelCauseFunc) <-chan error {
 	errc := make(chan error, 1)
 	log, err := report.NewEventLogWith(path, c)
 	if err != nil {
@@ -355,25 +394,52 @@ func writeEvents(wg *sync.WaitGroup, ch <-chan event.Event, path string, c repor
 	}
 	wg.Go(func() {
 		var first error
-		for ev := range ch {
-			if err := log.Write(ev); err != nil && first == nil {
-				first = fmt.Errorf("write %s: %w", path, err)
-			}
-			// A compressed log writes a burst of events as one block,
-			// once no more are waiting.
-			if len(ch) == 0 {
-				if err := log.Flush(); err != nil && first == nil {
-					first = err
-				}
+		fail := func(err error) {
+			if err != nil && first == nil {
+				first = logFailed(path, err)
+				stop(first)
 			}
 		}
-		if err := log.Close(); err != nil && first == nil {
-			first = err
+		for ev := range ch {
+			if first != nil {
+				continue // the file is cut short: what follows would not read back
+			}
+			fail(log.Write(ev))
+			// A compressed log writes a burst of events as one block,
+			// once no more are waiting.
+			if len(ch) == 0 && first == nil {
+				fail(log.Flush())
+			}
+		}
+		if err := log.Close(); first == nil {
+			fail(err)
 		}
 		errc <- first
 	})
 	return errc
 }
+
+// logFailure is the error a run stops with when its events log cannot be
+// written (exit 2): the file and the system's reason, as in
+// "events log /x/events.jsonl: write: no space left on device: run
+// stopped".
+type logFailure struct {
+	path string
+	err  error
+}
+
+func (l logFailure) Error() string {
+	why := l.err.Error()
+	var pe *fs.PathError
+	if errors.As(l.err, &pe) {
+		why = pe.Op + ": " + pe.Err.Error()
+	}
+	return fmt.Sprintf("events log %s: %s: run stopped", l.path, why)
+}
+
+func (l logFailure) Unwrap() error { return l.err }
+
+func logFailed(path string, err error) error { return exitcode.AsUsage(logFailure{path, err}) }
 
 // writeReports rebuilds every report from the run's events file, written
 // with c (events.jsonl or events.jsonl.zst; the same path `p2pfault
@@ -400,15 +466,29 @@ func writeReports(stdout io.Writer, out string, c report.Compression, armDirs []
 	return nil
 }
 
-// printFailures prints each failed row's failing checks and the seed line.
+// printFailures prints each failed row's failing checks and the seed
+// line, and why a row cut short was (an interrupted row has no failures:
+// its open checks are not a verdict).
 func printFailures(w io.Writer, runs []report.Run) {
 	for _, r := range runs {
 		row := r.Row()
+		switch {
+		case row.Result == report.ResultInterrupted:
+			fmt.Fprintf(w, "%s: INTERRUPTED (%s): no bound was broken before the cut; what never closed is not judged\n", r.Name(), row.CutShort)
+			continue
+		case row.CutShort != "":
+			fmt.Fprintf(w, "%s: cut short: %s; a bound had already broken: FAIL\n", r.Name(), row.CutShort)
+		}
 		if row.Passed {
 			continue
 		}
-		for _, c := range row.Checks {
-			if !c.Passed {
+		for _, c := range r.Verdict.Checks {
+			switch {
+			case c.Passed:
+			case row.CutShort != "" && c.Empty:
+				// Cut short before its window held a pull that ended.
+				fmt.Fprintf(w, "%s: %s: left open: %s\n", r.Name(), c.Name, c.Detail)
+			default:
 				fmt.Fprintf(w, "%s: %s: %s\n", r.Name(), c.Name, c.Detail)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -119,6 +118,12 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 	if err != nil {
 		return slicePlan{}, err
 	}
+	if err := o.flags.checkTimeScale(); err != nil {
+		return slicePlan{}, err
+	}
+	if err := checkSweepScaled(axes, o.flags.engine, o.flags.timeScale); err != nil {
+		return slicePlan{}, err
+	}
 	rows, err := o.plan(modes, sweepPoints(axes))
 	if err != nil {
 		return slicePlan{}, err
@@ -136,15 +141,19 @@ func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
 
 func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	start := time.Now()
+	given := o.flags.out != "" // configure fills in the default
 	p, err := o.configure(cmd)
 	if err != nil {
 		return err
 	}
-	rows, parallel := p.rows, p.parallel
-	out := o.flags.out
-	if out == "" {
-		out = runfolder.Default("slice", time.Now())
+	// Claimed before anything opens it: no other run shares the folder.
+	claim, err := claimSlice(o.flags.out, given, &p)
+	if err != nil {
+		return err
 	}
+	defer claim.Done()
+	rows, parallel := p.rows, p.parallel
+	out := claim.Dir
 	exps, err := o.experiments(cmd, p)
 	if err != nil {
 		return err
@@ -156,14 +165,16 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 		return err
 	}
 	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr()) // after the reports, as run's
-	if err := makeRowFolders(out, rows, cmd); err != nil {
+	if err := makeRowFolders(out, rows, cmd, claim); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(cmd.Context())
-	defer cancel(nil)
-	watchOutput(cmd, cancel)
+	// A row's events log that cannot be written stops every row: they
+	// write to the same disk. So does a closed stdout or stderr.
+	ctx, stop := context.WithCancelCause(cmd.Context())
+	defer stop(nil)
+	watchOutput(cmd, stop)
 	stdout := &lockedWriter{w: cmd.OutOrStdout()}
-	errs := runRows(ctx, exps, rows, parallel, stdout, o.quiet, metrics)
+	errs := runRows(ctx, stop, exps, rows, parallel, stdout, o.quiet, metrics)
 	runs, firstErr := rebuildRows(rows, errs)
 	if len(runs) > 0 {
 		var compare func([]report.Row) error
@@ -259,21 +270,25 @@ func (o *sliceOptions) experiments(cmd *cobra.Command, p slicePlan) ([]*experime
 }
 
 // makeRowFolders makes the slice's folder (warning about leftovers) and
-// one per row.
-func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command) error {
+// one per row, each locked for the slice (a row is a run folder of its own
+// that another run could be given as --out).
+func makeRowFolders(out string, rows []sliceRow, cmd *cobra.Command, claim *runfolder.Claim) error {
 	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 	for _, r := range rows {
-		if err := os.MkdirAll(r.out, 0o755); err != nil {
-			return exitcode.Usagef("create output folder %s: %w", r.out, err)
+		if err := claim.Lock(r.out); err != nil {
+			return exitcode.AsUsage(err)
+		}
+		if err := refuseLinksIn(r.out); err != nil {
+			return err
 		}
 	}
-	return nil
+	return refuseLinksIn(out)
 }
 
 // runRows runs the rows, parallel at a time, and returns each row's error.
-func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) []error {
+func runRows(ctx context.Context, stop context.CancelCauseFunc, exps []*experiment.Experiment, rows []sliceRow, parallel int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) []error {
 	errs := make([]error, len(rows))
 	sem := make(chan struct{}, parallel)
 	width := 12 // "fixed/remove" and a space: the seed's slice lines up
@@ -287,10 +302,13 @@ func runRows(ctx context.Context, exps []*experiment.Experiment, rows []sliceRow
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				errs[i] = exitcode.ErrInterrupted
+				if c := context.Cause(ctx); !errors.Is(c, context.Canceled) {
+					errs[i] = c // another row's log failed
+				}
 				return
 			}
 			defer func() { <-sem }()
-			errs[i] = runRow(ctx, exps[i], r, width, stdout, quiet, metrics)
+			errs[i] = runRow(ctx, stop, exps[i], r, width, stdout, quiet, metrics)
 		})
 	}
 	wg.Wait()
@@ -305,6 +323,9 @@ func rebuildRows(rows []sliceRow, errs []error) ([]report.Run, error) {
 	for i, r := range rows {
 		if errs[i] != nil && firstErr == nil {
 			firstErr = fmt.Errorf("%s: %w", r.label(), errs[i])
+			if errors.As(errs[i], new(logFailure)) {
+				firstErr = errs[i] // it names its file, which may be another row's
+			}
 		}
 		run, err := report.Rebuild(runfolder.EventsFile(r.out, false), r.out)
 		if err != nil {
@@ -439,9 +460,9 @@ func (o *sliceOptions) plan(modes []string, points []sweepPoint) ([]sliceRow, er
 }
 
 // runRow runs one row with its event log and a prefixed progress printer.
-func runRow(ctx context.Context, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) error {
+func runRow(ctx context.Context, stop context.CancelCauseFunc, exp *experiment.Experiment, r sliceRow, width int, stdout *lockedWriter, quiet bool, metrics *exporter.Server) error {
 	var faces sync.WaitGroup
-	logErr := writeEvents(&faces, exp.Subscribe(), runfolder.EventsFile(r.out, false), report.CompressNone)
+	logErr := writeEvents(&faces, exp.Subscribe(), runfolder.EventsFile(r.out, false), report.CompressNone, stop)
 	metrics.Feed(&faces, exp.Subscribe)
 	ch := exp.Subscribe()
 	p := console.New(stdout, fmt.Sprintf("%-*s ", width, r.label()))

@@ -20,10 +20,12 @@ import (
 type sliceReport struct {
 	TimeScale float64 `json:"time_scale"`
 	Rows      []struct {
-		Arm    string `json:"arm"`
-		Case   string `json:"case"`
-		Passed bool   `json:"passed"`
-		Checks []struct {
+		Arm      string `json:"arm"`
+		Case     string `json:"case"`
+		Passed   bool   `json:"passed"`
+		Result   string `json:"result"`
+		CutShort string `json:"cut_short"`
+		Checks   []struct {
 			Name   string `json:"name"`
 			Passed bool   `json:"passed"`
 			Detail string `json:"detail"`

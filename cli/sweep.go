@@ -130,6 +130,27 @@ func parseSweeps(specs []string, engine string, fs *pflag.FlagSet) ([]sweepAxis,
 	return axes, nil
 }
 
+// checkSweepScaled checks the swept durations as checkScaled does the
+// flags: the simulated engine multiplies each by the run's time scale
+// (real vLLM reads its settings as given).
+func checkSweepScaled(axes []sweepAxis, engine string, scale float64) error {
+	if engine == runner.EngineVLLM {
+		return nil
+	}
+	for _, ax := range axes {
+		for k, p := range ax.parsed {
+			d, ok := p.(time.Duration)
+			if !ok {
+				continue
+			}
+			if err := event.CheckScaled(d, scale); err != nil {
+				return exitcode.Usagef("--sweep %s: value %s × --time-scale %v %w", ax.setting.name, ax.values[k], scale, err)
+			}
+		}
+	}
+	return nil
+}
+
 // sweepPoint is one combination of the axes' values: the row's settings
 // as the reports name them, and the values to give its engines.
 type sweepPoint struct {

@@ -105,6 +105,9 @@ type Host struct {
 	OpenAttach func(ctx context.Context, f *attach.File) (*attach.Cluster, error)
 	Listener   func(host string, port int) (attach.Listener, error) // who listens, from /proc
 	ProcEnv    func(pid int) ([]string, error)                      // a process's environment at exec
+	// Orphans lists p2pfault's host state whose owner is gone
+	// (runner.Orphans); nil checks nothing.
+	Orphans func() ([]string, error)
 }
 
 // ExecTimeout bounds each program a check runs: `vllm serve --help`
@@ -127,6 +130,7 @@ func System() Host {
 		},
 		Listener: attach.FindListener,
 		ProcEnv:  attach.ProcEnv,
+		Orphans:  systemOrphans,
 	}
 }
 
@@ -149,7 +153,7 @@ func runProgram(ctx context.Context, path string, args ...string) ([]byte, error
 
 // Run runs every check that applies to p, in the order a user fixes
 // things: binaries, their flags, GPUs, ports, PYTHONHASHSEED, network
-// rights, the attached cluster.
+// rights, what a dead run left on the host, the attached cluster.
 func Run(ctx context.Context, p Plan, h Host) []Result {
 	var rs []Result
 	rs = append(rs, Engines(ctx, h, p.Clusters)...)
@@ -157,6 +161,7 @@ func Run(ctx context.Context, p Plan, h Host) []Result {
 	rs = append(rs, Ports(h, p.Clusters)...)
 	rs = append(rs, HashSeed(h, p.Clusters)...)
 	rs = append(rs, Network(h, p.Kinds)...)
+	rs = append(rs, Orphans(h)...)
 	if p.Attach != nil {
 		rs = append(rs, Attach(ctx, h, *p.Attach)...)
 	}

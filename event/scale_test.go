@@ -2,7 +2,9 @@ package event
 
 import (
 	"math"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestTimeScaleOfReadsUnsetAsRealTime(t *testing.T) {
@@ -33,5 +35,49 @@ func TestCheckModeKnowsP2PAndPD(t *testing.T) {
 	err := CheckMode("decode")
 	if err == nil || err.Error() != `mode "decode": want p2p or pd` {
 		t.Errorf(`CheckMode("decode") = %v, want mode "decode": want p2p or pd`, err)
+	}
+}
+
+// TestCheckScaledRefusesOverflowAndZero: a duration that overflows or
+// rounds to zero once scaled is refused, saying which; the longest and
+// the shortest that pass do.
+func TestCheckScaledRefusesOverflowAndZero(t *testing.T) {
+	tests := []struct {
+		d     time.Duration
+		scale float64
+		want  string // "" passes
+	}{
+		{30 * time.Second, 1, ""},
+		{2000000 * time.Hour, 1, ""},
+		{2000000 * time.Hour, 4, "overflows: at this scale a duration may be at most 640511h56m49s"},
+		{2000000 * time.Hour, 1000, "overflows: at this scale a duration may be at most 2562h2m"},
+		{math.MaxInt64, 1, "overflows"}, // as a float64 it is 2^63, one past it
+		{math.MaxInt64, 1.0000001, "overflows"},
+		{time.Second, 1e-300, "rounds to zero, as every duration does at this scale"},
+		{time.Nanosecond, 0.5, "rounds to zero: at this scale a duration must be at least 2ns"},
+		{3 * time.Nanosecond, 0.5, ""},
+		{0, 1e-300, ""},
+		{-time.Second, 1e300, ""},
+	}
+	for _, tt := range tests {
+		err := CheckScaled(tt.d, tt.scale)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckScaled(%v, %g) = %v, want nil", tt.d, tt.scale, err)
+		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
+			t.Errorf("CheckScaled(%v, %g) = %v, want %q", tt.d, tt.scale, err, tt.want)
+		}
+	}
+	for _, scale := range []float64{1, 0.5, 4, 1000, 1.0000001, 3.7e9, 1e18} {
+		longest := LongestScaled(scale)
+		if err := CheckScaled(longest, scale); err != nil {
+			t.Errorf("LongestScaled(%g) = %v, refused: %v", scale, longest, err)
+		}
+		if scaled := time.Duration(float64(longest) * scale); scaled <= 0 {
+			t.Errorf("LongestScaled(%g) = %v scales to %v", scale, longest, scaled)
+		}
+		if more := longest + time.Second; more > longest && CheckScaled(more, scale) == nil && longest >= time.Second {
+			t.Errorf("LongestScaled(%g) = %v, but a second more passes", scale, longest)
+		}
 	}
 }

@@ -72,3 +72,33 @@ func Code(err error) int {
 	}
 	return Usage
 }
+
+// CutShort reports whether a run whose end event carries code ended
+// before its planned end: interrupted (130: a signal, the dashboard's q),
+// ended by an error (2: an internal error, a log that could not be
+// written), or by any other way out with a code of its own (a signal's
+// 128+n). Only a verdict's codes, 0, 1 and 3, end a run that ran its
+// course. It is the one place that says which end is which: every report
+// reads a run's end through it.
+func CutShort(code int) bool {
+	switch code {
+	case OK, Failed, NotJudged:
+		return false
+	}
+	return true
+}
+
+// RunCutShort reports whether a run was cut short, as its events tell
+// it: ended is false when they end without an end event (a crash, a
+// SIGKILL), code is the end event's exit code, and untilQuit says the run
+// had no planned end (the dashboard's, until q), which an interruption
+// ends as planned.
+func RunCutShort(ended bool, code int, untilQuit bool) bool {
+	if !ended {
+		return true
+	}
+	if untilQuit && code == Interrupted {
+		return false
+	}
+	return CutShort(code)
+}

@@ -37,3 +37,30 @@ func TestCodeFollowsTheOutermostClassifiedError(t *testing.T) {
 		t.Fatalf("message %q", got)
 	}
 }
+
+func TestCutShortIsEveryEndButAVerdicts(t *testing.T) {
+	for code, want := range map[int]bool{OK: false, Failed: false, NotJudged: false, Usage: true, Interrupted: true, 129: true, 141: true} {
+		if got := CutShort(code); got != want {
+			t.Errorf("CutShort(%d) = %v, want %v", code, got, want)
+		}
+	}
+	cases := []struct {
+		ended     bool
+		code      int
+		untilQuit bool
+		want      bool
+	}{
+		{false, 0, false, true},          // no end event: a crash
+		{false, 0, true, true},           // ... also of a run until quit
+		{true, Interrupted, false, true}, // interrupted before its planned end
+		{true, Interrupted, true, false}, // a run until quit, quit
+		{true, Usage, true, true},        // an error ends even a run until quit short
+		{true, Failed, false, false},     // ran its course
+		{true, NotJudged, false, false},  // ran its course, not judged
+	}
+	for _, tc := range cases {
+		if got := RunCutShort(tc.ended, tc.code, tc.untilQuit); got != tc.want {
+			t.Errorf("RunCutShort(%v, %d, %v) = %v, want %v", tc.ended, tc.code, tc.untilQuit, got, tc.want)
+		}
+	}
+}

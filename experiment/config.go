@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"math"
 	"time"
 
 	"p2pfault/check"
@@ -109,6 +110,35 @@ func (c Config) withDefaults() (Config, error) {
 // scale multiplies a real-time duration by the run's time scale.
 func (c Config) scale(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * c.TimeScale)
+}
+
+// scaleTimeline multiplies every step's time and length by the run's time
+// scale, refusing (exit 2) a step whose time or length overflows or
+// rounds to zero once scaled (event.CheckScaled; a length of zero would
+// make a timed stall untimed), or whose window and recovery end past the
+// longest duration: the run would record a negative length. The flags the
+// preset and a nemesis draw from are checked where they are read
+// (package cli); a --timeline's durations are checked here, where they
+// are scaled.
+func (c Config) scaleTimeline(tl fault.Timeline) error {
+	tail := float64(c.scale(c.Recovery)) + float64(c.scale(c.FaultFor))
+	for i := range tl {
+		s := &tl[i]
+		for _, d := range []struct {
+			word string
+			v    *time.Duration
+		}{{"at", &s.At}, {"for", &s.For}} {
+			if err := event.CheckScaled(*d.v, c.TimeScale); err != nil {
+				return exitcode.Usagef("timeline step %q: %s %v × --time-scale %v %w", s.String(), d.word, *d.v, c.TimeScale, err)
+			}
+		}
+		if end := (float64(s.At)+float64(s.For))*c.TimeScale + tail; end >= float64(math.MaxInt64) {
+			return exitcode.Usagef("timeline step %q × --time-scale %v: the step and the run after it (--recovery %v, --stall-for %v) end past the longest duration (%v)",
+				s.String(), c.TimeScale, c.Recovery, c.FaultFor, time.Duration(math.MaxInt64).Truncate(time.Second))
+		}
+		s.At, s.For = c.scale(s.At), c.scale(s.For)
+	}
+	return nil
 }
 
 // scriptedTimeline is the run's timeline at real time: the user's

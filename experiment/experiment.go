@@ -102,9 +102,8 @@ func New(cfg Config) (*Experiment, error) {
 	if err := tl.Check(plan.Sources, plan.Ranks); err != nil {
 		return nil, err
 	}
-	for i := range tl {
-		tl[i].At = cfg.scale(tl[i].At)
-		tl[i].For = cfg.scale(tl[i].For)
+	if err := cfg.scaleTimeline(tl); err != nil {
+		return nil, err
 	}
 	if err := setupKinds(tl, plan); err != nil {
 		return nil, err

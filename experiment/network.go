@@ -1,18 +1,16 @@
 package experiment
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"sync"
 
 	"p2pfault/event"
 	"p2pfault/fault"
 	"p2pfault/netfault"
+	"p2pfault/owner"
 )
 
 // firewallRecorder is a cluster that records the run's firewall table on
@@ -36,15 +34,16 @@ type network struct {
 	closed bool
 }
 
-var unsafeRunID = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
-
-// newRunID names a run's table: arm, case, pid and a random part, so runs
-// of one p2pfault (a slice's rows) and of several never share one.
+// newRunID names a run's table: arm, case, the owner (this p2pfault's pid
+// and start time) and a random part, so runs of one p2pfault (a slice's
+// rows) and of several never share one, and a table whose p2pfault is gone
+// is known as an orphan by its name alone (netfault.OwnedRunID).
 func newRunID(arm, caseName string) string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	clean := func(s string) string { return unsafeRunID.ReplaceAllString(s, "_") }
-	return fmt.Sprintf("%s-%s-%d-%s", clean(arm), clean(caseName), os.Getpid(), hex.EncodeToString(b))
+	self, err := owner.Self()
+	if err != nil {
+		self = owner.ID{Pid: os.Getpid()} // named by pid alone (OwnedRunID)
+	}
+	return netfault.OwnedRunID(arm+"-"+caseName, self)
 }
 
 // Table is the name of the run's firewall table (made or not).

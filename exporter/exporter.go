@@ -23,6 +23,7 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
+	"p2pfault/exitcode"
 )
 
 const namespace = "p2pfault"
@@ -58,6 +59,9 @@ const (
 const (
 	ResultPassed = "passed"
 	ResultFailed = "failed"
+	// ResultInterrupted: the run was cut short (a signal, an error) before
+	// the window was settled, with no bound of it broken.
+	ResultInterrupted = "interrupted"
 )
 
 // WindowRun is the window label of a run's own verdict (the checks its
@@ -198,11 +202,21 @@ type row struct {
 	// they opened: the judge's indexes.
 	windows  map[winKey]*window
 	nWindows int
-	counted  map[int]bool    // windows counted in windows_judged_total
-	kept     []*window       // windows whose verdict series exist, oldest first
-	runSet   map[string]bool // checks the run's verdict gave a value
-	sources  map[int]*sourceSeries
-	loads    map[winKey]event.LoadCounts // each load's counts as last counted, by source and start
+	counted  map[int]bool // windows counted in windows_judged_total
+	// undecided are the windows the final verdict left for the end event
+	// to count: not settled, no bound broken, so passed (or failed on an
+	// empty check) if the run ran its course, else interrupted.
+	undecided []undecided
+	kept      []*window       // windows whose verdict series exist, oldest first
+	runSet    map[string]bool // checks the run's verdict gave a value
+	sources   map[int]*sourceSeries
+	loads     map[winKey]event.LoadCounts // each load's counts as last counted, by source and start
+}
+
+type undecided struct {
+	index  int
+	kind   string
+	passed bool
 }
 
 type winKey struct {
@@ -275,6 +289,7 @@ func (s *Stream) Feed(ev event.Event) {
 			x.count(r, w.Index, w.Kind, w.Passed)
 		}
 	case event.KindEnd:
+		x.countUndecided(r, exitcode.RunCutShort(true, ev.ExitCode, r.info.Duration == 0))
 		// The run's pulls ended or were abandoned with it, and its
 		// faults were lifted.
 		r.ended = true
@@ -478,14 +493,38 @@ func (x *Exporter) verdictEvent(r *row, v *event.Verdict, final bool) {
 	if !final {
 		return
 	}
+	// A window settled, or with a bound broken, has its result whatever
+	// the end; the others wait for it (countUndecided).
 	for _, w := range v.Windows {
-		x.count(r, w.Index, w.Kind, w.Passed)
+		x.countFinal(r, undecided{w.Index, w.Kind, w.Passed}, w.Settled || check.WindowBroken(w))
 	}
 	if len(v.Windows) == 0 && r.nWindows == 1 {
 		for _, w := range r.windows {
-			x.count(r, w.index, w.kind, v.Passed)
+			x.countFinal(r, undecided{w.index, w.kind, v.Passed}, check.Broken(*v))
 		}
 	}
+}
+
+// countFinal counts w now when decided, else at the end event.
+func (x *Exporter) countFinal(r *row, w undecided, decided bool) {
+	if decided {
+		x.count(r, w.index, w.kind, w.passed)
+		return
+	}
+	r.undecided = append(r.undecided, w)
+}
+
+// countUndecided counts the windows the final verdict left undecided:
+// interrupted when the run was cut short, else as the verdict judged them.
+func (x *Exporter) countUndecided(r *row, cut bool) {
+	for _, w := range r.undecided {
+		if cut {
+			x.countAs(r, w.index, w.kind, ResultInterrupted)
+		} else {
+			x.count(r, w.index, w.kind, w.passed)
+		}
+	}
+	r.undecided = nil
 }
 
 // setWindowChecks sets window index's series for the checks it was made
@@ -514,14 +553,18 @@ func (x *Exporter) setWindowChecks(r *row, index int, checks []event.Result, set
 
 // count counts window index once, under its kind and result.
 func (x *Exporter) count(r *row, index int, kind string, ok bool) {
-	if r.counted[index] {
-		return
-	}
-	r.counted[index] = true
 	res := ResultFailed
 	if ok {
 		res = ResultPassed
 	}
+	x.countAs(r, index, kind, res)
+}
+
+func (x *Exporter) countAs(r *row, index int, kind, res string) {
+	if r.counted[index] {
+		return
+	}
+	r.counted[index] = true
 	x.windows.WithLabelValues(r.with(kind, res)...).Inc()
 }
 

@@ -5,12 +5,15 @@
 // # Why a table per run
 //
 // Each run owns one nftables table, named for the run ("p2pfault_" + run
-// id, see TableName), and touches nothing else on the host: other tables,
+// id, see TableName) and its owner, the p2pfault process that made it (pid
+// and start time, see OwnedRunID), and touches nothing else on the host: other tables,
 // other runs' tables and the host's own firewall are never read for
 // changes, flushed or deleted. Two runs on one host therefore never undo
 // each other's faults, and a table left behind by a run that was SIGKILLed
 // is recognisable by its prefix (Tables) and removable by its name
-// (DeleteTable), which the run records before it creates the table.
+// (DeleteTable), which the run records before it creates the table; its
+// name says whose it is (TableOwner), so one whose owner is gone is found
+// even when no record names it (`p2pfault cleanup --orphans`).
 //
 // The table is of family inet, so one set of chains sees IPv4 and IPv6
 // alike: an engine bound to 127.0.0.1 and a client dialling "localhost"
@@ -55,11 +58,15 @@
 package netfault
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/google/nftables"
@@ -67,6 +74,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
+
+	"p2pfault/owner"
 )
 
 // TablePrefix starts the name of every table p2pfault creates.
@@ -95,6 +104,50 @@ var (
 	runIDRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	targetRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 )
+
+// unsafeName is what OwnedRunID replaces in a run's name.
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// ownedRe finds the owner a run id carries (OwnedRunID): -PID.TICKS- then
+// the random part, at its end.
+var ownedRe = regexp.MustCompile(`-([0-9]+\.[0-9]+)-[0-9a-f]{6}$`)
+
+// OwnedRunID is a run id that names its owner, so its table's name does:
+// NAME-PID.TICKS-RANDOM (main-partition-4242.981234-a1b2c3), NAME made of
+// letters, digits, '.', '_' and '-' and cut short to keep the id within
+// 128 characters. A table whose owner is gone (owner.ID.Alive) is an
+// orphan, found by its name alone when no record names it (TableOwner).
+func OwnedRunID(name string, o owner.ID) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	tail := "-" + o.Tag() + "-" + hex.EncodeToString(b)
+	if o.StartTicks == 0 { // an owner without a start time is named by pid only: never an orphan's
+		tail = "-" + strconv.Itoa(o.Pid) + "-" + hex.EncodeToString(b)
+	}
+	name = strings.TrimLeft(unsafeName.ReplaceAllString(name, "_"), "_.-") // an id starts with a letter or digit
+	if name == "" {
+		name = "run"
+	}
+	if max := 128 - len(tail); len(name) > max {
+		name = name[:max]
+	}
+	return name + tail
+}
+
+// TableOwner is the owner a p2pfault table's name carries (OwnedRunID);
+// ok is false for a name that carries none (one made before names carried
+// their owner, or not p2pfault's).
+func TableOwner(table string) (o owner.ID, ok bool) {
+	id, found := strings.CutPrefix(table, TablePrefix)
+	if !found {
+		return owner.ID{}, false
+	}
+	m := ownedRe.FindStringSubmatch(id)
+	if m == nil {
+		return owner.ID{}, false
+	}
+	return owner.ParseTag(m[1])
+}
 
 // TableName is the name of the table a run with this id owns. A run records
 // it (e.g. in sessions.json) before New creates the table, so that a crash
@@ -388,3 +441,6 @@ func DeleteTable(name string) (deleted bool, err error) {
 	}
 	return true, nil
 }
+
+// Owner is TableOwner.
+func (Host) Owner(name string) (owner.ID, bool) { return TableOwner(name) }

@@ -34,14 +34,18 @@ func Annotations(runs []Run) []Annotation {
 		if r.T0.IsZero() {
 			continue
 		}
+		cut := r.CutShortBy()
 		for _, w := range r.judgedWindows() {
 			end := w.End
 			if end == 0 {
 				end = max(r.RunEnd, w.Start) // open at the end: drawn to the end, as the charts do
 			}
 			verdict := "failed"
-			if w.Passed {
+			switch windowResult(w, cut) {
+			case ResultPass:
 				verdict = "passed"
+			case ResultInterrupted:
+				verdict = ResultInterrupted // cut short before it was judged
 			}
 			text := fmt.Sprintf("%s on %s (%s), window %d: %s", w.Kind, event.SourceName(w.Source), r.Name(), w.Index, verdict)
 			var failed []string

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"p2pfault/event"
+	"p2pfault/safefile"
 )
 
 // EventLog writes a run's events to events.jsonl, one JSON object a line,
@@ -28,13 +29,16 @@ type EventLog struct {
 	zw   *zstd.Encoder // nil: plain
 }
 
-// NewEventLog creates (or truncates) the plain events file at path.
+// NewEventLog creates (or truncates) the plain events file at path; a
+// symbolic link there is an error (safefile.Create).
 func NewEventLog(path string) (*EventLog, error) { return NewEventLogWith(path, CompressNone) }
 
 // NewEventLogWith creates (or truncates) the events file at path, written
 // with compression c.
 func NewEventLogWith(path string, c Compression) (*EventLog, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Never through a link: an events.jsonl planted as a symbolic link in
+	// --out would have its target truncated.
+	f, err := safefile.Create(path, safefile.ReportPerm)
 	if err != nil {
 		return nil, fmt.Errorf("create events log %s: %w", path, err)
 	}

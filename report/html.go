@@ -78,16 +78,20 @@ type htmlTableRow struct {
 // htmlRow is one arm × case: its checks, its charts, its own tables and
 // its event log.
 type htmlRow struct {
-	ID         string
-	Title      string
-	Passed     bool
-	SeedLine   string
-	Notes      []string
-	Checks     []CheckRow
-	Tables     []htmlTable
-	Charts     []htmlChart
-	Log        []logEntry
-	LogDropped int
+	ID     string
+	Title  string
+	Passed bool
+	// Class and Badge are its result as the page styles and shows it:
+	// pass, fail or interrupted (a run cut short with no bound broken);
+	// pass, FAIL, not judged or INTERRUPTED.
+	Class, Badge string
+	SeedLine     string
+	Notes        []string
+	Checks       []CheckRow
+	Tables       []htmlTable
+	Charts       []htmlChart
+	Log          []logEntry
+	LogDropped   int
 	// JSON is the row as report.json has it, indented: every field a row
 	// gets shows here without the page knowing of it.
 	JSON string
@@ -138,11 +142,11 @@ func buildPage(runs []Run) htmlPage {
 	withMode := manyModes(rows)
 	seed := htmlTable{ID: "seed", Title: "The seed's table", Head: header(withMode)}
 	for i, r := range rows {
-		seed.Rows = append(seed.Rows, htmlTableRow{Cells: r.cells(withMode), Failed: !r.Passed, Href: "#" + ids[i]})
+		seed.Rows = append(seed.Rows, htmlTableRow{Cells: r.cells(withMode), Failed: failedRow(r), Href: "#" + ids[i]})
 	}
 	times := htmlTable{ID: "times", Title: "Detect and recover times", Head: timesHeader(withMode)}
 	for i, c := range timesCells(rows, withMode) {
-		times.Rows = append(times.Rows, htmlTableRow{Cells: c, Failed: !rows[i].Passed, Href: "#" + ids[i]})
+		times.Rows = append(times.Rows, htmlTableRow{Cells: c, Failed: failedRow(rows[i]), Href: "#" + ids[i]})
 	}
 	p.Tables = []htmlTable{seed, times}
 	if cells := contentCells(rows, withMode); cells != nil {
@@ -177,11 +181,18 @@ func buildPage(runs []Run) htmlPage {
 	return p
 }
 
+// failedRow reports whether the page marks r failed: it did not pass and
+// was not merely cut short.
+func failedRow(r Row) bool { return !r.Passed && r.Result != ResultInterrupted }
+
 func summary(rows []Row) []string {
-	passed := 0
+	passed, cut := 0, 0
 	for _, r := range rows {
-		if r.Passed {
+		switch {
+		case r.Passed:
 			passed++
+		case r.Result == ResultInterrupted:
+			cut++
 		}
 	}
 	first, last := span(rows)
@@ -190,7 +201,7 @@ func summary(rows []Row) []string {
 		scale = rows[0].TimeScale
 	}
 	out := []string{
-		fmt.Sprintf("%d row(s): %d passed, %d failed", len(rows), passed, len(rows)-passed),
+		fmt.Sprintf("%d row(s): %d passed, %d failed", len(rows), passed, len(rows)-passed-cut) + interruptedCount(cut),
 		fmt.Sprintf("time scale %g (durations and bounds were multiplied by it; times are real seconds)", scale),
 		fmt.Sprintf("wall time %.1f s", last.Sub(first).Seconds()),
 	}
@@ -198,6 +209,13 @@ func summary(rows []Row) []string {
 		out = append(out, "last event "+last.UTC().Format(time.RFC3339))
 	}
 	return out
+}
+
+func interruptedCount(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d interrupted", n)
 }
 
 // linkRows fills t with cells, each line linked to its row's section:
@@ -226,6 +244,8 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 		ID:         id,
 		Title:      row.title(),
 		Passed:     row.Passed,
+		Class:      htmlClass(row.Result),
+		Badge:      row.resultText(),
 		Checks:     row.Checks,
 		Log:        run.html.log,
 		LogDropped: run.html.logDropped,
@@ -233,7 +253,7 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 		Tables:     htmlTables(id, row),
 		Charts:     htmlCharts(id, run, row),
 	}
-	if !row.Passed {
+	if !row.Passed && row.Result != ResultInterrupted {
 		h.SeedLine = row.SeedLine()
 	}
 	var b strings.Builder
@@ -246,10 +266,26 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 	return h
 }
 
+// htmlClass is the page's style of a row of result: pass, fail or
+// interrupted (not judged is styled as a fail, as before it had a word).
+func htmlClass(result string) string {
+	switch result {
+	case ResultPass, ResultInterrupted:
+		return result
+	}
+	return "fail"
+}
+
 // htmlNotes say what the row's figures lack: a run cut short, pulls
 // that never ended.
 func htmlNotes(run Run, row Row) []string {
 	var notes []string
+	if row.CutShort != "" {
+		var b strings.Builder
+		writeCutShort(&b, row)
+		first, _, _ := strings.Cut(strings.TrimSpace(b.String()), "\n")
+		notes = append(notes, strings.ReplaceAll(first, "**", ""))
+	}
 	if row.Truncated {
 		n := "The events end without an end event or with a partial line: the run crashed or was still running."
 		if row.Recomputed {
@@ -271,7 +307,7 @@ func htmlTables(id string, row Row) []htmlTable {
 		// Fault by fault, then per kind: the tables report.md has.
 		wt := plainHTMLTable(id+"-windows", "Fault by fault", windowsCaption+".", windowsHeader(false), windowsCells([]Row{row}))
 		for i, w := range row.Windows {
-			wt.Rows[i].Failed = !w.Passed
+			wt.Rows[i].Failed = !w.Passed && w.Result != ResultInterrupted
 		}
 		ts = append(ts, wt,
 			plainHTMLTable(id+"-kinds", "Per kind", "", kindsHeader(false), kindsCells([]Row{row})))

@@ -18,6 +18,7 @@ type junitSuites struct {
 	Name     string       `xml:"name,attr"`
 	Tests    int          `xml:"tests,attr"`
 	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr,omitempty"` // runs cut short (junitCut)
 	Time     string       `xml:"time,attr"`
 	Suites   []junitSuite `xml:"testsuite"`
 }
@@ -50,6 +51,7 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Error     *junitFailure `xml:"error,omitempty"` // a check a run cut short left open
 }
 
 type junitFailure struct {
@@ -76,7 +78,7 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 				{Name: "truncated", Value: fmt.Sprintf("%t", r.Truncated)},
 			},
 		}
-		if t := r.Row().Times; t != nil {
+		if t := r.Verdict.Times; r.HasWindow && t != nil {
 			// The judged fault's times in seconds, "null" when it never happened.
 			s.Properties = append(s.Properties,
 				junitProperty{Name: "detect_s", Value: junitSeconds3(t.DetectS)},
@@ -89,29 +91,44 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 		if event.ModeOf(r.Info.Mode) != event.ModeP2P {
 			s.Properties = append(s.Properties, junitProperty{Name: "mode", Value: r.Info.Mode})
 		}
+		row := r.Row()
+		cut := row.CutShort
 		for _, c := range r.Verdict.Checks {
 			tc := junitCase{Name: c.Name, Classname: class, Time: junitSeconds(0)}
-			if !c.Passed {
+			switch {
+			// Cut short, a check that broke nothing is left open.
+			case !c.Passed && cut != "" && (c.Empty || row.Result == ResultInterrupted):
+				tc.Error = junitCut(c.Detail, cut)
+				s.Errors++
+			case !c.Passed:
 				kind := "bound"
 				if c.Empty {
 					kind = "empty_window"
 				}
-				tc.Failure = &junitFailure{Message: c.Detail, Type: kind, Text: c.Detail + "\n" + r.Row().SeedLine()}
+				tc.Failure = &junitFailure{Message: c.Detail, Type: kind, Text: c.Detail + "\n" + row.SeedLine()}
 				s.Failures++
 			}
 			s.Cases = append(s.Cases, tc)
+		}
+		if cut != "" {
+			// The run itself, cut short: an error (it did not run its
+			// course), not a failure (no bound says so).
+			s.Cases = append(s.Cases, junitCase{Name: junitCompleted, Classname: class, Time: junitSeconds(0), Error: junitCut(cut, cut)})
+			s.Errors++
 		}
 		s.Tests = len(s.Cases)
 		s.SystemOut = &junitText{Text: systemOut(r)}
 		doc.Suites = append(doc.Suites, s)
 		doc.Tests += s.Tests
 		doc.Failures += s.Failures
+		doc.Errors += s.Errors
 		total += r.Wall()
 		// A run of many windows: one suite per window, its checks.
 		for _, ws := range windowSuites(r, class) {
 			doc.Suites = append(doc.Suites, ws)
 			doc.Tests += ws.Tests
 			doc.Failures += ws.Failures
+			doc.Errors += ws.Errors
 		}
 	}
 	doc.Time = junitSeconds(total)
@@ -135,7 +152,8 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 // test case per check of the window; none for a run of one window.
 func windowSuites(r Run, class string) []junitSuite {
 	var out []junitSuite
-	for _, w := range r.Row().Windows {
+	row := r.Row()
+	for _, w := range row.Windows {
 		s := junitSuite{
 			Name: fmt.Sprintf("%s window %d", r.Name(), w.Index),
 			Time: junitSeconds(0),
@@ -151,7 +169,11 @@ func windowSuites(r Run, class string) []junitSuite {
 		wclass := fmt.Sprintf("%s.window%d", class, w.Index)
 		for _, c := range w.Checks {
 			tc := junitCase{Name: c.Name, Classname: wclass, Time: junitSeconds(0)}
-			if !c.Passed {
+			switch {
+			case !c.Passed && w.Result == ResultInterrupted:
+				tc.Error = junitCut(c.Detail, row.CutShort)
+				s.Errors++
+			case !c.Passed:
 				kind := "bound"
 				if strings.HasPrefix(c.Detail, "empty") {
 					kind = "empty_window"
@@ -165,6 +187,20 @@ func windowSuites(r Run, class string) []junitSuite {
 		out = append(out, s)
 	}
 	return out
+}
+
+// junitCompleted is the test case a run cut short adds to its suite: its
+// error says why the run did not end.
+const junitCompleted = "run_completed"
+
+// junitCut is the error of a test case a run cut short by why left
+// without a verdict: detail, and the cut.
+func junitCut(detail, why string) *junitFailure {
+	msg := detail
+	if detail != why {
+		msg = fmt.Sprintf("%s (the run was cut short: %s)", detail, why)
+	}
+	return &junitFailure{Message: msg, Type: "interrupted", Text: msg}
 }
 
 // systemOut is what a CI page shows under the suite: the seed's summary

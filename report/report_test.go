@@ -130,9 +130,9 @@ func TestReportJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 	for i, r := range rows {
 		row := r.(map[string]any)
 		if i == 2 {
-			want("remove row", row, "arm", "mode", "case", "passed", "checks", "faulted", "after_detect", "healthy", "times", "steady")
+			want("remove row", row, "arm", "mode", "case", "passed", "result", "checks", "faulted", "after_detect", "healthy", "times", "steady")
 		} else {
-			want("stall row", row, "arm", "mode", "case", "passed", "checks", "faulted", "after_detect", "healthy", "recovery", "times", "steady")
+			want("stall row", row, "arm", "mode", "case", "passed", "result", "checks", "faulted", "after_detect", "healthy", "recovery", "times", "steady")
 			want("recovery", row["recovery"].(map[string]any), "n", "pulled")
 		}
 		want("faulted", row["faulted"].(map[string]any), "n", "pulled", "p50_s", "max_s")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,6 +24,13 @@ type Row struct {
 	// (sweep.go); absent without a sweep.
 	Settings []event.Setting `json:"settings,omitempty"`
 	Passed   bool            `json:"passed"`
+	// Result is pass, fail, not_judged or interrupted (cut.go): a run cut
+	// short with no bound broken by then is interrupted, not failed, and
+	// its passed is false; CutShort says why it was cut short (its end
+	// event's message, or that its events end without one), absent for a
+	// run that ran its course.
+	Result   string `json:"result"`
+	CutShort string `json:"cut_short,omitempty"`
 	// NotJudged names the fault windows that could not be judged, and
 	// why; a row with one and no failed check is "not judged" (exit 3).
 	NotJudged []string   `json:"not_judged,omitempty"`
@@ -125,6 +133,10 @@ func (r Run) Row() Row {
 	for _, c := range v.Checks {
 		row.Checks = append(row.Checks, CheckRow{Name: c.Name, Passed: c.Passed, Detail: c.Detail, Pending: c.Pending})
 	}
+	row.Result, row.CutShort = r.result()
+	if row.Result == ResultInterrupted {
+		row.Passed = false // never green for a run that did not end
+	}
 	f, h := v.Summary.Faulted, v.Summary.Healthy
 	row.Faulted = FaultedRow{N: f.N, Pulled: f.Pulled, P50: f.P50.Seconds(), Max: f.Max.Seconds()}
 	row.Healthy = HealthyRow{N: h.N, Pulled: h.Pulled, Max: h.Max.Seconds()}
@@ -181,7 +193,7 @@ type document struct {
 // run's last event rather than now, so a report rebuilt from events.jsonl
 // is byte for byte the one the run wrote.
 func WriteJSON(w io.Writer, rows ...Row) error {
-	doc := document{Rows: rows}
+	doc := document{Rows: slices.Clone(rows)} // the caller's rows stay as they are
 	if doc.Rows == nil {
 		doc.Rows = []Row{}
 	}
@@ -191,8 +203,12 @@ func WriteJSON(w io.Writer, rows ...Row) error {
 	}
 	doc.WallS = roundMillis(last.Sub(first).Seconds())
 	doc.Generated = last.UTC()
-	for _, r := range rows {
+	for i, r := range rows {
 		doc.Truncated = doc.Truncated || r.Truncated
+		if r.Result == "" {
+			// A row made without a run (a test's): its verdict fields say it.
+			doc.Rows[i].Result = resultOf(r.Passed, r.notJudgedOnly())
+		}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -224,7 +240,7 @@ func (r Row) notJudgedOnly() bool {
 
 // cells is the row as the seed's table shows it.
 func (r Row) cells(withMode keyCols) []string {
-	result := result(r.Passed, r.notJudgedOnly())
+	result := r.resultText()
 	faulted, healthy, recovery := notApplicable, notApplicable, notApplicable
 	if r.Faulted.N > 0 {
 		faulted = fmt.Sprintf("%.2f s / %.2f s", r.Faulted.P50, r.Faulted.Max)
@@ -261,7 +277,10 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	writeContent(&b, rows)
 	writeWindows(&b, rows)
 	for _, r := range rows {
-		if r.Passed {
+		if r.CutShort != "" {
+			writeCutShort(&b, r)
+		}
+		if r.Passed || r.Result == ResultInterrupted {
 			continue
 		}
 		if len(r.NotJudged) > 0 {

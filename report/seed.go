@@ -15,7 +15,8 @@ import (
 const SeedInterval = 500 * time.Millisecond
 
 // SeedRow is one row of the seed's table (vLLM's FAULTS=1 slice on
-// Llama-3.2-1B, ../shared/seed/p2p-fault-slice-pr.txt), in real seconds.
+// Llama-3.2-1B, as published in its pull request: docs/seed.md), in real
+// seconds.
 type SeedRow struct {
 	Arm, Case   string
 	Passed      bool
@@ -143,8 +144,12 @@ func CompareSeed(rows []Row, sc SeedScale) []Comparison {
 			}
 			return "FAIL"
 		}
-		out = append(out, Comparison{Arm: r.Arm, Case: r.Case, Cell: "result", Seed: verdict(s.Passed), Sim: verdict(r.Passed),
-			Diff: map[bool]string{true: "=", false: "differs"}[s.Passed == r.Passed], Target: verdict(s.Passed), Outside: s.Passed != r.Passed})
+		sim := verdict(r.Passed)
+		if r.Result == ResultInterrupted {
+			sim = resultWord(r.Result) // cut short: no verdict to set beside the seed's
+		}
+		out = append(out, Comparison{Arm: r.Arm, Case: r.Case, Cell: "result", Seed: verdict(s.Passed), Sim: sim,
+			Diff: map[bool]string{true: "=", false: "differs"}[verdict(s.Passed) == sim], Target: verdict(s.Passed), Outside: verdict(s.Passed) != sim})
 		secs := func(cell string, seed, sim float64) {
 			// Only waits the targets call timeout-driven follow the time
 			// scale; a local prefill takes as long at any scale.

@@ -20,6 +20,9 @@ type WindowRow struct {
 	LengthS float64 `json:"length_s"` // to the run's end for a window still open then
 	Open    bool    `json:"open,omitempty"`
 	Passed  bool    `json:"passed"`
+	// Result is pass, fail, not_judged or interrupted: in a run cut short,
+	// a window not settled by then and with no bound broken (cut.go).
+	Result string `json:"result"`
 	// NotJudged is why the window could not be judged ("": it was).
 	NotJudged string       `json:"not_judged,omitempty"`
 	Checks    []CheckRow   `json:"checks"`
@@ -37,9 +40,13 @@ func windowRows(r Run) []WindowRow {
 		return nil
 	}
 	out := make([]WindowRow, 0, len(ws))
+	cutShort := r.CutShortBy()
 	for _, w := range ws {
 		wr := WindowRow{Index: w.Index, Kind: w.Kind, Source: w.Source, StartS: roundMillis(w.Start.Seconds()),
-			Passed: w.Passed, NotJudged: w.NotJudged, Times: w.Times}
+			Passed: w.Passed, Result: windowResult(w, cutShort), NotJudged: w.NotJudged, Times: w.Times}
+		if wr.Result == ResultInterrupted {
+			wr.Passed = false
+		}
 		end := w.End
 		if end == 0 {
 			wr.Open, end = true, max(r.RunEnd, w.Start)
@@ -103,7 +110,7 @@ func windowsCells(rows []Row) [][]string {
 			if w.Open {
 				length += "+"
 			}
-			line := []string{fmt.Sprint(w.Index), w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), length, result(w.Passed, w.NotJudged != "")}
+			line := []string{fmt.Sprint(w.Index), w.Kind, event.SourceName(w.Source), fmtSecs(w.StartS), length, w.resultText()}
 			if many {
 				line = append([]string{r.Arm, r.Case}, line...)
 			}
@@ -114,6 +121,14 @@ func windowsCells(rows []Row) [][]string {
 		}
 	}
 	return out
+}
+
+// resultText is the window's result as the table shows it.
+func (w WindowRow) resultText() string {
+	if w.Result == "" {
+		return result(w.Passed, w.NotJudged != "")
+	}
+	return resultWord(w.Result)
 }
 
 func checkCell(w WindowRow, name string) string {
@@ -219,8 +234,8 @@ func WindowsTable(rows []Row) string {
 func windowFailures(r Row) []string {
 	var out []string
 	for _, w := range r.Windows {
-		if w.NotJudged != "" {
-			continue // its checks are not failures: the row's NotJudged says why
+		if w.NotJudged != "" || w.Result == ResultInterrupted {
+			continue // its checks are not failures: the row's NotJudged, or its cut, says why
 		}
 		for _, c := range w.Checks {
 			if !c.Passed {

@@ -6,7 +6,8 @@
 // the packages that write them (report, runner, attach/guard).
 //
 // A run's folder holds events.jsonl (or events.jsonl.zst), sessions.json,
-// each engine's NAME.log, the reports and, for an attached run,
+// each engine's NAME.log, the reports, p2pfault.lock (the lock its run
+// holds on it: one folder, one run, see Claim) and, for an attached run,
 // stalls.json. A slice's folder, and a several-arm run's, holds one row
 // folder per arm × mode × case (ARM-CASE, or ARM-MODE-CASE outside mode
 // p2p) laid out the same way; the slice's folder has no events of its own,

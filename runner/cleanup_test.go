@@ -67,7 +67,8 @@ func startLoner(t *testing.T) runner.SessionEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runner.SessionEntry{Engine: "source-0", Pid: pid, Sid: pid, StartTicks: st.StartTicks, Argv: append([]string{self}, args...)}
+	argv := append([]string{self}, args...)
+	return runner.SessionEntry{Engine: "source-0", Pid: pid, Sid: pid, StartTicks: st.StartTicks, Argv: argv, Cmdlines: runner.Cmdlines{pid: argv}}
 }
 
 func writeRecord(t *testing.T, dir string, owner runner.ProcID, entries ...runner.SessionEntry) {
@@ -133,6 +134,58 @@ func TestCleanupEndsWhatTheRecordNamesAndOnlyThat(t *testing.T) {
 	}
 }
 
+// TestCleanupLeavesAProcessWhoseCommandLineIsNotTheRecorded: a record
+// naming a live process by its pid, start time and session, but with the
+// command line of an engine it is not (or with none), does not get it
+// ended; cleanup says why and keeps the entry.
+func TestCleanupLeavesAProcessWhoseCommandLineIsNotTheRecorded(t *testing.T) {
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	reaped := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(reaped) }()
+	t.Cleanup(func() { killSessions([]int{pid}); <-reaped })
+	st, err := session.Stat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := []string{"vllm", "serve", "m"}
+	for _, tt := range []struct {
+		name     string
+		cmdlines runner.Cmdlines
+		why      string
+	}{
+		{"another command line", runner.Cmdlines{pid: engine}, "pid " + strconv.Itoa(pid) + " is `sleep 300`, not the recorded `vllm serve m`"},
+		{"none recorded", nil, "pid " + strconv.Itoa(pid) + " (`sleep 300`) has no command line in the record to check it by"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeRecord(t, dir, deadOwner(), runner.SessionEntry{Engine: "not-an-engine", Pid: pid, Sid: pid, StartTicks: st.StartTicks, Argv: engine, Cmdlines: tt.cmdlines})
+			if lo, err := runner.Leftovers(dir); err != nil || len(lo) != 0 {
+				t.Errorf("leftovers %+v %v: a process that is not the engine is not one", lo, err)
+			}
+			var out bytes.Buffer
+			n, err := runner.Cleanup(context.Background(), dir, netfault.Host{}, &out)
+			if err != nil || n != 0 {
+				t.Fatalf("cleanup: %d %v\n%s", n, err, out.String())
+			}
+			want := "not-an-engine: session " + strconv.Itoa(pid) + ": " + tt.why + ": left alone"
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("cleanup said %q, want %q", out.String(), want)
+			}
+			if live := liveMembers(t, pid); len(live) != 1 {
+				t.Fatalf("the process named with another command line was ended: live %v", live)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, runner.SessionsFile)); !strings.Contains(string(b), `"not-an-engine"`) {
+				t.Errorf("the entry was dropped from the record:\n%s", b)
+			}
+		})
+	}
+}
+
 func TestCleanupLeavesSessionsOfRunningP2pfaultAlone(t *testing.T) {
 	engine := startLoner(t)
 	owner := startLoner(t) // stands for a p2pfault that still runs
@@ -191,5 +244,36 @@ func TestNewRunKeepsLeftoversOfPreviousRunInRecord(t *testing.T) {
 	}
 	if live := liveMembers(t, left.Sid); len(live) > 0 {
 		t.Errorf("leftover session %d still alive: %v", left.Sid, live)
+	}
+}
+
+// TestNewRunDoesNotCarryARecordItCannotTrust: a sessions.json others
+// could write is not carried into the new run's record (which would make
+// it the user's own, 0600), and the new record replaces it.
+func TestNewRunDoesNotCarryARecordItCannotTrust(t *testing.T) {
+	left := startLoner(t)
+	cfg := fakeConfig(t)
+	writeRecord(t, cfg.OutDir, deadOwner(), left)
+	path := filepath.Join(cfg.OutDir, runner.SessionsFile)
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sources = 1
+	startCluster(t, cfg)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Leftovers []runner.SessionEntry `json:"leftovers"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Leftovers) != 0 {
+		t.Errorf("the new record carries the untrusted one's sessions: %s", b)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("sessions.json %v %v, want the new run's, mode 0600", st.Mode(), err)
 	}
 }

@@ -62,7 +62,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.OutDir == "" {
 		return nil, exitcode.Usagef("no output folder for the engines' logs and sessions.json (runner.Config.OutDir is empty)")
 	}
-	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.OutDir, runfolder.DirMode); err != nil {
 		return nil, exitcode.AsUsage(fmt.Errorf("create output folder %s: %w", cfg.OutDir, err))
 	}
 	if cfg.Engine == EngineVLLM {
@@ -145,6 +145,12 @@ func newCluster(cfg Config, specs []Spec) (*Cluster, error) {
 	}
 	for _, s := range specs {
 		c.engines = append(c.engines, &Engine{c: c, spec: s, tail: newRing(cfg.LogTail), state: event.StateStarting})
+	}
+	// The record is written before the first engine starts: a folder
+	// where it cannot be (sessions.json a symbolic link) stops the run
+	// here, not after engines that cleanup could not find.
+	if err := c.writeSessions(); err != nil {
+		return nil, exitcode.AsUsage(err)
 	}
 	return c, nil
 }

@@ -92,6 +92,22 @@ func TestStartRunsEachEngineInItsOwnSession(t *testing.T) {
 		if sids[en.Sid] != en.Engine || en.StartTicks == 0 || len(en.Members) != 2 || len(en.Argv) < 3 {
 			t.Errorf("sessions.json entry %+v does not match the running engine", en)
 		}
+		// Each process's command line as /proc shows it: what cleanup
+		// checks before it ends the session.
+		for _, m := range en.Members {
+			if now, err := session.Cmdline(m.Pid); err != nil || !slices.Equal(en.Cmdlines[m.Pid], now) {
+				t.Errorf("%s: recorded command line of pid %d %q, /proc says %q (%v)", en.Engine, m.Pid, en.Cmdlines[m.Pid], now, err)
+			}
+		}
+	}
+	// The record's checks (start time, session, command line) hold for
+	// the running engines: cleanup would take them for what they are.
+	if lo, err := runner.Leftovers(cfg.OutDir); err != nil || len(lo) != 3 {
+		t.Errorf("leftovers of the running cluster: %d %v, want its 3 engines recognised", len(lo), err)
+	}
+	// Written 0600: cleanup trusts a record no one else could write.
+	if st, err := os.Stat(filepath.Join(cfg.OutDir, runner.SessionsFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("sessions.json: %v %v, want mode 0600", st.Mode(), err)
 	}
 }
 

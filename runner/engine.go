@@ -19,6 +19,7 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // intent says what the next exit of an engine's process means.
@@ -56,6 +57,7 @@ type process struct {
 	started    time.Time
 	readyAt    time.Time
 	members    []ProcID      // recorded once ready, for sessions.json
+	cmdlines   Cmdlines      // the leader's at start, the members' once ready; replaced, never changed
 	done       chan struct{} // closed once reaped; exit is set before
 	exit       string
 	logsDone   chan struct{} // closed when the output pipe hit EOF
@@ -235,7 +237,7 @@ func (e *Engine) launch(extra []string) (*process, error) {
 	if e.c.life.Err() != nil {
 		return nil, fmt.Errorf("start %s: %w", e.spec.Name, errStopping)
 	}
-	logf, err := os.OpenFile(e.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := safefile.Append(e.LogPath(), safefile.ReportPerm)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: open log: %w", e.spec.Name, err)
 	}
@@ -247,7 +249,10 @@ func (e *Engine) launch(extra []string) (*process, error) {
 	launched := e.Spec()
 	launched.Args = append(launched.Args, extra...)
 	cmd := exec.Command(launched.Path, launched.Args...)
-	cmd.Env = append(os.Environ(), e.spec.Env...)
+	// The owner's mark last, so it wins over one p2pfault inherited: every
+	// process of the engine carries it, and once this p2pfault is gone
+	// `cleanup --orphans` knows them for its (runner.Orphans).
+	cmd.Env = append(append(os.Environ(), e.spec.Env...), e.c.owner.ID().EnvVar())
 	// An *os.File, not an io.Writer: Wait then does not wait for the
 	// engine core, which inherits the pipe, to close it.
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -266,6 +271,7 @@ func (e *Engine) launch(extra []string) (*process, error) {
 	if st, err := session.Stat(p.pid); err == nil {
 		p.startTicks = st.StartTicks
 	}
+	p.cmdlines = ReadCmdlines(p.pid)
 	fmt.Fprintf(logf, "==> p2pfault: %s started, pid %d, session %d: %s\n", e.spec.Name, p.pid, p.sid, launched.CommandLine())
 	e.mu.Lock()
 	if e.proc != nil {
@@ -399,8 +405,9 @@ func (e *Engine) markReady(p *process) {
 			}
 		}
 	}
+	cmdlines := ReadCmdlines(pidsOf(members)...)
 	e.mu.Lock()
-	p.readyAt, p.members = time.Now(), members
+	p.readyAt, p.members, p.cmdlines = time.Now(), members, p.cmdlines.with(cmdlines)
 	if e.proc == p && e.state == event.StateStarting {
 		e.changeLocked(event.StateReady)
 	}
@@ -431,6 +438,11 @@ type EndFunc func(sid int) error
 // terminate is the default EndFunc: SIGTERM, then SIGCONT so that a
 // stalled engine can act on it.
 func terminate(sid int) error {
+	// A session that must not be signalled is refused once, not once per
+	// signal.
+	if err := session.Guard(sid); err != nil {
+		return err
+	}
 	var errs []error
 	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGCONT} {
 		// The session may empty between the two: that is success.

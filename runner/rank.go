@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -47,19 +46,6 @@ func CoreRank(argv []string) (int, bool) {
 	return 0, false
 }
 
-// cmdline reads /proc/PID/cmdline as argv.
-func cmdline(pid int) ([]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return nil, err
-	}
-	s := strings.TrimRight(string(b), "\x00")
-	if s == "" {
-		return nil, nil
-	}
-	return strings.Split(s, "\x00"), nil
-}
-
 // coreRanks maps each live member of ms whose command line marks a
 // data-parallel engine core to the rank it marks.
 func coreRanks(ms []session.Proc) map[int]int {
@@ -68,7 +54,7 @@ func coreRanks(ms []session.Proc) map[int]int {
 		if !m.Live() {
 			continue
 		}
-		argv, err := cmdline(m.Pid)
+		argv, err := session.Cmdline(m.Pid)
 		if err != nil {
 			continue
 		}

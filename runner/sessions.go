@@ -14,6 +14,7 @@ import (
 
 	"p2pfault/runfolder"
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // SessionsFile is the name, in a run's output folder, of the record of the
@@ -45,6 +46,11 @@ type SessionEntry struct {
 	Members    []ProcID  `json:"members,omitempty"` // the session's processes once ready
 	Owner      ProcID    `json:"owner"`             // the p2pfault process that started it
 	BootID     string    `json:"boot_id"`
+
+	// Cmdlines are the leader's command line as it started and each
+	// member's once ready: cleanup ends the session only if /proc still
+	// shows one of them.
+	Cmdlines Cmdlines `json:"cmdlines,omitempty"`
 }
 
 // sessionsFile is the content of sessions.json.
@@ -97,8 +103,10 @@ func (c *Cluster) writeSessionsLocked() error {
 		e.mu.Lock()
 		p := e.proc
 		var members []ProcID
+		var cmdlines Cmdlines
 		if p != nil {
 			members = append(members, p.members...)
+			cmdlines = p.cmdlines
 		}
 		argv := e.spec.Argv()
 		e.mu.Unlock()
@@ -113,43 +121,31 @@ func (c *Cluster) writeSessionsLocked() error {
 		}
 		f.Engines = append(f.Engines, SessionEntry{
 			Engine: e.spec.Name, Pid: p.pid, Sid: p.sid, StartTicks: p.startTicks,
-			Started: p.started, Argv: argv, Members: members,
+			Started: p.started, Argv: argv, Members: members, Cmdlines: cmdlines,
 			Owner: c.owner, BootID: c.bootID,
 		})
 	}
 	return writeSessionsFile(c.cfg.OutDir, f)
 }
 
+// writeSessionsFile rewrites dir's sessions.json in one step (a reader,
+// or a crash, sees the old record or the new one), mode 0600: cleanup
+// trusts only a record no one else could have written.
 func writeSessionsFile(dir string, f sessionsFile) error {
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", SessionsFile, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".sessions-*.json")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, SessionsFile), err)
-	}
-	_, werr := tmp.Write(append(b, '\n'))
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, SessionsFile), err)
-	}
-	// rename(2) replaces the file in one step: a reader (or a crash) sees
-	// the old record or the new one, never half of one.
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, SessionsFile)); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, SessionsFile), err)
-	}
-	return nil
+	return safefile.Write(filepath.Join(dir, SessionsFile), append(b, '\n'), safefile.RecordPerm)
 }
 
+// readSessionsFile reads dir's sessions.json if it can be trusted
+// (safefile.ReadRecord: this user's, writable by no one else, not a link).
 func readSessionsFile(dir string) (sessionsFile, error) {
 	var f sessionsFile
-	b, err := os.ReadFile(filepath.Join(dir, SessionsFile))
+	b, err := safefile.ReadRecord(filepath.Join(dir, SessionsFile))
 	if err != nil {
-		return f, fmt.Errorf("read sessions record: %w", err)
+		return f, recordError("sessions", err)
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
 		return f, fmt.Errorf("read %s: %w", filepath.Join(dir, SessionsFile), err)
@@ -180,18 +176,15 @@ type Leftover struct {
 }
 
 // verify reports whether e's session still holds a process of that run: its
-// leader or a recorded member, same pid, same start time, same session.
-func (e SessionEntry) verify(boot string) bool {
+// leader or a recorded member, same pid, same start time, same session and
+// same command line (Still). When a process matches all but the command
+// line, why says so and the session is not that run's to end.
+func (e SessionEntry) verify(boot string) (ok bool, why string) {
 	if e.BootID != boot || e.Sid <= 1 {
-		return false
+		return false, ""
 	}
-	for _, id := range append([]ProcID{{Pid: e.Pid, StartTicks: e.StartTicks}}, e.Members...) {
-		st, err := session.Stat(id.Pid)
-		if err == nil && st.Live() && st.StartTicks == id.StartTicks && st.Sid == e.Sid {
-			return true
-		}
-	}
-	return false
+	same, why := Still(e.Sid, append([]ProcID{{Pid: e.Pid, StartTicks: e.StartTicks}}, e.Members...), e.Cmdlines)
+	return len(same) > 0, why
 }
 
 // Leftovers returns the sessions that the sessions.json in dir names and
@@ -204,7 +197,7 @@ func Leftovers(dir string) ([]Leftover, error) {
 	}
 	var out []Leftover
 	for _, e := range append(f.Engines, f.Leftovers...) {
-		if !e.verify(boot) {
+		if ok, _ := e.verify(boot); !ok {
 			continue
 		}
 		live, _ := session.Live(e.Sid)
@@ -241,7 +234,11 @@ func Cleanup(ctx context.Context, dir string, host Tables, w io.Writer) (int, er
 	var errs []error
 	var keepEngines, keepLeft []SessionEntry
 	handle := func(e SessionEntry) bool { // reports whether to keep e in the file
-		if !e.verify(boot) {
+		if ok, why := e.verify(boot); !ok {
+			if why != "" { // a process p2pfault cannot tell is the engine
+				fmt.Fprintf(w, "%s: session %d: %s: left alone\n", e.Engine, e.Sid, why)
+				return true
+			}
 			fmt.Fprintf(w, "%s: session %d is already gone\n", e.Engine, e.Sid)
 			return false
 		}

@@ -68,6 +68,14 @@ func (t Target) Continue(ctx context.Context) error {
 func signal(sig unix.Signal, signalled func(time.Time, error), then ...unix.Signal) EndFunc {
 	return func(sid int) error {
 		at := time.Now()
+		// A session that must not be signalled is refused once, not once
+		// per signal.
+		if err := session.Guard(sid); err != nil {
+			if signalled != nil {
+				signalled(at, err)
+			}
+			return err
+		}
 		_, err := session.Signal(sid, sig)
 		if signalled != nil {
 			signalled(at, err)

@@ -204,6 +204,16 @@ func StartInProcess(ctx context.Context, args []string, env map[string]string, h
 }
 
 // parseServe resolves `sim serve` arguments as the command does.
+// CheckServe checks a `sim serve` command line (MODEL and its flags) and
+// environment as an engine started with them would, starting nothing: the
+// usage error it would exit with at once, or nil. p2pfault checks the
+// flags it gives every simulated engine with it, so a bad one is said
+// once, before any engine starts, not once per engine.
+func CheckServe(args []string, getenv func(string) string) error {
+	_, err := parseServe(args, getenv)
+	return err
+}
+
 func parseServe(args []string, getenv func(string) string) (serveConfig, error) {
 	var f serveFlags
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"p2pfault/check"
 	"p2pfault/event"
 	"sort"
 	"strings"
@@ -341,7 +342,7 @@ func (m Model) armBlock(w, h int, nowT time.Duration) string {
 	}
 	switch {
 	case st.final && st.verdict != nil && p.verdicts > 1:
-		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s}.Render(w, p.verdicts))
+		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s, cut: st.cutShort()}.Render(w, p.verdicts))
 	case st.final && st.verdict != nil:
 		parts = append(parts, verdictLine(st.verdict, s, w))
 	default:
@@ -355,6 +356,8 @@ func (m Model) armStatus() string {
 	s := m.styles
 	st := m.st
 	switch {
+	case st.final && st.verdict != nil && st.cutShort() && !check.Broken(*st.verdict):
+		return s.Dim.Render("INTERRUPTED") + s.Dim.Render(m.faultedFigures())
 	case st.final && st.verdict != nil && st.verdict.Passed:
 		return s.Pass.Render("PASS") + s.Dim.Render(m.faultedFigures())
 	case st.final && st.verdict != nil:

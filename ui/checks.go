@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"p2pfault/check"
 	"p2pfault/event"
 )
 
@@ -63,6 +64,9 @@ type verdictTable struct {
 	verdict *event.Verdict
 	run     *event.RunInfo
 	styles  *Styles
+	// cut: the run was cut short (state.cutShort); its verdict reads
+	// INTERRUPTED unless a bound had broken (check.Broken).
+	cut bool
 }
 
 // Height is how many lines the table wants.
@@ -98,6 +102,8 @@ func (v verdictTable) Render(w, h int) string {
 	s := v.styles
 	res := s.Pass.Render("PASS")
 	switch {
+	case v.cut && !check.Broken(*v.verdict):
+		res = s.Dim.Render("INTERRUPTED")
 	case !v.verdict.Passed && !v.verdict.Failed():
 		res = s.Dim.Render("NOT JUDGED")
 	case !v.verdict.Passed:

@@ -83,7 +83,7 @@ func (m Model) dashboard(w, h int) string {
 		parts = append(parts, procTable{engines: st.engineOrder(), metrics: st.metrics, styles: s}.Render(w, l.procs))
 	}
 	if l.final {
-		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s}.Render(w, l.checks))
+		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s, cut: st.cutShort()}.Render(w, l.checks))
 	} else {
 		parts = append(parts, checksPanel{verdict: st.verdict, lookup: l.lookup, styles: s}.Render(w, l.checks))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"p2pfault/check"
 	"p2pfault/event"
+	"p2pfault/exitcode"
 	"p2pfault/fault"
 	"p2pfault/probe"
 )
@@ -147,6 +148,7 @@ type state struct {
 	latestT    time.Duration
 
 	ended    bool
+	endSeen  bool // the run's end event came (not only the stream's close)
 	endMsg   string
 	exitCode int
 	endT     time.Duration
@@ -719,7 +721,7 @@ func (st *state) applyEnd(ev event.Event) {
 		return
 	}
 	wasUp := st.up()
-	st.ended = true
+	st.ended, st.endSeen = true, true
 	st.endMsg = clean(ev.Message)
 	st.exitCode = ev.ExitCode
 	st.endT = ev.T
@@ -735,6 +737,13 @@ func (st *state) applyEnd(ev event.Event) {
 			st.addFailure(ev.Message)
 		}
 	}
+}
+
+// cutShort reports whether the run ended before its planned end (a
+// signal, an error, a stream that closed without an end event): its
+// verdict then reads INTERRUPTED unless a bound had broken.
+func (st *state) cutShort() bool {
+	return st.ended && exitcode.RunCutShort(st.endSeen, st.exitCode, st.run != nil && st.run.Duration == 0)
 }
 
 // closeStream records that the event channel closed; a run that ends

@@ -37,6 +37,7 @@ import (
 
 	"p2pfault/runner"
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // Config says how to start a guard and what it resumes.
@@ -95,7 +96,7 @@ func Start(cfg Config) (*Guard, error) {
 	}
 	var out *os.File
 	if cfg.Log != "" {
-		out, err = os.OpenFile(cfg.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		out, err = safefile.Append(cfg.Log, safefile.ReportPerm)
 		if err != nil {
 			relR.Close()
 			relW.Close()

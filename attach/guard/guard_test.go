@@ -185,14 +185,14 @@ func TestBookAndResumeRecordedSkipOtherBootsAndGoneSessions(t *testing.T) {
 	for _, s := range []Stall{
 		{Source: "other-boot", Sid: id.Pid, Members: []runner.ProcID{id}, BootID: "not-this-boot", Owner: dead},
 		{Source: "gone", Sid: 1 << 22, Members: []runner.ProcID{dead}, Owner: dead},
-		{Source: "live", Sid: id.Pid, Members: []runner.ProcID{id}, Owner: dead},
+		{Source: "live", Sid: id.Pid, Members: []runner.ProcID{id}, Owner: dead, Cmdlines: runner.ReadCmdlines(id.Pid)},
 	} {
 		if err := b.Add(s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var out strings.Builder
-	n, err := ResumeRecorded(context.Background(), path, &out)
+	n, err := ResumeRecorded(context.Background(), path, &out, nil)
 	if err != nil || n != 1 {
 		t.Fatalf("%d %v %q", n, err, out.String())
 	}

@@ -17,6 +17,7 @@ import (
 	"p2pfault/runfolder"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
+	"p2pfault/safefile"
 )
 
 // RecordFile is the record's name in a run's folder (the run folder
@@ -32,11 +33,15 @@ type Stall struct {
 	Sid     int             `json:"sid,omitempty"`     // local: the stalled session
 	Members []runner.ProcID `json:"members,omitempty"` // local: the processes stopped
 	Part    bool            `json:"part,omitempty"`    // local: Members alone were stopped (one rank's engine core), and are resumed alone
-	Resume  []string        `json:"resume,omitempty"`  // commands: the resume argv, filled in
+	Resume  []string        `json:"resume,omitempty"`  // commands: the resume argv, filled in, for people only (cleanup --attach runs the attach file's)
 	Owner   runner.ProcID   `json:"owner"`             // the p2pfault that stalled it
 	Guard   runner.ProcID   `json:"guard"`
 	BootID  string          `json:"boot_id"`
 	Since   time.Time       `json:"since"`
+
+	// Cmdlines are the Members' command lines when stalled: cleanup
+	// resumes only processes /proc shows are still these.
+	Cmdlines runner.Cmdlines `json:"cmdlines,omitempty"`
 }
 
 // Record is the content of stalls.json.
@@ -100,34 +105,27 @@ func (b *Book) write() error {
 	return writeRecord(b.path, b.rec)
 }
 
+// writeRecord replaces the record in one step (a reader, or a crash, sees
+// the old record or the new one), mode 0600: cleanup trusts only a record
+// no one else could have written.
 func writeRecord(path string, rec Record) error {
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".stalls-*.json")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, werr := tmp.Write(append(data, '\n'))
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	// rename(2): a reader or a crash sees the old record or the new one.
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return safefile.Write(path, append(data, '\n'), safefile.RecordPerm)
 }
 
-// ReadRecord reads a record file; a missing file wraps fs.ErrNotExist.
+// ReadRecord reads a record file if it can be trusted (safefile.ReadRecord:
+// this user's, writable by no one else, not a link); a missing file wraps
+// fs.ErrNotExist.
 func ReadRecord(path string) (Record, error) {
 	var rec Record
-	data, err := os.ReadFile(path)
+	data, err := safefile.ReadRecord(path)
+	var te *safefile.TrustError
+	if errors.As(err, &te) {
+		return rec, err // it names the file and why
+	}
 	if err != nil {
 		return rec, fmt.Errorf("read stall record: %w", err)
 	}
@@ -156,14 +154,23 @@ func BootID() string {
 	return strings.TrimSpace(string(b))
 }
 
+// ResumeFrom gives the resume argv of a commands source, filled in, from
+// the attach file the user named (`p2pfault cleanup DIR --attach FILE`),
+// by the stall's source name ("pod-a", or "pod-a/rank1" for one rank).
+type ResumeFrom func(source string) ([]string, error)
+
 // ResumeRecorded resumes what the record at path says is still stalled by a
-// p2pfault that is no longer running: SIGCONT to a session that still holds
-// a stalled process (pid and start time checked, as runner.Cleanup does;
-// to those processes alone for a stall of one rank, Stall.Part),
-// or the recorded resume command. Stalls of a p2pfault that still runs are
-// left alone. It reports each stall on w, rewrites the record with what is
-// left and returns how many it resumed. A missing record resumes nothing.
-func ResumeRecorded(ctx context.Context, path string, w io.Writer) (int, error) {
+// p2pfault that is no longer running. A local stall: SIGCONT to the
+// processes /proc shows are still the ones stalled (pid, start time,
+// session and command line, runner.Still; to those alone for a stall of
+// one rank, Stall.Part), unless they already run (their guard resumed
+// them). A commands stall: the resume command of the attach file from
+// gives, never one read from the record; with from nil it says what it
+// cannot undo and how. Stalls of a p2pfault that still runs are left
+// alone. It reports each stall on w, rewrites the record with what is
+// left and returns how many it resumed. A missing record resumes nothing;
+// one that cannot be trusted (safefile.ReadRecord) is an error naming it.
+func ResumeRecorded(ctx context.Context, path string, w io.Writer, from ResumeFrom) (int, error) {
 	rec, err := ReadRecord(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintf(w, "%s: no stall record, nothing to resume\n", filepath.Dir(path))
@@ -177,36 +184,27 @@ func ResumeRecorded(ctx context.Context, path string, w io.Writer) (int, error) 
 	var errs []error
 	var keep []Stall
 	for _, s := range rec.Stalls {
+		var done, kept bool
+		var err error
 		switch {
 		case s.BootID != boot:
 			fmt.Fprintf(w, "%s: stall recorded in another boot; nothing to resume\n", s.Source)
 		case s.Owner != self && s.Owner.Alive():
 			fmt.Fprintf(w, "%s: stalled by p2pfault pid %d, which is still running; left alone\n", s.Source, s.Owner.Pid)
-			keep = append(keep, s)
+			kept = true
 		case s.Sid != 0:
-			sent, err := Continue(s.Sid, s.Members, s.Part)
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("resume %s session %d: %w", s.Source, s.Sid, err))
-				keep = append(keep, s)
-			case len(sent) == 0:
-				fmt.Fprintf(w, "%s: session %d is gone; nothing to resume\n", s.Source, s.Sid)
-			case s.Part:
-				resumed++
-				fmt.Fprintf(w, "%s: resumed pids %v of session %d (the rest of it was not stalled)\n", s.Source, sent, s.Sid)
-			default:
-				resumed++
-				fmt.Fprintf(w, "%s: resumed session %d (pids %v)\n", s.Source, s.Sid, sent)
-			}
-		case len(s.Resume) > 0:
-			out, code, err := RunCommand(ctx, s.Resume, time.Minute)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("resume %s: %q %w: %s", s.Source, s.Resume, err, strings.TrimSpace(out)))
-				keep = append(keep, s)
-				continue
-			}
+			done, kept, err = resumeLocal(s, w)
+		default:
+			done, kept, err = resumeByCommand(ctx, s, from, w)
+		}
+		if done {
 			resumed++
-			fmt.Fprintf(w, "%s: ran %q (exit %d)\n", s.Source, s.Resume, code)
+		}
+		if kept {
+			keep = append(keep, s)
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 	}
 	rec.Stalls, rec.Updated = keep, time.Now()
@@ -217,4 +215,83 @@ func ResumeRecorded(ctx context.Context, path string, w io.Writer) (int, error) 
 		errs = append(errs, err)
 	}
 	return resumed, errors.Join(errs...)
+}
+
+// resumeLocal continues a local stall's processes if /proc shows they are
+// still the ones stalled and still stopped; it reports whether it resumed
+// them and whether the stall stays recorded.
+func resumeLocal(s Stall, w io.Writer) (resumed, keep bool, err error) {
+	same, why := runner.Still(s.Sid, s.Members, s.Cmdlines)
+	switch {
+	case len(same) == 0 && why != "":
+		fmt.Fprintf(w, "%s: session %d: %s: left alone\n", s.Source, s.Sid, why)
+		return false, true, nil
+	case len(same) == 0:
+		fmt.Fprintf(w, "%s: session %d is gone; nothing to resume\n", s.Source, s.Sid)
+		return false, false, nil
+	case !anyStopped(s.Sid, same, s.Part):
+		fmt.Fprintf(w, "%s: session %d is already running (its guard, or someone, resumed it); nothing to resume\n", s.Source, s.Sid)
+		return false, false, nil
+	}
+	sent, err := Continue(s.Sid, same, s.Part)
+	switch {
+	case err != nil:
+		return false, true, fmt.Errorf("resume %s session %d: %w", s.Source, s.Sid, err)
+	case len(sent) == 0:
+		fmt.Fprintf(w, "%s: session %d is gone; nothing to resume\n", s.Source, s.Sid)
+		return false, false, nil
+	case s.Part:
+		fmt.Fprintf(w, "%s: resumed pids %v of session %d (the rest of it was not stalled)\n", s.Source, sent, s.Sid)
+	default:
+		fmt.Fprintf(w, "%s: resumed session %d (pids %v)\n", s.Source, s.Sid, sent)
+	}
+	return true, false, nil
+}
+
+// anyStopped reports whether a process of the stall is stopped: one of
+// same for a stall of one rank (Part), any of the session's otherwise.
+func anyStopped(sid int, same []runner.ProcID, part bool) bool {
+	if part {
+		for _, p := range still(sid, same) {
+			if p.Stopped() {
+				return true
+			}
+		}
+		return false
+	}
+	ms, err := session.Members(sid)
+	if err != nil {
+		return true // cannot tell: SIGCONT to a running process does nothing
+	}
+	for _, m := range ms {
+		if m.Live() && m.Stopped() {
+			return true
+		}
+	}
+	return false
+}
+
+// resumeByCommand runs the resume command the attach file gives for a
+// commands stall, or says why it cannot and how to resume it by hand.
+func resumeByCommand(ctx context.Context, s Stall, from ResumeFrom, w io.Writer) (resumed, keep bool, err error) {
+	if from == nil {
+		recorded := ""
+		if len(s.Resume) > 0 {
+			recorded = fmt.Sprintf(" (the record says %q; check it against the file before running it)", s.Resume)
+		}
+		fmt.Fprintf(w, "%s: stalled by a command; not resumed, as cleanup runs no command read from a record: give the attach file (`p2pfault cleanup DIR --attach FILE`) or run that file's resume command for %s by hand%s\n",
+			s.Source, s.Source, recorded)
+		return false, true, nil
+	}
+	argv, err := from(s.Source)
+	if err != nil {
+		fmt.Fprintf(w, "%s: not resumed: %v\n", s.Source, err)
+		return false, true, nil
+	}
+	out, code, err := RunCommand(ctx, argv, time.Minute)
+	if err != nil {
+		return false, true, fmt.Errorf("resume %s: %q %w: %s", s.Source, argv, err, strings.TrimSpace(out))
+	}
+	fmt.Fprintf(w, "%s: ran the attach file's resume command %q (exit %d)\n", s.Source, argv, code)
+	return true, false, nil
 }

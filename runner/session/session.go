@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -409,4 +410,18 @@ func Descendants(ms []Proc, roots ...int) []Proc {
 		}
 	}
 	return out
+}
+
+// Cmdline reads /proc/PID/cmdline as argv (empty for a kernel thread or a
+// zombie). A process that is gone gives an error wrapping os.ErrNotExist.
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	s := strings.TrimRight(string(b), "\x00")
+	if s == "" {
+		return nil, nil
+	}
+	return strings.Split(s, "\x00"), nil
 }

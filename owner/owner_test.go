@@ -1,0 +1,62 @@
+package owner
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// TestAnOwnerIsItsPidAndStartTime: this process is alive as itself and
+// not with another start time; a tag reads back only when it is exactly
+// PID.TICKS.
+func TestAnOwnerIsItsPidAndStartTime(t *testing.T) {
+	self, err := Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !self.Alive() {
+		t.Errorf("%v: not alive", self)
+	}
+	if other := (ID{Pid: self.Pid, StartTicks: self.StartTicks + 1}); other.Alive() {
+		t.Errorf("%v: alive, but its start time is not this process's", other)
+	}
+	if got, ok := ParseTag(self.Tag()); !ok || got != self {
+		t.Errorf("ParseTag(%q) = %v, %v", self.Tag(), got, ok)
+	}
+	for _, bad := range []string{"", "12", "12.", ".5", "012.5", "12.05", "-1.5", "12.5.6", "a.5", "0.5"} {
+		if got, ok := ParseTag(bad); ok {
+			t.Errorf("ParseTag(%q) = %v, want none", bad, got)
+		}
+	}
+}
+
+// TestMarkedReadsTheEnvironmentAProcessStartedWith: a child started with
+// the mark names its owner (the first mark, as getenv reads it); one
+// without names none.
+func TestMarkedReadsTheEnvironmentAProcessStartedWith(t *testing.T) {
+	o := ID{Pid: 4242, StartTicks: 77}
+	for _, tt := range []struct {
+		env  []string
+		want ID
+		ok   bool
+	}{
+		{[]string{"A=1", o.EnvVar(), "B=2"}, o, true},
+		{[]string{"A=1"}, ID{}, false},
+		{[]string{Env + "=nonsense"}, ID{}, false},
+	} {
+		cmd := exec.Command("sleep", "60")
+		cmd.Env = tt.env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := Marked(cmd.Process.Pid)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("env %q: Marked = %v, %v; want %v, %v", tt.env, got, ok, tt.want, tt.ok)
+		}
+	}
+	if _, ok := Marked(os.Getpid()); ok && os.Getenv(Env) == "" {
+		t.Errorf("this process is marked without %s in its environment", Env)
+	}
+}
