@@ -24,7 +24,7 @@ import (
 // process exit code. SIGINT, SIGTERM, SIGHUP and SIGQUIT end the run
 // (exit 130), and so does a closed stdout or stderr (notifySignals).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := notifySignals(context.Background())
+	ctx, stop := notifySignals(context.Background(), stderr)
 	defer stop()
 	return Execute(ctx, args, stdin, stdout, stderr)
 }

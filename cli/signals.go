@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -34,7 +35,9 @@ var signalWhy = map[os.Signal]string{
 // notifySignals cancels the returned context, with an interruption naming
 // the signal as its cause, on the first of endSignals. Later ones are
 // ignored: a second Ctrl-C must not cut the undo short (SIGKILL still
-// does; `p2pfault cleanup` is for that).
+// does; `p2pfault cleanup` is for that). A later SIGQUIT writes every
+// goroutine's stack to stderr, what Go's own SIGQUIT does, so an undo
+// that hangs can still be looked into; the run goes on winding down.
 //
 // SIGPIPE is caught too, and dropped. Uncaught, a write to a closed pipe
 // on stdout or stderr (`| head`, `| grep -m1`) kills the process at once,
@@ -42,7 +45,7 @@ var signalWhy = map[os.Signal]string{
 // fails with EPIPE, which outputWatch turns into the end of the run. A
 // SIGPIPE of any other write (a socket to an engine that died) is what Go
 // ignores anyway: its write fails and the code that made it says so.
-func notifySignals(parent context.Context) (context.Context, func()) {
+func notifySignals(parent context.Context, stderr io.Writer) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, endSignals...)
@@ -54,6 +57,9 @@ func notifySignals(parent context.Context) (context.Context, func()) {
 		for {
 			select {
 			case s := <-sigs:
+				if s == syscall.SIGQUIT && ctx.Err() != nil {
+					dumpStacks(stderr)
+				}
 				cancel(signalCause(s))
 			case <-pipes:
 			case <-done:
@@ -67,6 +73,19 @@ func notifySignals(parent context.Context) (context.Context, func()) {
 		close(done)
 		wg.Wait()
 		cancel(nil)
+	}
+}
+
+// dumpStacks writes every goroutine's stack to w.
+func dumpStacks(w io.Writer) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) || len(buf) >= 64<<20 {
+			_, _ = w.Write(buf[:n])
+			return
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 
