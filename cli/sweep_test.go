@@ -3,7 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"path/filepath"
 	"strings"
 	"testing"

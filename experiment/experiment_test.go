@@ -16,9 +16,9 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
+	"p2pfault/internal/syncbuf"
 	"p2pfault/runner"
-	"p2pfault/syncbuf"
 	"p2pfault/ui"
 	"p2pfault/vcluster"
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"syscall"
 	"testing"
 	"testing/synctest"

@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"p2pfault/runner/enginetest"
+	"p2pfault/internal/enginetest"
 	"strings"
 	"syscall"
 	"testing"

@@ -5,7 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"regexp"
 	"strconv"
 	"strings"

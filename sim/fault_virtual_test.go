@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"strings"
 	"testing"
 	"time"

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"p2pfault/syncbuf"
+	"p2pfault/internal/syncbuf"
 	"path/filepath"
 	"regexp"
 	"strconv"

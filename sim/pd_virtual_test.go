@@ -3,7 +3,7 @@ package sim
 import (
 	"fmt"
 	"net/http"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"strings"
 	"sync"
 	"testing"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"p2pfault/runner/enginetest"
+	"p2pfault/internal/enginetest"
 	"strings"
 	"syscall"
 	"testing"

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/raceguard"
+	"p2pfault/internal/syncbuf"
 	"p2pfault/memnet"
 	"p2pfault/netenv"
-	"p2pfault/raceguard"
 	"p2pfault/sim/kv"
 	"p2pfault/sim/simlog"
-	"p2pfault/syncbuf"
 )
 
 // testConfig is a fast engine: timeouts in the hundreds of milliseconds.
