@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"p2pfault/fault"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"p2pfault/fault"
 )
 
 // fakeKubectl writes a script standing in for kubectl: it appends its

@@ -7,13 +7,14 @@ import (
 	"io"
 	"net"
 	"os"
-	"p2pfault/verify"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"p2pfault/verify"
 
 	"golang.org/x/sys/unix"
 )

@@ -8,11 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"p2pfault/event"
-	"p2pfault/netenv"
 	"strings"
 	"sync"
 	"time"
+
+	"p2pfault/event"
+	"p2pfault/netenv"
 
 	"github.com/prometheus/common/expfmt"
 )

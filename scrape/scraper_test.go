@@ -4,12 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"p2pfault/event"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"p2pfault/event"
 )
 
 // recorder keeps the updates of a Run, checking they never overlap.
