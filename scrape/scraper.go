@@ -142,9 +142,6 @@ func dialer(nw netenv.Network, timeout time.Duration) func(ctx context.Context, 
 	}
 }
 
-// Config returns the configuration in force, defaults filled in.
-func (s *Scraper) Config() Config { return s.cfg }
-
 // Run scrapes every engine at once and then every Interval until ctx is
 // done, each engine on its own schedule so one that hangs (a stalled
 // source's /metrics never answers) delays no other. emit is never called

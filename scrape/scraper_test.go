@@ -180,7 +180,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.Config(); c.Interval != time.Second || c.Timeout != time.Second || c.RateWindow != 10*time.Second {
+	if c := s.cfg; c.Interval != time.Second || c.Timeout != time.Second || c.RateWindow != 10*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 }
