@@ -95,20 +95,12 @@ func loopbackRun(t *testing.T, n int) int {
 	}
 }
 
-// startSimEngine starts bin as `sim serve` with run_accuracy_test.sh's
-// flags and the sim's timeouts compressed to scale. At cleanup it SIGKILLs
-// the session of whatever listens on its P2P port then (an engine
-// p2pfault restarted) and its own.
-func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
-	t.Helper()
-	e, wait := launchSimEngine(t, bin, name, scale)
-	wait()
-	return e
-}
-
-// launchSimEngine starts the engine as startSimEngine does and returns
-// at once, with a function that waits until it answers /health (so a
-// cluster's engines start side by side). ranks > 1 starts it with
+// launchSimEngine starts bin as `sim serve` with run_accuracy_test.sh's
+// flags and the sim's timeouts compressed to scale, and returns at once,
+// with a function that waits until it answers /health (so a cluster's
+// engines start side by side). At cleanup it SIGKILLs the session of
+// whatever listens on its P2P port then (an engine p2pfault restarted) and
+// its own. ranks > 1 starts it with
 // --data-parallel-size ranks (rank r's P2P port base + r).
 func launchSimEngine(t *testing.T, bin, name string, scale float64, ranks ...int) (simEngine, func()) {
 	t.Helper()

@@ -62,16 +62,6 @@ func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok fu
 	}
 }
 
-// dashboard is the dashboard over exp's events on a w×h terminal, drawn
-// in ASCII, as `p2pfault run` shows it; the test quits it.
-func dashboard(t *testing.T, exp *experiment.Experiment, w, h int) *teatest.TestModel {
-	t.Helper()
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	return teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
-		teatest.WithInitialTermSize(w, h))
-}
-
 func faultOK(action string, src int) func(event.Event) bool {
 	return func(ev event.Event) bool {
 		return ev.Kind == event.KindFault && ev.Fault.Action == action && ev.Fault.Source == src && ev.Fault.Err == ""

@@ -393,9 +393,6 @@ func (e *Engine) gate() {
 	}
 }
 
-// Wait blocks until the engine's goroutines have ended (after Shutdown).
-func (e *Engine) Wait() { e.wg.Wait() }
-
 type event interface{ isEvent() }
 
 type evSubmit struct {
