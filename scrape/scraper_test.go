@@ -4,12 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"p2pfault/event"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"p2pfault/event"
 )
 
 // recorder keeps the updates of a Run, checking they never overlap.
@@ -179,7 +180,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.Config(); c.Interval != time.Second || c.Timeout != time.Second || c.RateWindow != 10*time.Second {
+	if c := s.cfg; c.Interval != time.Second || c.Timeout != time.Second || c.RateWindow != 10*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 }

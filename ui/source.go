@@ -2,9 +2,10 @@ package ui
 
 import (
 	"fmt"
-	"p2pfault/event"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 
 	"p2pfault/probe"
 )
