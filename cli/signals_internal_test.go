@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"p2pfault/exitcode"
-	"p2pfault/syncbuf"
+	"p2pfault/internal/syncbuf"
 )
 
 // TestASecondSIGQUITDumpsTheStacks: the first signal ends the context with

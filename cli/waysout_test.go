@@ -20,9 +20,10 @@ import (
 
 	"p2pfault/attach"
 	"p2pfault/cli"
+	"p2pfault/internal/raceguard"
+	"p2pfault/internal/sessiontest"
+	"p2pfault/internal/syncbuf"
 	"p2pfault/netfault"
-	"p2pfault/raceguard"
-	"p2pfault/syncbuf"
 )
 
 // wayOut is one way a run ends before its time: how it is ended, the exit
@@ -415,7 +416,7 @@ func waitRestarted(t *testing.T, e simEngine, was int, log fmt.Stringer) {
 func waitRunning(t *testing.T, e simEngine, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
-	for strings.Contains(stateLetters(t, e.pid), "T") {
+	for strings.Contains(sessiontest.States(t, e.pid), "T") {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s is still stopped %v after p2pfault died", e.name, limit)
 		}
