@@ -15,6 +15,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner/session"
 )
 
@@ -99,7 +100,7 @@ func TestAttachedStallIsResumedByCloseOnEveryWayOut(t *testing.T) {
 			held.Store(false)
 			if tt.cancel {
 				deadline := time.Now().Add(20 * time.Second)
-				for !strings.Contains(states(t, s0.pid), "T") {
+				for !strings.Contains(sessiontest.States(t, s0.pid), "T") {
 					if time.Now().After(deadline) {
 						t.Fatalf("source-0 was not stopped within 20 s; events:\n%s", dump())
 					}
@@ -126,7 +127,7 @@ func TestAttachedStallIsResumedByCloseOnEveryWayOut(t *testing.T) {
 			if !tt.cancel && (err == nil || !strings.Contains(err.Error(), "a bug in a fault kind")) {
 				t.Errorf("Run returned %v, want the panic as its error", err)
 			}
-			if st := states(t, s0.pid); st == "" || strings.Contains(st, "T") {
+			if st := sessiontest.States(t, s0.pid); st == "" || strings.Contains(st, "T") {
 				t.Errorf("source-0's session is %q after Run returned, want running", st)
 			}
 			for _, e := range []engine{dec, s0, s1} {

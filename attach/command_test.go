@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"p2pfault/fault"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"p2pfault/fault"
+	"p2pfault/internal/sessiontest"
 )
 
 // fakeKubectl writes a script standing in for kubectl: it appends its
@@ -76,7 +78,7 @@ func TestCommandFaultsRunEachActionOnceWithPlaceholdersInOrder(t *testing.T) {
 		t.Errorf("commands ran:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// Nothing was signalled locally: the engine ran throughout.
-	if st := states(t, e.pid); strings.Contains(st, "T") || len(st) != 2 {
+	if st := sessiontest.States(t, e.pid); strings.Contains(st, "T") || len(st) != 2 {
 		t.Errorf("engine states %q", st)
 	}
 }

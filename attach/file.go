@@ -14,11 +14,12 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"p2pfault/runner"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"p2pfault/runner"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"

@@ -13,6 +13,7 @@ import (
 
 	"p2pfault/attach/guard"
 	"p2pfault/fault"
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner/session"
 )
 
@@ -60,11 +61,11 @@ func TestLocalStallStopsEveryMemberAndResumeResumes(t *testing.T) {
 	if r.Sid != srcs[0].pid || len(r.Pids) != 2 {
 		t.Errorf("stalled session %d pids %v, want session %d with front end and core", r.Sid, r.Pids, srcs[0].pid)
 	}
-	if st := states(t, srcs[0].pid); st != "TT" {
+	if st := sessiontest.States(t, srcs[0].pid); st != "TT" {
 		t.Errorf("source-0's processes in states %q after the stall, want every one T", st)
 	}
 	for _, other := range []engine{srcs[1], dec} {
-		if st := states(t, other.pid); strings.Contains(st, "T") {
+		if st := sessiontest.States(t, other.pid); strings.Contains(st, "T") {
 			t.Errorf("%s stopped too: %q", other.name, st)
 		}
 	}
@@ -80,7 +81,7 @@ func TestLocalStallStopsEveryMemberAndResumeResumes(t *testing.T) {
 	if _, err := src.Do(context.Background(), fault.ActionResume); err != nil {
 		t.Fatal(err)
 	}
-	if st := states(t, srcs[0].pid); strings.Contains(st, "T") || len(st) != 2 {
+	if st := sessiontest.States(t, srcs[0].pid); strings.Contains(st, "T") || len(st) != 2 {
 		t.Errorf("source-0's processes in states %q after the resume", st)
 	}
 	waitHealth(t, srcs[0].url(), 5*time.Second)
@@ -104,13 +105,13 @@ func TestCloseResumesAStallInForce(t *testing.T) {
 	if _, err := src.Do(context.Background(), fault.ActionStall); err != nil {
 		t.Fatal(err)
 	}
-	if st := states(t, e.pid); st != "TT" {
+	if st := sessiontest.States(t, e.pid); st != "TT" {
 		t.Fatalf("states %q", st)
 	}
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := states(t, e.pid); strings.Contains(st, "T") {
+	if st := sessiontest.States(t, e.pid); strings.Contains(st, "T") {
 		t.Errorf("states %q after Close, want running", st)
 	}
 }
@@ -175,7 +176,7 @@ func TestLocalKillRestartsFromProcOnTheSamePortsAndOutlivesTheCluster(t *testing
 	// Still running after the attach object is closed, logging to the folder.
 	time.Sleep(200 * time.Millisecond)
 	waitHealth(t, old.url(), 5*time.Second)
-	if s := states(t, r.NewPid); len(s) != 2 || strings.ContainsAny(s, "TZ") {
+	if s := sessiontest.States(t, r.NewPid); len(s) != 2 || strings.ContainsAny(s, "TZ") {
 		t.Errorf("restarted session's states %q", s)
 	}
 	logb, err := os.ReadFile(filepath.Join(dir, "attached-source-1.log"))
@@ -263,9 +264,9 @@ func TestSIGKILLDuringAStallResumesWithin2s(t *testing.T) {
 			}
 			killed := time.Now()
 			child.kill()
-			for strings.Contains(states(t, e.pid), "T") {
+			for strings.Contains(sessiontest.States(t, e.pid), "T") {
 				if time.Since(killed) > 2*time.Second {
-					t.Fatalf("source-0 still stopped (%q) 2 s after p2pfault's SIGKILL", states(t, e.pid))
+					t.Fatalf("source-0 still stopped (%q) 2 s after p2pfault's SIGKILL", sessiontest.States(t, e.pid))
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -335,7 +336,7 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 	}
 	child.kill()
 	time.Sleep(300 * time.Millisecond)
-	if st := states(t, e.pid); st != "TT" {
+	if st := sessiontest.States(t, e.pid); st != "TT" {
 		t.Fatalf("states %q after SIGKILL without a guard, want still stopped", st)
 	}
 	out.Reset()
@@ -346,7 +347,7 @@ func TestCleanupResumesWhatTheRecordSaysIsStopped(t *testing.T) {
 	if !strings.Contains(out.String(), "source-0: resumed session "+strconv.Itoa(e.pid)) {
 		t.Errorf("cleanup said %q", out.String())
 	}
-	if st := states(t, e.pid); strings.Contains(st, "T") {
+	if st := sessiontest.States(t, e.pid); strings.Contains(st, "T") {
 		t.Errorf("states %q after cleanup", st)
 	}
 	if r, _ := guard.ReadRecord(rec); len(r.Stalls) != 0 {
@@ -419,7 +420,7 @@ func TestKilledSourceOutlivesTheP2pfaultThatRestartedIt(t *testing.T) {
 	killSessionOnCleanup(t, pid)
 	child.kill()
 	time.Sleep(300 * time.Millisecond)
-	if st := states(t, pid); len(st) != 2 || strings.ContainsAny(st, "TZ") {
+	if st := sessiontest.States(t, pid); len(st) != 2 || strings.ContainsAny(st, "TZ") {
 		t.Fatalf("restarted session %d in states %q after its p2pfault died", pid, st)
 	}
 	waitHealth(t, e.url(), 5*time.Second)

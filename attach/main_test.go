@@ -334,16 +334,6 @@ func writeFile(t *testing.T, dir string, dec engine, srcs []engine, faults map[s
 	return path
 }
 
-// states is session sid's state letters (session.States).
-func states(t *testing.T, sid int) string {
-	t.Helper()
-	s, err := session.States(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // child is a process of this test binary.
 type child struct {
 	cmd    *exec.Cmd

@@ -15,8 +15,8 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner/session"
-	"p2pfault/runner/session/sessiontest"
 )
 
 // unopened is the cluster of an attach file as Open makes it, without

@@ -18,6 +18,7 @@ import (
 
 	"p2pfault/exitcode"
 	"p2pfault/fault"
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner/session"
 	"p2pfault/sim"
 )
@@ -195,7 +196,7 @@ func TestLocalSourcesRefuseReplace(t *testing.T) {
 	if _, err := local.Replace(context.Background(), nil); err == nil {
 		t.Error("Replace on a local source did something")
 	}
-	if st := states(t, srcs[0].pid); len(st) != 2 || strings.Contains(st, "T") {
+	if st := sessiontest.States(t, srcs[0].pid); len(st) != 2 || strings.Contains(st, "T") {
 		t.Errorf("the local source's session %q after a refused replace", st)
 	}
 }

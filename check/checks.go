@@ -7,10 +7,11 @@ package check
 import (
 	"cmp"
 	"fmt"
-	"p2pfault/event"
 	"slices"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 )
 
 // Median is the middle latency, or the mean of the two middle ones when

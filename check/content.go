@@ -2,11 +2,12 @@ package check
 
 import (
 	"fmt"
-	"p2pfault/event"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"p2pfault/event"
 )
 
 // NameContentMatches is the check that every pull answered with the text

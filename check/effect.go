@@ -2,9 +2,10 @@ package check
 
 import (
 	"fmt"
-	"p2pfault/event"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 )
 
 // NameFaultTookEffect is the check that every fault action was confirmed on

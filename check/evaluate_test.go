@@ -1,11 +1,12 @@
 package check
 
 import (
-	"p2pfault/event"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"p2pfault/event"
 )
 
 const ms = time.Millisecond

@@ -2,10 +2,11 @@ package check
 
 import (
 	"math/rand/v2"
-	"p2pfault/event"
 	"strings"
 	"testing"
 	"time"
+
+	"p2pfault/event"
 )
 
 // tpull is a sample naming source src, sent at start, ending after lat.

@@ -1,8 +1,9 @@
 package check
 
 import (
-	"p2pfault/event"
 	"time"
+
+	"p2pfault/event"
 )
 
 // DefaultBounds returns the seed's bounds at real time.

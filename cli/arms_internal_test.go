@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"p2pfault/experiment"
-	"p2pfault/runner"
 	"reflect"
 	"testing"
+
+	"p2pfault/experiment"
+	"p2pfault/runner"
 )
 
 // TestArmConfigsSplitGPUsPortsAndFolders: with --engine vllm and two

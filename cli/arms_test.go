@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"p2pfault/cli"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 // TestRunArmsHeadlessGivesARowPerArm runs `run --arms main,fixed --case

@@ -21,6 +21,7 @@ import (
 
 	"p2pfault/attach"
 	"p2pfault/cli"
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner/session"
 )
 
@@ -94,20 +95,12 @@ func loopbackRun(t *testing.T, n int) int {
 	}
 }
 
-// startSimEngine starts bin as `sim serve` with run_accuracy_test.sh's
-// flags and the sim's timeouts compressed to scale. At cleanup it SIGKILLs
-// the session of whatever listens on its P2P port then (an engine
-// p2pfault restarted) and its own.
-func startSimEngine(t *testing.T, bin, name string, scale float64) simEngine {
-	t.Helper()
-	e, wait := launchSimEngine(t, bin, name, scale)
-	wait()
-	return e
-}
-
-// launchSimEngine starts the engine as startSimEngine does and returns
-// at once, with a function that waits until it answers /health (so a
-// cluster's engines start side by side). ranks > 1 starts it with
+// launchSimEngine starts bin as `sim serve` with run_accuracy_test.sh's
+// flags and the sim's timeouts compressed to scale, and returns at once,
+// with a function that waits until it answers /health (so a cluster's
+// engines start side by side). At cleanup it SIGKILLs the session of
+// whatever listens on its P2P port then (an engine p2pfault restarted) and
+// its own. ranks > 1 starts it with
 // --data-parallel-size ranks (rank r's P2P port base + r).
 func launchSimEngine(t *testing.T, bin, name string, scale float64, ranks ...int) (simEngine, func()) {
 	t.Helper()
@@ -239,16 +232,6 @@ func waitExit(t *testing.T, cmd *exec.Cmd, limit time.Duration, log *bytes.Buffe
 	return -1
 }
 
-// stateLetters is session sid's state letters (session.States).
-func stateLetters(t *testing.T, sid int) string {
-	t.Helper()
-	s, err := session.States(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // checkRunning: every engine is alive, no process of it in state T, and
 // each answers /health.
 func checkRunning(t *testing.T, engines []simEngine) {
@@ -259,7 +242,7 @@ func checkRunning(t *testing.T, engines []simEngine) {
 			t.Errorf("%s: nothing listens on its P2P port %d after the run: %v", e.name, e.p2p, err)
 			continue
 		}
-		if st := stateLetters(t, l.Sid); st == "" || strings.Contains(st, "T") {
+		if st := sessiontest.States(t, l.Sid); st == "" || strings.Contains(st, "T") {
 			t.Errorf("%s: session %d states %q, want running (none T)", e.name, l.Sid, st)
 		}
 		if !answers(e.url()) {
@@ -441,7 +424,7 @@ func TestSigkilledP2pfaultDuringAnAttachedStall(t *testing.T) {
 	_ = cmd.Wait()
 	killed := time.Now()
 	for {
-		st := stateLetters(t, srcs[0].pid)
+		st := sessiontest.States(t, srcs[0].pid)
 		if st != "" && !strings.Contains(st, "T") {
 			t.Logf("source-0 runs again %v after SIGKILL of p2pfault (states %q)", time.Since(killed).Round(time.Millisecond), st)
 			break
@@ -635,7 +618,7 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 			if code := waitExit(t, cmd, time.Minute, log); code != 130 {
 				t.Errorf("exit %d after %v, want 130\n%s", code, sig, log)
 			}
-			if st := stateLetters(t, srcs[0].pid); st == "" || strings.Contains(st, "T") {
+			if st := sessiontest.States(t, srcs[0].pid); st == "" || strings.Contains(st, "T") {
 				t.Errorf("source-0's session is %q after p2pfault exited on %v, want running", st, sig)
 			}
 			if _, err := os.Stat(filepath.Join(out, "report.md")); err != nil {
@@ -920,7 +903,7 @@ func startAttachedStall(t *testing.T, file, out, target string, src simEngine) (
 	cmd, log := startP2pfault(t, "run", "--attach", file, "--headless", "--time-scale", "0.25", "--out", out,
 		"--timeline", "at 1s stall "+target)
 	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(stateLetters(t, src.pid), "T") {
+	for !strings.Contains(sessiontest.States(t, src.pid), "T") {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s was not stalled within 2 minutes\n%s", target, log)
 		}

@@ -19,7 +19,7 @@ import (
 	"p2pfault/cli"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"p2pfault/ui"
 )
 

@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,9 +21,10 @@ import (
 )
 
 // Main runs p2pfault with args (without the program name) and returns the
-// process exit code. SIGINT and SIGTERM end the run (exit 130).
+// process exit code. SIGINT, SIGTERM, SIGHUP and SIGQUIT end the run
+// (exit 130), and so does a closed stdout or stderr (notifySignals).
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals(context.Background(), stderr)
 	defer stop()
 	return Execute(ctx, args, stdin, stdout, stderr)
 }
@@ -43,7 +42,7 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitcode.OK
 	}
 	if ctx.Err() != nil && !errors.Is(err, exitcode.ErrBoundFailed) {
-		err = exitcode.ErrInterrupted
+		err = interruption(ctx)
 	}
 	if !errors.Is(err, exitcode.ErrBoundFailed) {
 		fmt.Fprintln(stderr, "p2pfault:", err)

@@ -3,12 +3,13 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
-	"p2pfault/raceguard"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"p2pfault/internal/raceguard"
 )
 
 // The content check end to end: p2pfault runs on the simulated cluster

@@ -13,7 +13,7 @@ import (
 
 	"p2pfault/cli"
 	"p2pfault/event"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 // waitEvent waits for events.jsonl in out to hold an event ok accepts.

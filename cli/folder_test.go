@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"p2pfault/cli"
+	"p2pfault/internal/raceguard"
 	"p2pfault/netfault"
 	"p2pfault/owner"
-	"p2pfault/raceguard"
 	"p2pfault/runfolder"
 	"p2pfault/runner"
 )

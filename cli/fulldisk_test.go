@@ -13,7 +13,7 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"p2pfault/report"
 )
 

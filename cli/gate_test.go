@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"p2pfault/exitcode"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 // A cluster whose decoder runs with another block size never engages its

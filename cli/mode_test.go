@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"p2pfault/event"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"p2pfault/report"
 )
 

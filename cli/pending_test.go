@@ -13,7 +13,7 @@ import (
 
 	"p2pfault/cli"
 	"p2pfault/event"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 // waitLiveFailure waits for events.jsonl to hold a live verdict whose

@@ -232,6 +232,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 
 	ctx, cancel := context.WithCancelCause(cmd.Context())
 	defer cancel(nil)
+	watchOutput(cmd, cancel)
 	var faces sync.WaitGroup
 	logErrs := startFaces(ctx, cancel, &faces, cmd, o, p, g, metrics)
 	results := g.Run(ctx)
@@ -502,6 +503,9 @@ func printFailures(w io.Writer, runs []report.Run) {
 }
 
 func isTerminal(w io.Writer) bool {
+	if o, ok := w.(*outputWatch); ok {
+		w = o.w
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(f.Fd())
 }

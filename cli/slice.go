@@ -168,11 +168,12 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	if err := makeRowFolders(out, rows, cmd, claim); err != nil {
 		return err
 	}
-	stdout := &lockedWriter{w: cmd.OutOrStdout()}
 	// A row's events log that cannot be written stops every row: they
-	// write to the same disk.
+	// write to the same disk. So does a closed stdout or stderr.
 	ctx, stop := context.WithCancelCause(cmd.Context())
 	defer stop(nil)
+	watchOutput(cmd, stop)
+	stdout := &lockedWriter{w: cmd.OutOrStdout()}
 	errs := runRows(ctx, stop, exps, rows, parallel, stdout, o.quiet, metrics)
 	runs, firstErr := rebuildRows(rows, errs)
 	if len(runs) > 0 {
@@ -192,7 +193,7 @@ func runSlice(cmd *cobra.Command, o *sliceOptions) error {
 	}
 	for _, err := range errs {
 		if errors.Is(err, exitcode.ErrInterrupted) {
-			return exitcode.ErrInterrupted
+			return interruption(ctx) // naming the signal or the closed output
 		}
 	}
 	return firstErr

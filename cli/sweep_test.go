@@ -3,10 +3,11 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
-	"p2pfault/raceguard"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"p2pfault/internal/raceguard"
 )
 
 // TestVirtualSweepOfTheHandshakeTimeout runs main's stall once per value

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 // TestReplaceInPDModeMovesThePullsToTheNewAddress: `run --case replace

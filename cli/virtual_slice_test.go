@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
-	"p2pfault/raceguard"
 )
 
 // TestVirtualSliceGivesTheSeedsTable runs the whole slice (main and fixed

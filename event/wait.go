@@ -38,14 +38,27 @@ func (w Wait) Holds(start, now time.Duration) bool { return now-start >= WaitAge
 // waitWords are the words for what a wait is, before "with PEER".
 var waitWords = map[Cause]string{CauseHandshake: "handshake"}
 
+// Words is what the wait is, in the words the faces print ("handshake").
+func (w Wait) Words() string {
+	if what := waitWords[w.What]; what != "" {
+		return what
+	}
+	return string(w.What)
+}
+
+// Deadline is when since t0 the wait's timer runs out (false: the line
+// did not say its timer).
+func (w Wait) Deadline() (time.Duration, bool) {
+	if w.Timer == nil {
+		return 0, false
+	}
+	return w.Since + w.Timer.Value, true
+}
+
 // InFlightWords is the line of n pulls in flight that wait on w:
 // "in flight 18: handshake with 127.0.0.1:7777 since 22.0 s (deadline 30 s)".
 func (w Wait) InFlightWords(n int) string {
-	what := waitWords[w.What]
-	if what == "" {
-		what = string(w.What)
-	}
-	s := fmt.Sprintf("in flight %d: %s with %s since %.1f s", n, what, w.Peer, w.Since.Seconds())
+	s := fmt.Sprintf("in flight %d: %s with %s since %.1f s", n, w.Words(), w.Peer, w.Since.Seconds())
 	if w.Timer != nil {
 		s += " (deadline " + strconv.FormatFloat(math.Round(w.Timer.Value.Seconds()*10)/10, 'f', -1, 64) + " s)"
 	}

@@ -17,9 +17,9 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/internal/raceguard"
 	"p2pfault/netenv"
 	"p2pfault/probe"
-	"p2pfault/raceguard"
 )
 
 // pipeNet is an in-memory network of net.Pipe connections: a listener per

@@ -7,7 +7,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 // TestBusyWindowOnTheVirtualCluster fires busy through a timeline on the

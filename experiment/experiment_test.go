@@ -16,9 +16,9 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
+	"p2pfault/internal/syncbuf"
 	"p2pfault/runner"
-	"p2pfault/syncbuf"
 	"p2pfault/ui"
 	"p2pfault/vcluster"
 
@@ -60,16 +60,6 @@ func (r *recorder) waitFor(t *testing.T, what string, limit time.Duration, ok fu
 			t.Fatalf("no %s within %v", what, limit)
 		}
 	}
-}
-
-// dashboard is the dashboard over exp's events on a w×h terminal, drawn
-// in ASCII, as `p2pfault run` shows it; the test quits it.
-func dashboard(t *testing.T, exp *experiment.Experiment, w, h int) *teatest.TestModel {
-	t.Helper()
-	r := lipgloss.NewRenderer(io.Discard)
-	r.SetColorProfile(termenv.Ascii)
-	return teatest.NewTestModel(t, ui.New(exp, exp.Subscribe(), ui.Options{Renderer: r, Frame: 5 * time.Millisecond}),
-		teatest.WithInitialTermSize(w, h))
 }
 
 func faultOK(action string, src int) func(event.Event) bool {

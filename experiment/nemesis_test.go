@@ -11,7 +11,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )

@@ -9,8 +9,8 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
-	"p2pfault/raceguard"
 	"p2pfault/runner"
 )
 

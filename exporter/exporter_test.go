@@ -2,8 +2,6 @@ package exporter
 
 import (
 	"math"
-	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,30 +274,6 @@ func TestParseAddr(t *testing.T) {
 	for _, in := range []string{"", "x", "host:", "1:2:3", "70000", "localhost:http"} {
 		if got, err := ParseAddr(in); err == nil {
 			t.Errorf("ParseAddr(%q) = %q, want an error", in, got)
-		}
-	}
-}
-
-// TestAFaceThatReadsEventsOnly: the exporter depends on the stream
-// (event, and check's pure helpers with the exit codes check.Outcome
-// names), not on the code that runs the experiment, and the experiment
-// knows nothing of it.
-func TestAFaceThatReadsEventsOnly(t *testing.T) {
-	deps := func(pkg string) []string {
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", pkg, err)
-		}
-		return strings.Fields(string(out))
-	}
-	for _, d := range deps("p2pfault/exporter") {
-		if strings.HasPrefix(d, "p2pfault/") && !slices.Contains([]string{"p2pfault/event", "p2pfault/check", "p2pfault/exitcode", "p2pfault/exporter"}, d) {
-			t.Errorf("exporter imports %s", d)
-		}
-	}
-	for _, pkg := range []string{"p2pfault/experiment", "p2pfault/runner", "p2pfault/probe"} {
-		if slices.Contains(deps(pkg), "p2pfault/exporter") {
-			t.Errorf("%s imports the exporter", pkg)
 		}
 	}
 }

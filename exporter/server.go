@@ -84,9 +84,6 @@ func Listen(addr string) (*Server, error) {
 // Addr is the address it listens on (the port chosen for port 0).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Exporter is the Exporter it serves.
-func (s *Server) Exporter() *Exporter { return s.x }
-
 // Feed subscribes to a run's events (subscribe is its bus' Subscribe) and
 // feeds them to a new stream of the Exporter until they end, in wg (the
 // caller's faces). A nil Server subscribes to nothing.

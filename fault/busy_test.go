@@ -15,9 +15,9 @@ import (
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
+	"p2pfault/internal/raceguard"
 	"p2pfault/memnet"
 	"p2pfault/netenv"
-	"p2pfault/raceguard"
 	"p2pfault/scrape"
 )
 

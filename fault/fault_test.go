@@ -15,8 +15,8 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/fault"
+	"p2pfault/internal/enginetest"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 )
 
 func healthy(e *runner.Engine) bool {

@@ -2,8 +2,9 @@ package fault
 
 import (
 	"fmt"
-	"p2pfault/event"
 	"time"
+
+	"p2pfault/event"
 )
 
 // ActionHeal ends the network fault (partition or loss) in force on a

@@ -3,9 +3,10 @@ package fault
 import (
 	"context"
 	"fmt"
-	"p2pfault/event"
 	"sync/atomic"
 	"time"
+
+	"p2pfault/event"
 )
 
 // ActionKill kills a source (SIGKILL) and restarts it on the same ports.

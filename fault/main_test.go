@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/event"
+	"p2pfault/internal/enginetest"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
 	"p2pfault/sim"
 )
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeConfig is a cluster of fake engines (runner/enginetest: the sim's
+// fakeConfig is a cluster of fake engines (internal/enginetest: the sim's
 // process shape, ready in milliseconds) on kernel-picked ports. GORACE
 // stops a -race engine from sleeping 1 s at exit.
 func fakeConfig(t testing.TB) runner.Config {

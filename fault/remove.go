@@ -3,8 +3,9 @@ package fault
 import (
 	"context"
 	"fmt"
-	"p2pfault/event"
 	"time"
+
+	"p2pfault/event"
 )
 
 // ActionRemove ends a source (SIGTERM) and leaves it down.

@@ -1,8 +1,9 @@
 package fault
 
 import (
-	"p2pfault/event"
 	"time"
+
+	"p2pfault/event"
 )
 
 // ActionRestore brings a removed source back.

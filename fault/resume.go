@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+
 	"p2pfault/event"
 )
 

@@ -3,9 +3,10 @@ package fault
 import (
 	"context"
 	"fmt"
-	"p2pfault/event"
 	"sync"
 	"time"
+
+	"p2pfault/event"
 )
 
 // ActionStall stops a source's processes (SIGSTOP) for a duration, or

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/raceguard"
 	"p2pfault/load"
 	"p2pfault/memnet"
-	"p2pfault/raceguard"
 )
 
 // engine is a fake engine on an in-memory network: it answers /v1/models

@@ -476,18 +476,6 @@ func (h *Host) Crash() {
 	f.changed()
 }
 
-// CrashPort is Crash of the one process of the host that owns port: its
-// listeners on port close and the connections whose local port is port
-// end as a dead process's do, while the rest of the host runs on (one
-// data-parallel engine core of several, each with its own P2P port).
-func (h *Host) CrashPort(port int) {
-	f := h.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	h.die(func(a net.Addr) bool { return portOf(a) == port })
-	f.changed()
-}
-
 // die ends the listeners and connections whose local address matches, as
 // the kernel does for a process that died; f.mu is held.
 func (h *Host) die(match func(net.Addr) bool) {

@@ -7,11 +7,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"p2pfault/raceguard"
 	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"p2pfault/internal/raceguard"
 )
 
 // connected listens on srv and returns a connection dialled from cli and

@@ -7,13 +7,14 @@ import (
 	"io"
 	"net"
 	"os"
-	"p2pfault/verify"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"p2pfault/verify"
 
 	"golang.org/x/sys/unix"
 )
@@ -150,10 +151,10 @@ func TestPartitionDropsTheTargetsPortsOnly(t *testing.T) {
 	} else {
 		t.Log("no IPv6 loopback here: the IPv6 half of the partition is not exercised")
 	}
-	if err := verify.Partitioned(context.Background(), target, time.Second); err != nil {
+	if err := (verify.Verifier{}).Partitioned(context.Background(), target, time.Second); err != nil {
 		t.Errorf("verify.Partitioned(target): %v", err)
 	}
-	if err := verify.Partitioned(context.Background(), bystander, time.Second); !errors.Is(err, verify.ErrNotPartitioned) {
+	if err := (verify.Verifier{}).Partitioned(context.Background(), bystander, time.Second); !errors.Is(err, verify.ErrNotPartitioned) {
 		t.Errorf("verify.Partitioned(bystander) = %v, want ErrNotPartitioned", err)
 	}
 	if n, err := f.Dropped("source-0"); err != nil || n == 0 {
@@ -173,7 +174,7 @@ func TestPartitionDropsTheTargetsPortsOnly(t *testing.T) {
 	if target6 != "" {
 		mustComplete(t, target6)
 	}
-	if err := verify.Partitioned(context.Background(), target, time.Second); !errors.Is(err, verify.ErrNotPartitioned) {
+	if err := (verify.Verifier{}).Partitioned(context.Background(), target, time.Second); !errors.Is(err, verify.ErrNotPartitioned) {
 		t.Errorf("VerifyPartition after heal = %v, want ErrNotPartitioned", err)
 	}
 	if err := f.Heal("source-0"); !errors.Is(err, ErrNoFault) {

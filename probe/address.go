@@ -121,6 +121,3 @@ func (p *Prober) Addresses() []Source {
 // Peer is the P2P address a pull names s by (remote_host:remote_port), as
 // event.Sample.Peer records it.
 func Peer(s Source) string { return peerOf(s, 0) }
-
-// RankPeer is the P2P address a pull pinned to rank r of s names.
-func RankPeer(s Source, r int) string { return peerOf(s, r) }

@@ -17,12 +17,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"p2pfault/event"
-	"p2pfault/netenv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"p2pfault/event"
+	"p2pfault/netenv"
 )
 
 // Defaults of Config; the seed's probe sends one trial per source every 0.5 s.

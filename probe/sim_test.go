@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/syncbuf"
 	"p2pfault/probe"
-	"p2pfault/syncbuf"
 )
 
 // simEngine is one `p2pfault sim serve` (front end and engine core) in its

@@ -1,10 +1,11 @@
 package probe
 
 import (
-	"p2pfault/event"
 	"sort"
 	"sync"
 	"time"
+
+	"p2pfault/event"
 )
 
 // InFlight is the pulls in flight, by trial: a face feeds it every

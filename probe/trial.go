@@ -9,10 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"p2pfault/event"
 	"strconv"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 
 	"github.com/google/uuid"
 )

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"p2pfault/event"
 	"sync"
 	"time"
+
+	"p2pfault/event"
 )
 
 // errWarmupDeadline is the cause of requests cut by the warm-up deadline.

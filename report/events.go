@@ -29,12 +29,9 @@ type EventLog struct {
 	zw   *zstd.Encoder // nil: plain
 }
 
-// NewEventLog creates (or truncates) the plain events file at path; a
-// symbolic link there is an error (safefile.Create).
-func NewEventLog(path string) (*EventLog, error) { return NewEventLogWith(path, CompressNone) }
-
 // NewEventLogWith creates (or truncates) the events file at path, written
-// with compression c.
+// with compression c (CompressNone: plain); a symbolic link there is an
+// error (safefile.Create).
 func NewEventLogWith(path string, c Compression) (*EventLog, error) {
 	// Never through a link: an events.jsonl planted as a symbolic link in
 	// --out would have its target truncated.

@@ -29,7 +29,7 @@ func encodeLines(t *testing.T, evs []event.Event) []string {
 
 func TestEventLogFlushesEveryEventAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileEvents)
-	log, err := NewEventLog(path)
+	log, err := NewEventLogWith(path, CompressNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestEventLogFlushesEveryEventAtOnce(t *testing.T) {
 
 func TestEventLogRoundTripsAWholeRun(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileEvents)
-	log, err := NewEventLog(path)
+	log, err := NewEventLogWith(path, CompressNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +104,9 @@ func TestEventLogRoundTripsAWholeRun(t *testing.T) {
 
 func TestNewEventLogNamesTheBadPath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "no-such-folder", FileEvents)
-	_, err := NewEventLog(path)
+	_, err := NewEventLogWith(path, CompressNone)
 	if err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("NewEventLog(%s) = %v, want an error naming the path", path, err)
+		t.Fatalf("NewEventLogWith(%s) = %v, want an error naming the path", path, err)
 	}
 }
 

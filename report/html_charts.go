@@ -2,10 +2,11 @@ package report
 
 import (
 	"cmp"
-	"p2pfault/check"
-	"p2pfault/event"
 	"slices"
 	"time"
+
+	"p2pfault/check"
+	"p2pfault/event"
 )
 
 // pageData is the JSON report.html carries for its charts: one entry per

@@ -548,7 +548,7 @@ func TestFromEvents(t *testing.T) {
 func writeEventsFile(t *testing.T, evs []event.Event, cut func([]byte) []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), FileEvents)
-	log, err := NewEventLog(path)
+	log, err := NewEventLogWith(path, CompressNone)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,9 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"p2pfault/event"
 	"slices"
+
+	"p2pfault/event"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"

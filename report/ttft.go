@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"p2pfault/check"
-	"p2pfault/event"
 )
 
 // TTFTRow is the time to first token of a streamed run's pulls naming one
@@ -49,11 +48,6 @@ func ttftRows(r Run) []TTFTRow {
 	}
 	slices.SortFunc(rows, func(a, b TTFTRow) int { return a.Source - b.Source })
 	return rows
-}
-
-// SourceTTFT summarises the TTFT of samples per source, for the dashboard.
-func SourceTTFT(samples []event.Sample) []TTFTRow {
-	return ttftRows(Run{Samples: samples})
 }
 
 // writeTTFT appends report.md's TTFT table for the streamed rows.

@@ -3,10 +3,11 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"p2pfault/event"
 	"strings"
 	"testing"
 	"time"
+
+	"p2pfault/event"
 )
 
 func TestTTFTRowsOfAStreamedRun(t *testing.T) {

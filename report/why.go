@@ -213,17 +213,3 @@ func writeWhy(b *strings.Builder, rows []Row) {
 	b.WriteString("\nWhy. " + caption + ".\n\n")
 	b.WriteString(markdownTable(whyHeader(rows), cells))
 }
-
-// UnknownShare is, over rows, how many faulted pulls (in a window or after
-// it) the why tables attribute to unknown, of how many.
-func UnknownShare(rows []Row) (unknown, all int) {
-	for _, r := range rows {
-		for _, w := range r.Why {
-			all += w.N
-			if w.Cause == event.CauseUnknown {
-				unknown += w.N
-			}
-		}
-	}
-	return unknown, all
-}

@@ -304,3 +304,17 @@ func TestWhyTableCountsThePullsCaughtInFlight(t *testing.T) {
 		t.Errorf("the why table does not say before:\n%s", tab)
 	}
 }
+
+// UnknownShare is, over rows, how many faulted pulls (in a window or after
+// it) the why tables attribute to unknown, of how many.
+func UnknownShare(rows []Row) (unknown, all int) {
+	for _, r := range rows {
+		for _, w := range r.Why {
+			all += w.N
+			if w.Cause == event.CauseUnknown {
+				unknown += w.N
+			}
+		}
+	}
+	return unknown, all
+}

@@ -147,8 +147,6 @@ func checkCell(w WindowRow, name string) string {
 	return notApplicable
 }
 
-func passFail(ok bool) string { return result(ok, false) }
-
 // result is a verdict's word: pass, FAIL, or not judged (a window whose
 // source had stopped hitting before its fault fired, check/baseline.go).
 func result(ok, notJudged bool) string {

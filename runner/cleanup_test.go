@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/enginetest"
+	"p2pfault/internal/syncbuf"
 	"p2pfault/netfault"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
-	"p2pfault/syncbuf"
 )
 
 // startLoner starts a fake engine by hand in a session of its own and

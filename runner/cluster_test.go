@@ -17,8 +17,8 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
+	"p2pfault/internal/enginetest"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
 )
 

@@ -327,18 +327,6 @@ func describeExit(ps *os.ProcessState) string {
 	return "code " + strconv.Itoa(ps.ExitCode())
 }
 
-// WaitReady waits until the engine's current process answers GET /health
-// with 200, within ctx and Config.ReadyTimeout.
-func (e *Engine) WaitReady(ctx context.Context) error {
-	e.mu.Lock()
-	p := e.proc
-	e.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("%s has not been started", e.spec.Name)
-	}
-	return e.waitReady(ctx, p)
-}
-
 // healthClient asks /health: a short timeout, and no connection kept, so
 // a restarted engine is asked on a connection of its own.
 func healthClient() *http.Client {

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"p2pfault/event"
+	"p2pfault/internal/enginetest"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
 	"p2pfault/sim"
 )

@@ -2,11 +2,12 @@ package runner
 
 import (
 	"net"
-	"p2pfault/runner/session"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"p2pfault/runner/session"
 )
 
 func TestRingKeepsLastLinesInOrder(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/enginetest"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 	"p2pfault/sim"
 )
 

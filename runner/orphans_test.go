@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/enginetest"
 	"p2pfault/netfault"
 	"p2pfault/owner"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
 )
 

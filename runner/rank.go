@@ -136,9 +136,6 @@ func (t Target) Rank(r int) (RankTarget, error) {
 // Name is "source-0/rank1".
 func (t RankTarget) Name() string { return event.RankName(t.Index(), t.rank) }
 
-// RankIndex is the rank's number.
-func (t RankTarget) RankIndex() int { return t.rank }
-
 // P2PPort is the rank's own P2P port: the engine's base + rank.
 func (t RankTarget) P2PPort() int { return t.Engine.P2PPort() + t.rank }
 

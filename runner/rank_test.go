@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"p2pfault/event"
+	"p2pfault/internal/enginetest"
 	"p2pfault/runner"
-	"p2pfault/runner/enginetest"
 	"p2pfault/runner/session"
 )
 

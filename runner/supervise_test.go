@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"p2pfault/runner/enginetest"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"p2pfault/internal/enginetest"
 )
 
 // TestSupervisorKilledTakesEveryEngineDown ends a p2pfault (this test

@@ -8,11 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"p2pfault/event"
-	"p2pfault/netenv"
 	"strings"
 	"sync"
 	"time"
+
+	"p2pfault/event"
+	"p2pfault/netenv"
 
 	"github.com/prometheus/common/expfmt"
 )
@@ -140,9 +141,6 @@ func dialer(nw netenv.Network, timeout time.Duration) func(ctx context.Context, 
 		return nw.DialContext(ctx, network, addr)
 	}
 }
-
-// Config returns the configuration in force, defaults filled in.
-func (s *Scraper) Config() Config { return s.cfg }
 
 // Run scrapes every engine at once and then every Interval until ctx is
 // done, each engine on its own schedule so one that hangs (a stalled

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"p2pfault/event"
 )
 
 // recorder keeps the updates of a Run, checking they never overlap.
@@ -99,7 +101,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := s.Config(); c.Interval != time.Second || c.Timeout != time.Second || c.RateWindow != 10*time.Second {
+	if c := s.cfg; c.Interval != time.Second || c.Timeout != time.Second || c.RateWindow != 10*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 }

@@ -12,8 +12,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"p2pfault/event"
 	"slices"
+
+	"p2pfault/event"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"

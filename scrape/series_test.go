@@ -2,9 +2,10 @@ package scrape
 
 import (
 	"encoding/json"
-	"p2pfault/event"
 	"strings"
 	"testing"
+
+	"p2pfault/event"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"

@@ -2,8 +2,9 @@ package scrape
 
 import (
 	"math"
-	"p2pfault/event"
 	"time"
+
+	"p2pfault/event"
 )
 
 // Point is one reading at a time: T is since the run's t0 for the report's

@@ -1,9 +1,10 @@
 package scrape
 
 import (
-	"p2pfault/event"
 	"testing"
 	"time"
+
+	"p2pfault/event"
 )
 
 const sec = time.Second

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 	"p2pfault/sim/kv"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"p2pfault/exitcode"
-	"p2pfault/syncbuf"
+	"p2pfault/internal/syncbuf"
 )
 
 // runToExit runs `p2pfault sim ...` to its end and returns its exit code

@@ -5,13 +5,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"p2pfault/raceguard"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"p2pfault/internal/raceguard"
 )
 
 // dpKVConfig is kvConfig with the P2P base port fixed, so each rank's

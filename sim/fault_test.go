@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,15 +42,6 @@ func timed(source int, t0 time.Time, r result) sample {
 	start := r.sent.Sub(t0)
 	return sample{source: source, start: start, end: start + r.latency, r: r}
 }
-
-// transit bounds how long a pull spent outside the engine (client latency
-// minus the engine's X-Sim-Service-Time): on a loaded machine a request sent
-// in one phase can reach the engine in the next.
-func (s sample) transit() time.Duration { return s.r.latency - s.r.serviceTime }
-
-// within reports whether the pull certainly reached the engine in [lo, hi):
-// it was sent at or after lo and, however long it was in transit, before hi.
-func (s sample) within(lo, hi time.Duration) bool { return s.start >= lo && s.start+s.transit() < hi }
 
 func (s sample) String() string {
 	return fmt.Sprintf("source %d pull at %.2fs → %.2fs (%.2fs, service %.2fs) status %d cached %d err %v",
@@ -117,15 +107,6 @@ func hitsAgain(t *testing.T, c *http.Client, dec, src *engineProc, within time.D
 		}
 		time.Sleep(pullEvery)
 	}
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
 }
 
 // TestKillOrRemoveASource: SIGKILL ends the whole session at once, SIGTERM

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"p2pfault/raceguard"
 	"strings"
 	"testing"
 	"time"
+
+	"p2pfault/internal/raceguard"
 )
 
 // The fault tests of fault_test.go on in-process engines (StartInProcess

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"p2pfault/syncbuf"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"p2pfault/internal/syncbuf"
 )
 
 // engineProc is one sim engine started as a process in its own session

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"p2pfault/raceguard"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"p2pfault/internal/raceguard"
 )
 
 func TestInProcessPull(t *testing.T) {

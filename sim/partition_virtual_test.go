@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/raceguard"
 	"p2pfault/memnet"
-	"p2pfault/raceguard"
 )
 
 // TestVirtualPartitionOfASource is TestPartitionOfASource on in-process

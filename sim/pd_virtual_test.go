@@ -3,11 +3,12 @@ package sim
 import (
 	"fmt"
 	"net/http"
-	"p2pfault/raceguard"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"p2pfault/internal/raceguard"
 )
 
 // TestVirtualPDStoppedPrefiller is TestPDStoppedPrefiller on in-process

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/syncbuf"
 	"p2pfault/memnet"
-	"p2pfault/syncbuf"
 )
 
 // vcluster is engines in process on one memnet fabric, for a test inside a

@@ -2,11 +2,12 @@ package ui
 
 import (
 	"fmt"
-	"p2pfault/check"
-	"p2pfault/event"
 	"sort"
 	"strings"
 	"time"
+
+	"p2pfault/check"
+	"p2pfault/event"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"

@@ -76,13 +76,6 @@ func (g *runeGrid) set(x, y int, r rune) {
 	}
 }
 
-func (g *runeGrid) at(x, y int) rune {
-	if x >= 0 && x < g.w && y >= 0 && y < g.h {
-		return g.cells[y*g.w+x]
-	}
-	return 0
-}
-
 // setString writes s from (x, y) on, cut at the grid's edges.
 func (g *runeGrid) setString(x, y int, s string) {
 	for _, r := range s {

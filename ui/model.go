@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/charmbracelet/bubbles/help"
@@ -158,15 +160,28 @@ func Run(ctx context.Context, ctrl Controller, events <-chan event.Event, opts O
 
 // runProgram shows m on the terminal's alternate screen until it quits or
 // ctx is done; its error names what ran: ctrl+c is
-// exitcode.ErrInterrupted, an ended ctx its cause.
+// exitcode.ErrInterrupted, an ended ctx its cause, and so is a terminal
+// that went away under it.
+//
+// Signals are the caller's (cli.Main's), not bubbletea's: bubbletea would
+// turn a SIGTERM into a plain quit, which a run with a case takes for the
+// user's q, and it does not hear SIGHUP at all. With its handler off every
+// signal ends ctx, with the signal as the cause.
 func runProgram(ctx context.Context, what string, m tea.Model) error {
-	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
+	ctx, stop := untilHangup(ctx, os.Stdout) // bubbletea's output
+	defer stop()
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithoutSignalHandler())
 	if _, err := p.Run(); err != nil {
 		if errors.Is(err, tea.ErrInterrupted) {
 			return fmt.Errorf("%s: %w", what, exitcode.ErrInterrupted)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", what, ctx.Err())
+			return fmt.Errorf("%s: %w", what, context.Cause(ctx))
+		}
+		if errors.Is(err, syscall.EIO) {
+			// A closed terminal's reads fail with EIO (its SIGHUP may
+			// come after): the same way out as the SIGHUP.
+			return fmt.Errorf("%s: %w: the terminal closed (%v)", what, exitcode.ErrInterrupted, err)
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}

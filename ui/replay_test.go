@@ -24,7 +24,7 @@ import (
 func writeEvents(t testing.TB, evs []event.Event) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), report.FileEvents)
-	log, err := report.NewEventLog(path)
+	log, err := report.NewEventLogWith(path, report.CompressNone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func TestReplayJumpsBetweenFaultWindows(t *testing.T) {
 func TestReplayFollowsARunStillWriting(t *testing.T) {
 	evs := stallRun()
 	path := filepath.Join(t.TempDir(), report.FileEvents)
-	log, err := report.NewEventLog(path)
+	log, err := report.NewEventLogWith(path, report.CompressNone)
 	if err != nil {
 		t.Fatal(err)
 	}

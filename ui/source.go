@@ -2,9 +2,10 @@ package ui
 
 import (
 	"fmt"
-	"p2pfault/event"
 	"strings"
 	"time"
+
+	"p2pfault/event"
 
 	"p2pfault/probe"
 )
@@ -90,7 +91,7 @@ func (p sourcePanel) Render(w, h int) string {
 
 	// The chart takes what the four text lines leave; below four rows it
 	// cannot show an axis and a line, so it goes first.
-	ttft := append(append(append(p.inflight.lines(s), p.why.lines(s)...), p.ttft.lines(s)...), p.rankLines(inner)...)
+	ttft := append(append(append(p.inflight.lines(s, inner), p.why.lines(s)...), p.ttft.lines(s)...), p.rankLines(inner)...)
 	lines := []string{title}
 	chartH := h - 4 - len(ttft)
 	if chartH >= 4 {

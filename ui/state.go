@@ -302,19 +302,6 @@ func (st *state) engineOrder() []*engineState {
 	return out
 }
 
-// engineOf returns the engine of source i, if any event named it.
-func (st *state) engineOf(i int) *engineState {
-	if e, ok := st.engines[event.SourceName(i)]; ok && e.reported {
-		return e
-	}
-	for _, e := range st.engines {
-		if e.reported && e.info.Role == event.RoleSource && e.info.Index == i {
-			return e
-		}
-	}
-	return nil
-}
-
 // apply folds one event into the state. keep is how far back, in run time,
 // samples are still needed (the longest window shown).
 func (st *state) apply(ev event.Event, keep time.Duration) {

@@ -30,8 +30,9 @@ const (
 // it when one of them is selected.
 var tmuxTests = []string{
 	"TestDashboardInTmuxStallResumeQuit",
-	"TestDashboardInTmuxRankPicker", // rank_tmux_test.go
-	"TestReplayInTmux",              // replay_tmux_test.go
+	"TestDashboardInTmuxRankPicker",     // rank_tmux_test.go
+	"TestReplayInTmux",                  // replay_tmux_test.go
+	"TestDashboardInTmuxClosedTerminal", // hangup_tmux_test.go
 }
 
 func TestMain(m *testing.M) {

@@ -18,12 +18,8 @@ var ErrNotPartitioned = errors.New("partition not in effect")
 // Partitioned confirms from p2pfault's side that addr (a source's P2P
 // address) is cut off: a TCP connect to it must hang for wait instead of
 // completing (or being refused, which means a reset came back). It returns
-// nil when the connect timed out. It dials through the OS's network.
-func Partitioned(ctx context.Context, addr string, wait time.Duration) error {
-	return Verifier{}.Partitioned(ctx, addr, wait)
-}
-
-// Partitioned is the package's Partitioned, dialled through v.Dial.
+// nil when the connect timed out. It dials through v.Dial (the OS's
+// network when nil).
 func (v Verifier) Partitioned(ctx context.Context, addr string, wait time.Duration) error {
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -47,12 +43,8 @@ func (v Verifier) Partitioned(ctx context.Context, addr string, wait time.Durati
 }
 
 // Reachable reports whether a TCP connect to addr completes within wait
-// (a healed partition answers again), through the OS's network.
-func Reachable(ctx context.Context, addr string, wait time.Duration) error {
-	return Verifier{}.Reachable(ctx, addr, wait)
-}
-
-// Reachable is the package's Reachable, dialled through v.Dial.
+// (a healed partition answers again), dialled through v.Dial (the OS's
+// network when nil).
 func (v Verifier) Reachable(ctx context.Context, addr string, wait time.Duration) error {
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()

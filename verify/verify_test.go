@@ -277,7 +277,7 @@ func TestPartitionedNamesARefusal(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	err = Partitioned(context.Background(), addr, time.Second)
+	err = Verifier{}.Partitioned(context.Background(), addr, time.Second)
 	if !errors.Is(err, ErrNotPartitioned) || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("Partitioned(closed port) = %v, want ErrNotPartitioned naming the refusal", err)
 	}
@@ -297,10 +297,10 @@ func TestReachable(t *testing.T) {
 	}
 	closed := gone.Addr().String()
 	gone.Close()
-	if err := Reachable(context.Background(), open, time.Second); err != nil {
+	if err := (Verifier{}).Reachable(context.Background(), open, time.Second); err != nil {
 		t.Errorf("Reachable(listener) = %v, want nil", err)
 	}
-	if err := Reachable(context.Background(), closed, time.Second); err == nil {
+	if err := (Verifier{}).Reachable(context.Background(), closed, time.Second); err == nil {
 		t.Errorf("Reachable(closed port) = nil, want the refusal")
 	}
 }

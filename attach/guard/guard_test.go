@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
-	"p2pfault/runner/session/sessiontest"
 )
 
 const mainEnv = "P2PFAULT_TEST_GUARD_MAIN"

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"testing"
 
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
-	"p2pfault/runner/session/sessiontest"
 )
 
 // plant writes stalls into dir's stalls.json as someone other than a

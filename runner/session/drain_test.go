@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"p2pfault/runner/enginetest"
+	"p2pfault/internal/enginetest"
 )
 
 // A session that acts on its SIGTERM is left alone once gone: Drain

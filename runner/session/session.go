@@ -368,22 +368,6 @@ func WaitContinued(ctx context.Context, pids []int) error {
 	return WaitStates(wctx, pids, func(p Proc) bool { return !p.Stopped() }, stopPoll)
 }
 
-// States returns the state letters of the live members of session sid, as
-// ps shows them ("SS" running, "TT" stopped), in /proc's order.
-func States(sid int) (string, error) {
-	ms, err := Members(sid)
-	if err != nil {
-		return "", err
-	}
-	var s []byte
-	for _, p := range ms {
-		if p.Live() {
-			s = append(s, p.State)
-		}
-	}
-	return string(s), nil
-}
-
 // Descendants are the live members of ms (a session as Members read it)
 // that are one of roots or descend from one: a process and its children,
 // without its parent or siblings (one data-parallel rank's engine core and

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"p2pfault/runner/enginetest"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"p2pfault/internal/enginetest"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"

@@ -330,11 +330,6 @@ func (e *Engine) handle(ev event) {
 	}
 }
 
-// do runs fn on the stepping goroutine at the next step, so a test of this
-// package can read the engine's state without racing it. It reports false
-// when the engine has shut down.
-func (e *Engine) do(fn func()) bool { return e.post(evDo{fn: fn}) }
-
 // Shutdown disconnects every peer, drops in-flight requests and stops the
 // engine's goroutines. Call it from the stepping goroutine (Run does).
 func (e *Engine) Shutdown() {
@@ -397,9 +392,6 @@ func (e *Engine) gate() {
 		e.cfg.Gate()
 	}
 }
-
-// Wait blocks until the engine's goroutines have ended (after Shutdown).
-func (e *Engine) Wait() { e.wg.Wait() }
 
 type event interface{ isEvent() }
 

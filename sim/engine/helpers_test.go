@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/raceguard"
+	"p2pfault/internal/syncbuf"
 	"p2pfault/memnet"
 	"p2pfault/netenv"
-	"p2pfault/raceguard"
 	"p2pfault/sim/kv"
 	"p2pfault/sim/simlog"
-	"p2pfault/syncbuf"
 )
 
 // testConfig is a fast engine: timeouts in the hundreds of milliseconds.
@@ -266,3 +266,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// do runs fn on the stepping goroutine at the next step, so a test of this
+// package can read the engine's state without racing it. It reports false
+// when the engine has shut down.
+func (e *Engine) do(fn func()) bool { return e.post(evDo{fn: fn}) }

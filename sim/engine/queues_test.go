@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/syncbuf"
 	"p2pfault/sim/simlog"
-	"p2pfault/syncbuf"
 )
 
 // queueLog records what OnQueues reports.

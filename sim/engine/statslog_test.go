@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/syncbuf"
 	"p2pfault/sim/simlog"
-	"p2pfault/syncbuf"
 )
 
 // steppedEngine is an engine without P2P stepped by the test on a fake

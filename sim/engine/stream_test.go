@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"p2pfault/internal/syncbuf"
 	"p2pfault/sim/simlog"
-	"p2pfault/syncbuf"
 )
 
 // clockedEngine is an engine without P2P whose clock the test drives.

@@ -134,8 +134,8 @@ func TestLRU(t *testing.T) {
 				l.Insert(k, k)
 				l.Pin(k)
 			}
-			if l.Insert(9, 9) || l.Contains(9) || l.Len() != 3 {
-				return fmt.Errorf("insert into a fully pinned LRU was kept (len %d)", l.Len())
+			if l.Insert(9, 9) || l.Contains(9) || len(l.entries) != 3 {
+				return fmt.Errorf("insert into a fully pinned LRU was kept (len %d)", len(l.entries))
 			}
 			l.Unpin(2)
 			if !l.Insert(9, 9) || l.Contains(2) {
@@ -165,7 +165,7 @@ func TestLRU(t *testing.T) {
 			}
 		})
 	}
-	if l := NewLRU(0); l.Insert(1, 1) || l.Len() != 0 {
+	if l := NewLRU(0); l.Insert(1, 1) || len(l.entries) != 0 {
 		t.Errorf("a zero-capacity LRU held a block")
 	}
 }

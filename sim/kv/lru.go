@@ -40,12 +40,6 @@ func NewLRU(capacity int) *LRU {
 	return &LRU{capacity: capacity, order: list.New(), entries: make(map[uint64]*list.Element)}
 }
 
-// Len is the number of blocks held (reserved ones included).
-func (l *LRU) Len() int { return len(l.entries) }
-
-// Cap is the capacity in blocks.
-func (l *LRU) Cap() int { return l.capacity }
-
 func (l *LRU) entry(k uint64) *lruEntry {
 	if e, ok := l.entries[k]; ok {
 		return e.Value.(*lruEntry)

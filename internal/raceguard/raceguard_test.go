@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 func TestNeededOnlyWithTheRaceDetectorBeforeGo127(t *testing.T) {
@@ -106,7 +106,7 @@ func TestBubbledTimersSurviveTheRaceDetector(t *testing.T) {
 // TestEveryBubbleStartsHere: no test outside this package calls
 // synctest.Test or synctest.Run itself, so no bubble escapes the guard.
 func TestEveryBubbleStartsHere(t *testing.T) {
-	root, err := filepath.Abs("..")
+	root, err := filepath.Abs("../..") // the module's root: this package is internal/raceguard
 	if err != nil {
 		t.Fatal(err)
 	}

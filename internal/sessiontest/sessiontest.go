@@ -18,3 +18,21 @@ func State(t testing.TB, pid int) byte {
 	}
 	return st.State
 }
+
+// States is the state letters of session sid's live members, as ps shows
+// them ("SS" running, "TT" stopped), in /proc's order; it fails the test
+// when the session cannot be read.
+func States(t testing.TB, sid int) string {
+	t.Helper()
+	ms, err := session.Members(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []byte
+	for _, p := range ms {
+		if p.Live() {
+			s = append(s, p.State)
+		}
+	}
+	return string(s)
+}
