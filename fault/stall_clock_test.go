@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"p2pfault/fault"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 // clockTarget is a Target that records, on the bubble's fake clock, when it

@@ -9,7 +9,7 @@ import (
 
 	"p2pfault/exitcode"
 	"p2pfault/fault"
-	"p2pfault/raceguard"
+	"p2pfault/internal/raceguard"
 )
 
 func TestParseReadsSteps(t *testing.T) {

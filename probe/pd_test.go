@@ -13,8 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"p2pfault/event"
+	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
-	"p2pfault/raceguard"
 )
 
 // TestPDTrialsAreTheProxysTwoLegs: in mode pd each trial is what vLLM's

@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
-	"p2pfault/raceguard"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"p2pfault/event"
+	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
-	"p2pfault/raceguard"
 )
 
 // startLog collects what Config.Started was told, with when.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"p2pfault/event"
+	"p2pfault/internal/raceguard"
 	"p2pfault/memnet"
-	"p2pfault/raceguard"
 )
 
 // serveOn serves h on a host of its own on fab (an in-memory network, for

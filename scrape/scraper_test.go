@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"p2pfault/event"
 )
 
 // recorder keeps the updates of a Run, checking they never overlap.
