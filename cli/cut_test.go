@@ -83,23 +83,8 @@ func TestInterruptBeforeABoundBrokeReadsInterrupted(t *testing.T) {
 
 	// The same events without their final verdict and end event, the last
 	// line cut mid-way: a crash.
-	data, err := os.ReadFile(filepath.Join(out, "events.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept []string
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var ev event.Event
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatal(err)
-		}
-		if (ev.Kind == event.KindVerdict && ev.Final) || ev.Kind == event.KindEnd {
-			continue
-		}
-		kept = append(kept, line)
-	}
 	crashed := t.TempDir()
-	stream := strings.Join(kept, "\n")
+	stream := withoutTheEnd(t, out)
 	if err := os.WriteFile(filepath.Join(crashed, "events.jsonl"), []byte(stream[:len(stream)-10]), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -115,4 +100,26 @@ func TestInterruptBeforeABoundBrokeReadsInterrupted(t *testing.T) {
 	if again := readReport(t, crashed).Rows[0]; again.Result != "interrupted" {
 		t.Errorf("report.json of the crashed stream: result %q, want interrupted", again.Result)
 	}
+}
+
+// withoutTheEnd is the events of the run in out without its final verdict
+// and its end event, as a crash before them leaves them, one line each.
+func withoutTheEnd(t *testing.T, out string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(out, "events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ev event.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if (ev.Kind == event.KindVerdict && ev.Final) || ev.Kind == event.KindEnd {
+			continue
+		}
+		kept = append(kept, line)
+	}
+	return strings.Join(kept, "\n")
 }

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"p2pfault/cli"
+	"p2pfault/internal/sessiontest"
 	"p2pfault/runner"
 	"p2pfault/runner/session"
 )
@@ -22,19 +21,7 @@ import (
 // p2pfault did not start. It is killed at cleanup, by its session id.
 func setsidSleep(t *testing.T) int {
 	t.Helper()
-	cmd := exec.Command("sleep", "300")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	reaped := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(reaped) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-reaped
-	})
-	return pid
+	return sessiontest.Sleeper(t, 300)
 }
 
 // alive reports whether pid still runs (not a zombie).

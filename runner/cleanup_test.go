@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"p2pfault/internal/enginetest"
+	"p2pfault/internal/sessiontest"
 	"p2pfault/internal/syncbuf"
 	"p2pfault/netfault"
 	"p2pfault/runner"
@@ -139,15 +140,7 @@ func TestCleanupEndsWhatTheRecordNamesAndOnlyThat(t *testing.T) {
 // command line of an engine it is not (or with none), does not get it
 // ended; cleanup says why and keeps the entry.
 func TestCleanupLeavesAProcessWhoseCommandLineIsNotTheRecorded(t *testing.T) {
-	cmd := exec.Command("sleep", "300")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	reaped := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(reaped) }()
-	t.Cleanup(func() { killSessions([]int{pid}); <-reaped })
+	pid := sessiontest.Sleeper(t, 300)
 	st, err := session.Stat(pid)
 	if err != nil {
 		t.Fatal(err)

@@ -3,10 +3,8 @@ package guard
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,15 +30,7 @@ func TestMain(m *testing.M) {
 // its identity; it is killed at cleanup.
 func stopped(t *testing.T) runner.ProcID {
 	t.Helper()
-	cmd := exec.Command("sleep", "60")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	pid := cmd.Process.Pid
+	pid := sessiontest.Sleeper(t, 60)
 	if _, err := session.Signal(pid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

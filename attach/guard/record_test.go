@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"p2pfault/internal/sessiontest"
@@ -115,15 +113,7 @@ func TestCleanupLeavesAProcessItCannotTellIsTheOneStalled(t *testing.T) {
 // TestCleanupSaysASessionAlreadyRuns: a stall whose guard resumed it
 // before dying is reported as running, not as resumed by cleanup.
 func TestCleanupSaysASessionAlreadyRuns(t *testing.T) {
-	cmd := exec.Command("sleep", "60")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	pid := cmd.Process.Pid
+	pid := sessiontest.Sleeper(t, 60)
 	st, err := session.Stat(pid)
 	if err != nil {
 		t.Fatal(err)

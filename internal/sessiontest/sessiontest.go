@@ -3,6 +3,9 @@
 package sessiontest
 
 import (
+	"os/exec"
+	"strconv"
+	"syscall"
 	"testing"
 
 	"p2pfault/runner/session"
@@ -35,4 +38,25 @@ func States(t testing.TB, sid int) string {
 		}
 	}
 	return string(s)
+}
+
+// Sleeper starts `sleep seconds` as the leader of a session of its own, a
+// process p2pfault did not start for a test to record, stop or plant, and
+// returns its pid. The session is killed and the process reaped when t
+// ends, also when it fails.
+func Sleeper(t testing.TB, seconds int) int {
+	t.Helper()
+	cmd := exec.Command("sleep", strconv.Itoa(seconds))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	reaped := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(reaped) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-reaped
+	})
+	return pid
 }
