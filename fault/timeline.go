@@ -119,30 +119,23 @@ func Parse(text string) (Timeline, error) {
 // parseStep parses one statement; endCol is where it ends, for "missing"
 // errors.
 func parseStep(toks []token, line, endCol int) (Step, error) {
-	next := 0
-	want := func(what string) (token, error) {
-		if next >= len(toks) {
-			return token{}, syntaxError(line, endCol, "missing %s after %q", what, joinTokens(toks))
-		}
-		next++
-		return toks[next-1], nil
-	}
+	c := &stepCursor{toks: toks, line: line, endCol: endCol}
 	s := Step{Line: toks[0].line, Col: toks[0].col}
-	at, err := want(`"at"`)
+	at, err := c.want(`"at"`)
 	if err != nil {
 		return s, err
 	}
 	if at.text != "at" {
 		return s, syntaxError(at.line, at.col, `want "at DURATION ACTION source-N", got %q`, at.text)
 	}
-	d, err := want("a duration")
+	d, err := c.want("a duration")
 	if err != nil {
 		return s, err
 	}
 	if s.At, err = parseDuration(d); err != nil {
 		return s, err
 	}
-	a, err := want("an action")
+	a, err := c.want("an action")
 	if err != nil {
 		return s, err
 	}
@@ -151,17 +144,10 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 		return s, syntaxError(a.line, a.col, "unknown action %q (want %s)", a.text, Names())
 	}
 	s.Kind = k
-	if k.Arg != nil && !(k.Arg.Optional && next < len(toks) && strings.HasPrefix(toks[next].text, "source-")) {
-		arg, err := want(k.Arg.Name)
-		if err != nil {
-			return s, err
-		}
-		if err := k.Arg.Check(arg.text); err != nil {
-			return s, syntaxError(arg.line, arg.col, "%s %q: %v", k.Name, arg.text, err)
-		}
-		s.Arg = arg.text
+	if err := c.arg(&s, k); err != nil {
+		return s, err
 	}
-	tg, err := want("a target")
+	tg, err := c.want("a target")
 	if err != nil {
 		return s, err
 	}
@@ -173,31 +159,77 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 			return s, syntaxError(tg.line, tg.col, "%s %s: %v", k.Name, tg.text, err)
 		}
 	}
-	if next < len(toks) && toks[next].text == "for" {
-		f := toks[next]
-		next++
+	if err := c.forClause(&s, k); err != nil {
+		return s, err
+	}
+	if c.next < len(toks) {
+		x := toks[c.next]
+		return s, syntaxError(x.line, x.col, "unexpected %q after %q", x.text, joinTokens(toks[:c.next]))
+	}
+	return s, nil
+}
+
+// stepCursor walks one statement's tokens, so that parseStep's optional
+// parts (an action's argument, "for DURATION") can be steps of their own
+// that share where the statement has got to and how a missing token is
+// reported.
+type stepCursor struct {
+	toks         []token
+	next         int
+	line, endCol int
+}
+
+// want takes the next token; none left is a "missing WHAT" at the
+// statement's end.
+func (c *stepCursor) want(what string) (token, error) {
+	if c.next >= len(c.toks) {
+		return token{}, syntaxError(c.line, c.endCol, "missing %s after %q", what, joinTokens(c.toks))
+	}
+	c.next++
+	return c.toks[c.next-1], nil
+}
+
+// arg takes the action's argument when the action has one; an optional
+// argument is absent when the target comes next.
+func (c *stepCursor) arg(s *Step, k *Kind) error {
+	if k.Arg == nil || (k.Arg.Optional && c.next < len(c.toks) && strings.HasPrefix(c.toks[c.next].text, "source-")) {
+		return nil
+	}
+	arg, err := c.want(k.Arg.Name)
+	if err != nil {
+		return err
+	}
+	if err := k.Arg.Check(arg.text); err != nil {
+		return syntaxError(arg.line, arg.col, "%s %q: %v", k.Name, arg.text, err)
+	}
+	s.Arg = arg.text
+	return nil
+}
+
+// forClause takes "for DURATION" after the target, refused for an action
+// that does not take one and required for one that needs it.
+func (c *stepCursor) forClause(s *Step, k *Kind) error {
+	if c.next < len(c.toks) && c.toks[c.next].text == "for" {
+		f := c.toks[c.next]
+		c.next++
 		if !k.TakesFor {
-			return s, syntaxError(f.line, f.col, `"for" goes only with %s, not %s`, TakesForList(), k.Name)
+			return syntaxError(f.line, f.col, `"for" goes only with %s, not %s`, TakesForList(), k.Name)
 		}
-		d, err := want("a duration")
+		d, err := c.want("a duration")
 		if err != nil {
-			return s, err
+			return err
 		}
 		if s.For, err = parseDuration(d); err != nil {
-			return s, err
+			return err
 		}
 		if s.For == 0 {
-			return s, syntaxError(d.line, d.col, "%s for %q: want a positive duration", k.Name, d.text)
+			return syntaxError(d.line, d.col, "%s for %q: want a positive duration", k.Name, d.text)
 		}
 	}
 	if k.NeedsFor && s.For == 0 {
-		return s, syntaxError(line, endCol, "%s needs \"for DURATION\" (nothing else ends it), e.g. %q", k.Name, joinTokens(toks)+" for 30s")
+		return syntaxError(c.line, c.endCol, "%s needs \"for DURATION\" (nothing else ends it), e.g. %q", k.Name, joinTokens(c.toks)+" for 30s")
 	}
-	if next < len(toks) {
-		x := toks[next]
-		return s, syntaxError(x.line, x.col, "unexpected %q after %q", x.text, joinTokens(toks[:next]))
-	}
-	return s, nil
+	return nil
 }
 
 func parseDuration(tok token) (time.Duration, error) {
