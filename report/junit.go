@@ -67,57 +67,8 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 	doc := junitSuites{Name: "p2pfault"}
 	var total time.Duration
 	for _, r := range runs {
-		s := junitSuite{
-			Name: r.Name(),
-			Time: junitSeconds(r.Wall()),
-			Properties: []junitProperty{
-				{Name: "arm", Value: r.Info.Arm},
-				{Name: "case", Value: r.Info.Case},
-				{Name: "engine", Value: r.Info.Engine},
-				{Name: "time_scale", Value: fmt.Sprintf("%g", r.Info.TimeScale)},
-				{Name: "truncated", Value: fmt.Sprintf("%t", r.Truncated)},
-			},
-		}
-		if t := r.Verdict.Times; r.HasWindow && t != nil {
-			// The judged fault's times in seconds, "null" when it never happened.
-			s.Properties = append(s.Properties,
-				junitProperty{Name: "detect_s", Value: junitSeconds3(t.DetectS)},
-				junitProperty{Name: "recover_s", Value: junitSeconds3(t.RecoverS)})
-		}
-		if !r.First.IsZero() {
-			s.Timestamp = r.First.UTC().Format("2006-01-02T15:04:05")
-		}
 		class := "p2pfault." + runTitle(r.Info.Arm, r.Info.Mode, r.Info.Case, ".") + settingsSuffix(r.Info.Settings, ".")
-		if event.ModeOf(r.Info.Mode) != event.ModeP2P {
-			s.Properties = append(s.Properties, junitProperty{Name: "mode", Value: r.Info.Mode})
-		}
-		row := r.Row()
-		cut := row.CutShort
-		for _, c := range r.Verdict.Checks {
-			tc := junitCase{Name: c.Name, Classname: class, Time: junitSeconds(0)}
-			switch {
-			// Cut short, a check that broke nothing is left open.
-			case !c.Passed && cut != "" && (c.Empty || row.Result == ResultInterrupted):
-				tc.Error = junitCut(c.Detail, cut)
-				s.Errors++
-			case !c.Passed:
-				kind := "bound"
-				if c.Empty {
-					kind = "empty_window"
-				}
-				tc.Failure = &junitFailure{Message: c.Detail, Type: kind, Text: c.Detail + "\n" + row.SeedLine()}
-				s.Failures++
-			}
-			s.Cases = append(s.Cases, tc)
-		}
-		if cut != "" {
-			// The run itself, cut short: an error (it did not run its
-			// course), not a failure (no bound says so).
-			s.Cases = append(s.Cases, junitCase{Name: junitCompleted, Classname: class, Time: junitSeconds(0), Error: junitCut(cut, cut)})
-			s.Errors++
-		}
-		s.Tests = len(s.Cases)
-		s.SystemOut = &junitText{Text: systemOut(r)}
+		s := runSuite(r, class)
 		doc.Suites = append(doc.Suites, s)
 		doc.Tests += s.Tests
 		doc.Failures += s.Failures
@@ -145,6 +96,63 @@ func WriteJUnit(w io.Writer, runs ...Run) error {
 		return fmt.Errorf("write junit.xml: %w", err)
 	}
 	return nil
+}
+
+// runSuite is one run as a suite: its settings as properties, one test
+// case per check, and the run itself when it was cut short. A step of its
+// own so that WriteJUnit reads as the document's totals and its encoding.
+func runSuite(r Run, class string) junitSuite {
+	s := junitSuite{
+		Name: r.Name(),
+		Time: junitSeconds(r.Wall()),
+		Properties: []junitProperty{
+			{Name: "arm", Value: r.Info.Arm},
+			{Name: "case", Value: r.Info.Case},
+			{Name: "engine", Value: r.Info.Engine},
+			{Name: "time_scale", Value: fmt.Sprintf("%g", r.Info.TimeScale)},
+			{Name: "truncated", Value: fmt.Sprintf("%t", r.Truncated)},
+		},
+	}
+	if t := r.Verdict.Times; r.HasWindow && t != nil {
+		// The judged fault's times in seconds, "null" when it never happened.
+		s.Properties = append(s.Properties,
+			junitProperty{Name: "detect_s", Value: junitSeconds3(t.DetectS)},
+			junitProperty{Name: "recover_s", Value: junitSeconds3(t.RecoverS)})
+	}
+	if !r.First.IsZero() {
+		s.Timestamp = r.First.UTC().Format("2006-01-02T15:04:05")
+	}
+	if event.ModeOf(r.Info.Mode) != event.ModeP2P {
+		s.Properties = append(s.Properties, junitProperty{Name: "mode", Value: r.Info.Mode})
+	}
+	row := r.Row()
+	cut := row.CutShort
+	for _, c := range r.Verdict.Checks {
+		tc := junitCase{Name: c.Name, Classname: class, Time: junitSeconds(0)}
+		switch {
+		// Cut short, a check that broke nothing is left open.
+		case !c.Passed && cut != "" && (c.Empty || row.Result == ResultInterrupted):
+			tc.Error = junitCut(c.Detail, cut)
+			s.Errors++
+		case !c.Passed:
+			kind := "bound"
+			if c.Empty {
+				kind = "empty_window"
+			}
+			tc.Failure = &junitFailure{Message: c.Detail, Type: kind, Text: c.Detail + "\n" + row.SeedLine()}
+			s.Failures++
+		}
+		s.Cases = append(s.Cases, tc)
+	}
+	if cut != "" {
+		// The run itself, cut short: an error (it did not run its
+		// course), not a failure (no bound says so).
+		s.Cases = append(s.Cases, junitCase{Name: junitCompleted, Classname: class, Time: junitSeconds(0), Error: junitCut(cut, cut)})
+		s.Errors++
+	}
+	s.Tests = len(s.Cases)
+	s.SystemOut = &junitText{Text: systemOut(r)}
+	return s
 }
 
 // windowSuites are a run's fault windows as suites "arm/case window N"
