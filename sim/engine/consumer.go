@@ -135,31 +135,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 	s.heard = e.now
 	switch m.Type {
 	case wire.TypeConnectAck:
-		if s.state != sessPending {
-			return
-		}
-		if m.PeerID != s.peer {
-			// Replies are routed by the literal identity, so a peer that
-			// calls itself otherwise can never be talked to.
-			e.killSession(s, "peer answered as "+m.PeerID+": identities must match literally")
-			return
-		}
-		s.state = sessReady
-		// vLLM's decoder registers the source on the source's own connect,
-		// which crosses the ack; the sim's producer sends none, so the ack
-		// stands for it.
-		e.registerPeer()
-		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
-		if rf := e.refused[s.peer]; rf != nil && rf.total > 1 {
-			e.log.Info(compP2P, "peer %s connected (%d connects refused while it was down)", s.peer, rf.total)
-		} else {
-			e.log.Info(compP2P, "peer %s connected", s.peer)
-		}
-		delete(e.refused, s.peer)
-		for _, q := range s.queued {
-			e.send(s.c, q)
-		}
-		s.queued = nil
+		e.connectAcked(s, m)
 	case wire.TypeConnectReject:
 		// The producer's fields, checked as vLLM's decoder checks the
 		// source's Connect: the decoder's own line names the mismatch.
@@ -170,28 +146,7 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 		}
 		e.killSession(s, "connect rejected: "+m.Reason)
 	case wire.TypeLookupResp:
-		r := s.lookups[m.KVRequestID]
-		if r == nil {
-			return
-		}
-		delete(s.lookups, m.KVRequestID)
-		want := r.maxHit - r.localHit()
-		n := 0
-		for n < len(m.Hits) && n < want && m.Hits[n] {
-			n++
-		}
-		if n == 0 {
-			e.miss(r)
-			return
-		}
-		e.lookupResolved(r)
-		keys := r.hashes[r.localHit() : r.localHit()+n]
-		e.reserveLoad(r, keys)
-		r.state = rsLoad
-		r.fetched = n
-		r.deadline = e.now.Add(e.cfg.LoadTimeout)
-		s.loads[m.KVRequestID] = r
-		e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: m.KVRequestID, Keys: keys})
+		e.lookupAnswered(s, m)
 	case wire.TypeTransferDone:
 		r := s.loads[m.KVRequestID]
 		if r == nil || r.state != rsLoad {
@@ -215,6 +170,66 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 	case wire.TypeDisconnect:
 		e.killSession(s, "peer disconnected")
 	}
+}
+
+// connectAcked is a ConnectAck on a pending session: the session is
+// ready once the peer has answered as itself, and what waited for it is
+// sent. A step of its own so that consumerFrame reads as the protocol's
+// table of messages.
+func (e *Engine) connectAcked(s *session, m wire.Message) {
+	if s.state != sessPending {
+		return
+	}
+	if m.PeerID != s.peer {
+		// Replies are routed by the literal identity, so a peer that
+		// calls itself otherwise can never be talked to.
+		e.killSession(s, "peer answered as "+m.PeerID+": identities must match literally")
+		return
+	}
+	s.state = sessReady
+	// vLLM's decoder registers the source on the source's own connect,
+	// which crosses the ack; the sim's producer sends none, so the ack
+	// stands for it.
+	e.registerPeer()
+	s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
+	if rf := e.refused[s.peer]; rf != nil && rf.total > 1 {
+		e.log.Info(compP2P, "peer %s connected (%d connects refused while it was down)", s.peer, rf.total)
+	} else {
+		e.log.Info(compP2P, "peer %s connected", s.peer)
+	}
+	delete(e.refused, s.peer)
+	for _, q := range s.queued {
+		e.send(s.c, q)
+	}
+	s.queued = nil
+}
+
+// lookupAnswered is a LookupResp: the hits the source holds start a load
+// (none: the request computes its prefix itself). A step of its own for
+// the same reason as connectAcked.
+func (e *Engine) lookupAnswered(s *session, m wire.Message) {
+	r := s.lookups[m.KVRequestID]
+	if r == nil {
+		return
+	}
+	delete(s.lookups, m.KVRequestID)
+	want := r.maxHit - r.localHit()
+	n := 0
+	for n < len(m.Hits) && n < want && m.Hits[n] {
+		n++
+	}
+	if n == 0 {
+		e.miss(r)
+		return
+	}
+	e.lookupResolved(r)
+	keys := r.hashes[r.localHit() : r.localHit()+n]
+	e.reserveLoad(r, keys)
+	r.state = rsLoad
+	r.fetched = n
+	r.deadline = e.now.Add(e.cfg.LoadTimeout)
+	s.loads[m.KVRequestID] = r
+	e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: m.KVRequestID, Keys: keys})
 }
 
 // superviseSessions enforces the consumer's deadlines and heartbeats, in a
