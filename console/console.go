@@ -81,12 +81,7 @@ func (p *Printer) Print(ev event.Event) {
 	case event.KindFault:
 		p.fault(ev.T, ev.Fault)
 	case event.KindWindow:
-		w := ev.Window
-		if w.End == 0 {
-			p.line(ev.T, "fault window on %s opened", w.TargetName())
-		} else {
-			p.line(ev.T, "fault window on %s closed after %s", w.TargetName(), secs(w.End-w.Start))
-		}
+		p.window(ev.T, ev.Window)
 	case event.KindPullStart:
 		if p.Summaries {
 			for _, s := range ev.Pulls {
@@ -94,25 +89,9 @@ func (p *Printer) Print(ev event.Event) {
 			}
 		}
 	case event.KindWait:
-		if ev.T >= p.second+time.Second {
-			p.flush() // the second's line says what they waited on then
-		}
-		if w := ev.Wait; w != nil && w.Open {
-			p.waits[w.Peer] = *w
-		} else if w != nil {
-			delete(p.waits, w.Peer)
-		}
+		p.wait(ev.T, ev.Wait)
 	case event.KindVerdict:
-		if ev.Verdict != nil && !ev.Final {
-			p.liveChecks(ev.T, ev.Verdict)
-		}
-		if ev.Verdict != nil && ev.Final {
-			// A window that could not be judged is no check's failure:
-			// its reason is said once, with the final verdict (exit 3).
-			for _, n := range ev.Verdict.NotJudged {
-				p.line(ev.T, "not judged: %s", n)
-			}
-		}
+		p.verdict(ev.T, ev.Verdict, ev.Final)
 	case event.KindWindowVerdict:
 		if ev.WindowVerdict != nil {
 			p.windowVerdict(ev.T, ev.WindowVerdict)
@@ -141,6 +120,45 @@ func (p *Printer) Print(ev event.Event) {
 		clear(p.waits)
 		if ev.Message != "" {
 			p.line(ev.T, "end: %s", ev.Message)
+		}
+	}
+}
+
+// window says a fault window opened or closed. Print's cases that take
+// more than a line are steps of their own, so that Print reads as the
+// list of what is printed for each kind of event.
+func (p *Printer) window(t time.Duration, w *event.Window) {
+	if w.End == 0 {
+		p.line(t, "fault window on %s opened", w.TargetName())
+	} else {
+		p.line(t, "fault window on %s closed after %s", w.TargetName(), secs(w.End-w.Start))
+	}
+}
+
+// wait notes a named wait opening or closing; it is printed with its
+// second's line, so a wait of a later second flushes the one before.
+func (p *Printer) wait(t time.Duration, w *event.Wait) {
+	if t >= p.second+time.Second {
+		p.flush() // the second's line says what they waited on then
+	}
+	if w != nil && w.Open {
+		p.waits[w.Peer] = *w
+	} else if w != nil {
+		delete(p.waits, w.Peer)
+	}
+}
+
+// verdict prints a live verdict's checks, and with the final one the
+// windows that could not be judged.
+func (p *Printer) verdict(t time.Duration, v *event.Verdict, final bool) {
+	if v != nil && !final {
+		p.liveChecks(t, v)
+	}
+	if v != nil && final {
+		// A window that could not be judged is no check's failure:
+		// its reason is said once, with the final verdict (exit 3).
+		for _, n := range v.NotJudged {
+			p.line(t, "not judged: %s", n)
 		}
 	}
 }
