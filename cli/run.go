@@ -218,15 +218,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	}
 	// After the reports: the last scrape reads the final verdict.
 	defer metrics.Finish(cmd.Context(), cmd.ErrOrStderr())
-	if err := prepareOut(out, cmd.ErrOrStderr()); err != nil {
-		return err
-	}
-	for _, d := range arms.dirs {
-		if err := claim.Lock(d); err != nil {
-			return exitcode.AsUsage(err)
-		}
-	}
-	if err := refuseLinksIn(append([]string{out}, arms.dirs...)...); err != nil {
+	if err := prepareFolders(claim, out, arms.dirs, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
 
@@ -263,6 +255,22 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 		return runErr
 	}
 	return check.Outcome(verdicts...)
+}
+
+// prepareFolders makes the run's folder, claims each arm's folder for
+// this run and refuses folders that are links, before any file is written
+// in them. A step of its own so that runRun reads as the run's order:
+// configure, claim, open, run, report.
+func prepareFolders(claim *runfolder.Claim, out string, dirs []string, stderr io.Writer) error {
+	if err := prepareOut(out, stderr); err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := claim.Lock(d); err != nil {
+			return exitcode.AsUsage(err)
+		}
+	}
+	return refuseLinksIn(append([]string{out}, dirs...)...)
 }
 
 // startFaces subscribes the run's faces to g: the events files (the run's
