@@ -163,7 +163,7 @@ func republishQueues(ctx context.Context, l *link.Conn, last *atomic.Pointer[eng
 // exits cleanly rather than report a dead core.
 func stopCore(ctx context.Context, l *link.Conn, log *simlog.Logger) error {
 	if ctx.Err() != nil {
-		log.Info(compEngine, "engine core shutting down on signal")
+		log.Info(compEngine, "engine core shutting down on signal%s", signalNamed(ctx))
 		_ = l.Send(link.Msg{Type: link.TypeShutdown, Message: "engine core received a termination signal"})
 	} else {
 		log.Info(compEngine, "front end closed the link: engine core shutting down")

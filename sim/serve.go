@@ -105,7 +105,7 @@ func runFrontEnd(ctx context.Context, cfg serveConfig, start func(rank int) (eng
 
 	select {
 	case <-ctx.Done():
-		log.Info(compAPI, "shutting down on signal")
+		log.Info(compAPI, "shutting down on signal%s", signalNamed(ctx))
 		return nil
 	case <-fe.shutdown:
 		log.Info(compAPI, "engine core stopped on a signal: shutting down")
@@ -155,7 +155,7 @@ func (fe *frontEnd) waitReady(ctx context.Context, cores []engineCore) ([]string
 	for r, c := range fe.cores {
 		select {
 		case <-ctx.Done():
-			fe.log.Info(compAPI, "interrupted during startup")
+			fe.log.Info(compAPI, "interrupted during startup%s", signalNamed(ctx))
 			return nil, nil
 		case m := <-c.startup:
 			if m.Type == link.TypeFatal {
@@ -251,4 +251,14 @@ func (p *coreProc) stop(l *link.Conn, log *simlog.Logger) {
 		log.Error(compAPI, "kill engine core (pid %d): %v", p.cmd.Process.Pid, err)
 	}
 	<-p.exited
+}
+
+// signalNamed is ", CAUSE" when what ended ctx says which signal it was
+// (p2pfault's own signal handling names it), "" otherwise: a log that
+// says which signal stopped an engine tells who sent it.
+func signalNamed(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return ": " + c.Error()
+	}
+	return ""
 }
