@@ -108,14 +108,14 @@ var (
 // unsafeName is what OwnedRunID replaces in a run's name.
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
-// ownedRe finds the owner a run id carries (OwnedRunID): -PID.TICKS- then
+// ownedRe finds the owner a run id carries (OwnedRunID): -PID.TICKS.NS- then
 // the random part, at its end.
-var ownedRe = regexp.MustCompile(`-([0-9]+\.[0-9]+)-[0-9a-f]{6}$`)
+var ownedRe = regexp.MustCompile(`-([0-9]+\.[0-9]+(?:\.[0-9]+)?)-[0-9a-f]{6}$`)
 
 // OwnedRunID is a run id that names its owner, so its table's name does:
-// NAME-PID.TICKS-RANDOM (main-partition-4242.981234-a1b2c3), NAME made of
-// letters, digits, '.', '_' and '-' and cut short to keep the id within
-// 128 characters. A table whose owner is gone (owner.ID.Alive) is an
+// NAME-PID.TICKS.NS-RANDOM (main-partition-4242.981234.4026531836-a1b2c3),
+// NAME made of letters, digits, '.', '_' and '-' and cut short to keep the
+// id within 128 characters. A table whose owner is gone (owner.ID.Gone) is an
 // orphan, found by its name alone when no record names it (TableOwner).
 func OwnedRunID(name string, o owner.ID) string {
 	b := make([]byte, 3)

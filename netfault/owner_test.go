@@ -12,6 +12,9 @@ import (
 // run's name holds and however long it is (cut to a valid id); names made
 // before tables carried their owner, or by anyone else, carry none.
 func TestATablesNameCarriesItsOwner(t *testing.T) {
+	for _, o := range []owner.ID{{Pid: 4242, StartTicks: 981234, NS: 4026531836}, {Pid: 4242, StartTicks: 981234}} {
+		tableCarriesOwner(t, o)
+	}
 	o := owner.ID{Pid: 4242, StartTicks: 981234}
 	for _, name := range []string{"main-partition", "+ #64501-loss", strings.Repeat("a", 300) + "-stall"} {
 		id := OwnedRunID(name, o)
@@ -38,5 +41,14 @@ func TestATablesNameCarriesItsOwner(t *testing.T) {
 	}
 	if id := OwnedRunID("main-stall", owner.ID{Pid: 7}); strings.Contains(id, ".") {
 		t.Errorf("an owner without a start time gave %q, which names it", id)
+	}
+}
+
+// tableCarriesOwner: OwnedRunID's name gives o back, PID namespace and all.
+func tableCarriesOwner(t *testing.T, o owner.ID) {
+	t.Helper()
+	id := OwnedRunID("main-partition", o)
+	if got, ok := TableOwner(TableName(id)); !ok || got != o {
+		t.Errorf("TableOwner(%s) = %v, %v; want %v", TableName(id), got, ok, o)
 	}
 }

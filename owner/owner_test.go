@@ -8,7 +8,7 @@ import (
 
 // TestAnOwnerIsItsPidAndStartTime: this process is alive as itself and
 // not with another start time; a tag reads back only when it is exactly
-// PID.TICKS.
+// PID.TICKS.NS (or PID.TICKS, its namespace not known).
 func TestAnOwnerIsItsPidAndStartTime(t *testing.T) {
 	self, err := Self()
 	if err != nil {
@@ -17,13 +17,26 @@ func TestAnOwnerIsItsPidAndStartTime(t *testing.T) {
 	if !self.Alive() {
 		t.Errorf("%v: not alive", self)
 	}
-	if other := (ID{Pid: self.Pid, StartTicks: self.StartTicks + 1}); other.Alive() {
-		t.Errorf("%v: alive, but its start time is not this process's", other)
+	other := self
+	other.StartTicks++
+	if other.Alive() || !other.Gone() {
+		t.Errorf("%v: alive or not gone, but its start time is not this process's", other)
+	}
+	if self.NS == 0 || self.Gone() {
+		t.Errorf("%v: no PID namespace, or gone", self)
+	}
+	// An owner of another PID namespace (a container's, seen from its
+	// host, or the host's seen from a container) is never gone: its pid
+	// names another process here, or none, and a sweep must leave it be.
+	for _, elsewhere := range []ID{{Pid: other.Pid, StartTicks: other.StartTicks, NS: self.NS + 1}, {Pid: other.Pid, StartTicks: other.StartTicks}} {
+		if elsewhere.Gone() || elsewhere.Here() {
+			t.Errorf("%v (namespace %d, this one %d): gone or here", elsewhere, elsewhere.NS, self.NS)
+		}
 	}
 	if got, ok := ParseTag(self.Tag()); !ok || got != self {
 		t.Errorf("ParseTag(%q) = %v, %v", self.Tag(), got, ok)
 	}
-	for _, bad := range []string{"", "12", "12.", ".5", "012.5", "12.05", "-1.5", "12.5.6", "a.5", "0.5"} {
+	for _, bad := range []string{"", "12", "12.", ".5", "012.5", "12.05", "-1.5", "12.5.0", "12.5.06", "12.5.x", "12.5.6.7", "a.5", "0.5"} {
 		if got, ok := ParseTag(bad); ok {
 			t.Errorf("ParseTag(%q) = %v, want none", bad, got)
 		}

@@ -248,7 +248,7 @@ func (e *Engine) launch(extra []string) (*process, error) {
 	// The owner's mark last, so it wins over one p2pfault inherited: every
 	// process of the engine carries it, and once this p2pfault is gone
 	// `cleanup --orphans` knows them for its (runner.Orphans).
-	cmd.Env = append(append(os.Environ(), e.spec.Env...), e.c.owner.ID().EnvVar())
+	cmd.Env = append(append(os.Environ(), e.spec.Env...), e.c.ownerMark())
 	// An *os.File, not an io.Writer: Wait then does not wait for the
 	// engine core, which inherits the pipe, to close it.
 	cmd.Stdout, cmd.Stderr = pw, pw

@@ -14,8 +14,18 @@ import (
 	"p2pfault/runner/session"
 )
 
-// ID is the process as package owner names it.
+// ID is the process as package owner names it, its PID namespace not known.
 func (id ProcID) ID() owner.ID { return owner.ID{Pid: id.Pid, StartTicks: id.StartTicks} }
+
+// ownerMark is the environment variable that marks an engine the cluster
+// launches as its owner's (owner.Env): this p2pfault, with its PID
+// namespace, which the cluster's owner record does not carry.
+func (c *Cluster) ownerMark() string {
+	if self, err := owner.Self(); err == nil && self.Pid == c.owner.Pid && self.StartTicks == c.owner.StartTicks {
+		return self.EnvVar()
+	}
+	return c.owner.ID().EnvVar()
+}
 
 // OwnedTables is the host's firewall as the orphan sweep uses it: the
 // record's Tables, and the owner a table's name carries
@@ -29,6 +39,9 @@ type OwnedTables interface {
 // firewall table (its name) or an engine session (its processes'
 // environment, owner.Env). Gone says its owner is no longer running: an
 // orphan, which no run will undo, found even when no record names it.
+// An owner of another PID namespace is never gone (owner.ID.Gone): a
+// sweep on a host must not end a container's live run, nor one in a
+// container the host's.
 type Owned struct {
 	Table string // a firewall table's name, or "" for a session
 	Sid   int    // an engine session's id
@@ -41,8 +54,13 @@ type Owned struct {
 // String names the state and its owner, as cleanup and doctor print it.
 func (o Owned) String() string {
 	state := "running"
-	if o.Gone {
+	switch {
+	case o.Gone:
 		state = "gone"
+	case !o.Owner.Here():
+		// Its pid is another namespace's (a container's, or the host's
+		// seen from one): whether it runs cannot be told from here.
+		state = "of another PID namespace: left to it"
 	}
 	if o.Table != "" {
 		return fmt.Sprintf("firewall table inet %s of p2pfault pid %d (%s)", o.Table, o.Owner.Pid, state)
@@ -64,7 +82,7 @@ func ScanOwned(host OwnedTables) ([]Owned, error) {
 	names, err := host.List()
 	for _, name := range names {
 		if o, ok := host.Owner(name); ok {
-			out = append(out, Owned{Table: name, Owner: o, Gone: !o.Alive()})
+			out = append(out, Owned{Table: name, Owner: o, Gone: o.Gone()})
 		}
 	}
 	if err != nil {
@@ -102,7 +120,7 @@ func ownedSessions() ([]Owned, error) {
 			continue
 		}
 		if _, seen := bySid[st.Sid]; !seen {
-			bySid[st.Sid] = &Owned{Sid: st.Sid, Owner: o, Gone: !o.Alive()}
+			bySid[st.Sid] = &Owned{Sid: st.Sid, Owner: o, Gone: o.Gone()}
 			sids = append(sids, st.Sid)
 		}
 	}
@@ -167,7 +185,7 @@ func CleanupOrphans(ctx context.Context, host OwnedTables, w io.Writer) (int, er
 			}
 			continue
 		}
-		if now, ok := wholeSession(o); !ok || now.Owner.Alive() {
+		if now, ok := wholeSession(o); !ok || !now.Owner.Gone() {
 			continue // ended, or changed, since the scan
 		}
 		if err := endSession(ctx, o.Sid); err != nil {

@@ -91,17 +91,21 @@ func TestCleanupOrphansEndsOnlyWhatADeadOwnerLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := owner.ID{Pid: self.Pid, StartTicks: self.StartTicks + 1}
+	dead := self
+	dead.StartTicks++
+	elsewhere := dead // the same pid and start time, in another PID namespace
+	elsewhere.NS++
 	two := "sleep 120 & exec sleep 120"
 	orphan := startMarked(t, two, dead.EnvVar())
 	kept := map[string]int{
 		"a live owner's session":       startMarked(t, two, self.EnvVar()),
 		"a session with one unmarked":  startMarked(t, "env -u "+owner.Env+" sleep 120 & exec sleep 120", dead.EnvVar()),
 		"a session marked by no owner": startMarked(t, two),
+		"another PID namespace's":      startMarked(t, two, elsewhere.EnvVar()),
 	}
 	deadTable := "p2pfault_main-partition-" + dead.Tag() + "-abcdef"
 	var deleted []string
-	host := fakeTables{names: []string{deadTable, "p2pfault_main-partition-" + self.Tag() + "-abcdef", "p2pfault_main-partition-15686-160a31"}, deleted: &deleted}
+	host := fakeTables{names: []string{deadTable, "p2pfault_main-partition-" + self.Tag() + "-abcdef", "p2pfault_main-partition-" + elsewhere.Tag() + "-abcdef", "p2pfault_main-partition-15686-160a31"}, deleted: &deleted}
 
 	var out bytes.Buffer
 	n, err := runner.CleanupOrphans(context.Background(), host, &out)
