@@ -57,6 +57,8 @@ func (o Owned) String() string {
 	switch {
 	case o.Gone:
 		state = "gone"
+	case o.Owner.NS == 0:
+		state = "its PID namespace not named: left to it"
 	case !o.Owner.Here():
 		// Its pid is another namespace's (a container's, or the host's
 		// seen from one): whether it runs cannot be told from here.
