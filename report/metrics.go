@@ -38,12 +38,7 @@ func decoderMetrics(r Run) *DecoderMetrics {
 
 // writeDecoder appends report.md's table of the decoder's /metrics deltas.
 func writeDecoder(b *strings.Builder, rows []Row) {
-	cells := decoderCells(rows)
-	if len(cells) == 0 {
-		return
-	}
-	b.WriteString("\n" + decoderCaption + ":\n\n")
-	b.WriteString(markdownTable(decoderHeader(manyModes(rows)), cells))
+	table{decoderHeader(manyModes(rows)), decoderCells(rows), decoderCaption + ":"}.writeMarkdown(b)
 }
 
 const decoderCaption = "The decoder's own /metrics over each window (– where it does not export the series)"
