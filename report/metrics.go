@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"p2pfault/event"
 	"p2pfault/scrape"
 )
 
@@ -71,21 +72,7 @@ func deltaCells(r Row, withMode keyCols, window string, d scrape.Deltas) []strin
 	}
 	read := notApplicable
 	if d.P2PReadBytes.OK {
-		read = FormatBytes(d.P2PReadBytes.V)
+		read = event.FormatBytes(d.P2PReadBytes.V)
 	}
 	return append(r.keyCells(withMode), window, rate, d.ExtHits.String()+" / "+d.ExtQueries.String(), read, d.MaxRunning.String(), d.MaxWaiting.String())
-}
-
-// FormatBytes shows a byte count as B, KiB, MiB or GiB.
-func FormatBytes(v float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f %s", v, units[i])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[i])
 }
