@@ -28,12 +28,7 @@ func newGenDocsCommand() *cobra.Command {
 		Use:    "gen-docs DIR",
 		Short:  "Write the command-line reference (Markdown, one file per command) into DIR",
 		Hidden: true,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return exitcode.Usagef("gen-docs: want one folder, got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args:   oneArg("gen-docs", "folder"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := genDocs(cmd.Root(), args[0]); err != nil {
 				return exitcode.AsUsage(fmt.Errorf("gen-docs: %w", err))

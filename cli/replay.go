@@ -33,12 +33,7 @@ func newReplayCommand() *cobra.Command {
 			"and the end. A file cut short by a crash plays as far as it goes. With --follow it\n" +
 			"starts at the end of a run that is still writing and keeps reading what it adds.\n" +
 			"events.jsonl.zst (run --events-compress zstd) is read and followed as events.jsonl is.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return exitcode.Usagef("replay: want one run folder or events.jsonl, got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args: oneArg("replay", "run folder or events.jsonl"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := eventsArg("replay", args[0])
 			if err != nil {
@@ -57,6 +52,17 @@ func newReplayCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&follow, "follow", false, "start at the end of a run that is still writing and keep reading the events it adds")
 	return cmd
+}
+
+// oneArg is the Args of a command that takes exactly one argument, what:
+// any other count is a usage error, "VERB: want one WHAT, got N arguments".
+func oneArg(verb, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return exitcode.Usagef("%s: want one %s, got %d arguments", verb, what, len(args))
+		}
+		return nil
+	}
 }
 
 // eventsArg is the events file the argument of `p2pfault VERB` (report,

@@ -22,12 +22,7 @@ func newReportCommand() *cobra.Command {
 			"or zstd is told by the content) and write report.md,\n" +
 			"report.json, junit.xml, report.html and timeline.svg next to it (or in --out), then\n" +
 			"print the verdict table. A truncated file is reported as such.",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return exitcode.Usagef("report: want one events.jsonl file, got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args: oneArg("report", "events.jsonl file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := eventsArg("report", args[0])
 			if err != nil {

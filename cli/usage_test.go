@@ -90,6 +90,8 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"slice bad case", []string{"slice", "--cases", "stall,none"}, nil, `"none"`},
 		{"slice vllm arm without NAME=", []string{"slice", "--engine", "vllm", "--arm", "main"}, nil, `--arm "main"`},
 		{"report without a file", []string{"report"}, nil, "want one events.jsonl"},
+		{"report of two files", []string{"report", "a/events.jsonl", "b/events.jsonl"}, nil, "report: want one events.jsonl file, got 2 arguments"},
+		{"gen-docs without a folder", []string{"gen-docs"}, nil, "gen-docs: want one folder, got 0 arguments"},
 		{"report of a missing file", []string{"report", "/nonexistent/events.jsonl"}, nil, "/nonexistent/events.jsonl"},
 		{"report of a folder without events", []string{"report", "/"}, nil, "events.jsonl"},
 		{"cleanup of a missing folder", []string{"cleanup", "/nonexistent/run"}, nil, "/nonexistent/run"},
@@ -105,7 +107,7 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 			}
 			args := append([]string{}, tt.args...)
 			out := filepath.Join(t.TempDir(), "out")
-			if tt.args[0] != "report" && tt.args[0] != "cleanup" && tt.args[0] != "sim" {
+			if tt.args[0] != "report" && tt.args[0] != "cleanup" && tt.args[0] != "sim" && tt.args[0] != "gen-docs" {
 				args = append(args, "--out", out)
 			}
 			var stdout, stderr bytes.Buffer

@@ -110,3 +110,24 @@ type Live struct {
 	// LookupAsync is the async lookup delay observed over the rate window.
 	LookupAsync Delay `json:"lookup_async"`
 }
+
+// FormatBytes shows a byte count (P2PReadBytes) as B, KiB, MiB or GiB.
+func FormatBytes(v float64) string { return scaled(v, 1024, "B", "KiB", "MiB", "GiB") }
+
+// FormatRate shows bytes a second (P2PReadBps) as B/s, KB/s, MB/s or GB/s.
+func FormatRate(bps float64) string { return scaled(bps, 1000, "B/s", "KB/s", "MB/s", "GB/s") }
+
+// scaled shows v in the largest of units (each step times the one
+// before) that keeps it at 1 or more: whole in the first, to a tenth in
+// the others.
+func scaled(v, step float64, units ...string) string {
+	i := 0
+	for v >= step && i < len(units)-1 {
+		v /= step
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
+}

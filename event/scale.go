@@ -21,6 +21,18 @@ func TimeScaleOf(scale float64) float64 {
 	return scale
 }
 
+// DefaultDuration is the one rule of a config's optional duration (the
+// probe's and the scraper's): 0, not set, becomes def; a negative one is
+// told to bad as "NAME D is negative", the caller's config error.
+func DefaultDuration(d *time.Duration, def time.Duration, name string, bad func(format string, args ...any)) {
+	switch {
+	case *d < 0:
+		bad("%s %s is negative", name, *d)
+	case *d == 0:
+		*d = def
+	}
+}
+
 // ValidTimeScale says whether scale can multiply a run's durations: a
 // positive, finite number. The one test of p2pfault's --time-scale and
 // the simulated engine's --sim-time-scale; each flag words its refusal.

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -79,5 +80,22 @@ func TestCheckScaledRefusesOverflowAndZero(t *testing.T) {
 		if more := longest + time.Second; more > longest && CheckScaled(more, scale) == nil && longest >= time.Second {
 			t.Errorf("LongestScaled(%g) = %v, but a second more passes", scale, longest)
 		}
+	}
+}
+
+// An unset duration takes its default; a negative one is told, named, and
+// left as it was; a set one is kept.
+func TestDefaultDurationSetsUnsetAndRefusesNegative(t *testing.T) {
+	var said []string
+	bad := func(format string, args ...any) { said = append(said, fmt.Sprintf(format, args...)) }
+	unset, negative, set := time.Duration(0), -time.Second, 3*time.Second
+	DefaultDuration(&unset, time.Minute, "interval", bad)
+	DefaultDuration(&negative, time.Minute, "pull timeout", bad)
+	DefaultDuration(&set, time.Minute, "rate window", bad)
+	if unset != time.Minute || negative != -time.Second || set != 3*time.Second {
+		t.Errorf("got %v, %v, %v; want 1m0s, -1s, 3s", unset, negative, set)
+	}
+	if len(said) != 1 || said[0] != "pull timeout -1s is negative" {
+		t.Errorf("told %q, want only \"pull timeout -1s is negative\"", said)
 	}
 }

@@ -1,7 +1,6 @@
 package fault
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -105,7 +104,7 @@ func actNet(f *Fire, action string, pct int) error {
 	env.OpenWindow(cut.at, true)
 	env.Changed()
 	env.Go(func() {
-		cut.healLater(env.Context(), f.For)
+		undoLater(env.Context(), cut.at, f.For, cut.done, cut.HealBy)
 		env.Hold(nil)
 		f.Lift()
 		by := f.By
@@ -117,24 +116,6 @@ func actNet(f *Fire, action string, pct int) error {
 		env.Changed()
 	})
 	return nil
-}
-
-// healLater heals after d (0: never by itself) or when ctx ends, and
-// returns once healed.
-func (c *NetCut) healLater(ctx context.Context, d time.Duration) {
-	var timeout <-chan time.Time
-	if d > 0 {
-		t := time.NewTimer(d - time.Since(c.at))
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case <-timeout:
-	case <-ctx.Done():
-	case <-c.done:
-		return
-	}
-	c.HealBy("")
 }
 
 // HealBy deletes the target's rules now (if not done already), asked for

@@ -86,24 +86,30 @@ func Stall(ctx context.Context, t Target, d time.Duration) (*Stalled, error) {
 	// The resume must happen however the run ends: its context is the
 	// run's values without its cancellation.
 	s := &Stalled{target: t, ctx: context.WithoutCancel(ctx), stoppedAt: at, done: make(chan struct{})}
-	go s.resumeLater(ctx, d)
+	go undoLater(ctx, s.stoppedAt, d, s.done, s.resume)
 	return s, nil
 }
 
-func (s *Stalled) resumeLater(ctx context.Context, d time.Duration) {
+// undoLater undoes a fault that began at from (a stall's resume, a cut's
+// heal) d after it began (d == 0: never by itself) or when ctx ends, with
+// undo("") (asked for by no one: its timer or the run's end), and returns
+// once it is undone: at once when done closes first (undone already, by a
+// key or a step). The error undo returns is the fault's, kept for its end
+// event.
+func undoLater(ctx context.Context, from time.Time, d time.Duration, done <-chan struct{}, undo func(by string) error) {
 	var timeout <-chan time.Time
 	if d > 0 {
-		t := time.NewTimer(d - time.Since(s.stoppedAt))
+		t := time.NewTimer(d - time.Since(from))
 		defer t.Stop()
 		timeout = t.C
 	}
 	select {
 	case <-timeout:
 	case <-ctx.Done():
-	case <-s.done:
+	case <-done:
 		return
 	}
-	s.resume("")
+	undo("")
 }
 
 // ResumeBy continues the target now (if it was not resumed already),

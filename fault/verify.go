@@ -166,48 +166,46 @@ func reported(f *Fire, kind string, done func(Report) (bool, string)) Effect {
 
 // verifyStall: every live member of the session is in state T (a
 // Reporter: its engine is frozen).
-func verifyStall(f *Fire) Effect {
-	s, ok := observe(f.Target)
-	switch {
-	case !ok:
-		return Effect{Skipped: true}
-	case s.reported && s.report.Part != "":
-		return reported(f, "stall", func(r Report) (bool, string) { return r.partState(f.Target.Name(), true) })
-	case s.reported:
-		return reported(f, "stall", func(r Report) (bool, string) {
-			if !r.Frozen {
-				return false, fmt.Sprintf("%s (instance %d) is not frozen", f.Target.Name(), r.Instance)
-			}
-			return true, fmt.Sprintf("%s (instance %d) frozen: every goroutine of it held", f.Target.Name(), r.Instance)
-		})
-	}
-	if len(s.host.Part) > 0 {
-		return effect(f.Verifier.StallPart(f.Env.Context(), s.host.Sid, s.host.Part))
-	}
-	return effect(f.Verifier.Stall(f.Env.Context(), s.host.Sid))
-}
+func verifyStall(f *Fire) Effect { return verifyStopped(f, true) }
 
 // verifyResume: no member of the session is in state T any more (a
 // Reporter: its engine runs, not frozen).
-func verifyResume(f *Fire) Effect {
+func verifyResume(f *Fire) Effect { return verifyStopped(f, false) }
+
+// verifyStopped is verifyStall's check (stopped) and verifyResume's (not
+// stopped): the two read the same state and want its opposites.
+func verifyStopped(f *Fire, stopped bool) Effect {
+	kind, whole, part := "resume", f.Verifier.Resume, f.Verifier.ResumePart
+	if stopped {
+		kind, whole, part = "stall", f.Verifier.Stall, f.Verifier.StallPart
+	}
 	s, ok := observe(f.Target)
 	switch {
 	case !ok:
 		return Effect{Skipped: true}
 	case s.reported && s.report.Part != "":
-		return reported(f, "resume", func(r Report) (bool, string) { return r.partState(f.Target.Name(), false) })
+		return reported(f, kind, func(r Report) (bool, string) { return r.partState(f.Target.Name(), stopped) })
 	case s.reported:
-		return reported(f, "resume", func(r Report) (bool, string) {
-			if r.Frozen || !r.Running {
-				return false, fmt.Sprintf("%s (instance %d) still frozen or not running", f.Target.Name(), r.Instance)
-			}
-			return true, fmt.Sprintf("%s (instance %d) runs again, not frozen", f.Target.Name(), r.Instance)
-		})
+		return reported(f, kind, func(r Report) (bool, string) { return r.frozenState(f.Target.Name(), stopped) })
 	}
 	if len(s.host.Part) > 0 {
-		return effect(f.Verifier.ResumePart(f.Env.Context(), s.host.Sid, s.host.Part))
+		return effect(part(f.Env.Context(), s.host.Sid, s.host.Part))
 	}
-	return effect(f.Verifier.Resume(f.Env.Context(), s.host.Sid))
+	return effect(whole(f.Env.Context(), s.host.Sid))
+}
+
+// frozenState says whether r shows its engine frozen (stall) or running
+// and not frozen (resume), and what it shows.
+func (r Report) frozenState(target string, stall bool) (bool, string) {
+	switch {
+	case stall && !r.Frozen:
+		return false, fmt.Sprintf("%s (instance %d) is not frozen", target, r.Instance)
+	case stall:
+		return true, fmt.Sprintf("%s (instance %d) frozen: every goroutine of it held", target, r.Instance)
+	case r.Frozen || !r.Running:
+		return false, fmt.Sprintf("%s (instance %d) still frozen or not running", target, r.Instance)
+	}
+	return true, fmt.Sprintf("%s (instance %d) runs again, not frozen", target, r.Instance)
 }
 
 // verifyKill waits for the restart Act started, then verifies every pid

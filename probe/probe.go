@@ -216,17 +216,9 @@ func withDefaults(cfg Config) (Config, error) {
 	}
 	cfg.Sources = sources
 
-	setDur := func(d *time.Duration, def time.Duration, name string) {
-		switch {
-		case *d < 0:
-			bad("%s %s is negative", name, *d)
-		case *d == 0:
-			*d = def
-		}
-	}
-	setDur(&cfg.Interval, DefaultInterval, "interval")
-	setDur(&cfg.SeedTimeout, DefaultSeedTimeout, "seed timeout")
-	setDur(&cfg.PullTimeout, DefaultPullTimeout, "pull timeout")
+	event.DefaultDuration(&cfg.Interval, DefaultInterval, "interval", bad)
+	event.DefaultDuration(&cfg.SeedTimeout, DefaultSeedTimeout, "seed timeout", bad)
+	event.DefaultDuration(&cfg.PullTimeout, DefaultPullTimeout, "pull timeout", bad)
 	switch {
 	case cfg.PromptTokens < 0:
 		bad("prompt tokens %d is negative", cfg.PromptTokens)

@@ -110,25 +110,20 @@ func contentCells(rows []Row, withMode keyCols) [][]string {
 
 // ContentTable is the content table as aligned plain text, printed under
 // the times table; "" when no row compared texts.
-func ContentTable(rows []Row) string {
+func ContentTable(rows []Row) string { return contentTable(rows).plain() }
+
+func contentTable(rows []Row) table {
 	withMode := manyModes(rows)
-	cells := contentCells(rows, withMode)
-	if cells == nil {
-		return ""
-	}
-	return plainTable(contentHeader(withMode), cells)
+	return table{contentHeader(withMode), contentCells(rows, withMode),
+		"Content (check " + check.NameContentMatches + "; compared: pulls that returned 200 with a source completion to compare, of those that returned 200):"}
 }
 
 // writeContent appends report.md's content table and the first
 // mismatches of each row that had any.
 func writeContent(b *strings.Builder, rows []Row) {
-	withMode := manyModes(rows)
-	cells := contentCells(rows, withMode)
-	if cells == nil {
+	if !contentTable(rows).writeMarkdown(b) {
 		return
 	}
-	b.WriteString("\nContent (check " + check.NameContentMatches + "; compared: pulls that returned 200 with a source completion to compare, of those that returned 200):\n\n")
-	b.WriteString(markdownTable(contentHeader(withMode), cells))
 	for _, r := range rows {
 		if r.Content == nil || len(r.Content.Mismatches) == 0 {
 			continue

@@ -145,22 +145,19 @@ func lookupShare(row *LookupRow, samples []event.Sample, w event.Window, base ev
 }
 
 // LoadTable is what a terminal shows of the rows' loads; "" when none.
-func LoadTable(rows []Row) string {
-	cells := loadCells(rows)
-	if len(cells) == 0 {
-		return ""
-	}
-	return plainTable(loadHeader(manyModes(rows)), cells)
-}
+func LoadTable(rows []Row) string { return loadTable(rows).plain() }
 
 // LookupTable is what a terminal shows of the decoder's lookup delay per
 // span; "" when no row has it.
-func LookupTable(rows []Row) string {
-	cells := lookupCells(rows)
-	if len(cells) == 0 {
-		return ""
-	}
-	return plainTable(lookupHeader(manyModes(rows)), cells)
+func LookupTable(rows []Row) string { return lookupTable(rows).plain() }
+
+func loadTable(rows []Row) table {
+	return table{loadHeader(manyModes(rows)), loadCells(rows),
+		"The fault's own load on the source (p2pfault's load generator, apart from the probe's trials; cancelled: in flight at the window's end, cut off):"}
+}
+
+func lookupTable(rows []Row) table {
+	return table{lookupHeader(manyModes(rows)), lookupCells(rows), lookupCaption + ":"}
 }
 
 func loadHeader(withMode keyCols) []string {
@@ -219,14 +216,8 @@ func lookupCells(rows []Row) [][]string {
 // writeLoads appends report.md's tables of the loads and of the decoder's
 // lookup delay.
 func writeLoads(b *strings.Builder, rows []Row) {
-	if cells := loadCells(rows); len(cells) > 0 {
-		b.WriteString("\nThe fault's own load on the source (p2pfault's load generator, apart from the probe's trials; cancelled: in flight at the window's end, cut off):\n\n")
-		b.WriteString(markdownTable(loadHeader(manyModes(rows)), cells))
-	}
-	if cells := lookupCells(rows); len(cells) > 0 {
-		b.WriteString("\n" + lookupCaption + ":\n\n")
-		b.WriteString(markdownTable(lookupHeader(manyModes(rows)), cells))
-	}
+	loadTable(rows).writeMarkdown(b)
+	lookupTable(rows).writeMarkdown(b)
 }
 
 const lookupCaption = "The decoder's async lookup delay (vllm:kv_offload_lookup_async_delay_seconds) per span: p50 and max as its buckets place them, the mean from its sum. " +

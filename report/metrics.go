@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"p2pfault/event"
 	"p2pfault/scrape"
 )
 
@@ -38,12 +39,7 @@ func decoderMetrics(r Run) *DecoderMetrics {
 
 // writeDecoder appends report.md's table of the decoder's /metrics deltas.
 func writeDecoder(b *strings.Builder, rows []Row) {
-	cells := decoderCells(rows)
-	if len(cells) == 0 {
-		return
-	}
-	b.WriteString("\n" + decoderCaption + ":\n\n")
-	b.WriteString(markdownTable(decoderHeader(manyModes(rows)), cells))
+	table{decoderHeader(manyModes(rows)), decoderCells(rows), decoderCaption + ":"}.writeMarkdown(b)
 }
 
 const decoderCaption = "The decoder's own /metrics over each window (– where it does not export the series)"
@@ -76,21 +72,7 @@ func deltaCells(r Row, withMode keyCols, window string, d scrape.Deltas) []strin
 	}
 	read := notApplicable
 	if d.P2PReadBytes.OK {
-		read = FormatBytes(d.P2PReadBytes.V)
+		read = event.FormatBytes(d.P2PReadBytes.V)
 	}
 	return append(r.keyCells(withMode), window, rate, d.ExtHits.String()+" / "+d.ExtQueries.String(), read, d.MaxRunning.String(), d.MaxWaiting.String())
-}
-
-// FormatBytes shows a byte count as B, KiB, MiB or GiB.
-func FormatBytes(v float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f %s", v, units[i])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[i])
 }

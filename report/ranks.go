@@ -70,24 +70,13 @@ func rankCells(rows []Row) [][]string {
 
 // RankTable is the per-rank breakdown as aligned plain text; "" when no
 // row has a source of several ranks.
-func RankTable(rows []Row) string {
-	cells := rankCells(rows)
-	if len(cells) == 0 {
-		return ""
-	}
-	return plainTable(rankHeader(rows), cells)
-}
+func RankTable(rows []Row) string { return rankTable(rows).plain() }
+
+func rankTable(rows []Row) table { return table{rankHeader(rows), rankCells(rows), rankCaption + "."} }
 
 const rankCaption = "Per data-parallel rank: each rank's pulls (pinned to it with X-data-parallel-rank, naming its port base+rank), " +
 	"by what they were to their source's fault windows: started in one, in its recovery window, or outside both; " +
 	"latency from send to the whole answer"
 
 // writeRanks appends report.md's per-rank table.
-func writeRanks(b *strings.Builder, rows []Row) {
-	cells := rankCells(rows)
-	if len(cells) == 0 {
-		return
-	}
-	b.WriteString("\n" + rankCaption + ".\n\n")
-	b.WriteString(markdownTable(rankHeader(rows), cells))
-}
+func writeRanks(b *strings.Builder, rows []Row) { rankTable(rows).writeMarkdown(b) }

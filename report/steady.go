@@ -146,20 +146,11 @@ func steadyCaption(rows []Row) string {
 
 // SteadyTable is the steady-state table as aligned plain text, printed
 // under the times table; "" when no row has one.
-func SteadyTable(rows []Row) string {
-	cells := steadyCells(rows)
-	if len(cells) == 0 {
-		return ""
-	}
-	return plainTable(steadyHeader(rows), cells)
-}
+func SteadyTable(rows []Row) string { return steadyTable(rows).plain() }
 
 // writeSteady appends report.md's steady-state table.
-func writeSteady(b *strings.Builder, rows []Row) {
-	cells := steadyCells(rows)
-	if len(cells) == 0 {
-		return
-	}
-	b.WriteString("\nSteady state per source. " + steadyCaption(rows) + ".\n\n")
-	b.WriteString(markdownTable(steadyHeader(rows), cells))
+func writeSteady(b *strings.Builder, rows []Row) { steadyTable(rows).writeMarkdown(b) }
+
+func steadyTable(rows []Row) table {
+	return table{steadyHeader(rows), steadyCells(rows), "Steady state per source. " + steadyCaption(rows) + "."}
 }

@@ -65,6 +65,34 @@ func markdownTable(head []string, rows [][]string) string {
 	return b.String()
 }
 
+// table is one of the report's tables: the terminal prints it as aligned
+// plain text, report.md as markdown under its caption; with no cells,
+// neither prints it.
+type table struct {
+	head    []string
+	cells   [][]string
+	caption string // report.md's, ending in its "." or ":"
+}
+
+// plain is the table as aligned plain text; "" with no cells.
+func (t table) plain() string {
+	if len(t.cells) == 0 {
+		return ""
+	}
+	return plainTable(t.head, t.cells)
+}
+
+// writeMarkdown appends the table and its caption to report.md, and says
+// whether it did (with no cells it does not).
+func (t table) writeMarkdown(b *strings.Builder) bool {
+	if len(t.cells) == 0 {
+		return false
+	}
+	b.WriteString("\n" + t.caption + "\n\n")
+	b.WriteString(markdownTable(t.head, t.cells))
+	return true
+}
+
 // writeVerifications appends report.md's list of the fault actions
 // checked on the host, per row that has any.
 func writeVerifications(b *strings.Builder, rows []Row) {

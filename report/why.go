@@ -192,24 +192,15 @@ func whyCells(rows []Row) [][]string {
 }
 
 // WhyTable is the why table as aligned plain text; "" when no row has one.
-func WhyTable(rows []Row) string {
-	cells := whyCells(rows)
-	if len(cells) == 0 {
-		return ""
-	}
-	return plainTable(whyHeader(rows), cells)
-}
+func WhyTable(rows []Row) string { return whyTable(rows).plain() }
 
 // writeWhy appends report.md's why table.
-func writeWhy(b *strings.Builder, rows []Row) {
-	cells := whyCells(rows)
-	if len(cells) == 0 {
-		return
-	}
+func writeWhy(b *strings.Builder, rows []Row) { whyTable(rows).writeMarkdown(b) }
+
+func whyTable(rows []Row) table {
 	caption := whyCaption
 	if whyByRank(rows) {
 		caption += whyRankCaption
 	}
-	b.WriteString("\nWhy. " + caption + ".\n\n")
-	b.WriteString(markdownTable(whyHeader(rows), cells))
+	return table{whyHeader(rows), whyCells(rows), "Why. " + caption + "."}
 }

@@ -74,17 +74,6 @@ func kindRows(r Run) []event.KindSummary {
 	return r.Verdict.Kinds
 }
 
-// windowChecks are the per-window table's check columns, in this order,
-// with their short headings.
-var windowChecks = []struct{ name, head string }{
-	{check.NameAll200, "all_200"},
-	{check.NameFaultedBound, "faulted_max"},
-	{check.NameFaultedMedian, "median"},
-	{check.NameHealthy, "healthy"},
-	{check.NameRecovery, "recovery"},
-	{check.NameFaultTookEffect, "took_effect"},
-}
-
 // windowsHeader is the per-window table's header; with several rows (arms)
 // each line starts with its arm and case.
 func windowsHeader(many bool) []string {
@@ -92,8 +81,8 @@ func windowsHeader(many bool) []string {
 	if many {
 		h = append([]string{"arm", "case"}, h...)
 	}
-	for _, c := range windowChecks {
-		h = append(h, c.head)
+	for _, c := range check.WindowColumns {
+		h = append(h, c.Head)
 	}
 	return append(h, "detect_s", "recover_s")
 }
@@ -114,8 +103,8 @@ func windowsCells(rows []Row) [][]string {
 			if many {
 				line = append([]string{r.Arm, r.Case}, line...)
 			}
-			for _, c := range windowChecks {
-				line = append(line, checkCell(w, c.name))
+			for _, c := range check.WindowColumns {
+				line = append(line, checkCell(w, c.Name))
 			}
 			out = append(out, append(line, check.FormatSeconds(w.Times.DetectS), check.FormatSeconds(w.Times.RecoverS)))
 		}

@@ -101,17 +101,9 @@ func New(cfg Config) (*Scraper, error) {
 		}
 		s.urls = append(s.urls, strings.TrimRight(t.URL, "/")+"/metrics")
 	}
-	dur := func(d *time.Duration, def time.Duration, name string) {
-		switch {
-		case *d < 0:
-			bad("%s %s is negative", name, *d)
-		case *d == 0:
-			*d = def
-		}
-	}
-	dur(&cfg.Interval, DefaultInterval, "interval")
-	dur(&cfg.Timeout, cfg.Interval, "timeout")
-	dur(&cfg.RateWindow, DefaultRateWindow, "rate window")
+	event.DefaultDuration(&cfg.Interval, DefaultInterval, "interval", bad)
+	event.DefaultDuration(&cfg.Timeout, cfg.Interval, "timeout", bad)
+	event.DefaultDuration(&cfg.RateWindow, DefaultRateWindow, "rate window", bad)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -126,6 +126,20 @@ func (f *frontEnd) handleChatCompletions(w http.ResponseWriter, r *http.Request)
 	f.serveGenerate(w, r, decodeChatRequest)
 }
 
+// postBody is the prologue of a POST handler: the method checked and the
+// body read; false when it has answered already (405, or the body's 400).
+func postBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !allow(w, r, http.MethodPost) {
+		return nil, false
+	}
+	body, apiErr := readBody(w, r)
+	if apiErr != nil {
+		writeAPIError(w, apiErr)
+		return nil, false
+	}
+	return body, true
+}
+
 // readBody reads a request body of at most maxBodyBytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
@@ -143,12 +157,8 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 // run on the core, answered whole or streamed (stream.go).
 func (f *frontEnd) serveGenerate(w http.ResponseWriter, r *http.Request, decode func([]byte, string, int) (completionRequest, *apiError)) {
 	received := time.Now()
-	if !allow(w, r, http.MethodPost) {
-		return
-	}
-	body, apiErr := readBody(w, r)
-	if apiErr != nil {
-		writeAPIError(w, apiErr)
+	body, ok := postBody(w, r)
+	if !ok {
 		return
 	}
 	req, apiErr := decode(body, f.cfg.Model, f.cfg.MaxModelLen)

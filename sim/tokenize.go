@@ -159,22 +159,29 @@ func specialName(id int32) string {
 	return ""
 }
 
+// postTop is the prologue of the tokenizer's handlers: a POST whose body
+// is a JSON object for the served model; false when it has answered
+// already (405, or the body's 400).
+func (f *frontEnd) postTop(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, bool) {
+	body, ok := postBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	top, apiErr := decodeTop(body, f.cfg.Model)
+	if apiErr != nil {
+		writeAPIError(w, apiErr)
+		return nil, false
+	}
+	return top, true
+}
+
 // handleTokenize is vLLM's POST /tokenize: {"prompt": "..."} or
 // {"messages": [...]} (rendered by the chat template), answering
 // {"count", "max_model_len", "tokens", "token_strs"}. count is what
 // usage.prompt_tokens of the same completion or chat request says.
 func (f *frontEnd) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	if !allow(w, r, http.MethodPost) {
-		return
-	}
-	body, apiErr := readBody(w, r)
-	if apiErr != nil {
-		writeAPIError(w, apiErr)
-		return
-	}
-	top, apiErr := decodeTop(body, f.cfg.Model)
-	if apiErr != nil {
-		writeAPIError(w, apiErr)
+	top, ok := f.postTop(w, r)
+	if !ok {
 		return
 	}
 	var toks []int32
@@ -223,17 +230,8 @@ func (f *frontEnd) handleTokenize(w http.ResponseWriter, r *http.Request) {
 // handleDetokenize is vLLM's POST /detokenize: {"tokens": [ids]} →
 // {"prompt": text}.
 func (f *frontEnd) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	if !allow(w, r, http.MethodPost) {
-		return
-	}
-	body, apiErr := readBody(w, r)
-	if apiErr != nil {
-		writeAPIError(w, apiErr)
-		return
-	}
-	top, apiErr := decodeTop(body, f.cfg.Model)
-	if apiErr != nil {
-		writeAPIError(w, apiErr)
+	top, ok := f.postTop(w, r)
+	if !ok {
 		return
 	}
 	raw, ok := top["tokens"]

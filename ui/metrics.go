@@ -25,7 +25,7 @@ func metricsCells(m event.MetricsInfo, ok bool) []string {
 	}
 	read := "–"
 	if l.P2PReadBps.OK {
-		read = fmtRate(l.P2PReadBps.V)
+		read = event.FormatRate(l.P2PReadBps.V)
 	}
 	return []string{gauge(l.Running), gauge(l.Waiting), hit, read}
 }
@@ -86,20 +86,6 @@ func gauge(v event.MetricValue) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.0f", v.V)
-}
-
-// fmtRate shows bytes a second.
-func fmtRate(bps float64) string {
-	units := []string{"B/s", "KB/s", "MB/s", "GB/s"}
-	i := 0
-	for bps >= 1000 && i < len(units)-1 {
-		bps /= 1000
-		i++
-	}
-	if i == 0 {
-		return fmt.Sprintf("%.0f %s", bps, units[i])
-	}
-	return fmt.Sprintf("%.1f %s", bps, units[i])
 }
 
 // timesLine is the verdict's detect and recover times (the judge's, check.Judge),

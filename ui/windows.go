@@ -80,16 +80,6 @@ func (p windowsPanel) Height(rows int) int {
 	return 1 + min(rows, len(p.windows)) + len(p.kinds)
 }
 
-// windowChecks are the columns of a window's line, with their short names.
-var windowChecks = []struct{ name, head string }{
-	{check.NameAll200, "200"},
-	{check.NameFaultedBound, "max"},
-	{check.NameFaultedMedian, "median"},
-	{check.NameHealthy, "healthy"},
-	{check.NameRecovery, "recovery"},
-	{check.NameFaultTookEffect, "effect"},
-}
-
 func (p windowsPanel) Render(w, h int) string {
 	s := p.styles
 	if h <= 0 || !p.shown() {
@@ -121,14 +111,14 @@ func (p windowsPanel) Render(w, h int) string {
 		}
 		line := fmt.Sprintf("  #%-3d %-9s %-9s at %-8s %-7s %s ", win.Index, fit(win.Kind, 9), event.SourceName(win.Source),
 			fmtRunTime(win.Start), fmtLatency(max(win.End-win.Start, 0))+open, fit(res, 4))
-		for _, c := range windowChecks {
+		for _, c := range check.WindowColumns {
 			mark := s.Dim.Render("–")
 			for _, r := range win.Checks {
-				if r.Name == c.name {
+				if r.Name == c.Name {
 					mark = checkMark(s, r)
 				}
 			}
-			line += " " + mark + " " + c.head
+			line += " " + mark + " " + c.Head
 		}
 		line += "  " + s.Dim.Render(timesLine(&win.Times))
 		lines = append(lines, line)

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"p2pfault/runner/session"
 )
 
 // Defaults of Verifier.
@@ -49,6 +51,15 @@ func (v Verifier) reader() (Reader, error) {
 		return v.Procs, nil
 	}
 	return Procs{}, nil
+}
+
+// members are session sid's processes, as the Reader reads them.
+func (v Verifier) members(sid int) ([]session.Proc, error) {
+	r, err := v.reader()
+	if err != nil {
+		return nil, err
+	}
+	return r.Session(sid)
 }
 
 // Until polls probe as every check here does (every Poll, up to the
@@ -122,11 +133,7 @@ func (v Verifier) Resume(ctx context.Context, sid int) Result {
 }
 
 func (v Verifier) sessionState(sid int, wantStopped bool) (bool, string) {
-	r, err := v.reader()
-	if err != nil {
-		return false, err.Error()
-	}
-	ms, err := r.Session(sid)
+	ms, err := v.members(sid)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -246,11 +253,7 @@ func (v Verifier) ResumePart(ctx context.Context, sid int, part []int) Result {
 }
 
 func (v Verifier) partState(sid int, part []int, wantStopped bool) (bool, string) {
-	r, err := v.reader()
-	if err != nil {
-		return false, err.Error()
-	}
-	ms, err := r.Session(sid)
+	ms, err := v.members(sid)
 	if err != nil {
 		return false, err.Error()
 	}
