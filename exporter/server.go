@@ -108,7 +108,7 @@ func (s *Server) Finish(ctx context.Context, w io.Writer) {
 	if s == nil {
 		return
 	}
-	defer func() { _ = s.srv.Close() }()
+	defer s.stop()
 	from := time.Now()
 	s.mu.Lock()
 	scrapes := append([]time.Time(nil), s.scrapes...)
@@ -147,5 +147,17 @@ func (s *Server) Finish(ctx context.Context, w io.Writer) {
 				return
 			}
 		}
+	}
+}
+
+// stop stops serving once the responses under way are written: the last
+// scrape's handler signals before net/http has flushed its answer, and
+// Close would cut that answer short, losing the run's last figures (a
+// scrape Prometheus then drops). Bounded, as Finish is.
+func (s *Server) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
 	}
 }
