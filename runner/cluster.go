@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +82,33 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// engine draws its new ones from it (replacementSpec).
 		cfg.PortPool = NewPortPool()
 	}
-	plans, err = resolvePorts(cfg, plans)
+	for try := 1; ; try++ {
+		c, err := startOn(ctx, cfg, plans)
+		// Free ports are picked free, but bound only after the model
+		// loads: another process (another p2pfault, a test beside it) can
+		// bind one meanwhile, which the pool cannot see. Such a start is
+		// tried again on new ports, as often as portTries says.
+		if err == nil || !cfg.FreePorts || try == portTries || ctx.Err() != nil || !takenAtBind(err) {
+			return c, err
+		}
+	}
+}
+
+// portTries is how many times Start starts a cluster on free ports when
+// one of them was taken between its pick and its bind.
+const portTries = 3
+
+// takenAtBind reports whether an engine failed to start because a port it
+// was to listen on was in use by then: the sim's `bind ...: address
+// already in use`, Python's `[Errno 98] Address already in use`.
+func takenAtBind(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "address already in use")
+}
+
+// startOn starts the cluster on free ports picked anew (every port not
+// fixed, with FreePorts) and waits until every engine is ready.
+func startOn(ctx context.Context, cfg Config, plans []portPlan) (*Cluster, error) {
+	plans, err := resolvePorts(cfg, plans)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,14 @@ func fakeConfig(t *testing.T) runner.Config {
 func startCluster(t *testing.T, cfg runner.Config) (*runner.Cluster, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	cfg.OnLog, cfg.OnChange = rec.onLog, rec.onChange
+	also := cfg.OnChange // the test's own, after the recorder
+	cfg.OnLog = rec.onLog
+	cfg.OnChange = func(c event.EngineInfo) {
+		rec.onChange(c)
+		if also != nil {
+			also(c)
+		}
+	}
 	t.Cleanup(func() { killSessions(rec.allSids()) })
 	c, err := runner.Start(context.Background(), cfg)
 	if err != nil {
