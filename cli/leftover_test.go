@@ -50,16 +50,7 @@ func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
 			}
 			writeSessions(t, filepath.Join(dir, tt.row), pid, []string{"sleep", "300"})
 
-			// A fixed port that is taken ends the run after the folder was
-			// checked and before any engine starts.
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-			var stdout, stderr bytes.Buffer
-			code := cli.Main([]string{"run", "--headless", "--out", dir, "--decoder-port", port}, strings.NewReader(""), &stdout, &stderr)
+			code, stdout, stderr := runStoppedBeforeEngines(t, dir)
 			if code != 2 {
 				t.Fatalf("exit %d, want 2\n%s", code, stderr.String())
 			}
@@ -69,7 +60,7 @@ func TestLeftEngineIsWarnedAboutAndCleanedUp(t *testing.T) {
 			}
 
 			stdout.Reset()
-			if code := cli.Main([]string{"cleanup", dir}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+			if code := cli.Main([]string{"cleanup", dir}, strings.NewReader(""), stdout, stderr); code != 0 {
 				t.Fatalf("cleanup exit %d\n%s%s", code, stdout.String(), stderr.String())
 			}
 			if !strings.Contains(stdout.String(), "ended 1 engine") {
@@ -112,4 +103,21 @@ func writeSessions(t *testing.T, dir string, pid int, cmdline []string) {
 	if err := os.WriteFile(filepath.Join(dir, runner.SessionsFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runStoppedBeforeEngines runs p2pfault headless with --out dir and a
+// decoder port that is taken: the run checks its folder (the warnings
+// about an earlier run's records) and ends, exit 2, before any engine
+// starts.
+func runStoppedBeforeEngines(t *testing.T, dir string) (code int, stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	code = cli.Main([]string{"run", "--headless", "--out", dir, "--decoder-port", port}, strings.NewReader(""), stdout, stderr)
+	return code, stdout, stderr
 }

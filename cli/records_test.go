@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -245,16 +244,7 @@ func TestARunWarnsOfARecordItCannotTrust(t *testing.T) {
 	writeSessions(t, dir, pid, []string{"sleep", "300"})
 	path := filepath.Join(dir, runner.SessionsFile)
 	chmod(t, path, 0o666)
-	// A fixed port that is taken ends the run after the folder was
-	// checked and before any engine starts.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	var stdout, stderr bytes.Buffer
-	code := cli.Main([]string{"run", "--headless", "--out", dir, "--decoder-port", port}, strings.NewReader(""), &stdout, &stderr)
+	code, _, stderr := runStoppedBeforeEngines(t, dir)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2 (the port)\n%s", code, stderr.String())
 	}
