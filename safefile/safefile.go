@@ -112,36 +112,17 @@ func openFd(path string, flags int, perm fs.FileMode) (int, error) {
 // refuseLink is the check a rename needs (it would replace a link, not
 // follow it, but a link where a run writes is still a mistake to report).
 func refuseLink(path string) error {
-	st, err := os.Lstat(path)
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
 		return nil // missing (created next) or unreadable (the open says why)
 	}
-	if st.Mode()&fs.ModeSymlink != 0 {
-		return &LinkError{Path: path, What: "a symbolic link"}
-	}
-	if !st.Mode().IsRegular() {
-		return &LinkError{Path: path, What: kind(st.Mode())}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &LinkError{Path: path, What: kindOf(st.Mode)}
 	}
 	return nil
 }
 
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a folder"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
-}
-
-// kindOf is kind for a raw st_mode.
+// kindOf names what a file that is not a regular one is, from its st_mode.
 func kindOf(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFLNK:
