@@ -3,7 +3,9 @@ package owner
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
+	"time"
 )
 
 // TestAnOwnerIsItsPidAndStartTime: this process is alive as itself and
@@ -62,6 +64,7 @@ func TestMarkedReadsTheEnvironmentAProcessStartedWith(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		pastExec(t, cmd.Process.Pid)
 		got, ok := Marked(cmd.Process.Pid)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -71,5 +74,23 @@ func TestMarkedReadsTheEnvironmentAProcessStartedWith(t *testing.T) {
 	}
 	if _, ok := Marked(os.Getpid()); ok && os.Getenv(Env) == "" {
 		t.Errorf("this process is marked without %s in its environment", Env)
+	}
+}
+
+// pastExec waits until pid's new program has its arguments and
+// environment in place: Start returns once execve is past its point of no
+// return, but the kernel sets them up a moment later (until then
+// /proc/PID/environ and cmdline read empty), which CI once caught.
+func pastExec(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && len(b) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d has no command line 10 s after its start", pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -74,8 +74,20 @@ func startMarked(t *testing.T, script string, env ...string) int {
 		_ = syscall.Kill(-sid, syscall.SIGKILL)
 		<-reaped
 	})
-	if !enginetest.Eventually(5*time.Second, func() bool { live, _ := session.Live(sid); return len(live) == 2 }) {
-		t.Fatalf("session %d never had its two processes", sid)
+	// Both processes past their exec into sleep: until the kernel has set
+	// a new program's environment up, /proc/PID/environ reads empty, and
+	// the scan would take the process for one without a mark.
+	asleep := func() bool {
+		live, _ := session.Live(sid)
+		for _, pid := range live {
+			if argv, _ := session.Cmdline(pid); len(argv) == 0 || argv[0] != "sleep" {
+				return false
+			}
+		}
+		return len(live) == 2
+	}
+	if !enginetest.Eventually(5*time.Second, asleep) {
+		t.Fatalf("session %d never had its two processes asleep", sid)
 	}
 	return sid
 }
