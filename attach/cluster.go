@@ -37,6 +37,7 @@ var (
 	_ experiment.Opener  = (*Cluster)(nil)
 	_ experiment.Cluster = (*Cluster)(nil)
 	_ experiment.Target  = (*Target)(nil)
+	_ experiment.Ranked  = (*Target)(nil)
 	_ fault.Inspectable  = (*Target)(nil)
 	_ fault.Replacer     = (*Target)(nil)
 )

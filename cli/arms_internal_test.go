@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"p2pfault/experiment"
+	"p2pfault/launch"
 	"p2pfault/runner"
 )
 
@@ -66,9 +67,9 @@ func TestArmConfigsSplitGPUsPortsAndFolders(t *testing.T) {
 // launched is the engines an arm's configuration launches.
 func launched(t *testing.T, c experiment.Config) runner.Config {
 	t.Helper()
-	l, ok := c.Cluster.(experiment.Launch)
+	l, ok := c.Cluster.(launch.Opener)
 	if !ok {
-		t.Fatalf("arm %s opens %T, want experiment.Launch", c.Arm, c.Cluster)
+		t.Fatalf("arm %s opens %T, want launch.Opener", c.Arm, c.Cluster)
 	}
 	return l.Config
 }

@@ -11,6 +11,7 @@ import (
 	"p2pfault/doctor"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/launch"
 	"p2pfault/netfault"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
@@ -107,7 +108,7 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 			// binary, GPU, port or firewall of this host is theirs.
 			return exitcode.Usagef("doctor checks what a run needs of this host, and --engine virtual needs nothing of it (no process, port or firewall): run it")
 		}
-		l, ok := cfg.Cluster.(experiment.Launch)
+		l, ok := cfg.Cluster.(launch.Opener)
 		if !ok {
 			return fmt.Errorf("arm %s: no engines to launch", cfg.Arm)
 		}

@@ -14,6 +14,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/launch"
 	"p2pfault/probe"
 	"p2pfault/runner"
 	"p2pfault/sim"
@@ -331,7 +332,7 @@ func (f *clusterFlags) opener(rc runner.Config) experiment.Opener {
 	if f.engine == vcluster.Engine {
 		return vcluster.Opener{Config: rc, Seed: virtualSeed}
 	}
-	return experiment.Launch{Config: rc}
+	return launch.Opener{Config: rc}
 }
 
 // virtualSeed seeds the virtual network's loss draws: a fixed one, so a

@@ -35,8 +35,9 @@ type Config struct {
 	// carried on the run event for the reports.
 	Settings []event.Setting
 
-	// Cluster opens the run's engines: Launch{runner.Config} for engines
-	// p2pfault starts, an attach.Cluster for engines it did not start.
+	// Cluster opens the run's engines: a launch.Opener for engines
+	// p2pfault starts, a vcluster.Opener for the virtual cluster, an
+	// attach.Cluster for engines it did not start.
 	Cluster   Opener
 	TimeScale float64 // 0 = 1
 

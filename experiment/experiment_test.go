@@ -18,6 +18,7 @@ import (
 	"p2pfault/fault"
 	"p2pfault/internal/raceguard"
 	"p2pfault/internal/syncbuf"
+	"p2pfault/launch"
 	"p2pfault/runner"
 	"p2pfault/ui"
 	"p2pfault/vcluster"
@@ -79,7 +80,7 @@ func faultOK(action string, src int) func(event.Event) bool {
 func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 	t.Setenv("P2PFAULT_TEST_MAIN", "1")
 	t.Setenv("GORACE", "atexit_sleep_ms=0") // engines exit often; a -race binary sleeps 1 s at exit
-	testController(t, 0.2, experiment.Launch{Config: runner.Config{
+	testController(t, 0.2, launch.Opener{Config: runner.Config{
 		FreePorts: true,
 		ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
 	}}, false)

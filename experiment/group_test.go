@@ -12,6 +12,7 @@ import (
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/internal/raceguard"
+	"p2pfault/launch"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -26,7 +27,7 @@ func armConfigs(t *testing.T, mod func(*experiment.Config)) []experiment.Config 
 			Arm:       arm.name,
 			Case:      fault.CaseNone,
 			TimeScale: 0.2,
-			Cluster: experiment.Launch{Config: runner.Config{
+			Cluster: launch.Opener{Config: runner.Config{
 				FreePorts: true, PortPool: pool,
 				ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=" + arm.mode},
 			}},

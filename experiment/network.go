@@ -13,11 +13,11 @@ import (
 	"p2pfault/owner"
 )
 
-// firewallRecorder is a cluster that records the run's firewall table on
-// the host (sessions.json) before it is created, so a crashed run's table
-// is found and deleted by `p2pfault cleanup`. A cluster that cannot
-// record one gets no network faults.
-type firewallRecorder interface {
+// FirewallRecorder is a Cluster that records the run's firewall table on
+// the host (a launched cluster in its sessions.json) before it is created,
+// so a crashed run's table is found and deleted by `p2pfault cleanup`. A
+// cluster that cannot record one gets no network faults.
+type FirewallRecorder interface {
 	RecordFirewall(table string, faults []string) error
 	ForgetFirewall(table string) error
 }
@@ -28,7 +28,7 @@ type network struct {
 	runID string
 
 	mu     sync.Mutex
-	rec    firewallRecorder
+	rec    FirewallRecorder
 	fw     *netfault.Firewall
 	faults map[string]string // target -> "partition source-0", in force
 	closed bool
@@ -59,7 +59,7 @@ func (n *network) get(cl Cluster) (*netfault.Firewall, error) {
 	if n.fw != nil {
 		return n.fw, nil
 	}
-	rec, ok := cl.(firewallRecorder)
+	rec, ok := cl.(FirewallRecorder)
 	if !ok {
 		return nil, errors.New("this cluster cannot record a firewall table on the host, so p2pfault makes none")
 	}
@@ -170,7 +170,7 @@ func (f *firing) Network() (fault.Network, error) {
 	if cl == nil {
 		return nil, errors.New("the cluster is not up yet")
 	}
-	if nf, ok := cl.(netFaulter); ok {
+	if nf, ok := cl.(NetFaulter); ok {
 		return nf.FaultNetwork()
 	}
 	fw, err := f.e.net.get(cl)

@@ -18,6 +18,7 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/launch"
 	"p2pfault/netfault"
 	"p2pfault/runner"
 )
@@ -42,7 +43,7 @@ func netRun(t *testing.T, ctx context.Context, scale float64, recovery time.Dura
 		TimeScale: scale,
 		Timeline:  timeline,
 		Recovery:  recovery,
-		Cluster:   experiment.Launch{Config: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
+		Cluster:   launch.Opener{Config: runner.Config{FreePorts: true, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
 		OutDir:    out,
 	})
 	if err != nil {

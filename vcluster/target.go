@@ -43,6 +43,7 @@ type Target struct {
 
 var (
 	_ experiment.Target = (*Target)(nil)
+	_ experiment.Ranked = (*Target)(nil)
 	_ fault.NetTarget   = (*Target)(nil)
 	_ fault.Replacer    = (*Target)(nil)
 	_ fault.Reporter    = (*Target)(nil)

@@ -1,5 +1,5 @@
 // Package vcluster is the virtual cluster: a third experiment.Opener, beside
-// the engines p2pfault launches (experiment.Launch) and the ones it attaches
+// the engines p2pfault launches (package launch) and the ones it attaches
 // to (package attach). Every engine, front end and cores, runs as
 // goroutines of p2pfault's own process (sim.StartInProcess), each process
 // on a host of its own on one in-memory network (package memnet), so a
@@ -87,7 +87,7 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 		return experiment.Plan{}, err
 	}
 	p := experiment.Plan{Model: specs[0].Args[2], Engine: Engine, OwnNetwork: true}
-	p.Sources, p.Ranks = experiment.SourcesOf(specs)
+	p.Sources, p.Ranks = runner.SourcesOf(specs)
 	return p, nil
 }
 
@@ -148,8 +148,10 @@ type Cluster struct {
 }
 
 var (
-	_ experiment.Cluster = (*Cluster)(nil)
-	_ fault.Network      = netCuts{}
+	_ experiment.Cluster    = (*Cluster)(nil)
+	_ experiment.Networked  = (*Cluster)(nil)
+	_ experiment.NetFaulter = (*Cluster)(nil)
+	_ fault.Network         = netCuts{}
 )
 
 func (c *Cluster) Sources() []experiment.Target {
@@ -164,11 +166,11 @@ func (c *Cluster) Decoder() experiment.Target { return c.engines[len(c.engines)-
 
 // Network is p2pfault's host on the cluster's fabric: what the probe, the
 // scraper and the fault verifications dial through (the experiment's
-// networked ability).
+// Networked ability).
 func (c *Cluster) Network() netenv.Network { return c.client }
 
 // FaultNetwork cuts the engines' links in the fabric (the experiment's
-// netFaulter ability): nothing on the host changes, so nothing is recorded.
+// NetFaulter ability): nothing on the host changes, so nothing is recorded.
 func (c *Cluster) FaultNetwork() (fault.Network, error) { return netCuts{c}, nil }
 
 // Stop ends every engine: thawed, sent SIGTERM, killed after the stop
