@@ -107,57 +107,94 @@ func (e *Experiment) scriptEnd() (time.Duration, bool) {
 	return end, true
 }
 
-// Fire takes action a for the dashboard's keys; a kind that takes a
-// duration and is given none lasts the run's stall length.
+// Fire takes action a for the dashboard's keys. A refusal by the
+// kind's rule comes back as a *fault.Refused, the key's answer, and is
+// not recorded: the face shows it.
 func (e *Experiment) Fire(a fault.Action) error {
+	a = e.keyed(a)
+	t, err := e.admit(a)
+	return e.take(a, t, err, byKey)
+}
+
+// keyed is a key's action a as the run takes it: a kind that takes a
+// duration and is given none lasts the run's stall length.
+func (e *Experiment) keyed(a fault.Action) fault.Action {
 	if a.Kind.TakesFor && a.For == 0 {
 		a.For = e.cfg.scale(e.cfg.FaultFor)
 	}
-	return e.fire(a, byKey)
+	return a
 }
 
-// fire refuses action a when its source is not in the condition its kind
-// needs, and lets the kind act through a firing (the run's bookkeeping
-// for that source). The kind came with the action, as the edge that made
-// it found it: it is not looked up again.
+// fire takes action a for the script (or a nemesis draw): the one check
+// (admit), then the kind's Act.
 func (e *Experiment) fire(a fault.Action, by string) error {
+	t, err := e.admit(a)
+	return e.take(a, t, err, by)
+}
+
+// take acts with a on t, admitted, or records why it was not (err).
+func (e *Experiment) take(a fault.Action, t fault.Target, err error, by string) error {
+	if err != nil {
+		return e.refused(a, by, err)
+	}
+	return e.act(a, t, by)
+}
+
+// admit is the run's one check of action a, asked once, wherever it came
+// from (a key, a timeline line, a nemesis draw): whether it may act now,
+// and the target it acts on. A refusal by the kind's rule (a rank it does
+// not take; the source's condition, read now: fault.Kind.Refusal) is a
+// *fault.Refused; what else stops it (its argument, the host's setup, a
+// source or a rank the cluster does not have, what the target lacks:
+// Kind.Can) is an error of its own. The kind came with the action, as the
+// edge that made it found it: it is not looked up again.
+func (e *Experiment) admit(a fault.Action) (fault.Target, error) {
 	k, src := a.Kind, a.Source
-	// The last action on src is verified before the next acts, or a resume
-	// right after a stall would undo it before the stall was seen. What
-	// may act is asked once, after that wait; while a verification is
-	// still going it is asked first too, so an action the source refuses
-	// now is refused at once rather than after the wait.
-	if done := e.pendingVerify(src); done != nil {
-		if why := e.refuse(src, k); why != "" {
-			return e.refused(a, by, errors.New(why))
+	if a.OnRank {
+		if err := k.RankRefusal(); err != nil {
+			return nil, &fault.Refused{Err: err}
 		}
-		e.awaitVerify(done)
 	}
 	if why := e.refuse(src, k); why != "" {
-		return e.refused(a, by, errors.New(why))
+		return nil, &fault.Refused{Err: errors.New(why)}
 	}
 	if k.Arg != nil {
 		if err := k.Arg.Check(a.Arg); err != nil {
-			return e.refused(a, by, fmt.Errorf("%s %q: %w", k.Name, a.Arg, err))
+			return nil, fmt.Errorf("%s %q: %w", k.Name, a.Arg, err)
 		}
 	}
 	if needsSetup(k, e.plan) {
 		if err := k.Setup(); err != nil {
-			return e.refused(a, by, err)
+			return nil, err
 		}
 	}
 	st, err := e.source(src)
 	if err != nil {
-		return e.refused(a, by, err)
+		return nil, err
 	}
 	t, err := actTarget(st, a)
 	if err != nil {
-		return e.refused(a, by, err)
+		return nil, err
 	}
 	if k.Can != nil {
 		if err := k.Can(t); err != nil {
-			return e.refused(a, by, err)
+			return nil, err
 		}
+	}
+	return t, nil
+}
+
+// act lets a's kind act on t, admitted, through a firing (the run's
+// bookkeeping for that source), and verifies it in the background.
+func (e *Experiment) act(a fault.Action, t fault.Target, by string) error {
+	k, src := a.Kind, a.Source
+	// The last action on src is verified before the next acts, or a resume
+	// right after a stall would undo it before the stall was seen. The
+	// check was asked before this wait, so an action the source refuses
+	// is refused at once; what changes during it (a stall's timer ending)
+	// the kind's Act meets itself (resume: no stall held).
+	if done := e.pendingVerify(src); done != nil {
+		e.awaitVerify(done)
 	}
 	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options}
 	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
@@ -276,8 +313,14 @@ func (e *Experiment) source(i int) (Target, error) {
 }
 
 // refused records an action that could not be taken and returns why,
-// its chain kept (a setup error is still a netfault.SetupError).
+// its chain kept (a setup error is still a netfault.SetupError). A key's
+// refusal by the kind's rule is the key's answer, shown by the face that
+// asked, not a fault of the run: it is not recorded.
 func (e *Experiment) refused(a fault.Action, by string, why error) error {
+	var r *fault.Refused
+	if by == byKey && errors.As(why, &r) {
+		return why
+	}
 	e.faultEvent(a.Kind.Name, a.Source, rankName(a), 0, by, why)
 	return why
 }
