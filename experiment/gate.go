@@ -108,8 +108,8 @@ func (ev *evidence) gate(peer string, all bool) (cause.PeerLog, *cause.Counters)
 }
 
 // noteWarmReading keeps the decoder's first and latest scrape before t0.
-func (ev *evidence) noteWarmReading(m *event.MetricsInfo, cl Cluster) {
-	if m == nil || cl == nil || m.Engine != cl.Decoder().Name() {
+func (ev *evidence) noteWarmReading(m *event.MetricsInfo, decoder string) {
+	if m == nil || m.Engine != decoder {
 		return
 	}
 	ev.mu.Lock()

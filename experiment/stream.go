@@ -119,6 +119,13 @@ func (e *Experiment) flushSamples(final bool) {
 // and hands it to every subscriber, in order. It holds no lock of the
 // experiment's while the bus sends (bus).
 func (e *Experiment) emit(ev event.Event) {
+	if ev.Kind == event.KindMetrics && e.run.t0().IsZero() {
+		// Before t0, the decoder's scrapes are the engaged gate's evidence
+		// (only a warm-up that fails reads them, and it never has a t0).
+		if cl := e.run.cluster(); cl != nil {
+			e.evidence.noteWarmReading(ev.Metrics, cl.Decoder().Name())
+		}
+	}
 	e.emitIf(func() (event.Event, bool) { return ev, true })
 }
 
@@ -128,11 +135,7 @@ func (e *Experiment) emitIf(next func() (event.Event, bool)) {
 	e.bus.publish(func() (event.Event, time.Time, bool) {
 		ev, ok := next()
 		ev.Arm = e.cfg.Arm
-		t0 := e.run.t0()
-		if ok && ev.Kind == event.KindMetrics && t0.IsZero() {
-			e.evidence.noteWarmReading(ev.Metrics, e.run.cluster())
-		}
-		return ev, t0, ok // the bus stamps sequence and time: one order for every arm
+		return ev, e.run.t0(), ok // the bus stamps sequence and time: one order for every arm
 	})
 }
 

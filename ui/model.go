@@ -303,8 +303,9 @@ func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 	return m, tea.Batch(cmds...)
 }
 
-// handleKey maps a key to an action; a key that cannot act says why in
-// the event log and calls nothing.
+// handleKey maps a key to an action; a key with nothing to act on says
+// why in the event log and calls nothing, and a fault the run's check
+// refuses says why when its command returns (actionDone).
 func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	k := m.keys
 	switch {
