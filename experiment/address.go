@@ -28,9 +28,7 @@ func (e *Experiment) emitAddresses(pr *probe.Prober) {
 // now, and sends the address event when it changed. Kinds call it through
 // Env.Changed once the target is ready (a replaced source's new engine).
 func (e *Experiment) readdress(src int) {
-	e.mu.Lock()
-	pr := e.prober
-	e.mu.Unlock()
+	pr := e.run.prober()
 	if pr == nil {
 		return // the probe is not made yet: it will read the target then
 	}
@@ -48,6 +46,6 @@ func (e *Experiment) readdress(src int) {
 		return
 	}
 	e.emit(event.Event{Kind: event.KindAddress, Address: &event.AddressInfo{
-		Source: t.Index(), URL: t.HTTPURL(), P2P: sw.Peer, Prev: sw.Prev, At: e.rel(sw.At),
+		Source: t.Index(), URL: t.HTTPURL(), P2P: sw.Peer, Prev: sw.Prev, At: e.run.rel(sw.At),
 	}})
 }

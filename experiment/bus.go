@@ -12,9 +12,24 @@ import (
 // sequence and one wall clock for every arm, so the stream the faces read
 // is in order across arms (a Group shares one bus between its arms; a lone
 // Experiment has its own).
+//
+// A slow subscriber gets a queue of its own, unbounded: publish appends to
+// every subscriber's queue and returns, and a goroutine per subscriber
+// hands its queue to its channel in order. No event is dropped (reports
+// are built from them) and none is reordered, and a face that stops
+// reading (a dashboard suspended, a writer stuck on a full disk) holds
+// nothing up: not the run, not a fault firing, not another face. What it
+// costs is the memory of what that one face has not read yet, a run's
+// events at most.
+//
+// The bus's lock is the stream's one order: publish takes it, and the
+// event it sends is made under it (next), so an event computed from a
+// part's state (a source's condition) is sent in the order it was
+// computed. next may take a part's own lock; nothing holding one of those
+// publishes.
 type bus struct {
 	mu   sync.Mutex
-	subs []chan event.Event
+	subs []*subscriber
 	seq  int64
 	open int // arms whose Run has not ended yet
 }
@@ -24,38 +39,111 @@ func newBus(arms int) *bus { return &bus{open: arms} }
 func (b *bus) subscribe() <-chan event.Event {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ch := make(chan event.Event, 4096)
-	b.subs = append(b.subs, ch)
-	return ch
+	s := &subscriber{ch: make(chan event.Event, 4096), wake: make(chan struct{}, 1)}
+	b.subs = append(b.subs, s)
+	return s.ch
 }
 
-// publish stamps ev's sequence and wall time (and T, given the arm's t0)
-// and hands it to every subscriber, in order.
-func (b *bus) publish(ev event.Event, t0 time.Time) {
+// publish makes the next event (next: the event, the arm's t0, and
+// whether there is one to send), stamps its sequence and wall time (and
+// T, given t0) and queues it for every subscriber, in order. It never
+// waits for a subscriber.
+func (b *bus) publish(next func() (ev event.Event, t0 time.Time, ok bool)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	ev, t0, ok := next()
+	if !ok {
+		return
+	}
 	b.seq++
 	ev.Seq = b.seq
 	ev.Wall = time.Now()
 	if !t0.IsZero() {
 		ev.T = ev.Wall.Sub(t0)
 	}
-	for _, ch := range b.subs {
-		ch <- ev
+	for _, s := range b.subs {
+		s.push(ev)
 	}
 }
 
-// leave is an arm's Run ending; the last one closes every subscription.
+// leave is an arm's Run ending; the last one closes every subscription
+// (each channel closes once its queue is handed over).
 func (b *bus) leave() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.open--; b.open > 0 {
 		return
 	}
-	for _, ch := range b.subs {
-		close(ch)
+	for _, s := range b.subs {
+		s.close()
 	}
 	b.subs = nil
+}
+
+// subscriber is one face's queue and the channel it reads. Its pump
+// starts with the first event, so a subscription no run ever publishes
+// to leaves no goroutine behind.
+type subscriber struct {
+	ch   chan event.Event
+	wake chan struct{} // one token: the queue grew or closed
+
+	mu      sync.Mutex
+	queue   []event.Event
+	closed  bool
+	pumping bool
+}
+
+func (s *subscriber) push(ev event.Event) {
+	s.mu.Lock()
+	s.queue = append(s.queue, ev)
+	start := !s.pumping
+	s.pumping = true
+	s.mu.Unlock()
+	if start {
+		go s.pump()
+	}
+	s.signal()
+}
+
+func (s *subscriber) close() {
+	s.mu.Lock()
+	s.closed = true
+	start := !s.pumping
+	s.pumping = true
+	s.mu.Unlock()
+	if start {
+		go s.pump()
+	}
+	s.signal()
+}
+
+func (s *subscriber) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // a token is waiting already
+	}
+}
+
+// pump hands the queue to the channel, in order, and closes the channel
+// once the bus closed the subscription and everything was handed over.
+func (s *subscriber) pump() {
+	defer close(s.ch)
+	for {
+		s.mu.Lock()
+		batch, closed := s.queue, s.closed
+		s.queue = nil
+		s.mu.Unlock()
+		for _, ev := range batch {
+			s.ch <- ev
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		if closed {
+			return
+		}
+		<-s.wake
+	}
 }
 
 // startLine gives the arms of a run one t0: each arm arrives when its

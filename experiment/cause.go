@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"sync"
 	"time"
 
 	"p2pfault/cause"
@@ -17,9 +18,26 @@ import (
 // later still.
 const forgetAfter = 3 * time.Minute
 
-func (e *Experiment) newCauses() *cause.Tracker {
+// evidence is what the engines' lines and the warm-up's scrapes told:
+// the tracker that names each pull's cause (causes; decoderName is the
+// engine whose reaps bear on the pulls), the decoder's lines on its
+// sessions from the start (engaged), and its first and latest scrape
+// before t0 (warmFirst, warmLast): the engaged gate's evidence (gate.go).
+// Its lock guards these and is never held across a send.
+type evidence struct {
+	mu                  sync.Mutex
+	causes              *cause.Tracker
+	decoderName         string
+	engaged             *cause.Engagement
+	warmFirst, warmLast *event.Reading
+}
+
+func (e *Experiment) newEvidence() *evidence {
 	b := e.cfg.Bounds.Scaled(e.cfg.TimeScale)
-	return cause.New(cause.Config{AtOnce: b.FaultedMedian, PullTimeout: e.cfg.scale(e.cfg.PullTimeout)})
+	return &evidence{
+		causes:  cause.New(cause.Config{AtOnce: b.FaultedMedian, PullTimeout: e.cfg.scale(e.cfg.PullTimeout)}),
+		engaged: cause.NewEngagement(),
+	}
 }
 
 // noteLine hands an engine's line to the tracker, stamped with when it was
@@ -27,23 +45,25 @@ func (e *Experiment) newCauses() *cause.Tracker {
 // which the faces pair with the pulls in flight. Lines before t0 explain
 // no measured pull; the engaged gate (gate.go) reads them.
 func (e *Experiment) noteLine(engine, line string) {
-	e.mu.Lock()
-	if e.cluster == nil {
-		e.mu.Unlock()
+	cl := e.run.cluster()
+	if cl == nil {
 		return
 	}
-	if e.decoderName == "" {
-		e.decoderName = e.cluster.Decoder().Name()
+	t0 := e.run.t0()
+	ev := e.evidence
+	ev.mu.Lock()
+	if ev.decoderName == "" {
+		ev.decoderName = cl.Decoder().Name()
 	}
-	decoder := engine == e.decoderName
-	e.engaged.Log(decoder, line) // the warm-up's lines too: the gate reads them
-	if e.t0.IsZero() {
-		e.mu.Unlock()
+	decoder := engine == ev.decoderName
+	ev.engaged.Log(decoder, line) // the warm-up's lines too: the gate reads them
+	if t0.IsZero() {
+		ev.mu.Unlock()
 		return
 	}
-	at := time.Since(e.t0)
-	e.causes.Log(at, decoder, line)
-	e.mu.Unlock()
+	at := time.Since(t0)
+	ev.causes.Log(at, decoder, line)
+	ev.mu.Unlock()
 	if !decoder {
 		return
 	}
@@ -57,14 +77,17 @@ func (e *Experiment) noteLine(engine, line string) {
 // and ended within cause.Skew may be explained by a line still on its way
 // (final sends everything).
 func (e *Experiment) attribute(batch []event.Sample, now time.Duration, final bool) (send, hold []event.Sample) {
+	ev := e.evidence
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
 	for _, s := range batch {
 		if !final && !s.Hit() && !s.Aborted && now-s.End() < cause.Skew {
 			hold = append(hold, s)
 			continue
 		}
-		s.Cause, s.Timer = e.causes.Of(s)
+		s.Cause, s.Timer = ev.causes.Of(s)
 		send = append(send, s)
 	}
-	e.causes.Forget(now - e.cfg.scale(e.cfg.PullTimeout) - forgetAfter)
+	ev.causes.Forget(now - e.cfg.scale(e.cfg.PullTimeout) - forgetAfter)
 	return send, hold
 }

@@ -14,7 +14,7 @@ import (
 // sends everything.
 func TestAttributeHoldsAMissForItsLine(t *testing.T) {
 	e := &Experiment{cfg: Config{TimeScale: 1, PullTimeout: time.Minute}}
-	e.causes = cause.New(cause.Config{AtOnce: 2 * time.Second, PullTimeout: time.Minute})
+	e.evidence = &evidence{causes: cause.New(cause.Config{AtOnce: 2 * time.Second, PullTimeout: time.Minute})}
 	const peer = "127.0.0.1:7777"
 	missed := event.Sample{Source: 0, Trial: 1, Peer: peer, Start: 11 * time.Second, Latency: 11 * time.Second, Status: 200}
 	hit := event.Sample{Source: 1, Trial: 2, Start: 21900 * time.Millisecond, Latency: 20 * time.Millisecond, Status: 200, CachedTokens: 384}
@@ -27,7 +27,7 @@ func TestAttributeHoldsAMissForItsLine(t *testing.T) {
 		t.Fatalf("held %+v, want the miss", hold)
 	}
 	// Its line comes, read just after the answer.
-	e.causes.Log(22*time.Second+200*time.Millisecond, true, "P2P 127.0.0.1:7000: peer "+peer+" down: heartbeat timed out after 10.0s")
+	e.evidence.causes.Log(22*time.Second+200*time.Millisecond, true, "P2P 127.0.0.1:7000: peer "+peer+" down: heartbeat timed out after 10.0s")
 	send, hold = e.attribute(hold, 22*time.Second+700*time.Millisecond, false)
 	if len(hold) != 0 || len(send) != 1 || send[0].Cause != event.CauseHeartbeat || send[0].Timer == nil || send[0].Timer.Value != 10*time.Second {
 		t.Fatalf("second batch sent %+v held %+v, want the miss named by the heartbeat", send, hold)

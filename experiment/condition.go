@@ -93,18 +93,28 @@ func condition(src int, f inForce, eng event.EngineInfo) event.ConditionInfo {
 // observe computes source src's condition from eng (its engine's state,
 // just read) and the fault in force, and sends it when it changed. It
 // returns the condition.
+//
+// It is computed under the bus's lock (emitIf): conditions are sent in
+// the order they are computed, so the last one sent is the latest.
 func (e *Experiment) observe(src int, eng event.EngineInfo) event.ConditionInfo {
-	e.condMu.Lock()
-	defer e.condMu.Unlock()
-	e.mu.Lock()
-	c := condition(src, e.faults[src], eng)
-	last, seen := e.conds[src]
-	e.conds[src] = c
-	e.mu.Unlock()
-	if !seen || last != c {
-		e.emit(event.Event{Kind: event.KindCondition, Condition: &c})
-	}
+	var c event.ConditionInfo
+	e.emitIf(func() (event.Event, bool) {
+		var changed bool
+		c, changed = e.faults.observe(src, eng)
+		return event.Event{Kind: event.KindCondition, Condition: &c}, changed
+	})
 	return c
+}
+
+// observe computes source src's condition and records it as sent; changed
+// says whether it differs from the last one.
+func (fs *faults) observe(src int, eng event.EngineInfo) (c event.ConditionInfo, changed bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	c = condition(src, fs.inForce[src], eng)
+	last, seen := fs.conds[src]
+	fs.conds[src] = c
+	return c, !seen || last != c
 }
 
 // conditionNow is source i's condition as its engine is now; ok is false
@@ -126,4 +136,12 @@ func (e *Experiment) refuse(i int, k *fault.Kind) string {
 		return "" // the caller says there is no such source
 	}
 	return k.Refusal(event.SourceName(i), c.Condition)
+}
+
+// inForceOn is the fault in force on src, if any.
+func (fs *faults) inForceOn(src int) (inForce, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fi, ok := fs.inForce[src]
+	return fi, ok
 }

@@ -11,10 +11,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
-	"p2pfault/cause"
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -36,42 +34,18 @@ type Experiment struct {
 	bus  *bus       // where events go: the experiment's own, or its Group's
 	line *startLine // the arms' shared t0: the experiment's own, or its Group's
 
-	mu      sync.Mutex
-	lined   bool // arrived at (or left) the start line
-	start   time.Time
-	t0      time.Time // zero until warm-up ends
-	cluster Cluster
-	prober  *probe.Prober
-	// judge judges the run as it goes, from running figures: the
-	// experiment keeps no sample once it is sent (check.Judge).
-	judge   *check.Judge
-	pending []event.Sample
-	starts  []event.PullStart // pulls sent since the last batch (KindPullStart)
-	// judgedAt is when the last live verdict was computed, since t0.
-	judgedAt time.Duration
-	// verifying is, per source, closed when the last action's
-	// verification is done (faults.go).
-	verifying map[int]chan struct{}
-	windows   []event.Window // in order; the last may be open (End == 0)
-	phase     event.Phase
-	faults    map[int]inForce             // source index -> the fault in force (stalled, restarting, removed, ...)
-	conds     map[int]event.ConditionInfo // source index -> its condition as last sent (condition.go)
-	condMu    sync.Mutex                  // one condition computed and sent at a time, in order
-	held      map[int]any                 // source index -> the open fault's handle (a stall to resume)
-	ctx       context.Context
-	fail      context.CancelCauseFunc
-	settled   chan struct{} // closed when the scripted timeline has played out
-	begun     chan struct{} // closed once the run event is sent (a Group starts its arms in order)
-	net       *network      // the run's firewall table, made on the first network fault
-	// causes names what ended each pull from the engines' lines (cause.go);
-	// decoderName is the engine whose reaps bear on the pulls.
-	causes      *cause.Tracker
-	decoderName string
-	// engaged reads the decoder's lines on its sessions from the start,
-	// warmFirst and warmLast its first and latest scrape before t0: the
-	// engaged gate's evidence (gate.go).
-	engaged             *cause.Engagement
-	warmFirst, warmLast *event.Reading
+	// The run in parts, each with its own lock (or none), none held
+	// while an event is sent (bus): the run's course, the sample stream,
+	// the verdicts, the faults, and the lines' evidence.
+	run      *lifecycle
+	stream   *stream
+	verdicts *verdicts
+	faults   *faults
+	evidence *evidence
+
+	settled chan struct{} // closed when the scripted timeline has played out
+	begun   chan struct{} // closed once the run event is sent (a Group starts its arms in order)
+	net     *network      // the run's firewall table, made on the first network fault
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -113,26 +87,26 @@ func New(cfg Config) (*Experiment, error) {
 		cfg:      cfg,
 		plan:     plan,
 		timeline: tl,
-		faults:   map[int]inForce{},
-		conds:    map[int]event.ConditionInfo{},
-		held:     map[int]any{},
-		judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources, Ranks: plan.Ranks,
-			Scripted: len(tl) > 0, Content: cfg.ContentMatch}),
-		verifying: map[int]chan struct{}{},
-		bus:       newBus(1),
-		line:      newStartLine(1),
-		settled:   make(chan struct{}),
-		begun:     make(chan struct{}),
-		net:       &network{runID: newRunID(cfg.Arm, cfg.Case)},
+		run:      &lifecycle{},
+		stream:   &stream{},
+		verdicts: &verdicts{judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources, Ranks: plan.Ranks,
+			Scripted: len(tl) > 0, Content: cfg.ContentMatch})},
+		faults:  newFaults(),
+		bus:     newBus(1),
+		line:    newStartLine(1),
+		settled: make(chan struct{}),
+		begun:   make(chan struct{}),
+		net:     &network{runID: newRunID(cfg.Arm, cfg.Case)},
 	}
-	e.causes = e.newCauses()
-	e.engaged = cause.NewEngagement()
+	e.evidence = e.newEvidence()
 	return e, nil
 }
 
 // Subscribe returns a channel that receives every event of the run and is
-// closed when the run ends. Call it before Run. A subscriber must keep
-// reading: events are never dropped, so a stuck reader stalls the run.
+// closed when the run ends (once it has been given every event). Call it
+// before Run. Events are never dropped: a subscriber that stops reading
+// gets them, in order, when it reads again, and holds up nothing else
+// meanwhile (bus).
 func (e *Experiment) Subscribe() <-chan event.Event { return e.bus.subscribe() }
 
 // Info describes the run as planned.
@@ -141,7 +115,7 @@ func (e *Experiment) Info() event.RunInfo {
 	info := event.RunInfo{
 		Arm: c.Arm, Case: c.Case, Mode: c.Mode, Engine: e.plan.Engine, TimeScale: c.TimeScale,
 		Sources: e.plan.Sources, SourceRanks: e.plan.Ranks, Interval: c.scale(c.Interval), Timeline: c.Timeline,
-		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.start,
+		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.run.started(),
 		FaultFor:      c.scale(c.FaultFor),
 		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
 		Settings: c.Settings,
@@ -192,10 +166,7 @@ func (e *Experiment) plannedEnd() time.Duration {
 func (e *Experiment) Run(ctx context.Context) (verdict event.Verdict, err error) {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	e.mu.Lock()
-	e.start = time.Now()
-	e.ctx, e.fail = ctx, fail
-	e.mu.Unlock()
+	e.run.begin(ctx, fail)
 	defer e.closeSubs()
 	defer e.leaveLine() // an arm that never measures must not hold the others
 
@@ -244,9 +215,7 @@ func (e *Experiment) startCluster(ctx context.Context) (Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	e.cluster = cl
-	e.mu.Unlock()
+	e.run.setCluster(cl)
 	return cl, nil
 }
 
@@ -275,9 +244,7 @@ func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, err
 	if err != nil {
 		return nil, exitcode.AsUsage(err)
 	}
-	e.mu.Lock()
-	e.prober = pr
-	e.mu.Unlock()
+	e.run.setProber(pr)
 	e.emitAddresses(pr)
 	if err := pr.Warmup(ctx, e.cfg.WarmupTimeout); err != nil {
 		if ctx.Err() != nil {
@@ -294,16 +261,12 @@ func (e *Experiment) warmUp(ctx context.Context, cl Cluster) (*probe.Prober, err
 func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdict, error) {
 	// Every arm of the run starts measuring at one t0, so one timeline
 	// fires on all of them at the same instants.
-	e.mu.Lock()
-	e.lined = true
-	e.mu.Unlock()
+	e.run.line()
 	t0, err := e.line.arrive(ctx)
 	if err != nil {
 		return event.Verdict{}, interrupted(ctx)
 	}
-	e.mu.Lock()
-	e.t0 = t0
-	e.mu.Unlock()
+	e.run.setT0(t0)
 	e.setPhase(event.PhaseBaseline)
 
 	probeCtx, stopProbe := context.WithCancel(ctx)
@@ -322,10 +285,8 @@ func (e *Experiment) measure(ctx context.Context, pr *probe.Prober) (event.Verdi
 		pr.Abort() // do not wait out hung pulls when the user quits
 	}
 	runEnd := time.Since(t0)
-	e.mu.Lock()
-	e.judge.Stop(runEnd) // a pull sent while the probe stops is not judged
-	e.mu.Unlock()
-	stopPlay() // no fault fires once the run is over (a nemesis' end is its duration)
+	e.verdicts.stop(runEnd) // a pull sent while the probe stops is not judged
+	stopPlay()              // no fault fires once the run is over (a nemesis' end is its duration)
 	// Done is when the probe stopped sending, the end of the judged time,
 	// before the pulls in flight drain: `p2pfault report` reads the run's
 	// end from it.
@@ -384,7 +345,7 @@ func interrupted(ctx context.Context) error {
 func (e *Experiment) safely(fn func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.fail(fmt.Errorf("internal error: %v\n%s", r, debug.Stack()))
+			e.run.failWith(fmt.Errorf("internal error: %v\n%s", r, debug.Stack()))
 		}
 	}()
 	fn()
@@ -413,10 +374,8 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.
 		Started: func(p event.PullStart) {
-			e.mu.Lock()
-			e.starts = append(e.starts, p)
-			e.judge.Started(p)
-			e.mu.Unlock()
+			e.stream.started(p)
+			e.verdicts.started(p)
 		},
 	}
 }
@@ -431,218 +390,16 @@ func (e *Experiment) durationElapsed(t0 time.Time) <-chan time.Time {
 	return time.After(time.Until(t0.Add(e.cfg.scale(e.cfg.Duration))))
 }
 
-// collect gives every sample to the judge and queues it for the next
-// batch event, until the probe is done and out is drained.
-func (e *Experiment) collect(out <-chan event.Sample, probeDone <-chan struct{}) {
-	keep := func(s event.Sample) {
-		e.mu.Lock()
-		e.judge.Ended(s)
-		e.pending = append(e.pending, s)
-		e.mu.Unlock()
-	}
-	for {
-		select {
-		case s := <-out:
-			keep(s)
-		case <-probeDone:
-			// Run has returned: nothing more is sent, take what is queued.
-			for {
-				select {
-				case s := <-out:
-					keep(s)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-// flushLoop sends the queued samples as one event every 100 ms (faces
-// redraw per batch, not per request) and the live verdict once a second,
-// and at once when a pull in flight has just broken a bound
-// (check.Crossed): a check never shows green for a second after a hanging
-// pull has failed it.
-func (e *Experiment) flushLoop(done <-chan struct{}) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	n := 0
-	for {
-		select {
-		case <-tick.C:
-			e.flushSamples(false)
-			e.advance()
-			if n++; n%10 == 0 || e.pendingCrossed() {
-				e.emitLiveVerdict()
-			}
-		case <-done:
-			e.flushSamples(true)
-			return
-		}
-	}
-}
-
-func (e *Experiment) flushSamples(final bool) {
-	now := e.since()
-	e.mu.Lock()
-	batch, starts := e.pending, e.starts
-	batch, e.pending = e.attribute(batch, now, final)
-	e.starts = nil
-	e.mu.Unlock()
-	// Starts go first: a pull that started and ended within one batch is
-	// then seen to start before it ends.
-	if len(starts) > 0 {
-		e.emit(event.Event{Kind: event.KindPullStart, Pulls: starts})
-	}
-	if len(batch) > 0 {
-		e.emit(event.Event{Kind: event.KindSamples, Samples: batch})
-	}
-}
-
-// advance lets the judge judge the pulls it can and sends the verdict of
-// every window that settled.
-func (e *Experiment) advance() {
-	now := e.since()
-	e.mu.Lock()
-	e.judge.Advance(now)
-	settled := e.judge.Settled()
-	e.mu.Unlock()
-	for i := range settled {
-		e.emit(event.Event{Kind: event.KindWindowVerdict, WindowVerdict: &settled[i]})
-	}
-}
-
-// pendingCrossed reports whether a pull in flight broke a bound of a
-// window not settled yet since the last live verdict.
-func (e *Experiment) pendingCrossed() bool {
-	now := e.since()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.judge.Crossed(e.judgedAt, now)
-}
-
-func (e *Experiment) emitLiveVerdict() {
-	e.mu.Lock()
-	has := len(e.windows) > 0
-	e.mu.Unlock()
-	if !has {
-		return
-	}
-	v := e.verdictAt(e.since(), false)
-	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &v})
-}
-
-// verdictAt is the judge's verdict on the run so far (judged to runEnd)
-// and the pulls in flight now: every fault window on its own, the run on
-// the window check.Judged picks when it had one (the scripted fault's, or
-// on the dashboard the latest fault's) or on all of them. The final
-// verdict also carries each source's steady-state summary and every
-// window; a live one the windows not settled yet.
-func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
-	now := e.since()
-	e.mu.Lock()
-	e.judgedAt = now
-	v, ok := e.judge.Verdict(max(now, runEnd), runEnd, final)
-	e.mu.Unlock()
-	if !ok {
-		v = e.noWindowVerdict(v, runEnd)
-	}
-	return v
-}
-
-// noWindowVerdict is the judge's verdict v of a run no fault window opened
-// in, as the run gives it: without the judge's all_200 (a report rebuilt
-// from the events keeps it), and for a scripted run failing fault_window
-// first.
-func (e *Experiment) noWindowVerdict(v event.Verdict, runEnd time.Duration) event.Verdict {
-	var checks []event.Result
-	if len(e.timeline) > 0 {
-		// A scripted run that ended before its fault checked nothing:
-		// say so rather than pass.
-		detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
-			runEnd.Seconds(), e.timeline[0].At.Seconds())
-		if runEnd > e.timeline[0].At {
-			detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
-		}
-		checks = append(checks, event.Result{Name: NameFaultWindow, Empty: true, Detail: detail})
-	}
-	// Faults without a window (a kind of its own) were still fired, and
-	// the texts are compared (the judge's fault_took_effect and
-	// content_matches).
-	for _, c := range v.Checks {
-		if c.Name != check.NameAll200 {
-			checks = append(checks, c)
-		}
-	}
-	v.Checks, v.Passed = checks, true
-	for _, c := range checks {
-		v.Passed = v.Passed && c.Passed
-	}
-	return v
-}
-
-// rel is at as a time since t0 (0 before warm-up ends).
-func (e *Experiment) rel(at time.Time) time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.t0.IsZero() || at.IsZero() {
-		return 0
-	}
-	return at.Sub(e.t0)
-}
-
-// since is the time since t0 (0 before warm-up ends).
-func (e *Experiment) since() time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.t0.IsZero() {
-		return 0
-	}
-	return time.Since(e.t0)
-}
-
-// emit stamps ev (sequence, time, arm: the envelope every event carries)
-// and hands it to every subscriber, in order.
-func (e *Experiment) emit(ev event.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ev.Arm = e.cfg.Arm
-	if ev.Kind == event.KindMetrics && e.t0.IsZero() {
-		e.noteWarmReading(ev.Metrics)
-	}
-	e.bus.publish(ev, e.t0) // the bus stamps sequence and time: one order for every arm
-}
-
-// closeSubs ends this arm's part of the stream; the bus closes it once
-// every arm sharing it has ended.
-func (e *Experiment) closeSubs() { e.bus.leave() }
-
 // leaveLine lets the other arms start measuring when this one never will
 // (its cluster did not start, its warm-up failed).
 func (e *Experiment) leaveLine() {
-	e.mu.Lock()
-	lined := e.lined
-	e.lined = true
-	e.mu.Unlock()
-	if !lined {
+	if !e.run.line() {
 		e.line.leave()
 	}
 }
 
-func (e *Experiment) emitEnd(err error) {
-	ev := event.Event{Kind: event.KindEnd, ExitCode: exitcode.Code(err), Message: "run complete"}
-	if err != nil {
-		ev.Message = err.Error()
-	}
-	e.emit(ev)
-}
-
 func (e *Experiment) setPhase(p event.Phase) {
-	e.mu.Lock()
-	same := e.phase == p
-	e.phase = p
-	e.mu.Unlock()
-	if !same {
+	if e.run.setPhase(p) {
 		e.emit(event.Event{Kind: event.KindPhase, Phase: p})
 	}
 }
@@ -666,9 +423,7 @@ func (e *Experiment) onLog(engine, line string) {
 
 // LogTail returns the last n lines engine printed.
 func (e *Experiment) LogTail(engine string, n int) []string {
-	e.mu.Lock()
-	cl := e.cluster
-	e.mu.Unlock()
+	cl := e.run.cluster()
 	if cl == nil {
 		return nil
 	}
@@ -682,9 +437,7 @@ func (e *Experiment) LogTail(engine string, n int) []string {
 
 // SetProbing pauses or resumes the probe.
 func (e *Experiment) SetProbing(on bool) {
-	e.mu.Lock()
-	pr := e.prober
-	e.mu.Unlock()
+	pr := e.run.prober()
 	if pr != nil {
 		pr.SetPaused(!on)
 	}
@@ -693,9 +446,7 @@ func (e *Experiment) SetProbing(on bool) {
 // onChange sends the changed engine's state: one engine's, read once,
 // and a source's condition when it changed with it.
 func (e *Experiment) onChange(in event.EngineInfo) {
-	e.mu.Lock()
-	cl := e.cluster
-	e.mu.Unlock()
+	cl := e.run.cluster()
 	if cl == nil {
 		return // still starting: Run sends every state once Start returns
 	}
@@ -710,9 +461,7 @@ func (e *Experiment) onChange(in event.EngineInfo) {
 // emitEngines sends every engine's state as it is now, and every source's
 // condition that changed.
 func (e *Experiment) emitEngines() {
-	e.mu.Lock()
-	cl := e.cluster
-	e.mu.Unlock()
+	cl := e.run.cluster()
 	if cl == nil {
 		return
 	}

@@ -4,16 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
-	"p2pfault/netenv"
-	"p2pfault/scrape"
 	"p2pfault/verify"
 )
+
+// faults is the run's record of what the fault kinds did to each source:
+// the fault in force, the condition last sent, the open fault's handle,
+// and the verification of the last action still going. Its lock guards
+// these maps only and is never held across a call out of the type or a
+// send.
+type faults struct {
+	mu        sync.Mutex
+	inForce   map[int]inForce             // source index -> the fault in force (stalled, restarting, removed, ...)
+	conds     map[int]event.ConditionInfo // source index -> its condition as last sent (condition.go)
+	held      map[int]any                 // source index -> the open fault's handle (a stall to resume)
+	verifying map[int]chan struct{}       // source index -> closed when the last action's verification is done
+}
+
+func newFaults() *faults {
+	return &faults{inForce: map[int]inForce{}, conds: map[int]event.ConditionInfo{}, held: map[int]any{}, verifying: map[int]chan struct{}{}}
+}
 
 // Who fired a fault.
 const (
@@ -37,7 +53,7 @@ func (e *Experiment) play(ctx context.Context, t0 time.Time) {
 			return ctx.Err()
 		}
 		err := e.fire(s.Action, byScript)
-		if errors.Is(err, fault.ErrNotTaken) && e.ctx.Err() == nil {
+		if errors.Is(err, fault.ErrNotTaken) && e.run.context().Err() == nil {
 			// An action the cluster's own means could not take (an attach
 			// file's kubectl or ssh that failed) is the cluster's failure,
 			// not the run's: say so and go on; the checks judge what
@@ -51,7 +67,7 @@ func (e *Experiment) play(ctx context.Context, t0 time.Time) {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			e.fail(fmt.Errorf("scripted %w", err))
+			e.run.failWith(fmt.Errorf("scripted %w", err))
 		}
 		return
 	}
@@ -77,10 +93,8 @@ func (e *Experiment) play(ctx context.Context, t0 time.Time) {
 // tell: ok is false while a window that will close (a stall, a restart) is
 // still open.
 func (e *Experiment) scriptEnd() (time.Duration, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	end := e.plannedEnd()
-	for _, w := range e.windows {
+	for _, w := range e.verdicts.windowsNow() {
 		switch {
 		case !w.Recovers:
 			end = max(end, w.Start+e.cfg.scale(e.cfg.FaultFor))
@@ -93,72 +107,107 @@ func (e *Experiment) scriptEnd() (time.Duration, bool) {
 	return end, true
 }
 
-// Fire takes action a for the dashboard's keys; a kind that takes a
-// duration and is given none lasts the run's stall length.
+// Fire takes action a for the dashboard's keys. A refusal by the
+// kind's rule comes back as a *fault.Refused, the key's answer, and is
+// not recorded: the face shows it.
 func (e *Experiment) Fire(a fault.Action) error {
+	a = e.keyed(a)
+	t, err := e.admit(a)
+	return e.take(a, t, err, byKey)
+}
+
+// keyed is a key's action a as the run takes it: a kind that takes a
+// duration and is given none lasts the run's stall length.
+func (e *Experiment) keyed(a fault.Action) fault.Action {
 	if a.Kind.TakesFor && a.For == 0 {
 		a.For = e.cfg.scale(e.cfg.FaultFor)
 	}
-	return e.fire(a, byKey)
+	return a
 }
 
-// fire refuses action a when its source is not in the condition its kind
-// needs, and lets the kind act through a firing (the run's bookkeeping
-// for that source). The kind came with the action, as the edge that made
-// it found it: it is not looked up again.
+// fire takes action a for the script (or a nemesis draw): the one check
+// (admit), then the kind's Act.
 func (e *Experiment) fire(a fault.Action, by string) error {
+	t, err := e.admit(a)
+	return e.take(a, t, err, by)
+}
+
+// take acts with a on t, admitted, or records why it was not (err).
+func (e *Experiment) take(a fault.Action, t fault.Target, err error, by string) error {
+	if err != nil {
+		return e.refused(a, by, err)
+	}
+	return e.act(a, t, by)
+}
+
+// admit is the run's one check of action a, asked once, wherever it came
+// from (a key, a timeline line, a nemesis draw): whether it may act now,
+// and the target it acts on. A refusal by the kind's rule (a rank it does
+// not take; the source's condition, read now: fault.Kind.Refusal) is a
+// *fault.Refused; what else stops it (its argument, the host's setup, a
+// source or a rank the cluster does not have, what the target lacks:
+// Kind.Can) is an error of its own. The kind came with the action, as the
+// edge that made it found it: it is not looked up again.
+func (e *Experiment) admit(a fault.Action) (fault.Target, error) {
 	k, src := a.Kind, a.Source
-	// The last action on src is verified before the next acts, or a resume
-	// right after a stall would undo it before the stall was seen. What
-	// may act is asked once, after that wait; while a verification is
-	// still going it is asked first too, so an action the source refuses
-	// now is refused at once rather than after the wait.
-	if done := e.pendingVerify(src); done != nil {
-		if why := e.refuse(src, k); why != "" {
-			return e.refused(a, by, errors.New(why))
+	if a.OnRank {
+		if err := k.RankRefusal(); err != nil {
+			return nil, &fault.Refused{Err: err}
 		}
-		e.awaitVerify(done)
 	}
 	if why := e.refuse(src, k); why != "" {
-		return e.refused(a, by, errors.New(why))
+		return nil, &fault.Refused{Err: errors.New(why)}
 	}
 	if k.Arg != nil {
 		if err := k.Arg.Check(a.Arg); err != nil {
-			return e.refused(a, by, fmt.Errorf("%s %q: %w", k.Name, a.Arg, err))
+			return nil, fmt.Errorf("%s %q: %w", k.Name, a.Arg, err)
 		}
 	}
 	if needsSetup(k, e.plan) {
 		if err := k.Setup(); err != nil {
-			return e.refused(a, by, err)
+			return nil, err
 		}
 	}
 	st, err := e.source(src)
 	if err != nil {
-		return e.refused(a, by, err)
+		return nil, err
 	}
 	t, err := actTarget(st, a)
 	if err != nil {
-		return e.refused(a, by, err)
+		return nil, err
 	}
 	if k.Can != nil {
 		if err := k.Can(t); err != nil {
-			return e.refused(a, by, err)
+			return nil, err
 		}
+	}
+	return t, nil
+}
+
+// act lets a's kind act on t, admitted, through a firing (the run's
+// bookkeeping for that source), and verifies it in the background.
+func (e *Experiment) act(a fault.Action, t fault.Target, by string) error {
+	k, src := a.Kind, a.Source
+	// The last action on src is verified before the next acts, or a resume
+	// right after a stall would undo it before the stall was seen. The
+	// check was asked before this wait, so an action the source refuses
+	// is refused at once; what changes during it (a stall's timer ending)
+	// the kind's Act meets itself (resume: no stall held).
+	if done := e.pendingVerify(src); done != nil {
+		e.awaitVerify(done)
 	}
 	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options}
 	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
 	if w := a.EngineWide(); w != "" {
 		e.emit(event.Event{Kind: event.KindWarning, Message: w})
 	}
-	at := e.since()
+	at := e.run.since()
 	if err := k.Act(f); err != nil {
 		return err
 	}
 	if k.Verify != nil {
 		done := make(chan struct{})
-		e.mu.Lock()
-		e.verifying[src] = done
-		e.mu.Unlock()
+		e.faults.verify(src, done)
 		go e.safely(func() {
 			defer close(done)
 			e.verified(src, env.target, k.Name, at, k.Verify(f))
@@ -170,9 +219,9 @@ func (e *Experiment) fire(a fault.Action, by string) error {
 // pendingVerify is the verification of the last action on src while it is
 // still going (closed when it ends), nil when none is.
 func (e *Experiment) pendingVerify(src int) <-chan struct{} {
-	e.mu.Lock()
-	done := e.verifying[src]
-	e.mu.Unlock()
+	e.faults.mu.Lock()
+	done := e.faults.verifying[src]
+	e.faults.mu.Unlock()
 	if done == nil {
 		return nil
 	}
@@ -188,12 +237,9 @@ func (e *Experiment) pendingVerify(src int) <-chan struct{} {
 // (pendingVerify) to end: at most its deadline, 2 s; a kill's waits for the
 // restart, which the next action on the source waits for anyway.
 func (e *Experiment) awaitVerify(done <-chan struct{}) {
-	e.mu.Lock()
-	ctx := e.ctx
-	e.mu.Unlock()
 	select {
 	case <-done:
-	case <-ctx.Done():
+	case <-e.run.context().Done():
 	}
 }
 
@@ -206,9 +252,7 @@ func (e *Experiment) verified(src int, target, action string, at time.Duration, 
 		return
 	}
 	v := event.Verification{Action: action, Source: src, Target: target, At: at, Verified: ef.OK, After: ef.After, Detail: ef.Detail}
-	e.mu.Lock()
-	e.judge.Verified(v)
-	e.mu.Unlock()
+	e.verdicts.verified(v)
 	e.emit(event.Event{Kind: event.KindVerification, Verification: &v})
 	if !ef.OK || ef.After > check.DefaultVerifyWithin {
 		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
@@ -245,9 +289,7 @@ func needsSetup(k *fault.Kind, p Plan) bool {
 // (/proc, the OS's network), dialling the cluster's own network when it
 // has one.
 func (e *Experiment) verifier() verify.Verifier {
-	e.mu.Lock()
-	cl := e.cluster
-	e.mu.Unlock()
+	cl := e.run.cluster()
 	var v verify.Verifier
 	if cl != nil {
 		if nw := networkOf(cl); nw != nil {
@@ -259,9 +301,7 @@ func (e *Experiment) verifier() verify.Verifier {
 
 // source returns source i of the running cluster.
 func (e *Experiment) source(i int) (Target, error) {
-	e.mu.Lock()
-	cl := e.cluster
-	e.mu.Unlock()
+	cl := e.run.cluster()
 	if cl == nil {
 		return nil, fmt.Errorf("the cluster is not up yet")
 	}
@@ -273,8 +313,14 @@ func (e *Experiment) source(i int) (Target, error) {
 }
 
 // refused records an action that could not be taken and returns why,
-// its chain kept (a setup error is still a netfault.SetupError).
+// its chain kept (a setup error is still a netfault.SetupError). A key's
+// refusal by the kind's rule is the key's answer, shown by the face that
+// asked, not a fault of the run: it is not recorded.
 func (e *Experiment) refused(a fault.Action, by string, why error) error {
+	var r *fault.Refused
+	if by == byKey && errors.As(why, &r) {
+		return why
+	}
 	e.faultEvent(a.Kind.Name, a.Source, rankName(a), 0, by, why)
 	return why
 }
@@ -295,155 +341,10 @@ func (e *Experiment) faultEvent(action string, src int, target string, d time.Du
 	e.emit(event.Event{Kind: event.KindFault, Fault: f})
 }
 
-// openWindow starts a fault window of kind on src; recovers says whether
-// it will close (stall, kill) or last to the end of the run (remove).
-func (e *Experiment) openWindow(src int, target, kind string, at time.Time, recovers bool) {
-	t := e.rel(at)
-	w := event.Window{Source: src, Target: target, Start: t, Recovers: recovers, Kind: kind}
-	e.mu.Lock()
-	e.windows = append(e.windows, w)
-	e.judge.Open(w)
-	e.mu.Unlock()
-	e.emit(event.Event{Kind: event.KindWindow, Window: &w})
-	e.setPhase(event.PhaseFault)
-}
-
-// closeWindow ends the open window on src, if any.
-func (e *Experiment) closeWindow(src int, at time.Time) {
-	t := e.rel(at)
-	var closed *event.Window
-	e.mu.Lock()
-	for i := len(e.windows) - 1; i >= 0; i-- {
-		if w := &e.windows[i]; w.Source == src && w.End == 0 {
-			w.End = max(t, w.Start+1)
-			w.Recovers = true
-			c := *w
-			closed = &c
-			e.judge.Close(c)
-			break
-		}
-	}
-	e.mu.Unlock()
-	if closed != nil {
-		e.emit(event.Event{Kind: event.KindWindow, Window: closed})
-		e.setPhase(event.PhaseRecovery)
-	}
-}
-
-// firing is the run's bookkeeping for one source, as a fault kind acts on
-// it (fault.Env).
-type firing struct {
-	e      *Experiment
-	src    int
-	target string // one rank's name when the action is on one ("" the source)
-	kind   *fault.Kind
-	opts   fault.Options
-}
-
-var _ fault.Env = (*firing)(nil)
-
-func (f *firing) Context() context.Context { return f.e.ctx }
-
-func (f *firing) Record(action string, d time.Duration, by string, err error) {
-	f.e.faultEvent(action, f.src, f.target, d, by, err)
-}
-
-func (f *firing) OpenWindow(at time.Time, recovers bool) {
-	f.e.openWindow(f.src, f.target, f.kind.Name, at, recovers)
-}
-func (f *firing) CloseWindow(at time.Time) { f.e.closeWindow(f.src, at) }
-
-// SetCondition records the fault in force on the source (up: none) and
-// sends its condition, read with the engine's state now. A fault that
-// ends is forgotten before the state is read, so the next action on the
-// source is not refused by it meanwhile.
-func (f *firing) SetCondition(c event.Condition) {
-	t, err := f.e.source(f.src)
-	if err != nil {
-		return
-	}
-	if c == event.CondUp {
-		f.e.mu.Lock()
-		delete(f.e.faults, f.src)
-		f.e.mu.Unlock()
-		f.e.observe(f.src, t.State())
-		return
-	}
-	eng := t.State()
-	fi := inForce{cond: c, kind: f.kind, pid: eng.Pid, target: f.target}
-	if f.kind.TakesFor && f.opts.For > 0 {
-		fi.until = f.e.since() + f.opts.For
-	}
-	f.e.mu.Lock()
-	f.e.faults[f.src] = fi
-	f.e.mu.Unlock()
-	f.e.observe(f.src, eng)
-}
-
-func (f *firing) Hold(h any) {
-	f.e.mu.Lock()
-	defer f.e.mu.Unlock()
-	if h == nil {
-		delete(f.e.held, f.src)
-	} else {
-		f.e.held[f.src] = h
-	}
-}
-
-func (f *firing) Held() any {
-	f.e.mu.Lock()
-	defer f.e.mu.Unlock()
-	return f.e.held[f.src]
-}
-
-func (f *firing) Verified(action string, ef fault.Effect) {
-	f.e.verified(f.src, f.target, action, f.e.since(), ef)
-}
-
-func (f *firing) Go(fn func())   { go f.e.safely(fn) }
-func (f *firing) Fail(err error) { f.e.fail(err) }
-
-// Changed tells the faces the source's new state and, when its target
-// now has another address (a replace's new engine, ready), makes the
-// probe name that one from now on (address.go).
-func (f *firing) Changed() {
-	f.e.readdress(f.src)
-	f.e.emitEngines()
-}
-
-var _ fault.LoadEnv = (*firing)(nil)
-
-// LoadTarget is how a kind's own load reaches the fired source: the model
-// the run's engines serve, over the cluster's network.
-func (f *firing) LoadTarget() (string, netenv.Network) {
-	f.e.mu.Lock()
-	cl := f.e.cluster
-	f.e.mu.Unlock()
-	var nw netenv.Network
-	if cl != nil {
-		nw = networkOf(cl)
-	}
-	return f.e.plan.Model, nw
-}
-
-// SourceMetrics reads the fired source's /metrics once, as the scraper
-// does, for a kind's verification (busy: its queues).
-func (f *firing) SourceMetrics(ctx context.Context) (event.Reading, error) {
-	t, err := f.e.source(f.src)
-	if err != nil {
-		return event.Reading{}, err
-	}
-	_, nw := f.LoadTarget()
-	return scrape.FetchOnce(ctx, nw, t.HTTPURL(), 0)
-}
-
-// Loaded sends a report of the load on the fired source, begun at start
-// and ended at end (zero while it runs).
-func (f *firing) Loaded(info event.LoadInfo, start, end time.Time) {
-	info.Source = f.src
-	info.Start = f.e.rel(start)
-	if !end.IsZero() {
-		info.End = max(f.e.rel(end), info.Start+1)
-	}
-	f.e.emit(event.Event{Kind: event.KindLoad, Load: &info})
+// verify records that the verification of the last action on src ends
+// when done closes.
+func (fs *faults) verify(src int, done chan struct{}) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.verifying[src] = done
 }

@@ -42,12 +42,7 @@ func (e *Experiment) notEngaged(ctx context.Context, cl Cluster, err error) erro
 				ev.Seeds = &cause.Seeds{Source: seed, Decoder: decSeed}
 			}
 		}
-		e.mu.Lock()
-		ev.Log = e.engaged.Peer(nw.Peer)
-		if len(nws) == len(cl.Sources()) {
-			ev.Decoder = e.warmCounters()
-		}
-		e.mu.Unlock()
+		ev.Log, ev.Decoder = e.evidence.gate(nw.Peer, len(nws) == len(cl.Sources()))
 		c, words := cause.Diagnose(ev)
 		lines = append(lines, fmt.Sprintf("%s\n  cause (%s): %s", nw.Error(), c, words))
 	}
@@ -100,27 +95,40 @@ func dialOnce(ctx context.Context, n netenv.Network, addr string) error {
 	return c.Close()
 }
 
+// gate is the engaged gate's evidence on peer: the decoder's lines on its
+// sessions, and with all its counters' rise over the warm-up.
+func (ev *evidence) gate(peer string, all bool) (cause.PeerLog, *cause.Counters) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var c *cause.Counters
+	if all {
+		c = ev.warmCounters()
+	}
+	return ev.engaged.Peer(peer), c
+}
+
 // noteWarmReading keeps the decoder's first and latest scrape before t0.
-// e.mu is held.
-func (e *Experiment) noteWarmReading(m *event.MetricsInfo) {
-	if m == nil || e.cluster == nil || m.Engine != e.cluster.Decoder().Name() {
+func (ev *evidence) noteWarmReading(m *event.MetricsInfo, decoder string) {
+	if m == nil || m.Engine != decoder {
 		return
 	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
 	r := m.Reading
-	if e.warmFirst == nil {
-		e.warmFirst = &r
+	if ev.warmFirst == nil {
+		ev.warmFirst = &r
 	}
-	e.warmLast = &r
+	ev.warmLast = &r
 }
 
 // warmCounters is the decoder's counters' rise over the warm-up's scrapes
-// (nil with fewer than two). e.mu is held.
-func (e *Experiment) warmCounters() *cause.Counters {
-	if e.warmFirst == nil || e.warmLast == e.warmFirst {
+// (nil with fewer than two). ev.mu is held.
+func (ev *evidence) warmCounters() *cause.Counters {
+	if ev.warmFirst == nil || ev.warmLast == ev.warmFirst {
 		return nil
 	}
 	rise := func(get func(event.Reading) event.MetricValue) event.MetricValue {
-		a, b := get(*e.warmFirst), get(*e.warmLast)
+		a, b := get(*ev.warmFirst), get(*ev.warmLast)
 		if !a.OK || !b.OK {
 			return event.MetricValue{}
 		}

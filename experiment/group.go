@@ -92,7 +92,10 @@ func (g *Group) Run(ctx context.Context) []Result {
 
 // Fire takes action a on every arm at the same instant: one goroutine
 // per arm, all released together, so each arm's fault event is stamped
-// within scheduling noise of the others'.
+// within scheduling noise of the others'. Every arm's check is asked
+// first; when one refuses by the kind's rule, the fault fires on none (an
+// A/B comparison needs the same fault on both) and Fire returns each
+// arm's *fault.Refused, its Arm set.
 func (g *Group) Fire(a fault.Action) error {
 	return g.fireOn(g.arms, a)
 }
@@ -107,16 +110,35 @@ func (g *Group) FireArm(arm string, a fault.Action) error {
 }
 
 func (g *Group) fireOn(arms []*Experiment, a fault.Action) error {
-	if len(arms) == 1 {
-		return arms[0].Fire(a)
-	}
+	acts := make([]fault.Action, len(arms))
+	targets := make([]fault.Target, len(arms))
 	errs := make([]error, len(arms))
+	var refusals []error
+	for j, e := range arms {
+		acts[j] = e.keyed(a)
+		targets[j], errs[j] = e.admit(acts[j])
+		if r := fault.RefusalsIn(errs[j]); len(r) > 0 {
+			if len(g.arms) > 1 {
+				r[0].Arm = e.cfg.Arm
+			}
+			refusals = append(refusals, r[0])
+		}
+	}
+	if len(refusals) == 1 {
+		return refusals[0]
+	}
+	if len(refusals) > 0 {
+		return errors.Join(refusals...)
+	}
+	if len(arms) == 1 {
+		return arms[0].take(acts[0], targets[0], errs[0], byKey)
+	}
 	release := make(chan struct{})
 	var wg sync.WaitGroup
 	for j, e := range arms {
 		wg.Go(func() {
 			<-release
-			if err := e.Fire(a); err != nil {
+			if err := e.take(acts[j], targets[j], errs[j], byKey); err != nil {
 				errs[j] = fmt.Errorf("%s: %w", e.cfg.Arm, err)
 			}
 		})

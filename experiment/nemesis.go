@@ -88,19 +88,17 @@ func (e *Experiment) awaitRoom(ctx context.Context, s fault.Step) {
 		}
 	}
 	room := func() (bool, string) {
-		now := e.since()
-		e.mu.Lock()
-		defer e.mu.Unlock()
+		now := e.run.since()
 		// A timed fault whose resume is long overdue has failed to end:
 		// the step is refused as a key would be, rather than wait forever.
-		if fi, busy := e.faults[s.Source]; busy && (n != nil || fi.until > 0 && now < fi.until+overdue) {
+		if fi, busy := e.faults.inForceOn(s.Source); busy && (n != nil || fi.until > 0 && now < fi.until+overdue) {
 			return false, "the fault in force on " + event.SourceName(s.Source)
 		}
 		if n == nil {
 			return true, ""
 		}
 		var open []string
-		for _, w := range e.windows {
+		for _, w := range e.verdicts.windowsNow() {
 			if w.End == 0 {
 				open = append(open, event.SourceName(w.Source))
 			}

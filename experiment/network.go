@@ -164,9 +164,7 @@ func (n *network) isClosed() bool {
 
 // Network is the run's packet filter for the network kinds (fault.NetEnv).
 func (f *firing) Network() (fault.Network, error) {
-	f.e.mu.Lock()
-	cl := f.e.cluster
-	f.e.mu.Unlock()
+	cl := f.e.run.cluster()
 	if cl == nil {
 		return nil, errors.New("the cluster is not up yet")
 	}

@@ -31,14 +31,11 @@ func probeSource(t Target) probe.Source {
 }
 
 // actTarget is what action a acts on, of source t: the source itself, or
-// one rank of it (a.OnRank), refused with a reason when its kind takes no
-// rank or t has no such rank.
+// one rank of it (a.OnRank; its kind takes one: admit asked), refused
+// with a reason when t has no such rank.
 func actTarget(t Target, a fault.Action) (fault.Target, error) {
 	if !a.OnRank {
 		return t, nil
-	}
-	if err := a.Kind.RankRefusal(); err != nil {
-		return nil, err
 	}
 	r, ok := t.(Ranked)
 	if !ok || r.Ranks() <= 1 {

@@ -316,6 +316,45 @@ func Undoer(c event.Condition) (*Kind, bool) {
 	return nil, false
 }
 
+// Refused is an action refused by its kind's rule (Refusal over the
+// source's condition, or RankRefusal), as the run's one check answers it
+// (the experiment's): a dashboard key shows it as the key's answer, words
+// and all, and a run records it only for a script. Arm names the arm that
+// refused, in a run of several ("" in a run of one).
+type Refused struct {
+	Arm string
+	Err error
+}
+
+func (r *Refused) Error() string {
+	if r.Arm == "" {
+		return r.Err.Error()
+	}
+	return r.Arm + ": " + r.Err.Error()
+}
+
+func (r *Refused) Unwrap() error { return r.Err }
+
+// RefusalsIn lists the refusals in err's tree (a run of several arms
+// joins one per arm that refused), in order.
+func RefusalsIn(err error) []*Refused {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *Refused:
+		return []*Refused{e}
+	case interface{ Unwrap() []error }:
+		var out []*Refused
+		for _, c := range e.Unwrap() {
+			out = append(out, RefusalsIn(c)...)
+		}
+		return out
+	case interface{ Unwrap() error }:
+		return RefusalsIn(e.Unwrap())
+	}
+	return nil
+}
+
 // Refusal is the one answer to "may kind k act on the source named name,
 // in condition c, now?": "" when it may, else why not, in the words every
 // caller shows (a dashboard key, a scripted step, an attached source's

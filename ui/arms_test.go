@@ -17,6 +17,9 @@ import (
 
 // FireArm lets the fake stand for a several-arm run (ArmController).
 func (f *fakeCtrl) FireArm(arm string, a fault.Action) error {
+	if err := f.refusal(arm, a); err != nil {
+		return err
+	}
 	return f.record(fmt.Sprintf("%s: %s %d", arm, a.Kind.Name, a.Source))
 }
 
@@ -174,7 +177,7 @@ func armsProgram(t *testing.T, sc scene, w, h int) *teatest.TestModel {
 	for _, ev := range sc.events {
 		events <- ev
 	}
-	m := New(sc.ctrl, events, Options{
+	m := New(sc.ctrl, sc.ctrl.tee(events), Options{
 		Now: func() time.Time { return wallAt(sc.now) }, Renderer: asciiRenderer(),
 		Frame: 5 * time.Millisecond, Clock: 50 * time.Millisecond,
 	})
@@ -220,15 +223,11 @@ func TestArmsKeyFiresOnEveryArmAndAOnOne(t *testing.T) {
 }
 
 // TestArmsKeyRefusedOnOneArmFiresOnNone: a stall on source-0, stalled on
-// both arms, is refused and logged per arm; nothing is fired.
+// both arms, is refused by the run's check and logged per arm; nothing
+// is fired.
 func TestArmsKeyRefusedOnOneArmFiresOnNone(t *testing.T) {
 	sc := sceneArmsStalled()
-	m := feed(t, sc, 160, 48)
-	next, cmd := m.Update(keyMsg("s"))
-	if cmd != nil {
-		t.Errorf("a refused key returned a command")
-	}
-	out := next.(Model).View()
+	out := pressKey(t, feed(t, sc, 160, 48), "s").View()
 	for _, arm := range []string{"main ", "fixed"} {
 		if !strings.Contains(out, arm+"  s: source-0 is already stalled") {
 			t.Errorf("no refusal for %q in the log:\n%s", arm, out)

@@ -102,8 +102,10 @@ func (m Model) armKey(msg tea.KeyMsg) (Model, tea.Cmd, bool) {
 }
 
 // fireArms fires kind on the selected source of every arm the keys act
-// on, or, when any of them refuses, on none (an A/B comparison needs the
-// same fault on both): each refusal is logged with its arm.
+// on, or, when any of them has nothing to fire on, on none (an A/B
+// comparison needs the same fault on both): each is logged with its arm.
+// The run's own check refuses on none the same way (Group.Fire), its
+// refusals logged with their arms when the command returns.
 func (m Model) fireArms(keyName string, k *fault.Kind) (Model, tea.Cmd) {
 	act := m.action(k)
 	targets := m.keyArms()
@@ -118,14 +120,14 @@ func (m Model) fireArms(keyName string, k *fault.Kind) (Model, tea.Cmd) {
 		return m, nil
 	}
 	if len(targets) == len(m.arms.order) {
-		return m, controllerAction(m.ctrl, act)
+		return m, controllerAction(m.ctrl, keyName, act)
 	}
 	ac, ok := m.ctrl.(ArmController)
 	if !ok {
 		m.st.addLog(m.nowT(), levelWarn, "%s: this run cannot fire on one arm", keyName)
 		return m, nil
 	}
-	return m, armAction(ac, targets[0], act)
+	return m, armAction(ac, targets[0], keyName, act)
 }
 
 // nextArmEngine cycles the full-screen log through every arm's engines,

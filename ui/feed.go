@@ -21,6 +21,7 @@ type clockMsg struct{}
 
 // actionDoneMsg is the outcome of a Controller call a key made.
 type actionDoneMsg struct {
+	key    string // the key, as a refusal names it ("s: ...")
 	action fault.Action
 	err    error
 }
@@ -83,17 +84,17 @@ func clockTick(d time.Duration) tea.Cmd {
 	return tea.Tick(d, func(time.Time) tea.Msg { return clockMsg{} })
 }
 
-// controllerAction fires the action a key made.
-func controllerAction(ctrl Controller, a fault.Action) tea.Cmd {
+// controllerAction fires the action key made.
+func controllerAction(ctrl Controller, key string, a fault.Action) tea.Cmd {
 	return func() tea.Msg {
-		return actionDoneMsg{action: a, err: ctrl.Fire(a)}
+		return actionDoneMsg{key: key, action: a, err: ctrl.Fire(a)}
 	}
 }
 
-// armAction fires the action a key made on one arm.
-func armAction(ctrl ArmController, arm string, a fault.Action) tea.Cmd {
+// armAction fires the action key made on one arm.
+func armAction(ctrl ArmController, arm, key string, a fault.Action) tea.Cmd {
 	return func() tea.Msg {
-		return actionDoneMsg{action: a, err: ctrl.FireArm(arm, a)}
+		return actionDoneMsg{key: key, action: a, err: ctrl.FireArm(arm, a)}
 	}
 }
 

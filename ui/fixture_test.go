@@ -1,8 +1,10 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,9 +16,13 @@ import (
 	"p2pfault/fault"
 )
 
-// fakeCtrl records what the dashboard asks of the experiment.
+// fakeCtrl records what the dashboard asks of the experiment, and
+// refuses as the run's one check does: by fault's rule over each source's
+// last condition in the events it saw (see).
 type fakeCtrl struct {
 	mu      sync.Mutex
+	arms    []string                           // in the order seen
+	conds   map[string]map[int]event.Condition // arm -> source -> condition
 	calls   []string
 	called  chan string
 	err     error
@@ -40,7 +46,83 @@ func (f *fakeCtrl) record(call string) error {
 	return err
 }
 
+// see keeps each source's last condition from evs, per arm.
+func (f *fakeCtrl) see(evs ...event.Event) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ev := range evs {
+		if ev.Kind == event.KindRun && !slices.Contains(f.arms, ev.Arm) {
+			f.arms = append(f.arms, ev.Arm)
+		}
+		if ev.Kind != event.KindCondition {
+			continue
+		}
+		if f.conds == nil {
+			f.conds = map[string]map[int]event.Condition{}
+		}
+		if f.conds[ev.Arm] == nil {
+			f.conds[ev.Arm] = map[int]event.Condition{}
+		}
+		f.conds[ev.Arm][ev.Condition.Source] = ev.Condition.Condition
+	}
+}
+
+// tee hands every event of events to f (see) and on to the channel it
+// returns, closed when events is.
+func (f *fakeCtrl) tee(events <-chan event.Event) <-chan event.Event {
+	out := make(chan event.Event, cap(events))
+	go func() {
+		defer close(out)
+		for ev := range events {
+			f.see(ev)
+			out <- ev
+		}
+	}()
+	return out
+}
+
+// refusal is the rule's answer for a on arm: a *fault.Refused, Arm set in
+// a run of several, or nil.
+func (f *fakeCtrl) refusal(arm string, a fault.Action) error {
+	f.mu.Lock()
+	c, seen := f.conds[arm][a.Source]
+	multi := len(f.arms) > 1
+	f.mu.Unlock()
+	r := &fault.Refused{}
+	if multi {
+		r.Arm = arm
+	}
+	if a.OnRank {
+		if r.Err = a.Kind.RankRefusal(); r.Err != nil {
+			return r
+		}
+	}
+	if why := a.Kind.Refusal(event.SourceName(a.Source), c); seen && why != "" {
+		r.Err = errors.New(why)
+		return r
+	}
+	return nil
+}
+
 func (f *fakeCtrl) Fire(a fault.Action) error {
+	f.mu.Lock()
+	arms := append([]string(nil), f.arms...)
+	f.mu.Unlock()
+	if len(arms) == 0 {
+		arms = []string{""}
+	}
+	var refused []error
+	for _, arm := range arms {
+		if err := f.refusal(arm, a); err != nil {
+			refused = append(refused, err)
+		}
+	}
+	if len(refused) > 0 {
+		return errors.Join(refused...)
+	}
 	if a.OnRank {
 		return f.record(fmt.Sprintf("%s %d/rank%d", a.Kind.Name, a.Source, a.Rank))
 	}

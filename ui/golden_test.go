@@ -20,6 +20,7 @@ func feed(t testing.TB, sc scene, w, h int) Model {
 		Renderer: asciiRenderer(),
 	})
 	m = update(t, m, tea.WindowSizeMsg{Width: w, Height: h})
+	sc.ctrl.see(sc.events...)
 	return update(t, m, eventsMsg{events: sc.events})
 }
 

@@ -224,9 +224,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.spinner, cmd = m.spinner.Update(msg)
 		return m, cmd
 	case actionDoneMsg:
-		if msg.err != nil {
-			m.st.addLog(m.nowT(), levelError, "%s: %v", msg.action, msg.err)
-		}
+		m.actionDone(msg)
 		return m, nil
 	case logTailMsg:
 		if m.mode == modeLog && msg.engine == m.logEngine {
@@ -305,8 +303,9 @@ func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 	return m, tea.Batch(cmds...)
 }
 
-// handleKey maps a key to an action; a key that cannot act says why in
-// the event log and calls nothing.
+// handleKey maps a key to an action; a key with nothing to act on says
+// why in the event log and calls nothing, and a fault the run's check
+// refuses says why when its command returns (actionDone).
 func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	k := m.keys
 	switch {
@@ -372,7 +371,7 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 				m.st.addLog(m.nowT(), levelWarn, "%s: %s", msg.String(), why)
 				return m, nil
 			}
-			return m, controllerAction(m.ctrl, a)
+			return m, controllerAction(m.ctrl, msg.String(), a)
 		}
 	}
 	return m, nil
@@ -385,10 +384,11 @@ func (m Model) cannotProbe() string {
 	return "the run has ended"
 }
 
-// refusal says why action a cannot be taken now, or "" when it can:
-// fault's one rule (fault.Kind.Refusal) over the condition the experiment
-// sent, the one it refuses by itself. A source whose condition has not
-// come yet is left to the experiment to judge.
+// refusal says why the dashboard has nothing to fire action a on now,
+// or "": no run to control, the run over, its cluster still starting, no
+// such source. Whether the fault may act on its target is the run's one
+// check (the experiment's), asked when the key fires: its answer, a
+// *fault.Refused, comes back with the key's command (actionDone).
 func (m Model) refusal(a fault.Action) string {
 	i := a.Source
 	switch {
@@ -401,16 +401,26 @@ func (m Model) refusal(a fault.Action) string {
 	case i < 0 || i >= len(m.st.sources):
 		return fmt.Sprintf("no source %d", i)
 	}
-	if a.OnRank {
-		if err := a.Kind.RankRefusal(); err != nil {
-			return err.Error()
+	return ""
+}
+
+// actionDone shows what became of a key's action: each arm's refusal as
+// the key's answer, in the words of the kind's rule, or the action's
+// error.
+func (m Model) actionDone(msg actionDoneMsg) {
+	if rs := fault.RefusalsIn(msg.err); len(rs) > 0 {
+		for _, r := range rs {
+			st := m.st
+			if arm, ok := m.arms.by[r.Arm]; ok && r.Arm != "" {
+				st = arm
+			}
+			st.addLog(m.nowT(), levelWarn, "%s: %v", msg.key, r.Err)
 		}
+		return
 	}
-	c := m.st.sources[i].cond
-	if c == nil {
-		return ""
+	if msg.err != nil {
+		m.st.addLog(m.nowT(), levelError, "%s: %v", msg.action, msg.err)
 	}
-	return a.Kind.Refusal(event.SourceName(i), c.Condition)
 }
 
 // View draws the screen for the current mode, clipped to the window.

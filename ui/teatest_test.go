@@ -21,7 +21,7 @@ func program(t *testing.T, sc scene) (*teatest.TestModel, chan event.Event) {
 	for _, ev := range sc.events {
 		events <- ev
 	}
-	m := New(sc.ctrl, events, Options{
+	m := New(sc.ctrl, sc.ctrl.tee(events), Options{
 		Now:      func() time.Time { return wallAt(sc.now) },
 		Renderer: asciiRenderer(),
 		Frame:    5 * time.Millisecond,

@@ -1,0 +1,50 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+
+	"p2pfault/fault"
+)
+
+// noCluster plans one source and opens none: its Run ends at the start.
+type noCluster struct{}
+
+func (noCluster) Plan(fault.Timeline) (Plan, error) {
+	return Plan{Sources: 1, Model: "m", Engine: "sim"}, nil
+}
+
+func (noCluster) Open(context.Context, OpenEnv) (Cluster, error) {
+	return nil, errors.New("no cluster here")
+}
+
+// TestAFiringReadsTheRunsContextAsRunSetsIt: a kind's Env.Context and
+// the wait for a verification read the run's context while Run sets it
+// (a key may fire as the run starts). Under -race an unguarded read is
+// reported, whoever wins.
+func TestAFiringReadsTheRunsContextAsRunSetsIt(t *testing.T) {
+	e, err := New(Config{Cluster: noCluster{}, OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &firing{e: e}
+	verified := make(chan struct{})
+	close(verified)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _, _ = e.Run(context.Background()) }()
+	for f.Context() == nil {
+		runtime.Gosched()
+	}
+	for range 100 {
+		e.awaitVerify(verified)
+		if f.Context() == nil {
+			t.Fatal("the run's context went back to nil")
+		}
+	}
+	<-ran
+	if f.Context().Err() == nil {
+		t.Error("the run's context is not ended after Run returned")
+	}
+}

@@ -1,0 +1,190 @@
+package experiment
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"p2pfault/check"
+	"p2pfault/event"
+)
+
+// verdicts is the run's judging: the judge, fed every pull as it is sent
+// and as it ends, and the fault windows in order. Its lock guards the
+// judge and the windows and is never held across a call out of the type:
+// the verdicts are sent after it is let go.
+type verdicts struct {
+	mu    sync.Mutex
+	judge *check.Judge
+	// judgedAt is when the last live verdict was computed, since t0.
+	judgedAt time.Duration
+	windows  []event.Window // in order; the last may be open (End == 0)
+}
+
+func (v *verdicts) started(p event.PullStart) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.judge.Started(p)
+}
+
+func (v *verdicts) ended(s event.Sample) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.judge.Ended(s)
+}
+
+func (v *verdicts) stop(runEnd time.Duration) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.judge.Stop(runEnd)
+}
+
+func (v *verdicts) verified(ver event.Verification) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.judge.Verified(ver)
+}
+
+// settle lets the judge judge the pulls it can by now and returns the
+// verdict of every window that settled.
+func (v *verdicts) settle(now time.Duration) []event.WindowVerdict {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.judge.Advance(now)
+	return v.judge.Settled()
+}
+
+// crossed reports whether a pull in flight broke a bound of a window not
+// settled yet since the last live verdict.
+func (v *verdicts) crossed(now time.Duration) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.judge.Crossed(v.judgedAt, now)
+}
+
+// verdict is the judge's verdict at now (check.Judge.Verdict).
+func (v *verdicts) verdict(now, runEnd time.Duration, final bool) (event.Verdict, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.judgedAt = now
+	return v.judge.Verdict(max(now, runEnd), runEnd, final)
+}
+
+// opened reports whether a fault window has opened.
+func (v *verdicts) opened() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.windows) > 0
+}
+
+// windowsNow is a copy of the windows so far.
+func (v *verdicts) windowsNow() []event.Window {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]event.Window(nil), v.windows...)
+}
+
+func (v *verdicts) open(w event.Window) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.windows = append(v.windows, w)
+	v.judge.Open(w)
+}
+
+// close ends the open window on src at t, if any, and returns it.
+func (v *verdicts) close(src int, t time.Duration) (event.Window, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i := len(v.windows) - 1; i >= 0; i-- {
+		if w := &v.windows[i]; w.Source == src && w.End == 0 {
+			w.End = max(t, w.Start+1)
+			w.Recovers = true
+			v.judge.Close(*w)
+			return *w, true
+		}
+	}
+	return event.Window{}, false
+}
+
+// advance lets the judge judge the pulls it can and sends the verdict of
+// every window that settled.
+func (e *Experiment) advance() {
+	settled := e.verdicts.settle(e.run.since())
+	for i := range settled {
+		e.emit(event.Event{Kind: event.KindWindowVerdict, WindowVerdict: &settled[i]})
+	}
+}
+
+// pendingCrossed reports whether a pull in flight broke a bound of a
+// window not settled yet since the last live verdict.
+func (e *Experiment) pendingCrossed() bool { return e.verdicts.crossed(e.run.since()) }
+
+func (e *Experiment) emitLiveVerdict() {
+	if !e.verdicts.opened() {
+		return
+	}
+	v := e.verdictAt(e.run.since(), false)
+	e.emit(event.Event{Kind: event.KindVerdict, Verdict: &v})
+}
+
+// verdictAt is the judge's verdict on the run so far (judged to runEnd)
+// and the pulls in flight now: every fault window on its own, the run on
+// the window check.Judged picks when it had one (the scripted fault's, or
+// on the dashboard the latest fault's) or on all of them. The final
+// verdict also carries each source's steady-state summary and every
+// window; a live one the windows not settled yet.
+func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
+	v, ok := e.verdicts.verdict(e.run.since(), runEnd, final)
+	if !ok {
+		v = e.noWindowVerdict(v, runEnd)
+	}
+	return v
+}
+
+// noWindowVerdict is the judge's verdict v of a run no fault window opened
+// in, as the run gives it: without the judge's all_200 (a report rebuilt
+// from the events keeps it), and for a scripted run failing fault_window
+// first.
+func (e *Experiment) noWindowVerdict(v event.Verdict, runEnd time.Duration) event.Verdict {
+	var checks []event.Result
+	if len(e.timeline) > 0 {
+		// A scripted run that ended before its fault checked nothing:
+		// say so rather than pass.
+		detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
+			runEnd.Seconds(), e.timeline[0].At.Seconds())
+		if runEnd > e.timeline[0].At {
+			detail = fmt.Sprintf("empty window: the scripted fault at %.1fs never took effect (see its warning)", e.timeline[0].At.Seconds())
+		}
+		checks = append(checks, event.Result{Name: NameFaultWindow, Empty: true, Detail: detail})
+	}
+	// Faults without a window (a kind of its own) were still fired, and
+	// the texts are compared (the judge's fault_took_effect and
+	// content_matches).
+	for _, c := range v.Checks {
+		if c.Name != check.NameAll200 {
+			checks = append(checks, c)
+		}
+	}
+	v.Checks, v.Passed = checks, true
+	for _, c := range checks {
+		v.Passed = v.Passed && c.Passed
+	}
+	return v
+}
+
+// openWindow starts a fault window of kind on src; recovers says whether
+// it will close (stall, kill) or last to the end of the run (remove).
+func (e *Experiment) openWindow(src int, target, kind string, at time.Time, recovers bool) {
+	w := event.Window{Source: src, Target: target, Start: e.run.rel(at), Recovers: recovers, Kind: kind}
+	e.verdicts.open(w)
+	e.emit(event.Event{Kind: event.KindWindow, Window: &w})
+	e.setPhase(event.PhaseFault)
+}
+
+// closeWindow ends the open window on src, if any.
+func (e *Experiment) closeWindow(src int, at time.Time) {
+	if w, ok := e.verdicts.close(src, e.run.rel(at)); ok {
+		e.emit(event.Event{Kind: event.KindWindow, Window: &w})
+		e.setPhase(event.PhaseRecovery)
+	}
+}
