@@ -36,10 +36,15 @@ type bus struct {
 
 func newBus(arms int) *bus { return &bus{open: arms} }
 
+// subscriberBuffer is a subscription channel's buffer. The queue behind
+// it is what absorbs a slow face, so the buffer only saves the pump a
+// wake-up per event; it need not hold a burst.
+const subscriberBuffer = 64
+
 func (b *bus) subscribe() <-chan event.Event {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := &subscriber{ch: make(chan event.Event, 4096), wake: make(chan struct{}, 1)}
+	s := &subscriber{ch: make(chan event.Event, subscriberBuffer), wake: make(chan struct{}, 1)}
 	b.subs = append(b.subs, s)
 	return s.ch
 }

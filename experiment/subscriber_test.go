@@ -14,7 +14,7 @@ import (
 )
 
 // TestASubscriberThatStopsReadingHoldsUpNothing: one face reads nothing
-// until the run has ended, long past its channel's 4096 events, while
+// until the run has ended, long past what its channel holds, while
 // another reads as it comes. The run goes on and ends at its duration;
 // past that point Info, LogTail, SetProbing and a key's stall all return
 // (a stall that fires, opens its window and closes it again); and the
@@ -25,11 +25,11 @@ func TestASubscriberThatStopsReadingHoldsUpNothing(t *testing.T) {
 }
 
 func testASubscriberThatStopsReadingHoldsUpNothing(t *testing.T) {
-	const past = 4096 + 100 // the stuck face's channel holds 4096
+	const past = experiment.SubscriberBuffer + 200 // well past what the stuck face's channel holds
 	exp, err := experiment.New(experiment.Config{
-		// About 27 events a second at this interval: past 4196 at about
-		// 150 s of the bubble's clock.
-		Duration: 200 * time.Second, Interval: 100 * time.Millisecond,
+		// About 27 events a second at this interval: past 264 at about
+		// 10 s of the bubble's clock.
+		Duration: 20 * time.Second, Interval: 100 * time.Millisecond,
 		Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{
 			ExtraArgs: []string{"--sim-startup-delay=0s"},
 		}},

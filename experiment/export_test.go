@@ -1,0 +1,5 @@
+package experiment
+
+// SubscriberBuffer is what a subscription's channel holds, for the tests
+// of a face that stops reading: they must read past it.
+const SubscriberBuffer = subscriberBuffer
