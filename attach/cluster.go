@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,12 +46,11 @@ var (
 // naming the source and the step.
 func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	p := experiment.Plan{Sources: len(c.sources), Model: c.file.Model, Engine: Engine}
+	var counts []int
 	for _, t := range c.sources {
-		p.Ranks = append(p.Ranks, t.Ranks())
+		counts = append(counts, t.Ranks())
 	}
-	if slices.Max(append(p.Ranks, 1)) == 1 {
-		p.Ranks = nil
-	}
+	p.Ranks = experiment.PlanRanks(counts)
 	for _, s := range tl {
 		if s.Source >= len(c.sources) {
 			continue // Timeline.Check says so

@@ -42,6 +42,19 @@ type Plan struct {
 	OwnNetwork bool
 }
 
+// PlanRanks is a Plan's Ranks from each source's count of data-parallel
+// ranks: nil when every source has one (the plain cluster, whose timeline
+// names no ranks and whose tables have no rank columns), else the counts.
+// Each opener plans through it, so the rule has one home.
+func PlanRanks(counts []int) []int {
+	for _, n := range counts {
+		if n > 1 {
+			return counts
+		}
+	}
+	return nil
+}
+
 // OpenEnv is what the run gives the cluster it opens; a cluster uses what
 // it has a use for.
 type OpenEnv struct {

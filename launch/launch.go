@@ -36,7 +36,9 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 		return experiment.Plan{}, err
 	}
 	p := experiment.Plan{Model: o.Config.Model, Engine: o.Config.Engine}
-	p.Sources, p.Ranks = runner.SourcesOf(specs)
+	var counts []int
+	p.Sources, counts = runner.SourcesOf(specs)
+	p.Ranks = experiment.PlanRanks(counts)
 	if p.Model == "" {
 		p.Model = runner.DefaultModel
 	}

@@ -38,20 +38,14 @@ type Spec struct {
 // RankCount is the number of engine cores: Ranks, or 1.
 func (s Spec) RankCount() int { return max(s.Ranks, 1) }
 
-// SourcesOf is how many sources specs start and each one's data-parallel
-// ranks, by index: nil when every source has one (experiment.Plan's
-// Sources and Ranks, for the openers that start the engines runner.Plan
-// describes).
+// SourcesOf is how many sources specs start and each one's count of
+// data-parallel ranks, by index (for the openers that start the engines
+// runner.Plan describes: experiment.PlanRanks makes it a Plan's Ranks).
 func SourcesOf(specs []Spec) (sources int, ranks []int) {
-	several := false
 	for _, s := range specs {
 		if s.Role == event.RoleSource {
 			ranks = append(ranks, s.RankCount())
-			several = several || s.RankCount() > 1
 		}
-	}
-	if !several {
-		return len(ranks), nil
 	}
 	return len(ranks), ranks
 }

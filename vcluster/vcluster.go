@@ -87,7 +87,9 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 		return experiment.Plan{}, err
 	}
 	p := experiment.Plan{Model: specs[0].Args[2], Engine: Engine, OwnNetwork: true}
-	p.Sources, p.Ranks = runner.SourcesOf(specs)
+	var counts []int
+	p.Sources, counts = runner.SourcesOf(specs)
+	p.Ranks = experiment.PlanRanks(counts)
 	return p, nil
 }
 
