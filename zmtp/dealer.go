@@ -229,4 +229,3 @@ func (d *Dealer) Close() error {
 	d.wg.Wait()
 	return nil
 }
-

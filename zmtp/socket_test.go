@@ -400,4 +400,3 @@ func TestCloseIsIdempotentAndEndsEverything(t *testing.T) {
 		cb.Close()
 	})
 }
-
