@@ -38,7 +38,7 @@ func FuzzGreeting(f *testing.F) {
 // no frame body is over the limit; whatever decodes re-encodes to the same
 // bytes (short and long sizes chosen as appendFrame chooses them).
 func FuzzFrames(f *testing.F) {
-	f.Add(appendMsg(nil, [][]byte{[]byte("id"), []byte("payload")}))
+	f.Add(appendMsg(nil, msg{parts: [][]byte{[]byte("id"), []byte("payload")}}))
 	f.Add(appendFrame(nil, bytes.Repeat([]byte{'x'}, 300), 0))
 	f.Add(appendCommand(nil, "PING", pingData(10*time.Second)))
 	f.Add([]byte{0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
@@ -150,7 +150,7 @@ func FuzzCommand(f *testing.F) {
 // bytes never makes a connection panic or hold more than MaxMsgSize; the
 // connection ends with an error or delivers messages.
 func FuzzConn(f *testing.F) {
-	f.Add(appendMsg(nil, [][]byte{[]byte("hello")}))
+	f.Add(appendMsg(nil, msg{one: []byte("hello")}))
 	f.Add(appendCommand(nil, "PING", append(pingData(time.Second), "ctx"...)))
 	f.Add([]byte{0x03, 0xff})
 	f.Add(appendCommand(nil, "ERROR", []byte("\x03bad")))

@@ -427,3 +427,34 @@ func TestCloseIsIdempotentAndEndsEverything(t *testing.T) {
 		cb.Close()
 	})
 }
+
+// TestMultipartMessages: parts arrive together and in order on RecvMsg;
+// Recv drops a message of several parts (as vLLM's _recv_router does)
+// and returns the next single one; a message of no parts is refused.
+func TestMultipartMessages(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		w := newWorld()
+		var l logs
+		r := w.router(t, Options{Logf: l.logf})
+		d := w.dealer(t, "cli:1", Options{})
+		d.Connect("127.0.0.1:7777")
+		if err := d.SendMsg(nil); err == nil {
+			t.Fatal("a message of no parts was queued")
+		}
+		d.SendMsg([][]byte{[]byte("a"), {}, []byte("c")})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		id, parts, err := r.RecvMsg(ctx)
+		if err != nil || string(id) != "cli:1" || len(parts) != 3 || string(parts[0]) != "a" || len(parts[1]) != 0 || string(parts[2]) != "c" {
+			t.Fatalf("RecvMsg: %q %q %v", id, parts, err)
+		}
+		d.SendMsg([][]byte{[]byte("x"), []byte("y")})
+		d.Send([]byte("single"))
+		if _, p := recvWithin(t, r, time.Second); p != "single" {
+			t.Fatalf("Recv returned %q, want the single-part message", p)
+		}
+		if !l.has("dropping a message of 2 parts") {
+			t.Fatalf("no log line for the dropped message: %q", l.lines)
+		}
+	})
+}
