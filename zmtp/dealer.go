@@ -69,9 +69,10 @@ type Dealer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	addr   string
-	closed bool
+	mu         sync.Mutex
+	addr       string
+	closed     bool
+	eventsOnce sync.Once
 }
 
 // NewDealer returns a DEALER with o's identity; it connects on Connect.
@@ -105,7 +106,8 @@ func (d *Dealer) Connect(addr string) error {
 	return nil
 }
 
-// Events are the DEALER's monitor events, in order.
+// Events are the DEALER's monitor events, in order; the channel is closed
+// by Close.
 func (d *Dealer) Events() <-chan Event { return d.events }
 
 func (d *Dealer) emit(k EventKind, addr string, err error) {
@@ -245,5 +247,6 @@ func (d *Dealer) Close() error {
 	d.mu.Unlock()
 	d.cancel()
 	d.wg.Wait()
+	d.eventsOnce.Do(func() { close(d.events) }) // run has ended: nothing emits
 	return nil
 }
