@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"p2pfault/netenv"
@@ -68,11 +69,12 @@ type Dealer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	once   sync.Once // closes events
 
-	mu         sync.Mutex
-	addr       string
-	closed     bool
-	eventsOnce sync.Once
+	mu     sync.Mutex
+	addr   string
+	closed bool
+	cur    atomic.Pointer[Conn] // the connection up, if one is
 }
 
 // NewDealer returns a DEALER with o's identity; it connects on Connect.
@@ -106,8 +108,19 @@ func (d *Dealer) Connect(addr string) error {
 	return nil
 }
 
-// Events are the DEALER's monitor events, in order; the channel is closed
-// by Close.
+// LastHeard is when the DEALER's connection last received a frame, its
+// peer's PONGs included (libzmq counts any traffic as a sign of life);
+// zero while no connection is up. The sim's lookup deadline counts from it.
+func (d *Dealer) LastHeard() time.Time {
+	if c := d.cur.Load(); c != nil {
+		if n := c.heardAt.Load(); n != 0 {
+			return time.Unix(0, n)
+		}
+	}
+	return time.Time{}
+}
+
+// Events are the DEALER's monitor events, in order.
 func (d *Dealer) Events() <-chan Event { return d.events }
 
 func (d *Dealer) emit(k EventKind, addr string, err error) {
@@ -156,6 +169,8 @@ func (d *Dealer) serve(nc net.Conn, addr string) bool {
 		return true
 	}
 	d.emit(HandshakeSucceeded, addr, nil)
+	d.cur.Store(c)
+	defer d.cur.Store(nil)
 	c.start(d.out)
 	select {
 	case <-c.Done():
@@ -239,14 +254,15 @@ func (d *Dealer) Recv(ctx context.Context) ([]byte, error) {
 	}
 }
 
-// Close ends the connection and every goroutine; queued messages are
-// dropped (LINGER 0, as vLLM closes). It is idempotent.
+// Close ends the connection and every goroutine, and closes Events;
+// queued messages are dropped (LINGER 0, as vLLM closes). It is
+// idempotent.
 func (d *Dealer) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
 	d.cancel()
 	d.wg.Wait()
-	d.eventsOnce.Do(func() { close(d.events) }) // run has ended: nothing emits
+	d.once.Do(func() { close(d.events) }) // run has ended: nothing emits
 	return nil
 }
