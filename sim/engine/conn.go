@@ -24,7 +24,11 @@ type conn struct {
 	closed bool // set by the stepping goroutine when it closes the conn
 
 	sess   *session // consumer side: the session that dialled it
-	peerID string   // producer side: the consumer identity it was acked as
+	peerID string   // producer side: the consumer identity it acked
+	// Producer side: the consumer acked this side's own connect
+	// (session.py _send_ready); until then replies wait in held.
+	acked bool
+	held  []wire.Message
 }
 
 // outFrame is a frame and when the loop sent it: a step that registered a
@@ -58,12 +62,10 @@ func (e *Engine) readLoop(c *conn) {
 			e.post(evConnLost{connID: c.id, err: err})
 			return
 		}
-		m, err := wire.DecodePayload(payload)
-		if err != nil {
-			e.post(evConnLost{connID: c.id, err: err})
-			return
-		}
-		if !e.post(evFrame{connID: c.id, msg: m}) {
+		// A message that does not parse is dropped, the connection kept
+		// (vLLM's transport logs and drops what msgspec cannot decode).
+		m, err := wire.Decode(payload)
+		if !e.post(evFrame{connID: c.id, msg: m, err: err}) {
 			return
 		}
 	}
@@ -90,16 +92,30 @@ func (e *Engine) send(c *conn, m wire.Message) {
 	if c == nil || c.closed {
 		return
 	}
-	f, err := wire.Encode(m)
+	p, err := wire.Encode(m)
+	if err == nil {
+		p, err = wire.AppendFrame(nil, p)
+	}
 	if err != nil {
 		e.log.Error(compP2P, "encode %s for %s: %v", m.Type, e.connName(c), err)
 		return
 	}
+	f := p
 	select {
 	case c.out <- outFrame{b: f, at: e.now.Add(e.loopWork)}:
 	default:
 		e.connLost(c, errors.New("send queue full: peer is not reading"))
 	}
+}
+
+// serverSend sends a producer's reply on c once the consumer has acked
+// this side's connect, as vLLM's session gates every send on _send_ready.
+func (e *Engine) serverSend(c *conn, m wire.Message) {
+	if !c.acked {
+		c.held = append(c.held, m)
+		return
+	}
+	e.send(c, m)
 }
 
 // closeConn drops c at once (a session death: vLLM closes the socket).

@@ -116,13 +116,7 @@ func (e *Engine) onDialed(s *session, nc net.Conn, err error) {
 	// package cause reads to name the wait of pulls in flight.
 	e.log.Info(compP2P, "P2PSession %s: connect sent, awaiting connect_ack (handshake timeout %s, session opened %s ago)",
 		s.peer, secs(e.cfg.HandshakeTimeout), secs(e.cfg.HandshakeTimeout-s.handshakeDeadline.Sub(e.now)))
-	e.send(s.c, wire.Message{
-		Type:        wire.TypeConnect,
-		PeerID:      e.id,
-		Fingerprint: e.fingerprint,
-		HashSeed:    e.cfg.HashSeed,
-		BlockLen:    e.blockBytes,
-	})
+	e.send(s.c, e.connectMsg())
 }
 
 func (e *Engine) consumerFrame(c *conn, m wire.Message) {
@@ -134,17 +128,10 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 	s.hbDeadline = time.Time{}
 	s.heard = e.now
 	switch m.Type {
+	case wire.TypeConnect:
+		e.peerConnect(s, m)
 	case wire.TypeConnectAck:
 		e.connectAcked(s, m)
-	case wire.TypeConnectReject:
-		// The producer's fields, checked as vLLM's decoder checks the
-		// source's Connect: the decoder's own line names the mismatch.
-		if reason := e.connectMismatch(m); reason != "" {
-			e.protocolError(s.peer, reason)
-			e.killSession(s, "protocol error: "+reason)
-			return
-		}
-		e.killSession(s, "connect rejected: "+m.Reason)
 	case wire.TypeLookupResp:
 		e.lookupAnswered(s, m)
 	case wire.TypeTransferDone:
@@ -172,6 +159,27 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 	}
 }
 
+// peerConnect is the source's own connect on the session (the handshake
+// is symmetric, session.py): validated as vLLM validates it, then acked.
+// A mismatch is logged and answered with nothing, and the session dies;
+// a connect after the handshake is a protocol error that ends it.
+func (e *Engine) peerConnect(s *session, m wire.Message) {
+	if s.state == sessReady {
+		e.log.Error(compP2P, "P2PSession %s: protocol error: duplicate connect after handshake — disconnecting", s.peer)
+		e.killSession(s, "protocol error: duplicate connect after handshake")
+		return
+	}
+	if reason := e.connectMismatch(m, s.peer); reason != "" {
+		e.rejectConnect(s.peer, reason)
+		e.killSession(s, "protocol error: "+reason)
+		return
+	}
+	// vLLM's decoder registers the source on its connect
+	// (add_remote_peer) before it acks.
+	e.registerPeer()
+	e.send(s.c, wire.Message{Type: wire.TypeConnectAck, PeerID: e.id})
+}
+
 // connectAcked is a ConnectAck on a pending session: the session is
 // ready once the peer has answered as itself, and what waited for it is
 // sent. A step of its own so that consumerFrame reads as the protocol's
@@ -187,10 +195,6 @@ func (e *Engine) connectAcked(s *session, m wire.Message) {
 		return
 	}
 	s.state = sessReady
-	// vLLM's decoder registers the source on the source's own connect,
-	// which crosses the ack; the sim's producer sends none, so the ack
-	// stands for it.
-	e.registerPeer()
 	s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
 	if rf := e.refused[s.peer]; rf != nil && rf.total > 1 {
 		e.log.Info(compP2P, "peer %s connected (%d connects refused while it was down)", s.peer, rf.total)
@@ -219,6 +223,9 @@ func (e *Engine) lookupAnswered(s *session, m wire.Message) {
 		n++
 	}
 	if n == 0 {
+		// The empty fetch ends the lookup phase on the source (it
+		// releases what the lookup pinned; protocol.py FetchMsg).
+		e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: m.KVRequestID})
 		e.miss(r)
 		return
 	}
@@ -229,7 +236,17 @@ func (e *Engine) lookupAnswered(s *session, m wire.Message) {
 	r.fetched = n
 	r.deadline = e.now.Add(e.cfg.LoadTimeout)
 	s.loads[m.KVRequestID] = r
-	e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: m.KVRequestID, Keys: keys})
+	e.send(s.c, fetchMsg(m.KVRequestID, keys))
+}
+
+// fetchMsg is a fetch of keys; the block indexes are where the sim's
+// consumer writes them, in order (its data plane reads none of them).
+func fetchMsg(id string, hashes []uint64) wire.Message {
+	idx := make([]int64, len(hashes))
+	for i := range idx {
+		idx[i] = int64(i)
+	}
+	return wire.Message{Type: wire.TypeFetch, KVRequestID: id, Keys: wire.KeysOf(hashes), BlockIndexes: idx}
 }
 
 // superviseSessions enforces the consumer's deadlines and heartbeats, in a

@@ -315,6 +315,10 @@ func (e *Engine) handle(ev event) {
 		e.onDialed(ev.sess, ev.nc, ev.err)
 	case evFrame:
 		if c := e.conns[ev.connID]; c != nil && !c.closed {
+			if ev.err != nil {
+				e.log.Warning(compP2P, "dropping a message from %s that does not parse: %v", e.connName(c), ev.err)
+				return
+			}
 			if c.sess != nil {
 				e.consumerFrame(c, ev.msg)
 			} else {
@@ -410,6 +414,7 @@ type evDialed struct {
 type evFrame struct {
 	connID uint64
 	msg    wire.Message
+	err    error // the message did not parse: logged and dropped
 }
 type evConnLost struct {
 	connID uint64

@@ -105,7 +105,7 @@ func TestHandshakeRefusals(t *testing.T) {
 				}
 				// Both sides log vLLM's protocol error on the other's connect.
 				for name, e := range map[string]*driven{"source": src, "decoder": dec} {
-					if want := "protocol error: malformed 'connect': " + tt.want; !strings.Contains(e.log.String(), want) {
+					if want := "rejecting peer connect: " + tt.want; !strings.Contains(e.log.String(), want) {
 						t.Errorf("%s log lacks %q:\n%s", name, want, e.log)
 					}
 				}

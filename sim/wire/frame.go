@@ -1,8 +1,8 @@
-// Package wire is the simulated engine's P2P control channel: frames of a
-// 4-byte big-endian length followed by a msgpack map with a "type" key.
-// vLLM wire compatibility is not a goal; the message set mirrors vLLM's
-// session protocol so the timing behaviour can.
 package wire
+
+// The sim's interim framing of a message on a TCP connection: a 4-byte
+// big-endian length, then the payload. It goes when the control channel
+// moves onto ZMTP (package zmtp), which frames messages itself.
 
 import (
 	"encoding/binary"
@@ -55,21 +55,4 @@ func ReadFrame(r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("read frame payload of %d bytes: %w", n, err)
 	}
 	return payload, nil
-}
-
-// splitFrame returns the payload of the frame at the start of b and the
-// number of bytes the frame takes.
-func splitFrame(b []byte) ([]byte, int, error) {
-	if len(b) < HeaderLen {
-		return nil, 0, fmt.Errorf("frame header: have %d of %d bytes: %w", len(b), HeaderLen, io.ErrUnexpectedEOF)
-	}
-	n := binary.BigEndian.Uint32(b)
-	if n > MaxFrameLen {
-		return nil, 0, fmt.Errorf("frame length %d over max %d: %w", n, MaxFrameLen, ErrFrameTooLarge)
-	}
-	end := HeaderLen + int(n)
-	if len(b) < end {
-		return nil, 0, fmt.Errorf("frame payload: have %d of %d bytes: %w", len(b)-HeaderLen, n, io.ErrUnexpectedEOF)
-	}
-	return b[HeaderLen:end], end, nil
 }
