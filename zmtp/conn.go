@@ -47,7 +47,8 @@ type Conn struct {
 	ttlAt     time.Time // the peer's PING's TTL (zero: none)
 	rearm     chan struct{}
 
-	discard   atomic.Bool // a ROUTER's duplicate: its messages are dropped
+	heardAt   atomic.Int64 // UnixNano of the last frame received, PONGs too
+	discard   atomic.Bool  // a ROUTER's duplicate: its messages are dropped
 	dropped   atomic.Int64
 	routingID []byte // a ROUTER's name for the peer
 

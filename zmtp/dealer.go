@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"p2pfault/netenv"
@@ -72,6 +73,7 @@ type Dealer struct {
 	mu     sync.Mutex
 	addr   string
 	closed bool
+	cur    atomic.Pointer[Conn] // the connection up, if one is
 }
 
 // NewDealer returns a DEALER with o's identity; it connects on Connect.
@@ -103,6 +105,18 @@ func (d *Dealer) Connect(addr string) error {
 	d.wg.Add(1)
 	go d.run(addr)
 	return nil
+}
+
+// LastHeard is when the DEALER's connection last received a frame, its
+// peer's PONGs included (libzmq counts any traffic as a sign of life);
+// zero while no connection is up. The sim's lookup deadline counts from it.
+func (d *Dealer) LastHeard() time.Time {
+	if c := d.cur.Load(); c != nil {
+		if n := c.heardAt.Load(); n != 0 {
+			return time.Unix(0, n)
+		}
+	}
+	return time.Time{}
 }
 
 // Events are the DEALER's monitor events, in order.
@@ -154,6 +168,8 @@ func (d *Dealer) serve(nc net.Conn, addr string) bool {
 		return true
 	}
 	d.emit(HandshakeSucceeded, addr, nil)
+	d.cur.Store(c)
+	defer d.cur.Store(nil)
 	c.start(d.out)
 	select {
 	case <-c.Done():

@@ -94,6 +94,7 @@ func (c *Conn) onCommand(body []byte) error {
 
 // heard cancels both heartbeat deadlines: something arrived.
 func (c *Conn) heard() {
+	c.heardAt.Store(time.Now().UnixNano())
 	c.mu.Lock()
 	armed := !c.timeoutAt.IsZero() || !c.ttlAt.IsZero()
 	c.timeoutAt, c.ttlAt = time.Time{}, time.Time{}

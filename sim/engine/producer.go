@@ -67,8 +67,6 @@ func (e *Engine) producerFrame(c *conn, m wire.Message) {
 			}
 			c.held = nil
 		}
-	case wire.TypePing:
-		e.send(c, wire.Message{Type: wire.TypePong})
 	case wire.TypeDisconnect:
 		if c.peerID != "" {
 			e.log.Info(compP2P, "peer %s disconnected", c.peerID)

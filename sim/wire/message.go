@@ -22,10 +22,6 @@ const (
 	TypeTransferDone = "transfer_done"
 	TypeAbortFetch   = "abort_fetch"
 	TypeAbortAck     = "abort_ack"
-	// TypePing and TypePong are the sim's interim heartbeat, until ZMTP's
-	// PING/PONG carry it; vLLM has no such messages.
-	TypePing = "ping"
-	TypePong = "pong"
 )
 
 // MaxMessageLen bounds a message's payload so a garbage peer cannot make a
@@ -129,7 +125,7 @@ func fieldsOf(typ string) ([]string, bool) {
 		return []string{"peer_id", "agent_metadata", "base_addr", "num_blocks", "block_len", "config_fingerprint", "hash_seed"}, true
 	case TypeConnectAck:
 		return []string{"peer_id"}, true
-	case TypeDisconnect, TypePing, TypePong:
+	case TypeDisconnect:
 		return nil, true
 	case TypeLookup:
 		return []string{"kv_request_id", "keys", "round_seq"}, true

@@ -1,8 +1,7 @@
-package wire
+package link
 
-// The sim's interim framing of a message on a TCP connection: a 4-byte
-// big-endian length, then the payload. It goes when the control channel
-// moves onto ZMTP (package zmtp), which frames messages itself.
+// A link message's frame: a 4-byte big-endian length, then the payload.
+// (It was the P2P channel's too, before that moved onto ZMTP.)
 
 import (
 	"encoding/binary"
@@ -15,8 +14,8 @@ import (
 const HeaderLen = 4
 
 // MaxFrameLen bounds a frame's payload so a garbage length prefix cannot
-// make a reader allocate gigabytes. A lookup for the longest prompt the sim
-// accepts (131072 tokens in 16-token blocks) is well under it.
+// make a reader allocate gigabytes. A submit of the longest prompt the sim
+// accepts (131072 tokens) is well under it.
 const MaxFrameLen = 1 << 20
 
 // ErrFrameTooLarge is returned for a length prefix over MaxFrameLen.
