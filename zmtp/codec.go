@@ -101,8 +101,37 @@ func appendFrame(dst, body []byte, flags byte) []byte {
 	return append(dst, body...)
 }
 
-// appendMsg appends a multipart message: MORE on every part but the last.
-func appendMsg(dst []byte, parts [][]byte) []byte {
+// msg is one message: a single part in one (vLLM's case, with no slice
+// to allocate), several in parts.
+type msg struct {
+	one   []byte
+	parts [][]byte
+}
+
+// msgOf is a message of parts; ZMTP has no message of none.
+func msgOf(parts [][]byte) (msg, error) {
+	switch len(parts) {
+	case 0:
+		return msg{}, errors.New("zmtp: a message needs at least one part")
+	case 1:
+		return msg{one: parts[0]}, nil
+	}
+	return msg{parts: parts}, nil
+}
+
+func (m msg) all() [][]byte {
+	if m.parts != nil {
+		return m.parts
+	}
+	return [][]byte{m.one}
+}
+
+// appendMsg appends a message: MORE on every part but the last.
+func appendMsg(dst []byte, m msg) []byte {
+	if m.parts == nil {
+		return appendFrame(dst, m.one, 0)
+	}
+	parts := m.parts
 	for i, p := range parts {
 		var fl byte
 		if i < len(parts)-1 {

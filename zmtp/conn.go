@@ -22,8 +22,8 @@ const inputFirst = time.Millisecond
 
 // delivery is one received message and the connection it came on.
 type delivery struct {
-	from  *Conn
-	parts [][]byte
+	from *Conn
+	m    msg
 }
 
 // Conn is one ZMTP connection after its handshake: heartbeats run on it
@@ -221,13 +221,21 @@ func (c *Conn) Close() error {
 // blocks while the peer does not read (the kernel's buffers are full),
 // until the connection closes.
 func (c *Conn) WriteMsg(parts [][]byte) error {
+	m, err := msgOf(parts)
+	if err != nil {
+		return err
+	}
+	return c.write(m)
+}
+
+func (c *Conn) write(m msg) error {
 	select {
 	case <-c.done:
 		return c.Err()
 	default:
 	}
 	c.wmu.Lock()
-	c.wbuf = appendMsg(c.wbuf[:0], parts)
+	c.wbuf = appendMsg(c.wbuf[:0], m)
 	_, err := c.nc.Write(c.wbuf)
 	if cap(c.wbuf) > 1<<20 {
 		c.wbuf = nil // keep no large buffer past a large message
@@ -245,12 +253,12 @@ func (c *Conn) WriteMsg(parts [][]byte) error {
 func (c *Conn) ReadMsg(ctx context.Context) ([][]byte, error) {
 	select {
 	case d := <-c.in:
-		return d.parts, nil
+		return d.m.all(), nil
 	default:
 	}
 	select {
 	case d := <-c.in:
-		return d.parts, nil
+		return d.m.all(), nil
 	case <-c.done:
 		return nil, c.Err()
 	case <-ctx.Done():

@@ -197,26 +197,44 @@ func (d *Dealer) sleep(ivl time.Duration) bool {
 
 // Send queues payload; it goes out once a connection is up. An error when
 // the queue holds HWM messages or the DEALER is closed.
-func (d *Dealer) Send(payload []byte) error { return d.SendMsg([][]byte{payload}) }
+func (d *Dealer) Send(payload []byte) error { return d.send(msg{one: payload}) }
 
 // SendMsg queues a multipart message, as Send does.
 func (d *Dealer) SendMsg(parts [][]byte) error {
+	m, err := msgOf(parts)
+	if err != nil {
+		return err
+	}
+	return d.send(m)
+}
+
+func (d *Dealer) send(m msg) error {
 	if d.ctx.Err() != nil {
 		return ErrClosed
 	}
-	return d.out.push(parts)
+	return d.out.push(m)
 }
 
 // RecvMsg returns the next message received on any of the DEALER's
 // connections.
 func (d *Dealer) RecvMsg(ctx context.Context) ([][]byte, error) {
+	m, err := d.recv(ctx)
+	return m.all(), err
+}
+
+func (d *Dealer) recv(ctx context.Context) (msg, error) {
+	select { // the common case, without a blocking select's cost
+	case dl := <-d.in:
+		return dl.m, nil
+	default:
+	}
 	select {
-	case m := <-d.in:
-		return m.parts, nil
+	case dl := <-d.in:
+		return dl.m, nil
 	case <-d.ctx.Done():
-		return nil, ErrClosed
+		return msg{}, ErrClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return msg{}, ctx.Err()
 	}
 }
 
@@ -224,14 +242,14 @@ func (d *Dealer) RecvMsg(ctx context.Context) ([][]byte, error) {
 // dropped.
 func (d *Dealer) Recv(ctx context.Context) ([]byte, error) {
 	for {
-		parts, err := d.RecvMsg(ctx)
+		m, err := d.recv(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if len(parts) == 1 {
-			return parts[0], nil
+		if m.parts == nil {
+			return m.one, nil
 		}
-		d.o.Logf("zmtp: DEALER: dropping a message of %d parts (expected 1)", len(parts))
+		d.o.Logf("zmtp: DEALER: dropping a message of %d parts (expected 1)", len(m.parts))
 	}
 }
 

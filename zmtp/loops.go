@@ -13,8 +13,9 @@ import (
 // decode_and_push); a PING then sets the TTL deadline and is answered.
 func (c *Conn) readLoop() {
 	defer c.started.Done()
+	var first []byte // a message's first part, until a second one comes
 	var parts [][]byte
-	size := 0
+	n, size := 0, 0
 	for {
 		f, err := readFrame(c.br, c.o.MaxMsgSize-size)
 		if err != nil {
@@ -32,32 +33,50 @@ func (c *Conn) readLoop() {
 			}
 			continue
 		}
-		parts = append(parts, f.body)
+		switch n {
+		case 0:
+			first = f.body
+		case 1:
+			parts = append(parts, first, f.body)
+		default:
+			parts = append(parts, f.body)
+		}
+		n++
 		size += len(f.body)
 		if f.more {
-			if len(parts) >= maxFrames {
+			if n >= maxFrames {
 				c.fail(protoErr("a message of more than %d parts", maxFrames))
 				return
 			}
 			continue
 		}
-		if !c.deliver(parts) {
+		m := msg{one: first, parts: parts}
+		if n > 1 {
+			m.one = nil
+		}
+		if !c.deliver(m) {
 			return
 		}
-		parts, size = nil, 0
+		first, parts, n, size = nil, nil, 0, 0
 	}
 }
 
 // deliver hands a message on; a ROUTER's duplicate connection drops it.
-func (c *Conn) deliver(parts [][]byte) bool {
+func (c *Conn) deliver(m msg) bool {
 	if c.discard.Load() {
 		if c.dropped.Add(1) == 1 {
 			c.o.Logf("zmtp: dropping messages from %s: identity %q is routed to another connection (libzmq ROUTER, ROUTER_HANDOVER off)", c.nc.RemoteAddr(), c.PeerIdentity())
 		}
 		return true
 	}
+	d := delivery{from: c, m: m}
+	select { // the common case, without a blocking select's cost
+	case c.in <- d:
+		return true
+	default:
+	}
 	select {
-	case c.in <- delivery{from: c, parts: parts}:
+	case c.in <- d:
 		return true
 	case <-c.done:
 		return false
@@ -224,7 +243,7 @@ func (c *Conn) pump(out *pipe) {
 		if !ok {
 			return
 		}
-		if c.WriteMsg(m) != nil {
+		if c.write(m) != nil {
 			return
 		}
 	}
@@ -234,17 +253,18 @@ func (c *Conn) pump(out *pipe) {
 // by a high-water mark.
 type pipe struct {
 	mu    sync.Mutex
-	q     [][][]byte
+	q     []msg
+	head  int // q[head:] are queued: the slice is reused, not reallocated per message
 	hwm   int
 	ready chan struct{} // has a token while q is not empty
 }
 
 func newPipe(hwm int) *pipe { return &pipe{hwm: hwm, ready: make(chan struct{}, 1)} }
 
-func (p *pipe) push(m [][]byte) error {
+func (p *pipe) push(m msg) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.q) >= p.hwm {
+	if len(p.q)-p.head >= p.hwm {
 		return ErrFull
 	}
 	p.q = append(p.q, m)
@@ -256,14 +276,20 @@ func (p *pipe) push(m [][]byte) error {
 }
 
 // pop takes the oldest message, waiting for one until done is closed.
-func (p *pipe) pop(done <-chan struct{}) ([][]byte, bool) {
+func (p *pipe) pop(done <-chan struct{}) (msg, bool) {
 	for {
 		p.mu.Lock()
-		if len(p.q) > 0 {
-			m := p.q[0]
-			p.q[0] = nil
-			p.q = p.q[1:]
-			if len(p.q) > 0 {
+		if p.head < len(p.q) {
+			m := p.q[p.head]
+			p.q[p.head] = msg{}
+			p.head++
+			if p.head == len(p.q) {
+				p.q, p.head = p.q[:0], 0
+			} else if p.head > len(p.q)/2 {
+				p.q = p.q[:copy(p.q, p.q[p.head:])]
+				p.head = 0
+			}
+			if p.head < len(p.q) {
 				select {
 				case p.ready <- struct{}{}:
 				default:
@@ -276,7 +302,7 @@ func (p *pipe) pop(done <-chan struct{}) ([][]byte, bool) {
 		select {
 		case <-p.ready:
 		case <-done:
-			return nil, false
+			return msg{}, false
 		}
 	}
 }

@@ -175,13 +175,26 @@ func (r *Router) detach(c *Conn) {
 
 // RecvMsg returns the next message and its sender's identity.
 func (r *Router) RecvMsg(ctx context.Context) (identity []byte, parts [][]byte, err error) {
+	d, err := r.recv(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.from.routingID, d.m.all(), nil
+}
+
+func (r *Router) recv(ctx context.Context) (delivery, error) {
+	select { // the common case, without a blocking select's cost
+	case d := <-r.in:
+		return d, nil
+	default:
+	}
 	select {
 	case d := <-r.in:
-		return d.from.routingID, d.parts, nil
+		return d, nil
 	case <-r.done:
-		return nil, nil, ErrClosed
+		return delivery{}, ErrClosed
 	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+		return delivery{}, ctx.Err()
 	}
 }
 
@@ -190,25 +203,33 @@ func (r *Router) RecvMsg(ctx context.Context) (identity []byte, parts [][]byte, 
 // drops one that is not [identity, payload].
 func (r *Router) Recv(ctx context.Context) (identity, payload []byte, err error) {
 	for {
-		id, parts, err := r.RecvMsg(ctx)
+		d, err := r.recv(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		if len(parts) == 1 {
-			return id, parts[0], nil
+		if d.m.parts == nil {
+			return d.from.routingID, d.m.one, nil
 		}
-		r.o.Logf("zmtp: ROUTER on %s: dropping a message of %d parts from %q (expected 1)", r.ln.Addr(), len(parts), id)
+		r.o.Logf("zmtp: ROUTER on %s: dropping a message of %d parts from %q (expected 1)", r.ln.Addr(), len(d.m.parts), d.from.routingID)
 	}
 }
 
 // Send queues payload for the peer named identity.
 func (r *Router) Send(identity, payload []byte) error {
-	return r.SendMsg(identity, [][]byte{payload})
+	return r.send(identity, msg{one: payload})
 }
 
 // SendMsg queues a multipart message for the peer named identity: an
 // error for an unknown identity (ROUTER_MANDATORY) or a full queue.
 func (r *Router) SendMsg(identity []byte, parts [][]byte) error {
+	m, err := msgOf(parts)
+	if err != nil {
+		return err
+	}
+	return r.send(identity, m)
+}
+
+func (r *Router) send(identity []byte, m msg) error {
 	r.mu.Lock()
 	closed, rt := r.closed, r.byID[string(identity)]
 	r.mu.Unlock()
@@ -218,7 +239,7 @@ func (r *Router) SendMsg(identity []byte, parts [][]byte) error {
 	case rt == nil:
 		return fmt.Errorf("send to %q: %w", identity, ErrUnroutable)
 	}
-	if err := rt.out.push(parts); err != nil {
+	if err := rt.out.push(m); err != nil {
 		return fmt.Errorf("send to %q: %w", identity, err)
 	}
 	return nil

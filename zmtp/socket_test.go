@@ -235,12 +235,11 @@ func TestPeerTTLHonoured(t *testing.T) {
 	}
 }
 
-// TestStoppedPeerResumes replays zmq_stall.py on the fake clock: the
+// TestStoppedPeerResumes replays a libzmq stall on the fake clock: the
 // ROUTER's process stops for 30 s; the DEALER disconnects on its
 // heartbeat, redials into the backlog, and what it queued meanwhile is
 // delivered once the ROUTER resumes (libzmq measured: connect_ack 0.13 s
-// after SIGCONT). The resumed ROUTER reads the PINGs waiting in its
-// buffer before its own expired timers count, so nothing else drops.
+// after SIGCONT).
 func TestStoppedPeerResumes(t *testing.T) {
 	raceguard.Test(t, func(t *testing.T) {
 		w := newWorld()
@@ -265,6 +264,34 @@ func TestStoppedPeerResumes(t *testing.T) {
 		}
 		if lag := time.Since(resumed); lag > time.Second {
 			t.Fatalf("queued message arrived %v after resume", lag)
+		}
+	})
+}
+
+// TestResumedProcessReadsBeforeItsTimersFire: a ROUTER stopped past the
+// TTL of the DEALER's last PING (3 s) but resumed before the DEALER's own
+// timeout keeps its connection: on resume it reads the PINGs that waited
+// in its buffer before its expired TTL counts, as libzmq's I/O loop
+// handles ready input before expired timers.
+func TestResumedProcessReadsBeforeItsTimersFire(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		w := newWorld()
+		var l logs
+		r := w.router(t, Options{Logf: l.logf}) // no PINGs of its own: only the DEALER's arrive
+		d := w.dealer(t, "cli:1", Options{HeartbeatIvl: 2 * time.Second, HeartbeatTimeout: 10 * time.Second, HeartbeatTTL: 3 * time.Second})
+		d.Connect("127.0.0.1:7777")
+		nextEvent(t, d, HandshakeSucceeded, time.Second)
+		time.Sleep(5 * time.Second) // the last PING, at 4 s, sets the ROUTER's TTL to 7 s
+		w.srv.Freeze()
+		time.Sleep(6 * time.Second)
+		w.srv.Thaw()
+		d.Send([]byte("after"))
+		if _, p := recvWithin(t, r, time.Second); p != "after" {
+			t.Fatalf("got %q", p)
+		}
+		synctest.Wait()
+		if len(d.Events()) != 0 || l.has("closed") {
+			t.Fatalf("the connection dropped across the stop: event %v, logs %q", len(d.Events()), l.lines)
 		}
 	})
 }
@@ -398,5 +425,36 @@ func TestCloseIsIdempotentAndEndsEverything(t *testing.T) {
 		ca.Close()
 		ca.Close()
 		cb.Close()
+	})
+}
+
+// TestMultipartMessages: parts arrive together and in order on RecvMsg;
+// Recv drops a message of several parts (as vLLM's _recv_router does)
+// and returns the next single one; a message of no parts is refused.
+func TestMultipartMessages(t *testing.T) {
+	raceguard.Test(t, func(t *testing.T) {
+		w := newWorld()
+		var l logs
+		r := w.router(t, Options{Logf: l.logf})
+		d := w.dealer(t, "cli:1", Options{})
+		d.Connect("127.0.0.1:7777")
+		if err := d.SendMsg(nil); err == nil {
+			t.Fatal("a message of no parts was queued")
+		}
+		d.SendMsg([][]byte{[]byte("a"), {}, []byte("c")})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		id, parts, err := r.RecvMsg(ctx)
+		if err != nil || string(id) != "cli:1" || len(parts) != 3 || string(parts[0]) != "a" || len(parts[1]) != 0 || string(parts[2]) != "c" {
+			t.Fatalf("RecvMsg: %q %q %v", id, parts, err)
+		}
+		d.SendMsg([][]byte{[]byte("x"), []byte("y")})
+		d.Send([]byte("single"))
+		if _, p := recvWithin(t, r, time.Second); p != "single" {
+			t.Fatalf("Recv returned %q, want the single-part message", p)
+		}
+		if !l.has("dropping a message of 2 parts") {
+			t.Fatalf("no log line for the dropped message: %q", l.lines)
+		}
 	})
 }
