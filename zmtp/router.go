@@ -155,6 +155,9 @@ func (r *Router) attach(c *Conn, out *pipe, final bool) (ok, dup bool) {
 			return false, true
 		}
 		c.discard.Store(true)
+		if r.o.OnDuplicate != nil {
+			r.o.OnDuplicate(id)
+		}
 		r.o.Logf("zmtp: ROUTER on %s: %s connects with identity %q, already routed to another connection: ignored", r.ln.Addr(), c.RemoteAddr(), id)
 	} else {
 		c.routingID = id

@@ -102,6 +102,10 @@ type Options struct {
 	// Logf receives a line for every connection closed on an error and
 	// every message dropped (nil: discarded).
 	Logf func(format string, args ...any)
+	// OnDuplicate, when set, is told the identity of a connection a
+	// ROUTER ignores because another connection holds that identity (its
+	// messages will be dropped): the peer's first message on it is lost.
+	OnDuplicate func(identity []byte)
 	// Gate, when set, is called after every timer wake-up (a heartbeat, a
 	// reconnect wait): on package memnet it is the host's Wait, so a frozen
 	// process's timers do nothing until it is thawed, as under SIGSTOP.

@@ -84,6 +84,9 @@ func (e *Engine) zmtpOptions() zmtp.Options {
 		// libzmq's own events (a connection closed on an error, a
 		// duplicate identity ignored): lines of their own in the log.
 		Logf: func(format string, args ...any) { e.log.Info(compZMQ, format, args...) },
+		// The ROUTER ignoring a reconnect under a held identity loses its
+		// connect as the stale route would: one loss, not two.
+		OnDuplicate: func(id []byte) { e.post(evDo{fn: func() { e.lostToRouter(string(id)) }}) },
 	}
 }
 
@@ -271,6 +274,16 @@ func (e *Engine) linkEvent(l *link, ev zmtp.Event) {
 		if c := l.prod; c != nil {
 			e.connLost(c, ev.Err)
 		}
+	}
+}
+
+// lostToRouter is a reconnect of peer that the ROUTER ignored (a
+// duplicate identity): its connect is lost there, which is the loss the
+// stale route models, so the route is no longer stale.
+func (e *Engine) lostToRouter(peer string) {
+	if _, ok := e.stale[peer]; ok {
+		delete(e.stale, peer)
+		e.log.Warning(compP2P, "connect from %s routed to a stale connection and dropped", peer)
 	}
 }
 
