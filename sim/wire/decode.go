@@ -24,7 +24,7 @@ func Decode(p []byte) (Message, error) {
 		return Message{}, fmt.Errorf("decode message: payload is not a msgpack map: %w", err)
 	}
 	var m Message
-	seen := make(map[string]bool, n)
+	var seen fieldSet
 	for i := 0; i < n; i++ {
 		key, err := r.str()
 		if err != nil {
@@ -33,10 +33,9 @@ func Decode(p []byte) (Message, error) {
 		if key == "block_hashes" {
 			key = "keys" // the dialect of protocol.py @281cb485
 		}
-		if seen[key] {
+		if !seen.add(key) {
 			return Message{}, fmt.Errorf("decode message: duplicate field %q", key)
 		}
-		seen[key] = true
 		if err := decodeField(r, key, &m); err != nil {
 			return Message{}, fmt.Errorf("decode message: field %s: %w", key, err)
 		}
@@ -44,7 +43,7 @@ func Decode(p []byte) (Message, error) {
 	if r.left() != 0 {
 		return Message{}, fmt.Errorf("decode message: %d trailing bytes after the map", r.left())
 	}
-	if !seen["type"] {
+	if !seen.has("type") {
 		return Message{}, errors.New("decode message: missing field type")
 	}
 	if err := validate(m, seen); err != nil {
@@ -61,13 +60,13 @@ var optional = map[string]bool{
 	"bytes": true, "data": true,
 }
 
-func validate(m Message, seen map[string]bool) error {
+func validate(m Message, seen fieldSet) error {
 	names, ok := fieldsOf(m.Type)
 	if !ok {
 		return fmt.Errorf("unknown type %q", m.Type)
 	}
 	for _, n := range names {
-		if !seen[n] && !optional[n] {
+		if !seen.has(n) && !optional[n] {
 			return fmt.Errorf("missing field %s", n)
 		}
 	}
@@ -90,6 +89,35 @@ func validate(m Message, seen map[string]bool) error {
 	}
 	return nil
 }
+
+// known are the field names Decode reads, each a bit of a fieldSet.
+var known = []string{"type", "peer_id", "agent_metadata", "base_addr", "num_blocks", "block_len",
+	"config_fingerprint", "hash_seed", "kv_request_id", "round_seq", "success", "bytes", "keys",
+	"block_indexes", "hits", "data"}
+
+// fieldSet is the known fields a message carried; others are not kept.
+type fieldSet uint32
+
+func bit(name string) fieldSet {
+	for i, k := range known {
+		if k == name {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// add marks name seen; false if it was already (an unknown one never is).
+func (s *fieldSet) add(name string) bool {
+	b := bit(name)
+	if *s&b != 0 {
+		return false
+	}
+	*s |= b
+	return true
+}
+
+func (s fieldSet) has(name string) bool { return s&bit(name) != 0 }
 
 func decodeField(r *reader, key string, m *Message) error {
 	var err error
@@ -146,15 +174,29 @@ func decodeArray[T any](r *reader, elem func(*reader) (T, error)) ([]T, error) {
 	return out, nil
 }
 
+// decodeKeys copies the keys' bytes into one buffer, the keys slices of it.
 func decodeKeys(r *reader) ([]Key, error) {
-	return decodeArray(r, func(r *reader) (Key, error) {
+	n, err := r.arrayLen()
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	buf := make([]byte, 0, n*KeyLen)
+	ends := make([]int, n)
+	for i := range ends {
 		p, err := r.raw(true, "key bytes")
 		if err != nil {
-			return "", err
+			return nil, fmt.Errorf("element %d: %w", i, err)
 		}
 		if len(p) < minKeyLen || len(p) > maxKeyLen {
-			return "", fmt.Errorf("key of %d bytes (an OffloadKey has %d)", len(p), KeyLen)
+			return nil, fmt.Errorf("element %d: key of %d bytes (an OffloadKey has %d)", i, len(p), KeyLen)
 		}
-		return Key(p), nil
-	})
+		buf = append(buf, p...)
+		ends[i] = len(buf)
+	}
+	return keysIn(buf, n, func(i int) (int, int) {
+		if i == 0 {
+			return 0, ends[0]
+		}
+		return ends[i-1], ends[i]
+	}), nil
 }

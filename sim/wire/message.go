@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Message types on the control channel (protocol.py's TYPE of each class).
@@ -64,14 +65,28 @@ func (k Key) Hash() uint64 {
 	return binary.BigEndian.Uint64([]byte(k[:8]))
 }
 
-// KeysOf returns the keys of hashes, in order.
+// KeysOf returns the keys of hashes, in order, their bytes in one
+// allocation.
 func KeysOf(hashes []uint64) []Key {
 	if len(hashes) == 0 {
 		return nil
 	}
-	keys := make([]Key, len(hashes))
+	buf := make([]byte, len(hashes)*KeyLen)
 	for i, h := range hashes {
-		keys[i] = KeyOf(h)
+		binary.BigEndian.PutUint64(buf[i*KeyLen:], h)
+	}
+	return keysIn(buf, len(hashes), func(i int) (int, int) { return i * KeyLen, (i + 1) * KeyLen })
+}
+
+// keysIn makes n keys of buf's bytes, key i being buf[span(i)], without
+// copying: buf is never written again.
+func keysIn(buf []byte, n int, span func(i int) (int, int)) []Key {
+	keys := make([]Key, n)
+	for i := range keys {
+		from, to := span(i)
+		if to > from {
+			keys[i] = Key(unsafe.String(&buf[from], to-from))
+		}
 	}
 	return keys
 }

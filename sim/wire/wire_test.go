@@ -205,3 +205,57 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func benchHashes(n int) []uint64 {
+	k := make([]uint64, n)
+	for i := range k {
+		k[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
+	}
+	return k
+}
+
+// benchExchange encodes and decodes req and the answer made from it, as
+// the two engines of a pull do; wireB/op is both payloads' bytes.
+func benchExchange(b *testing.B, req Message, answer func(Message) Message) {
+	b.ReportAllocs()
+	var n int
+	for i := 0; i < b.N; i++ {
+		p, err := Encode(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := Decode(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		Hashes(m.Keys)
+		r, err := Encode(answer(m))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Decode(r); err != nil {
+			b.Fatal(err)
+		}
+		n = len(p) + len(r)
+	}
+	b.ReportMetric(float64(n), "wireB/op")
+}
+
+// BenchmarkLookupRoundTrip: a lookup of 40 keys (a 640-token prompt in
+// 16-token blocks) and its lookup_resp, which echoes the keys.
+func BenchmarkLookupRoundTrip(b *testing.B) {
+	hits := make([]bool, 40)
+	benchExchange(b, Message{Type: TypeLookup, KVRequestID: "cmpl-bench#1", Keys: KeysOf(benchHashes(40))},
+		func(m Message) Message {
+			return Message{Type: TypeLookupResp, KVRequestID: m.KVRequestID, Keys: m.Keys, Hits: hits}
+		})
+}
+
+// BenchmarkFetch384: a fetch of 384 tokens (3 blocks of 128) and its
+// transfer_done with the blocks' content.
+func BenchmarkFetch384(b *testing.B) {
+	benchExchange(b, Message{Type: TypeFetch, KVRequestID: "cmpl-bench#1", Keys: KeysOf(benchHashes(3)), BlockIndexes: []int64{0, 1, 2}},
+		func(m Message) Message {
+			return Message{Type: TypeTransferDone, KVRequestID: m.KVRequestID, Success: true, Bytes: 3 << 22, Data: benchHashes(3)}
+		})
+}
