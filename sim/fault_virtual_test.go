@@ -220,8 +220,8 @@ func TestVirtualKillOrRemoveASource(t *testing.T) {
 	}{
 		{"wait", true, "down: connection"},
 		{"prefill", true, "down: connection"},
-		{"wait", false, "down: peer disconnected"},
-		{"prefill", false, "down: peer disconnected"},
+		{"wait", false, "down: connection closed by peer"}, // its ROUTER closes: EVENT_DISCONNECTED
+		{"prefill", false, "down: connection closed by peer"},
 	}
 	for _, tt := range tests {
 		sig := map[bool]string{true: "SIGKILL", false: "SIGTERM"}[tt.kill]

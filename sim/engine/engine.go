@@ -306,15 +306,14 @@ func (e *Engine) Shutdown() {
 	}
 	e.shut = true
 	e.stop()
-	// A graceful close tells peers at once, so their requests do not wait
-	// for a timeout (vLLM's disconnect on shutdown).
+	// Peers learn of the shutdown when this engine's ROUTER closes: their
+	// DEALERs' EVENT_DISCONNECTED (vLLM's liveness), at once. No disconnect
+	// is sent: vLLM's ZmqTransport.close() sends none, and one would leave
+	// on this engine's DEALER, to the peer's port, which a partition of
+	// this engine's ports does not cut (the gone case: a core ended behind
+	// a partition must fall silent, as a pod whose network is gone).
 	for _, l := range e.links {
-		for _, c := range []*conn{l.cons, l.prod} {
-			if c != nil && ((c.sess != nil && c.sess.state == sessReady) || (c.sess == nil && c.peerID != "")) {
-				e.send(c, wire.Message{Type: wire.TypeDisconnect})
-			}
-		}
-		e.closeLink(l, true)
+		e.closeLink(l, false)
 	}
 	for _, r := range e.active {
 		if r.state != rsDone {
