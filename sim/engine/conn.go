@@ -280,12 +280,7 @@ func (e *Engine) linkEvent(l *link, ev zmtp.Event) {
 // lostToRouter is a reconnect of peer that the ROUTER ignored (a
 // duplicate identity): its connect is lost there, which is the loss the
 // stale route models, so the route is no longer stale.
-func (e *Engine) lostToRouter(peer string) {
-	if _, ok := e.stale[peer]; ok {
-		delete(e.stale, peer)
-		e.log.Warning(compP2P, "connect from %s routed to a stale connection and dropped", peer)
-	}
-}
+func (e *Engine) lostToRouter(peer string) { e.consumeStale(peer) }
 
 // send queues m to c's peer. Called on the stepping goroutine only.
 func (e *Engine) send(c *conn, m wire.Message) {

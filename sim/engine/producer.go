@@ -97,15 +97,18 @@ func (e *Engine) producerFrame(c *conn, m wire.Message) {
 // (the consumer, checking this side's connect, rejects it in turn), and a
 // connect after the handshake is a protocol error that disconnects.
 func (e *Engine) onConnect(c *conn, m wire.Message) {
+	// The stale route first: the peer's session that froze with this
+	// process may still be held here, and the reconnect's connect is
+	// lost into it, whichever of its end and the connect comes first.
+	if e.consumeStale(m.PeerID) {
+		return
+	}
 	if c.peerID != "" {
 		if c.acked {
 			e.log.Error(compP2P, "P2PSession %s: protocol error: duplicate connect after handshake — disconnecting", c.peerID)
 			e.send(c, wire.Message{Type: wire.TypeDisconnect})
 			e.closeAfterFlush(c)
 		}
-		return
-	}
-	if e.staleConnect(c, m) {
 		return
 	}
 	e.send(c, e.connectMsg())
@@ -121,22 +124,26 @@ func (e *Engine) onConnect(c *conn, m wire.Message) {
 	e.log.Info(compP2P, "accepted connect from %s", m.PeerID)
 }
 
-// staleConnect reports whether a connect is routed into a connection the
-// process held when it froze and lost there (reference §3): nothing answers
-// it, the consumer's handshake runs to its deadline, and its next session
-// finds the route gone.
-func (e *Engine) staleConnect(c *conn, m wire.Message) bool {
-	if st, ok := e.stale[m.PeerID]; ok {
-		delete(e.stale, m.PeerID)
-		if st.c != c && e.now.Before(st.until) {
-			e.log.Warning(compP2P, "connect from %s routed to a stale connection and dropped", m.PeerID)
-			if e.routes[m.PeerID] == st.c {
-				delete(e.routes, m.PeerID)
-			}
-			return true
-		}
+// consumeStale reports whether a connect from peer is lost into a route
+// the process held when it froze (reference §3): nothing answers it, the
+// consumer's handshake runs to its deadline, and its next session finds
+// the route gone. Only the first connect after the resume is lost.
+func (e *Engine) consumeStale(peer string) bool {
+	st, ok := e.stale[peer]
+	if !ok {
+		return false
 	}
-	return false
+	delete(e.stale, peer)
+	if !e.now.Before(st.until) {
+		return false
+	}
+	e.log.Warning(compP2P, "connect from %s routed to a stale connection and dropped", peer)
+	// The dead session is swept with it: the peer's next connect meets
+	// a new one.
+	if !st.c.closed {
+		e.closeConn(st.c)
+	}
+	return true
 }
 
 // agentMetadata is the connect's agent_metadata: where a peer finds this
