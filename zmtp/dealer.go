@@ -69,6 +69,7 @@ type Dealer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	once   sync.Once // closes events
 
 	mu     sync.Mutex
 	addr   string
@@ -253,13 +254,15 @@ func (d *Dealer) Recv(ctx context.Context) ([]byte, error) {
 	}
 }
 
-// Close ends the connection and every goroutine; queued messages are
-// dropped (LINGER 0, as vLLM closes). It is idempotent.
+// Close ends the connection and every goroutine, and closes Events;
+// queued messages are dropped (LINGER 0, as vLLM closes). It is
+// idempotent.
 func (d *Dealer) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
 	d.cancel()
 	d.wg.Wait()
+	d.once.Do(func() { close(d.events) }) // run has ended: nothing emits
 	return nil
 }

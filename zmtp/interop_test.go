@@ -202,6 +202,27 @@ func TestInteropTTLOfLibzmq(t *testing.T) {
 	}
 }
 
+// TestInteropStoppedLibzmqSeenByGo: the other way round, a Go DEALER
+// with the same heartbeat sees libzmq's process, SIGSTOPped, disconnected
+// within libzmq's own window.
+func TestInteropStoppedLibzmqSeenByGo(t *testing.T) {
+	o, po := interopHB(t)
+	py := zmqpeer.Start(t, po)
+	g := newGoEngine(t, o)
+	d := g.dealer(t, py.Addr)
+	d.Send([]byte("connect"))
+	py.Await(10*time.Second, func(e zmqpeer.Event) bool { return e.Ev == "recv" })
+	time.Sleep(2 * o.HeartbeatIvl)
+	stopFor(t, py.Pid())
+	stopped := time.Now()
+	ev := nextEvent(t, d, Disconnected, o.HeartbeatIvl+o.HeartbeatTimeout+10*time.Second)
+	took := ev.At.Sub(stopped)
+	t.Logf("Go DEALER: libzmq's process disconnected %.2f s after SIGSTOP (heartbeat %v/%v/%v): %v", took.Seconds(), o.HeartbeatIvl, o.HeartbeatTimeout, o.HeartbeatTTL, ev.Err)
+	if lo, hi := min(o.HeartbeatTTL, o.HeartbeatTimeout)-o.HeartbeatIvl-100*time.Millisecond, o.HeartbeatIvl+o.HeartbeatTimeout+5*time.Second; took < lo || took > hi {
+		t.Fatalf("disconnect %v after SIGSTOP, want within [%v, %v]", took, lo, hi)
+	}
+}
+
 // TestInteropStoppedGoProcessSeenByLibzmq: a Go engine in its own process,
 // SIGSTOPped, is seen by libzmq's heartbeat as disconnected (its DEALER's
 // monitor, as vLLM watches) after libzmq's own time: between the TTL of

@@ -135,7 +135,10 @@ func (r *Router) serve(nc net.Conn) {
 // goes (libzmq router.cpp identify_peer with ROUTER_HANDOVER off: "Ignore
 // peers with duplicate ID"; the pipe stays in anonymous_pipes and is not
 // read again). This is what a reconnecting DEALER's first message meets
-// while the ROUTER still holds its old connection.
+// while the ROUTER still holds its old connection. libzmq leaves those
+// messages unread in the connection's pipe and, past its high-water mark,
+// stops reading that connection (the DEALER's heartbeat then expires);
+// here they are dropped as they come, and the connection lives on.
 //
 // With final false, a duplicate is only reported (dup), not yet attached.
 func (r *Router) attach(c *Conn, out *pipe, final bool) (ok, dup bool) {

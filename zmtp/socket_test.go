@@ -90,7 +90,10 @@ func nextEvent(t *testing.T, d *Dealer, k EventKind, within time.Duration) Event
 	timeout := time.After(within)
 	for {
 		select {
-		case ev := <-d.Events():
+		case ev, ok := <-d.Events():
+			if !ok {
+				t.Fatalf("events closed before a %s", k)
+			}
 			if ev.Kind == k {
 				return ev
 			}
