@@ -154,9 +154,9 @@ func (e *Engine) linkEvents(l *link) {
 	defer e.wg.Done()
 	for {
 		select {
-		case ev := <-l.dealer.Events():
-			if !e.post(evLink{l: l, ev: ev}) {
-				return
+		case ev, ok := <-l.dealer.Events():
+			if !ok || !e.post(evLink{l: l, ev: ev}) {
+				return // closed with the DEALER
 			}
 		case <-l.done:
 			return
