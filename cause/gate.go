@@ -32,11 +32,14 @@ import (
 //  6. else unknown: the gate never guesses.
 
 var (
-	// session/session.py, P2PSession._on_message on the ValueError of
+	// session/session.py's line for a connect it refuses: since @0577fc22
+	// P2PSession._on_connect's
+	//   "P2PSession %s: rejecting peer connect: %s"
+	// (the sim's too), before it _on_message on the ValueError of
 	// _validate_connect_candidate, through _protocol_error:
 	//   "P2PSession %s: protocol error: %s — disconnecting"
 	// with the reason f"malformed {msg_type!r}: {exc}".
-	reProtocolError = regexp.MustCompile(`P2PSession (\S+): protocol error: malformed '?connect'?: (.*?)(?: — disconnecting)?$`)
+	reProtocolError = regexp.MustCompile(`P2PSession (\S+): (?:rejecting peer connect|protocol error: malformed '?connect'?): (.*?)(?: — disconnecting)?$`)
 	// The sim's decoder on a refused dial (sim/engine/consumer.go
 	// connectRefused): the first reaps the session with the reason, later
 	// ones are summed once per heartbeat timeout.

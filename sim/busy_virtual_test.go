@@ -274,11 +274,14 @@ func TestVirtualLongPromptsWaitForAttention(t *testing.T) {
 		}
 	}
 	// Registering 1024 CPU blocks (the test's 4 GiB tier of 4 MiB blocks)
-	// at 100 µs holds each side's loop 102.4 ms: the ack leaves the source
-	// after it, the decoder's lookup after its own; a tick either side may
-	// fall inside the hold.
+	// at 100 µs holds each side's loop 102.4 ms. The handshake is
+	// symmetric (session.py @0577fc22): the source sends its own connect
+	// before it registers the decoder, and the decoder registers the
+	// source on that connect meanwhile, so the two holds overlap and the
+	// ack leaves the source one hold later; a tick either side may fall
+	// inside it.
 	reg := 1024 * 100 * time.Microsecond
-	if d := got["idle, cold, 100us a block"].latency - got["idle, cold, no registration"].latency; d < 2*reg-2*vTick || d > 2*reg+3*vTick {
-		t.Errorf("registration at 100us a block added %v to a cold pull, want both sides' %v (give or take the ticks it overlaps)", d, 2*reg)
+	if d := got["idle, cold, 100us a block"].latency - got["idle, cold, no registration"].latency; d < reg-2*vTick || d > reg+3*vTick {
+		t.Errorf("registration at 100us a block added %v to a cold pull, want one side's %v, the two overlapping (give or take the ticks)", d, reg)
 	}
 }

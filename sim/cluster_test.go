@@ -99,7 +99,7 @@ func TestThreeEnginesPullOverP2P(t *testing.T) {
 		if r.status != http.StatusOK || r.cached != 0 {
 			t.Errorf("status %d cached %d, want 200 and 0", r.status, r.cached)
 		}
-		waitLog(t, other, "P2PSession "+src0.p2pID()+": protocol error: malformed 'connect': hash seed mismatch from "+src0.p2pID()+": remote='42', local='7'", 5*time.Second)
+		waitLog(t, other, "P2PSession "+src0.p2pID()+": rejecting peer connect: hash seed mismatch from "+src0.p2pID()+": remote='42', local='7'", 5*time.Second)
 		waitLog(t, other, "peer "+src0.p2pID()+" down: protocol error: hash seed mismatch", 5*time.Second)
 		waitLog(t, src0, "hash seed mismatch from "+other.p2pID()+": remote='7', local='42'", 5*time.Second)
 	})

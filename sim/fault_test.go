@@ -118,7 +118,7 @@ func TestKillOrRemoveASource(t *testing.T) {
 		cleanFE bool   // the source's front end exits 0
 	}{
 		{syscall.SIGKILL, "down: connection", false},
-		{syscall.SIGTERM, "down: peer disconnected", true},
+		{syscall.SIGTERM, "down: connection closed by peer", true}, // its ROUTER closes: EVENT_DISCONNECTED
 	}
 	for _, tt := range tests {
 		t.Run(tt.sig.String(), func(t *testing.T) {

@@ -87,10 +87,12 @@ func virtualStall(t *testing.T, mode string) {
 	}
 	// The pull in flight at the freeze ends when the lookup deadline reaps
 	// the session: L after the source's last frame, which came at most one
-	// heartbeat interval (and the steps of a ping's round trip) before.
+	// heartbeat interval (and the steps of a ping's round trip) before, or
+	// just after: libzmq's I/O thread answers a PING at once, so a PONG
+	// written as the process stops is read on the decoder's side after.
 	reap := s0[0].end - vMissCost
-	if reap < L-vHeartbeatIvl-2*vTick || reap > L {
-		t.Fatalf("the session was reaped %v after the freeze, want within [%v, %v]", reap, L-vHeartbeatIvl, L)
+	if reap < L-vHeartbeatIvl-2*vTick || reap > L+5*vTick {
+		t.Fatalf("the session was reaped %v after the freeze, want within [%v, %v]", reap, L-vHeartbeatIvl, L+5*vTick)
 	}
 	// Every pull sent before the reap misses, answered at the reap, first
 	// come first served as their prefills share the steps.
@@ -218,8 +220,8 @@ func TestVirtualKillOrRemoveASource(t *testing.T) {
 	}{
 		{"wait", true, "down: connection"},
 		{"prefill", true, "down: connection"},
-		{"wait", false, "down: peer disconnected"},
-		{"prefill", false, "down: peer disconnected"},
+		{"wait", false, "down: connection closed by peer"}, // its ROUTER closes: EVENT_DISCONNECTED
+		{"prefill", false, "down: connection closed by peer"},
 	}
 	for _, tt := range tests {
 		sig := map[bool]string{true: "SIGKILL", false: "SIGTERM"}[tt.kill]

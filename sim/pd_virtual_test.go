@@ -84,7 +84,10 @@ func TestVirtualPDStoppedPrefiller(t *testing.T) {
 		if !strings.Contains(log, "P2PSession "+pre.p2pID()+": handshake timed out after 30.0s") || strings.Contains(log, "sending abort") {
 			t.Errorf("decoder log: want the handshake deadline and no load-timeout abort:\n%s", log)
 		}
-		if !strings.Contains(pre.log.String(), "routed to a stale connection and dropped") {
+		// Dropped by the sim's stale route, or by the prefiller's ROUTER
+		// itself when the old connection's end is read after the new one's
+		// handshake (libzmq router.cpp ignores a duplicate identity).
+		if l := pre.log.String(); !strings.Contains(l, "routed to a stale connection and dropped") && !strings.Contains(l, "already routed to another connection") {
 			t.Errorf("prefiller log lacks the stale route's dropped connect:\n%s", pre.log)
 		}
 		if s, b := pdLegs(t, c, pre.engineProc, dec.engineProc, "/v1/completions", body(words("pd-after", 400)), "pd-after", false); s != http.StatusOK || cachedTokens(t, b, false) != 384 {

@@ -1,15 +1,12 @@
 package engine
 
 import (
-	"context"
-	"errors"
 	"net"
 	"sort"
 	"strconv"
-	"syscall"
+
 	"time"
 
-	"p2pfault/netenv"
 	"p2pfault/sim/wire"
 )
 
@@ -27,15 +24,14 @@ const (
 // does not become ready dies at its handshake deadline and the next request
 // opens a new one.
 type session struct {
-	peer       string
-	state      sessState
-	c          *conn
-	cancelDial context.CancelFunc
+	peer  string
+	state sessState
+	c     *conn
 
 	handshakeDeadline time.Time
-	nextPing          time.Time
-	hbDeadline        time.Time // set by a ping, cleared by any frame: ZMQ's HEARTBEAT_TIMEOUT
-	heard             time.Time // the last frame from the peer (or the ack): the lookup deadline counts from it
+	// heard is when the peer last sent a message; the lookup deadline
+	// counts from it or the DEALER's last PONG (superviseReady).
+	heard time.Time
 
 	waiters []*request          // wait mode: requests polling the pending handshake
 	lookups map[string]*request // by wire kv_request_id
@@ -58,71 +54,48 @@ func (e *Engine) sessionSend(s *session, m wire.Message) {
 	s.queued = append(s.queued, m)
 }
 
-// openSession starts a session with the request's source: dial on its own
-// goroutine (its result is handled on a step), then connect.
+// openSession starts a session with the request's source: its link's
+// DEALER connects in the background (the TCP connect is reported on a
+// step, dialed), then the connect goes out.
+//
+// The connect has no timeout of its own: like vLLM's session, it is
+// bounded by the handshake deadline (superviseSessions), which closes the
+// DEALER, so a connect hanging on unanswered SYNs (a partitioned source)
+// ends as a handshake timeout.
 func (e *Engine) openSession(src *RemoteSource) *session {
-	ctx, cancel := context.WithCancel(e.ctx)
 	s := &session{
 		peer:              src.ID(),
 		state:             sessDialing,
-		cancelDial:        cancel,
 		handshakeDeadline: e.now.Add(e.cfg.HandshakeTimeout),
 		lookups:           make(map[string]*request),
 		loads:             make(map[string]*request),
 	}
 	e.sessions[s.peer] = s
-	addr := net.JoinHostPort(src.Host, strconv.Itoa(src.Port))
-	// The dial has no timeout of its own: like vLLM's session, it is bounded
-	// by the handshake deadline (superviseSessions), which cancels it, so a
-	// connect hanging on unanswered SYNs (a partitioned source) ends as a
-	// handshake timeout, not as a dial error that races the deadline.
-	d := netenv.Or(e.cfg.Net)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if !e.post(evDialed{sess: s, nc: nc, err: err}) && nc != nil {
-			nc.Close()
-		}
-	}()
+	if e.shut {
+		e.killSession(s, "engine shutting down")
+		return s
+	}
+	l := e.links[s.peer]
+	if l == nil {
+		l = e.openLink(net.JoinHostPort(src.Host, strconv.Itoa(src.Port)))
+	}
+	e.nextConnID++
+	s.c = &conn{id: e.nextConnID, l: l, sess: s}
+	l.cons = s.c
 	return s
 }
 
-func (e *Engine) onDialed(s *session, nc net.Conn, err error) {
-	if s.state != sessDialing {
-		if nc != nil {
-			nc.Close()
-		}
-		return
-	}
-	s.cancelDial()
-	if err != nil {
-		// A refused connect kills the session at once (kill/remove cases).
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			e.connectRefused(s)
-			return
-		}
-		e.killSession(s, lostReason(err))
-		return
-	}
-	s.c = e.newConn(nc, s)
-	if s.c == nil {
-		e.killSession(s, "engine shutting down")
-		return
-	}
+// dialed is the session's TCP connect done (the DEALER's EVENT_CONNECTED;
+// a stopped source's kernel completes it from its backlog): the connect
+// goes out, queued by the DEALER until the ZMTP handshake is done.
+func (e *Engine) dialed(s *session) {
 	s.state = sessPending
 	// The sim's line (vLLM's _get_or_create_session logs none): what the
 	// session's waiters now wait on and until when, which p2pfault's
 	// package cause reads to name the wait of pulls in flight.
 	e.log.Info(compP2P, "P2PSession %s: connect sent, awaiting connect_ack (handshake timeout %s, session opened %s ago)",
 		s.peer, secs(e.cfg.HandshakeTimeout), secs(e.cfg.HandshakeTimeout-s.handshakeDeadline.Sub(e.now)))
-	e.send(s.c, wire.Message{
-		Type:        wire.TypeConnect,
-		PeerID:      e.id,
-		Fingerprint: e.fingerprint,
-		HashSeed:    e.cfg.HashSeed,
-		BlockLen:    e.blockBytes,
-	})
+	e.send(s.c, e.connectMsg())
 }
 
 func (e *Engine) consumerFrame(c *conn, m wire.Message) {
@@ -130,21 +103,12 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 	if s.state == sessDead {
 		return
 	}
-	// Any traffic proves the peer alive (ZMQ heartbeat semantics).
-	s.hbDeadline = time.Time{}
 	s.heard = e.now
 	switch m.Type {
+	case wire.TypeConnect:
+		e.peerConnect(s, m)
 	case wire.TypeConnectAck:
 		e.connectAcked(s, m)
-	case wire.TypeConnectReject:
-		// The producer's fields, checked as vLLM's decoder checks the
-		// source's Connect: the decoder's own line names the mismatch.
-		if reason := e.connectMismatch(m); reason != "" {
-			e.protocolError(s.peer, reason)
-			e.killSession(s, "protocol error: "+reason)
-			return
-		}
-		e.killSession(s, "connect rejected: "+m.Reason)
 	case wire.TypeLookupResp:
 		e.lookupAnswered(s, m)
 	case wire.TypeTransferDone:
@@ -165,11 +129,30 @@ func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 		}
 		delete(s.loads, m.KVRequestID)
 		e.loadFailed(r, "load timed out after "+secs(e.cfg.LoadTimeout)+" and was aborted")
-	case wire.TypePing:
-		e.send(c, wire.Message{Type: wire.TypePong})
 	case wire.TypeDisconnect:
 		e.killSession(s, "peer disconnected")
 	}
+}
+
+// peerConnect is the source's own connect on the session (the handshake
+// is symmetric, session.py): validated as vLLM validates it, then acked.
+// A mismatch is logged and answered with nothing, and the session dies;
+// a connect after the handshake is a protocol error that ends it.
+func (e *Engine) peerConnect(s *session, m wire.Message) {
+	if s.state == sessReady {
+		e.log.Error(compP2P, "P2PSession %s: protocol error: duplicate connect after handshake — disconnecting", s.peer)
+		e.killSession(s, "protocol error: duplicate connect after handshake")
+		return
+	}
+	if reason := e.connectMismatch(m, s.peer); reason != "" {
+		e.rejectConnect(s.peer, reason)
+		e.killSession(s, "protocol error: "+reason)
+		return
+	}
+	// vLLM's decoder registers the source on its connect
+	// (add_remote_peer) before it acks.
+	e.registerPeer()
+	e.send(s.c, wire.Message{Type: wire.TypeConnectAck, PeerID: e.id})
 }
 
 // connectAcked is a ConnectAck on a pending session: the session is
@@ -187,11 +170,6 @@ func (e *Engine) connectAcked(s *session, m wire.Message) {
 		return
 	}
 	s.state = sessReady
-	// vLLM's decoder registers the source on the source's own connect,
-	// which crosses the ack; the sim's producer sends none, so the ack
-	// stands for it.
-	e.registerPeer()
-	s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
 	if rf := e.refused[s.peer]; rf != nil && rf.total > 1 {
 		e.log.Info(compP2P, "peer %s connected (%d connects refused while it was down)", s.peer, rf.total)
 	} else {
@@ -219,6 +197,9 @@ func (e *Engine) lookupAnswered(s *session, m wire.Message) {
 		n++
 	}
 	if n == 0 {
+		// The empty fetch ends the lookup phase on the source (it
+		// releases what the lookup pinned; protocol.py FetchMsg).
+		e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: m.KVRequestID})
 		e.miss(r)
 		return
 	}
@@ -229,7 +210,17 @@ func (e *Engine) lookupAnswered(s *session, m wire.Message) {
 	r.fetched = n
 	r.deadline = e.now.Add(e.cfg.LoadTimeout)
 	s.loads[m.KVRequestID] = r
-	e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: m.KVRequestID, Keys: keys})
+	e.send(s.c, fetchMsg(m.KVRequestID, keys))
+}
+
+// fetchMsg is a fetch of keys; the block indexes are where the sim's
+// consumer writes them, in order (its data plane reads none of them).
+func fetchMsg(id string, hashes []uint64) wire.Message {
+	idx := make([]int64, len(hashes))
+	for i := range idx {
+		idx[i] = int64(i)
+	}
+	return wire.Message{Type: wire.TypeFetch, KVRequestID: id, Keys: wire.KeysOf(hashes), BlockIndexes: idx}
 }
 
 // superviseSessions enforces the consumer's deadlines and heartbeats, in a
@@ -307,7 +298,13 @@ func (e *Engine) superviseReady(s *session) {
 	// wait on it were sent, which is what lets the seed's in-flight request
 	// end at 7.08 s under an 8 s timeout. A peer that keeps answering pings
 	// but never a lookup is still caught by each lookup's own deadline.
-	if len(s.lookups) > 0 && !e.now.Before(s.heard.Add(e.cfg.LookupTimeout)) {
+	// The peer's last word is its last message or its last heartbeat
+	// PONG on the DEALER, whichever came later.
+	heard := s.heard
+	if h := s.c.l.dealer.LastHeard(); h.After(heard) {
+		heard = h
+	}
+	if len(s.lookups) > 0 && !e.now.Before(heard.Add(e.cfg.LookupTimeout)) {
 		e.log.Warning(compP2P, "lookup on %s timed out after %s: no answer from the peer while %d lookups waited", s.peer, secs(e.cfg.LookupTimeout), len(s.lookups))
 		e.reapSilent(s, "lookup timed out")
 		return
@@ -320,18 +317,8 @@ func (e *Engine) superviseReady(s *session) {
 			return
 		}
 	}
+	// The heartbeat is libzmq's, on the link's DEALER (linkEvent).
 	e.superviseLoads(s)
-	if !s.hbDeadline.IsZero() && !e.now.Before(s.hbDeadline) {
-		e.reapSilent(s, "heartbeat timed out after "+secs(e.cfg.HeartbeatTimeout))
-		return
-	}
-	if !e.now.Before(s.nextPing) {
-		e.send(s.c, wire.Message{Type: wire.TypePing})
-		if s.hbDeadline.IsZero() {
-			s.hbDeadline = e.now.Add(e.cfg.HeartbeatTimeout)
-		}
-		s.nextPing = e.now.Add(e.cfg.HeartbeatInterval)
-	}
 }
 
 // superviseLoads runs the client's load deadlines (client.py
@@ -410,13 +397,18 @@ func (e *Engine) endSession(s *session, reason string) {
 	if s.state == sessDead {
 		return
 	}
+	connected := s.state != sessDialing
 	s.state = sessDead
 	if e.sessions[s.peer] == s {
 		delete(e.sessions, s.peer)
 	}
-	s.cancelDial()
 	if s.c != nil {
-		e.closeConn(s.c)
+		// session.py close(): a best-effort disconnect, then the socket
+		// closes (libzmq still sends what is queued).
+		if connected {
+			e.send(s.c, wire.Message{Type: wire.TypeDisconnect})
+		}
+		e.closeAfterFlush(s.c)
 	}
 	for _, r := range s.waiters {
 		if r.state == rsWaitSession && r.sess == s {

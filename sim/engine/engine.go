@@ -14,12 +14,14 @@ import (
 	"p2pfault/sim/kv"
 	"p2pfault/sim/simlog"
 	"p2pfault/sim/wire"
+	"p2pfault/zmtp"
 )
 
 // Log components, as in vLLM's "[file.py:line]" slot.
 const (
 	compP2P    = "p2p"
 	compEngine = "engine"
+	compZMQ    = "zmq"
 )
 
 // inboxSize bounds the events waiting for the next step; a full inbox
@@ -38,13 +40,13 @@ type Engine struct {
 	fingerprint string
 	blockBytes  int64
 
-	ln    net.Listener
-	id    string // own P2P identity, "host:port" literal
-	inbox chan event
-	done  chan struct{} // closed at shutdown: posts stop blocking
-	wg    sync.WaitGroup
-	ctx   context.Context // cancels dials
-	stop  context.CancelFunc
+	router *zmtp.Router // bound at the P2P address (conn.go)
+	id     string       // own P2P identity, "host:port" literal
+	inbox  chan event
+	done   chan struct{} // closed at shutdown: posts stop blocking
+	wg     sync.WaitGroup
+	ctx    context.Context // cancels dials
+	stop   context.CancelFunc
 
 	// Owned by the stepping goroutine.
 	now       time.Time // the current step's time
@@ -59,7 +61,8 @@ type Engine struct {
 	active     []*request
 	byID       map[uint64]*request
 	nextConnID uint64
-	conns      map[uint64]*conn
+	links      map[string]*link    // by peer identity (conn.go)
+	closing    map[string]*link    // the latest link to each peer, until it is forgotten
 	sessions   map[string]*session // consumer side, by peer identity
 	// orphans are sessions reaped for silence whose loads run on to their
 	// timeouts (DeadLoadsTimeout), in the order they died.
@@ -100,7 +103,8 @@ func New(cfg Config, log *simlog.Logger) (*Engine, error) {
 		gpu:         kv.NewLRU(cfg.GPUBlocks),
 		cpu:         kv.NewLRU(cfg.CPUBlocks),
 		byID:        make(map[uint64]*request),
-		conns:       make(map[uint64]*conn),
+		links:       make(map[string]*link),
+		closing:     make(map[string]*link),
 		sessions:    make(map[string]*session),
 		routes:      make(map[string]*conn),
 		stale:       make(map[string]staleRoute),
@@ -112,7 +116,7 @@ func New(cfg Config, log *simlog.Logger) (*Engine, error) {
 	}, nil
 }
 
-// Listen binds the P2P listener. The identity is the configured host used
+// Listen binds the P2P ROUTER. The identity is the configured host used
 // verbatim plus the bound port, as vLLM's f"{host}:{port}".
 func (e *Engine) Listen() error {
 	if !e.cfg.P2P {
@@ -123,8 +127,8 @@ func (e *Engine) Listen() error {
 	if err != nil {
 		return fmt.Errorf("bind P2P port %s: %w", addr, err)
 	}
-	e.ln = ln
 	e.id = e.cfg.P2PHost + ":" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	e.router = zmtp.NewRouter(ln, e.zmtpOptions())
 	return nil
 }
 
@@ -151,10 +155,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// Start starts accepting P2P connections. The accepted connections are
-// handled on the next Step.
+// Start starts reading the P2P ROUTER. What arrives is handled on the
+// next Step.
 func (e *Engine) Start() {
-	if e.ln == nil {
+	if e.router == nil {
 		return
 	}
 	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s, dead-session loads: %s)",
@@ -170,31 +174,7 @@ func (e *Engine) Start() {
 		e.log.Warning(compEngine, "modelled defects on: %s", strings.Join(on, ", "))
 	}
 	e.wg.Add(1)
-	go e.acceptLoop()
-}
-
-func (e *Engine) acceptLoop() {
-	defer e.wg.Done()
-	for {
-		nc, err := e.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Transient (e.g. EMFILE): try again after a tick.
-			select {
-			case <-e.done:
-				return
-			case <-time.After(e.cfg.Tick):
-				e.gate()
-			}
-			continue
-		}
-		if !e.post(evAccepted{nc: nc}) {
-			nc.Close()
-			return
-		}
-	}
+	go e.routerLoop()
 }
 
 // Submit hands a request to the engine under the caller's id, unique among
@@ -309,22 +289,10 @@ func (e *Engine) handle(ev event) {
 		if r := e.byID[ev.id]; r != nil {
 			r.cancelled = true
 		}
-	case evAccepted:
-		e.newConn(ev.nc, nil)
-	case evDialed:
-		e.onDialed(ev.sess, ev.nc, ev.err)
-	case evFrame:
-		if c := e.conns[ev.connID]; c != nil && !c.closed {
-			if c.sess != nil {
-				e.consumerFrame(c, ev.msg)
-			} else {
-				e.producerFrame(c, ev.msg)
-			}
-		}
-	case evConnLost:
-		if c := e.conns[ev.connID]; c != nil && !c.closed {
-			e.connLost(c, ev.err)
-		}
+	case evRouted:
+		e.routed(ev.peer, ev.msg, ev.err)
+	case evLink:
+		e.linkEvent(ev.l, ev.ev)
 	case evDo:
 		ev.fn()
 	}
@@ -337,17 +305,15 @@ func (e *Engine) Shutdown() {
 		return
 	}
 	e.shut = true
-	if e.ln != nil {
-		e.ln.Close()
-	}
 	e.stop()
-	// A graceful close tells peers at once, so their requests do not wait
-	// for a timeout (vLLM's disconnect on shutdown).
-	for _, c := range e.conns {
-		if (c.sess != nil && c.sess.state == sessReady) || (c.sess == nil && c.peerID != "") {
-			e.send(c, wire.Message{Type: wire.TypeDisconnect})
-		}
-		e.closeAfterFlush(c)
+	// Peers learn of the shutdown when this engine's ROUTER closes: their
+	// DEALERs' EVENT_DISCONNECTED (vLLM's liveness), at once. No disconnect
+	// is sent: vLLM's ZmqTransport.close() sends none, and one would leave
+	// on this engine's DEALER, to the peer's port, which a partition of
+	// this engine's ports does not cut (the gone case: a core ended behind
+	// a partition must fall silent, as a pod whose network is gone).
+	for _, l := range e.links {
+		e.closeLink(l, false)
 	}
 	for _, r := range e.active {
 		if r.state != rsDone {
@@ -356,34 +322,18 @@ func (e *Engine) Shutdown() {
 	}
 	e.active = nil
 	close(e.done)
-	// Connections that arrived but were never handled would leak.
-	for {
-		select {
-		case ev := <-e.inbox:
-			switch ev := ev.(type) {
-			case evAccepted:
-				ev.nc.Close()
-			case evDialed:
-				if ev.nc != nil {
-					ev.nc.Close()
-				}
-			}
-			continue
-		default:
-		}
-		break
-	}
 	flushed := make(chan struct{})
 	go func() { e.wg.Wait(); close(flushed) }()
 	select {
 	case <-flushed:
 	case <-time.After(shutdownFlush):
 		e.gate()
-		for _, c := range e.conns {
-			c.nc.Close()
-		}
-		<-flushed
 	}
+	// The ROUTER closes last: the disconnects have gone out.
+	if e.router != nil {
+		e.router.Close()
+	}
+	<-flushed
 }
 
 // gate blocks while the engine's process is frozen (Config.Gate).
@@ -401,27 +351,24 @@ type evSubmit struct {
 	done func(Result)
 }
 type evCancel struct{ id uint64 }
-type evAccepted struct{ nc net.Conn }
-type evDialed struct {
-	sess *session
-	nc   net.Conn
-	err  error
-}
-type evFrame struct {
-	connID uint64
-	msg    wire.Message
-}
-type evConnLost struct {
-	connID uint64
-	err    error
+
+// evRouted is a message read from the ROUTER, and its sender.
+type evRouted struct {
+	peer string
+	msg  wire.Message
+	err  error // the message did not parse: logged and dropped
 }
 
-func (evSubmit) isEvent()   {}
-func (evCancel) isEvent()   {}
-func (evAccepted) isEvent() {}
-func (evDialed) isEvent()   {}
-func (evFrame) isEvent()    {}
-func (evConnLost) isEvent() {}
-func (evDo) isEvent()       {}
+// evLink is a monitor event of a link's DEALER.
+type evLink struct {
+	l  *link
+	ev zmtp.Event
+}
+
+func (evSubmit) isEvent() {}
+func (evCancel) isEvent() {}
+func (evRouted) isEvent() {}
+func (evLink) isEvent()   {}
+func (evDo) isEvent()     {}
 
 type evDo struct{ fn func() }

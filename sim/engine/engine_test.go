@@ -105,7 +105,7 @@ func TestHandshakeRefusals(t *testing.T) {
 				}
 				// Both sides log vLLM's protocol error on the other's connect.
 				for name, e := range map[string]*driven{"source": src, "decoder": dec} {
-					if want := "protocol error: malformed 'connect': " + tt.want; !strings.Contains(e.log.String(), want) {
+					if want := "rejecting peer connect: " + tt.want; !strings.Contains(e.log.String(), want) {
 						t.Errorf("%s log lacks %q:\n%s", name, want, e.log)
 					}
 				}
@@ -150,9 +150,11 @@ func TestPeerShutdownDisconnects(t *testing.T) {
 		if got := run(t, dec, pull(src, toks, "w")); got.res.CachedTokens == 0 {
 			t.Fatal("warm-up pull did not hit")
 		}
+		// The source's ROUTER closes: the decoder's DEALER reports
+		// EVENT_DISCONNECTED at once (no disconnect message is sent).
 		src.shutdown()
 		waitFor(t, "the decoder to see the disconnect", func() bool {
-			return strings.Contains(dec.log.String(), "peer "+src.ID()+" down: peer disconnected")
+			return strings.Contains(dec.log.String(), "peer "+src.ID()+" down: connection closed by peer")
 		})
 		got := run(t, dec, pull(src, prompt("after", 40), "a"))
 		if got.res.CachedTokens != 0 || got.latency > dec.cfg.HandshakeTimeout/2 {

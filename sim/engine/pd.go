@@ -42,6 +42,7 @@ type pdStore struct {
 	parkedAt time.Time     // the first store: the unbound timer runs from it
 	c        *conn         // bound: the connection of the fetch; nil while unbound
 	demand   []uint64      // bound: the blocks the fetch asked for
+	round    int64         // bound: the fetch's round_seq
 	boundAt  time.Time     // bound and stored: the store job's timer runs from it
 	sending  bool          // the transfer is in flight
 }
@@ -71,7 +72,7 @@ func (e *Engine) startPDLoad(r *request) {
 	e.reserveLoad(r, r.hashes[r.localHit():r.maxHit])
 	r.deadline = e.now.Add(e.cfg.LoadTimeout)
 	s.loads[r.wireID] = r
-	e.sessionSend(s, wire.Message{Type: wire.TypeFetch, KVRequestID: r.wireID, Keys: r.hashes[r.localHit():r.maxHit]})
+	e.sessionSend(s, fetchMsg(r.wireID, r.hashes[r.localHit():r.maxHit]))
 }
 
 // park is the prefill leg's submit_store: its blocks (those the CPU tier
@@ -107,15 +108,15 @@ func (e *Engine) park(id string, keys []uint64) {
 // pdFetch handles a fetch no lookup of this connection preceded: a PD
 // decode leg's. It reports false when the fetch is not one (no store is
 // parked under the id and every block is held here: served as a pull).
-func (e *Engine) pdFetch(c *conn, m wire.Message) bool {
+func (e *Engine) pdFetch(c *conn, m wire.Message, hashes []uint64) bool {
 	if _, ok := e.reaped[m.KVRequestID]; ok {
 		e.log.Warning(compP2P, "fetch for kv_request_id=%s from %s refused: its parked store was reaped", m.KVRequestID, e.connName(c))
-		e.send(c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: m.KVRequestID, Success: false})
+		e.serverSend(c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: m.KVRequestID, RoundSeq: m.RoundSeq, Success: false})
 		return true
 	}
 	st := e.parked[m.KVRequestID]
 	if st == nil {
-		if e.allHeld(m.Keys) {
+		if e.allHeld(hashes) {
 			return false
 		}
 		st = &pdStore{id: m.KVRequestID}
@@ -130,7 +131,8 @@ func (e *Engine) pdFetch(c *conn, m wire.Message) bool {
 		return true
 	}
 	st.c = c
-	st.demand = m.Keys
+	st.round = m.RoundSeq
+	st.demand = hashes
 	if len(st.keys) > 0 {
 		st.boundAt = e.now
 	}
@@ -158,7 +160,7 @@ func (e *Engine) serveParked(st *pdStore, finished bool) {
 		if !containsKey(st.keys, k) {
 			if finished {
 				e.log.Warning(compP2P, "kv_request_id=%s: prefill finished without the %d blocks %s asked for", st.id, len(st.demand), e.connName(st.c))
-				e.send(st.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: st.id, Success: false})
+				e.serverSend(st.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: st.id, RoundSeq: st.round, Success: false})
 				e.releaseParked(st)
 			}
 			return
@@ -175,7 +177,7 @@ func (e *Engine) serveParked(st *pdStore, finished bool) {
 		}
 	}
 	bytes := int64(len(st.demand)) * e.blockBytes
-	e.transfers = append(e.transfers, &transfer{c: st.c, id: st.id, success: true, bytes: bytes, refs: refs,
+	e.transfers = append(e.transfers, &transfer{c: st.c, id: st.id, round: st.round, success: true, bytes: bytes, refs: refs,
 		at: e.now.Add(e.cfg.transferTime(bytes)), pd: st})
 }
 

@@ -21,7 +21,8 @@ type staleRoute struct {
 type heldLookup struct {
 	c        *conn
 	id       string
-	keys     []uint64
+	keys     []uint64   // the sim's hashes of raw
+	raw      []wire.Key // as they came: the answer echoes them
 	deadline time.Time
 }
 
@@ -29,6 +30,7 @@ type heldLookup struct {
 type transfer struct {
 	c       *conn
 	id      string
+	round   int64         // the fetch's round_seq, echoed on transfer_done
 	keys    []uint64      // pinned by the transfer itself (a pull's fetch)
 	refs    []kv.BlockRef // where the blocks are read from when the write ends
 	at      time.Time
@@ -57,8 +59,14 @@ func (e *Engine) producerFrame(c *conn, m wire.Message) {
 	switch m.Type {
 	case wire.TypeConnect:
 		e.onConnect(c, m)
-	case wire.TypePing:
-		e.send(c, wire.Message{Type: wire.TypePong})
+	case wire.TypeConnectAck:
+		if c.peerID != "" && !c.acked {
+			c.acked = true
+			for _, q := range c.held {
+				e.send(c, q)
+			}
+			c.held = nil
+		}
 	case wire.TypeDisconnect:
 		if c.peerID != "" {
 			e.log.Info(compP2P, "peer %s disconnected", c.peerID)
@@ -71,7 +79,7 @@ func (e *Engine) producerFrame(c *conn, m wire.Message) {
 		}
 		switch m.Type {
 		case wire.TypeLookup:
-			h := &heldLookup{c: c, id: m.KVRequestID, keys: m.Keys, deadline: e.now.Add(e.cfg.LookupHold)}
+			h := &heldLookup{c: c, id: m.KVRequestID, keys: wire.Hashes(m.Keys), raw: m.Keys, deadline: e.now.Add(e.cfg.LookupHold)}
 			if !e.answerLookup(h, false) {
 				e.held = append(e.held, h)
 			}
@@ -83,32 +91,31 @@ func (e *Engine) producerFrame(c *conn, m wire.Message) {
 	}
 }
 
+// onConnect is a consumer's connect: the source's session announces
+// itself with its own connect first (session.py attach_connection), then
+// validates the peer's; a mismatch is logged and answered with nothing
+// (the consumer, checking this side's connect, rejects it in turn), and a
+// connect after the handshake is a protocol error that disconnects.
 func (e *Engine) onConnect(c *conn, m wire.Message) {
-	if c.peerID != "" {
-		return // no second connect on one connection
-	}
-	if reason := e.connectMismatch(m); reason != "" {
-		e.protocolError(m.PeerID, reason)
-		// vLLM's source disconnects after its own Connect went out; the
-		// sim's producer sends no Connect of its own, so the reject carries
-		// its fields, and the consumer checks them as vLLM's decoder checks
-		// the source's Connect (consumerFrame).
-		e.send(c, wire.Message{Type: wire.TypeConnectReject, Reason: reason,
-			PeerID: e.id, Fingerprint: e.fingerprint, HashSeed: e.cfg.HashSeed, BlockLen: e.blockBytes})
-		e.closeAfterFlush(c)
+	// The stale route first: the peer's session that froze with this
+	// process may still be held here, and the reconnect's connect is
+	// lost into it, whichever of its end and the connect comes first.
+	if e.consumeStale(m.PeerID) {
 		return
 	}
-	if st, ok := e.stale[m.PeerID]; ok {
-		delete(e.stale, m.PeerID)
-		if st.c != c && e.now.Before(st.until) {
-			e.log.Warning(compP2P, "connect from %s routed to a stale connection and dropped", m.PeerID)
-			if e.routes[m.PeerID] == st.c {
-				delete(e.routes, m.PeerID)
-			}
-			// No ack: the consumer's handshake runs to its deadline, and
-			// its next session finds the route gone.
-			return
+	if c.peerID != "" {
+		if c.acked {
+			e.log.Error(compP2P, "P2PSession %s: protocol error: duplicate connect after handshake — disconnecting", c.peerID)
+			e.send(c, wire.Message{Type: wire.TypeDisconnect})
+			e.closeAfterFlush(c)
 		}
+		return
+	}
+	e.send(c, e.connectMsg())
+	if reason := e.connectMismatch(m, m.PeerID); reason != "" {
+		e.rejectConnect(m.PeerID, reason)
+		e.closeAfterFlush(c)
+		return
 	}
 	c.peerID = m.PeerID
 	e.routes[m.PeerID] = c
@@ -117,30 +124,69 @@ func (e *Engine) onConnect(c *conn, m wire.Message) {
 	e.log.Info(compP2P, "accepted connect from %s", m.PeerID)
 }
 
-// connectMismatch is why a peer's connect fields (its connect, or the
-// producer's reject) must be refused, or "": the checks of vLLM's
-// session.py P2PSession._validate_connect_candidate, in its order and
-// words (the sim's fingerprint holds the block size, so a --block-size
-// that differs is a block_len mismatch first, as on vLLM).
-func (e *Engine) connectMismatch(m wire.Message) string {
+// consumeStale reports whether a connect from peer is lost into a route
+// the process held when it froze (reference §3): nothing answers it, the
+// consumer's handshake runs to its deadline, and its next session finds
+// the route gone. Only the first connect after the resume is lost.
+func (e *Engine) consumeStale(peer string) bool {
+	st, ok := e.stale[peer]
+	if !ok {
+		return false
+	}
+	delete(e.stale, peer)
+	if !e.now.Before(st.until) {
+		return false
+	}
+	e.log.Warning(compP2P, "connect from %s routed to a stale connection and dropped", peer)
+	// The dead session is swept with it: the peer's next connect meets
+	// a new one.
+	if !st.c.closed {
+		e.closeConn(st.c)
+	}
+	return true
+}
+
+// agentMetadata is the connect's agent_metadata: where a peer finds this
+// engine's KV blocks. vLLM's is NIXL's; the sim's data plane is its own,
+// the blocks' content carried on transfer_done (fields bytes and data).
+var agentMetadata = []byte("p2pfault-sim data-plane=inline:transfer_done")
+
+// connectMsg is this engine's connect (session.py _send_connect).
+func (e *Engine) connectMsg() wire.Message {
+	return wire.Message{
+		Type:          wire.TypeConnect,
+		PeerID:        e.id,
+		AgentMetadata: agentMetadata,
+		NumBlocks:     int64(max(e.cfg.CPUBlocks, 1)),
+		BlockLen:      e.blockBytes,
+		Fingerprint:   e.fingerprint,
+		HashSeed:      e.cfg.HashSeed,
+	}
+}
+
+// connectMismatch is why a peer's connect must be refused, or "": the
+// checks of vLLM's session.py P2PSession._on_connect (@0577fc22), in its
+// order and words (the sim's fingerprint holds the block size, so a
+// --block-size that differs is a block_len mismatch first, as on vLLM;
+// an empty fingerprint is compatible with any).
+func (e *Engine) connectMismatch(m wire.Message, peer string) string {
 	switch {
 	case m.BlockLen != e.blockBytes:
-		return fmt.Sprintf("block_len mismatch from %s: remote=%d, local=%d", m.PeerID, m.BlockLen, e.blockBytes)
-	case m.Fingerprint != e.fingerprint:
-		return fmt.Sprintf("config fingerprint mismatch from %s: remote='%s', local='%s'", m.PeerID, m.Fingerprint, e.fingerprint)
+		return fmt.Sprintf("block_len mismatch from %s: remote=%d, local=%d", peer, m.BlockLen, e.blockBytes)
+	case m.Fingerprint != "" && e.fingerprint != "" && m.Fingerprint != e.fingerprint:
+		return fmt.Sprintf("config fingerprint mismatch from %s: remote='%s', local='%s'", peer, m.Fingerprint, e.fingerprint)
 	case m.HashSeed != e.cfg.HashSeed:
 		return fmt.Sprintf("hash seed mismatch from %s: remote='%s', local='%s'. "+
-			"Ensure PYTHONHASHSEED (if set) matches on all P2P peers.", m.PeerID, m.HashSeed, e.cfg.HashSeed)
+			"Ensure PYTHONHASHSEED (if set) matches on all P2P peers.", peer, m.HashSeed, e.cfg.HashSeed)
 	}
 	return ""
 }
 
-// protocolError logs vLLM's line for a connect it refuses (session.py
-// P2PSession._protocol_error on the ValueError of the validation:
-// "P2PSession %s: protocol error: %s — disconnecting", the reason
-// "malformed 'connect': ..."); p2pfault's package cause reads it.
-func (e *Engine) protocolError(peer, reason string) {
-	e.log.Error(compP2P, "P2PSession %s: protocol error: malformed '%s': %s — disconnecting", peer, wire.TypeConnect, reason)
+// rejectConnect logs vLLM's line for a connect it refuses (session.py
+// P2PSession._on_connect: "P2PSession %s: rejecting peer connect: %s");
+// p2pfault's package cause reads it.
+func (e *Engine) rejectConnect(peer, reason string) {
+	e.log.Error(compP2P, "P2PSession %s: rejecting peer connect: %s", peer, reason)
 }
 
 // answerLookup answers h unless a block it would hit is still being
@@ -171,7 +217,7 @@ func (e *Engine) answerLookup(h *heldLookup, force bool) bool {
 		// fails and releases its blocks after _STORE_TIMEOUT_S.
 		e.pins[pinKey{h.c.id, h.id}] = &pinSet{keys: h.keys[:n], refs: refs, expires: e.now.Add(e.cfg.StoreTimeout)}
 	}
-	e.send(h.c, wire.Message{Type: wire.TypeLookupResp, KVRequestID: h.id, Hits: hits})
+	e.serverSend(h.c, wire.Message{Type: wire.TypeLookupResp, KVRequestID: h.id, Keys: h.raw, Hits: hits})
 	return true
 }
 
@@ -194,37 +240,44 @@ func (e *Engine) serveHeldLookups(force bool) {
 
 func (e *Engine) onFetch(c *conn, m wire.Message) {
 	key := pinKey{c.id, m.KVRequestID}
-	p := e.pins[key]
-	if p == nil && e.pdFetch(c, m) {
+	if len(m.Keys) == 0 {
+		// The empty fetch ends the lookup phase: what it pinned is
+		// released and nothing is sent (no transfer_done).
+		e.unpin(key)
 		return
 	}
-	if p != nil && p.lapsed && e.cfg.Defects.ReuseFreedBlocks && sameKeys(p.keys, m.Keys) {
+	hashes := wire.Hashes(m.Keys)
+	p := e.pins[key]
+	if p == nil && e.pdFetch(c, m, hashes) {
+		return
+	}
+	if p != nil && p.lapsed && e.cfg.Defects.ReuseFreedBlocks && sameKeys(p.keys, hashes) {
 		// The defect: the hit's record outlived the timeout that freed
 		// its slots, and the fetch is served from them.
 		e.log.Warning(compP2P, "defect reuse-freed-blocks: fetch %s served from the %d slots its lookup's pin freed", m.KVRequestID, len(p.refs))
-		t := &transfer{c: c, id: m.KVRequestID, success: true, refs: p.refs, bytes: int64(len(p.refs)) * e.blockBytes}
+		t := &transfer{c: c, id: m.KVRequestID, round: m.RoundSeq, success: true, refs: p.refs, bytes: int64(len(p.refs)) * e.blockBytes}
 		e.unpin(key)
 		t.at = e.now.Add(e.cfg.transferTime(t.bytes))
 		e.transfers = append(e.transfers, t)
 		return
 	}
 	ok := true
-	for _, k := range m.Keys {
+	for _, k := range hashes {
 		if !e.cpu.Contains(k) {
 			ok = false
 			break
 		}
 	}
-	t := &transfer{c: c, id: m.KVRequestID, success: ok}
+	t := &transfer{c: c, id: m.KVRequestID, round: m.RoundSeq, success: ok}
 	if ok {
 		// The transfer holds its own pins; the lookup's are released.
-		t.refs = make([]kv.BlockRef, len(m.Keys))
-		for i, k := range m.Keys {
+		t.refs = make([]kv.BlockRef, len(hashes))
+		for i, k := range hashes {
 			e.cpu.Pin(k)
 			t.refs[i], _ = e.cpu.Ref(k)
 		}
-		t.keys = m.Keys
-		t.bytes = int64(len(m.Keys)) * e.blockBytes
+		t.keys = hashes
+		t.bytes = int64(len(hashes)) * e.blockBytes
 	}
 	e.unpin(key)
 	t.at = e.now.Add(e.cfg.transferTime(t.bytes))
@@ -242,7 +295,7 @@ func (e *Engine) onAbortFetch(c *conn, m wire.Message) {
 	}
 	e.transfers = kept
 	e.abortParked(c, m.KVRequestID)
-	e.send(c, wire.Message{Type: wire.TypeAbortAck, KVRequestID: m.KVRequestID})
+	e.serverSend(c, wire.Message{Type: wire.TypeAbortAck, KVRequestID: m.KVRequestID, RoundSeq: m.RoundSeq})
 }
 
 func (e *Engine) finishTransfers() {
@@ -260,7 +313,7 @@ func (e *Engine) finishTransfers() {
 		if !t.success || !ok {
 			data, t.bytes, t.success = nil, 0, false
 		}
-		e.send(t.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: t.id, Success: t.success, Bytes: t.bytes, Data: data})
+		e.serverSend(t.c, wire.Message{Type: wire.TypeTransferDone, KVRequestID: t.id, RoundSeq: t.round, Success: t.success, Bytes: t.bytes, Data: data})
 		if t.pd != nil {
 			e.releaseParked(t.pd)
 		}

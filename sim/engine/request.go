@@ -283,7 +283,7 @@ func (e *Engine) pollSession(r *request) {
 		e.lookupDeferred(r)
 		r.deadline = e.now.Add(e.cfg.LookupTimeout)
 		s.lookups[r.wireID] = r
-		e.send(s.c, wire.Message{Type: wire.TypeLookup, KVRequestID: r.wireID, Keys: r.hashes[r.localHit():r.maxHit]})
+		e.send(s.c, wire.Message{Type: wire.TypeLookup, KVRequestID: r.wireID, Keys: wire.KeysOf(r.hashes[r.localHit():r.maxHit])})
 	case sessDead:
 		// killSession removes dead sessions from the map; never reached.
 		e.miss(r)

@@ -15,7 +15,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"p2pfault/sim/engine"
-	"p2pfault/sim/wire"
 )
 
 // Message types.
@@ -87,7 +86,7 @@ func (c *Conn) Send(m Msg) error {
 	if err != nil {
 		return fmt.Errorf("encode link %s: %w", m.Type, err)
 	}
-	frame, err := wire.AppendFrame(nil, payload)
+	frame, err := AppendFrame(nil, payload)
 	if err != nil {
 		return fmt.Errorf("link %s: %w", m.Type, err)
 	}
@@ -132,7 +131,7 @@ func (c *Conn) writeLoop() {
 
 // Recv reads the next message.
 func (c *Conn) Recv() (Msg, error) {
-	payload, err := wire.ReadFrame(c.br)
+	payload, err := ReadFrame(c.br)
 	if err != nil {
 		return Msg{}, err
 	}

@@ -1,458 +1,230 @@
+// Package wire is the P2P tier's control messages as vLLM sends them: one
+// msgpack map with a "type" key per ZMTP message (session/protocol.py,
+// vllm-project/vllm @0577fc22: keys, round_seq and hash_seed). The sim's
+// data plane rides on transfer_done in fields vLLM does not read (bytes,
+// data); a peer ignores fields it does not know, and so does Decode.
 package wire
 
 import (
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"math"
-	"math/bits"
-
-	"github.com/vmihailenco/msgpack/v5"
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
+	"unsafe"
 )
 
-// Message types on the control channel.
+// Message types on the control channel (protocol.py's TYPE of each class).
 const (
-	TypeConnect       = "connect"
-	TypeConnectAck    = "connect_ack"
-	TypeConnectReject = "connect_reject"
-	TypeLookup        = "lookup"
-	TypeLookupResp    = "lookup_resp"
-	TypeFetch         = "fetch"
-	TypeTransferDone  = "transfer_done"
-	TypeAbortFetch    = "abort_fetch"
-	TypeAbortAck      = "abort_ack"
-	TypePing          = "ping"
-	TypePong          = "pong"
-	TypeDisconnect    = "disconnect"
+	TypeConnect      = "connect"
+	TypeConnectAck   = "connect_ack"
+	TypeDisconnect   = "disconnect"
+	TypeLookup       = "lookup"
+	TypeLookupResp   = "lookup_resp"
+	TypeFetch        = "fetch"
+	TypeTransferDone = "transfer_done"
+	TypeAbortFetch   = "abort_fetch"
+	TypeAbortAck     = "abort_ack"
 )
 
-// Message is one control message. Only the fields of its Type are sent;
-// DecodeFrame rejects a frame that lacks one of them or carries another.
-type Message struct {
-	Type        string
-	PeerID      string   // connect, connect_ack, connect_reject: the sender's "host:port" identity
-	Fingerprint string   // connect, connect_reject: model, block size, TP size, KV bytes per token
-	HashSeed    string   // connect, connect_reject: PYTHONHASHSEED of the sender
-	BlockLen    int64    // connect, connect_reject: bytes per KV block
-	Reason      string   // connect_reject
-	KVRequestID string   // lookup .. abort_ack
-	Keys        []uint64 // lookup, fetch: block hashes, in prompt order
-	Hits        []bool   // lookup_resp: one per looked-up key
-	Success     bool     // transfer_done
-	Bytes       int64    // transfer_done: bytes written to the consumer
-	// Data is transfer_done's simulated payload: the content digest of each
-	// block written, in fetch order (the NIXL write of real vLLM, carried on
-	// the control channel). Empty when the transfer failed.
-	Data []uint64
+// MaxMessageLen bounds a message's payload so a garbage peer cannot make a
+// reader allocate gigabytes. A lookup for the longest prompt the sim
+// accepts (131072 tokens in 16-token blocks, 37 bytes a key) is under it.
+const MaxMessageLen = 1 << 20
+
+// ErrTooLarge is returned for a message over MaxMessageLen.
+var ErrTooLarge = errors.New("message too large")
+
+// Key is one block key as vLLM sends it: OffloadKey bytes, a 32-byte block
+// hash then a 4-byte group index (kv_offload/base.py). The sim's block
+// hashes are 64-bit: KeyOf puts one in the hash's first 8 bytes. A key is
+// kept as the bytes that came, so a lookup_resp echoes a peer's keys
+// exactly, whatever made them.
+type Key string
+
+// KeyLen is the length of an OffloadKey: hash and group index.
+const KeyLen = 32 + 4
+
+// minKeyLen and maxKeyLen bound the keys Decode accepts: a key must hold
+// a sim hash's 8 bytes; longer than two OffloadKeys is garbage.
+const (
+	minKeyLen = 8
+	maxKeyLen = 2 * KeyLen
+)
+
+// KeyOf is the key of the sim's block hash h, in KV group 0.
+func KeyOf(h uint64) Key {
+	var b [KeyLen]byte
+	binary.BigEndian.PutUint64(b[:8], h)
+	return Key(b[:])
 }
 
-// field is one bit per wire field, so a type's field set is a mask.
-type field uint16
-
-const (
-	fType field = 1 << iota
-	fPeerID
-	fFingerprint
-	fHashSeed
-	fBlockLen
-	fReason
-	fKVRequestID
-	fKeys
-	fHits
-	fSuccess
-	fBytes
-	fData
-)
-
-func (f field) name() string {
-	switch f {
-	case fType:
-		return "type"
-	case fPeerID:
-		return "peer_id"
-	case fFingerprint:
-		return "fingerprint"
-	case fHashSeed:
-		return "hash_seed"
-	case fBlockLen:
-		return "block_len"
-	case fReason:
-		return "reason"
-	case fKVRequestID:
-		return "kv_request_id"
-	case fKeys:
-		return "keys"
-	case fHits:
-		return "hits"
-	case fSuccess:
-		return "success"
-	case fBytes:
-		return "bytes"
-	case fData:
-		return "data"
+// Hash is the sim's block hash a key carries (its first 8 bytes).
+func (k Key) Hash() uint64 {
+	if len(k) < 8 {
+		return 0
 	}
-	return fmt.Sprintf("field(%#x)", uint16(f))
+	return binary.BigEndian.Uint64([]byte(k[:8]))
 }
 
-func fieldByName(s string) (field, bool) {
-	for f := fType; f <= fData; f <<= 1 {
-		if f.name() == s {
-			return f, true
+// KeysOf returns the keys of hashes, in order, their bytes in one
+// allocation.
+func KeysOf(hashes []uint64) []Key {
+	if len(hashes) == 0 {
+		return nil
+	}
+	buf := make([]byte, len(hashes)*KeyLen)
+	for i, h := range hashes {
+		binary.BigEndian.PutUint64(buf[i*KeyLen:], h)
+	}
+	return keysIn(buf, len(hashes), func(i int) (int, int) { return i * KeyLen, (i + 1) * KeyLen })
+}
+
+// keysIn makes n keys of buf's bytes, key i being buf[span(i)], without
+// copying: buf is never written again.
+func keysIn(buf []byte, n int, span func(i int) (int, int)) []Key {
+	keys := make([]Key, n)
+	for i := range keys {
+		from, to := span(i)
+		if to > from {
+			keys[i] = Key(unsafe.String(&buf[from], to-from))
 		}
 	}
-	return 0, false
+	return keys
 }
 
-// fieldsOf is the exact field set of a message type (type included).
-func fieldsOf(typ string) (field, bool) {
+// Hashes returns the sim's hashes of keys, in order.
+func Hashes(keys []Key) []uint64 {
+	if len(keys) == 0 {
+		return nil
+	}
+	hs := make([]uint64, len(keys))
+	for i, k := range keys {
+		hs[i] = k.Hash()
+	}
+	return hs
+}
+
+// Message is one control message. Only the fields of its Type are sent.
+type Message struct {
+	Type string
+	// connect, connect_ack: the sender's "host:port" identity.
+	PeerID string
+	// connect: where the sender's KV blocks are for the data plane. vLLM's
+	// is NIXL agent metadata; the sim's names its own data channel
+	// (AgentMetadata in the engine).
+	AgentMetadata []byte
+	BaseAddr      int64  // connect: the KV region's base address (0 in the sim)
+	NumBlocks     int64  // connect: blocks in the KV region
+	BlockLen      int64  // connect: bytes per KV block
+	Fingerprint   string // connect: config_fingerprint
+	HashSeed      string // connect: PYTHONHASHSEED of the sender
+	KVRequestID   string // lookup .. abort_ack
+	Keys          []Key  // lookup, lookup_resp, fetch
+	// BlockIndexes are fetch's remote block indexes, one per key: where the
+	// consumer wants each block written.
+	BlockIndexes []int64
+	RoundSeq     int64  // lookup, fetch, transfer_done, abort_fetch, abort_ack
+	Hits         []bool // lookup_resp: one per key
+	Success      bool   // transfer_done
+	// Bytes and Data are the sim's data plane on transfer_done (vLLM's is
+	// a NIXL write before it): the bytes written and the content digest of
+	// each block, in fetch order; empty when the transfer failed.
+	Bytes int64
+	Data  []uint64
+}
+
+// fieldsOf names the wire fields of a message type, in the order Encode
+// writes them (protocol.py's class attributes).
+func fieldsOf(typ string) ([]string, bool) {
 	switch typ {
 	case TypeConnect:
-		return fType | fPeerID | fFingerprint | fHashSeed | fBlockLen, true
+		return []string{"peer_id", "agent_metadata", "base_addr", "num_blocks", "block_len", "config_fingerprint", "hash_seed"}, true
 	case TypeConnectAck:
-		return fType | fPeerID, true
-	case TypeConnectReject:
-		// The producer's own connect fields ride on its reject (vLLM's
-		// source sends a Connect of its own), so the consumer can name the
-		// mismatch from its side.
-		return fType | fReason | fPeerID | fFingerprint | fHashSeed | fBlockLen, true
-	case TypeLookup, TypeFetch:
-		return fType | fKVRequestID | fKeys, true
+		return []string{"peer_id"}, true
+	case TypeDisconnect:
+		return nil, true
+	case TypeLookup:
+		return []string{"kv_request_id", "keys", "round_seq"}, true
 	case TypeLookupResp:
-		return fType | fKVRequestID | fHits, true
+		return []string{"kv_request_id", "keys", "hits"}, true
+	case TypeFetch:
+		return []string{"kv_request_id", "keys", "block_indexes", "round_seq"}, true
 	case TypeTransferDone:
-		return fType | fKVRequestID | fSuccess | fBytes | fData, true
+		return []string{"kv_request_id", "success", "round_seq", "bytes", "data"}, true
 	case TypeAbortFetch, TypeAbortAck:
-		return fType | fKVRequestID, true
-	case TypePing, TypePong, TypeDisconnect:
-		return fType, true
+		return []string{"kv_request_id", "round_seq"}, true
 	}
-	return 0, false
+	return nil, false
 }
 
-// Encode returns m as a frame (length prefix and payload).
+// Encode returns m's payload: the msgpack map vLLM's msgspec would write.
 func Encode(m Message) ([]byte, error) {
-	set, ok := fieldsOf(m.Type)
+	names, ok := fieldsOf(m.Type)
 	if !ok {
 		return nil, fmt.Errorf("encode message: unknown type %q", m.Type)
 	}
-	var buf bytes.Buffer
-	buf.Write(make([]byte, HeaderLen))
-	enc := msgpack.NewEncoder(&buf)
-	if err := enc.EncodeMapLen(bits.OnesCount16(uint16(set))); err != nil {
-		return nil, fmt.Errorf("encode %s: %w", m.Type, err)
+	if m.Type == TypeFetch && len(m.BlockIndexes) != len(m.Keys) {
+		return nil, fmt.Errorf("encode fetch: %d keys but %d block indexes", len(m.Keys), len(m.BlockIndexes))
 	}
-	for f := fType; f <= fData; f <<= 1 {
-		if set&f == 0 {
-			continue
-		}
-		if err := encodeField(enc, f, m); err != nil {
-			return nil, fmt.Errorf("encode %s field %s: %w", m.Type, f.name(), err)
-		}
+	if m.Type == TypeLookupResp && len(m.Hits) != len(m.Keys) {
+		return nil, fmt.Errorf("encode lookup_resp: %d keys but %d hits", len(m.Keys), len(m.Hits))
 	}
-	b := buf.Bytes()
-	payload := len(b) - HeaderLen
-	if payload > MaxFrameLen {
-		return nil, fmt.Errorf("encode %s: %d bytes over max %d: %w", m.Type, payload, MaxFrameLen, ErrFrameTooLarge)
+	e := encoder{b: make([]byte, 0, 64+len(m.Keys)*(KeyLen+2)+len(m.Data)*9)}
+	e.mapLen(len(names) + 1)
+	e.str("type")
+	e.str(m.Type)
+	for _, n := range names {
+		e.str(n)
+		encodeField(&e, n, m)
 	}
-	b[0], b[1], b[2], b[3] = byte(payload>>24), byte(payload>>16), byte(payload>>8), byte(payload)
-	return b, nil
+	if len(e.b) > MaxMessageLen {
+		return nil, fmt.Errorf("encode %s: %d bytes over max %d: %w", m.Type, len(e.b), MaxMessageLen, ErrTooLarge)
+	}
+	return e.b, nil
 }
 
-func encodeField(enc *msgpack.Encoder, f field, m Message) error {
-	if err := enc.EncodeString(f.name()); err != nil {
-		return err
-	}
-	switch f {
-	case fType:
-		return enc.EncodeString(m.Type)
-	case fPeerID:
-		return enc.EncodeString(m.PeerID)
-	case fFingerprint:
-		return enc.EncodeString(m.Fingerprint)
-	case fHashSeed:
-		return enc.EncodeString(m.HashSeed)
-	case fBlockLen:
-		return enc.EncodeInt(m.BlockLen)
-	case fReason:
-		return enc.EncodeString(m.Reason)
-	case fKVRequestID:
-		return enc.EncodeString(m.KVRequestID)
-	case fKeys:
-		return encodeUints(enc, m.Keys)
-	case fData:
-		return encodeUints(enc, m.Data)
-	case fHits:
-		if err := enc.EncodeArrayLen(len(m.Hits)); err != nil {
-			return err
+func encodeField(e *encoder, name string, m Message) {
+	switch name {
+	case "peer_id":
+		e.str(m.PeerID)
+	case "agent_metadata":
+		e.bin(m.AgentMetadata)
+	case "base_addr":
+		e.int(m.BaseAddr)
+	case "num_blocks":
+		e.int(m.NumBlocks)
+	case "block_len":
+		e.int(m.BlockLen)
+	case "config_fingerprint":
+		e.str(m.Fingerprint)
+	case "hash_seed":
+		e.str(m.HashSeed)
+	case "kv_request_id":
+		e.str(m.KVRequestID)
+	case "keys":
+		e.arrayLen(len(m.Keys))
+		for _, k := range m.Keys {
+			e.bin([]byte(k))
 		}
+	case "block_indexes":
+		e.arrayLen(len(m.BlockIndexes))
+		for _, i := range m.BlockIndexes {
+			e.int(i)
+		}
+	case "round_seq":
+		e.int(m.RoundSeq)
+	case "hits":
+		e.arrayLen(len(m.Hits))
 		for _, h := range m.Hits {
-			if err := enc.EncodeBool(h); err != nil {
-				return err
-			}
+			e.bool(h)
 		}
-		return nil
-	case fSuccess:
-		return enc.EncodeBool(m.Success)
-	case fBytes:
-		return enc.EncodeInt(m.Bytes)
-	}
-	return fmt.Errorf("no encoder for field %s", f.name())
-}
-
-func encodeUints(enc *msgpack.Encoder, vs []uint64) error {
-	if err := enc.EncodeArrayLen(len(vs)); err != nil {
-		return err
-	}
-	for _, v := range vs {
-		if err := enc.EncodeUint(v); err != nil {
-			return err
+	case "success":
+		e.bool(m.Success)
+	case "bytes":
+		e.int(m.Bytes)
+	case "data":
+		e.arrayLen(len(m.Data))
+		for _, d := range m.Data {
+			e.uint(d)
 		}
 	}
-	return nil
-}
-
-// DecodeFrame decodes the frame at the start of b and returns its message
-// and the number of bytes it took. An incomplete frame gives an error
-// wrapping io.ErrUnexpectedEOF; anything else that is not a well-formed
-// message gives an error naming what is wrong.
-func DecodeFrame(b []byte) (Message, int, error) {
-	payload, n, err := splitFrame(b)
-	if err != nil {
-		return Message{}, 0, err
-	}
-	m, err := DecodePayload(payload)
-	if err != nil {
-		return Message{}, 0, err
-	}
-	return m, n, nil
-}
-
-// DecodePayload decodes a frame's payload (what ReadFrame returns).
-//
-// It reads field by field with typed decoders and rejects unknown fields,
-// so it never recurses into nested values: a hostile frame cannot make it
-// allocate or recurse beyond the frame's own size.
-func DecodePayload(p []byte) (Message, error) {
-	r := bytes.NewReader(p)
-	d := msgpack.NewDecoder(r)
-	c, err := d.PeekCode()
-	if err != nil {
-		return Message{}, fmt.Errorf("decode message: empty payload: %w", io.ErrUnexpectedEOF)
-	}
-	if !msgpcode.IsFixedMap(c) && c != msgpcode.Map16 && c != msgpcode.Map32 {
-		return Message{}, fmt.Errorf("decode message: payload is not a msgpack map (code 0x%02x)", c)
-	}
-	n, err := d.DecodeMapLen()
-	if err != nil {
-		return Message{}, fmt.Errorf("decode message: map header: %w", err)
-	}
-	// Each entry takes at least two bytes, so a larger count is a lie.
-	if n > len(p)/2 {
-		return Message{}, fmt.Errorf("decode message: map of %d entries in %d bytes", n, len(p))
-	}
-	var m Message
-	var seen field
-	for i := 0; i < n; i++ {
-		key, err := decodeStr(d, "field name")
-		if err != nil {
-			return Message{}, fmt.Errorf("decode message: entry %d: %w", i, err)
-		}
-		f, ok := fieldByName(key)
-		if !ok {
-			return Message{}, fmt.Errorf("decode message: unknown field %q", key)
-		}
-		if seen&f != 0 {
-			return Message{}, fmt.Errorf("decode message: duplicate field %q", key)
-		}
-		seen |= f
-		if err := decodeField(d, f, &m, len(p)); err != nil {
-			return Message{}, fmt.Errorf("decode message: field %s: %w", key, err)
-		}
-	}
-	if r.Len() != 0 {
-		return Message{}, fmt.Errorf("decode message: %d trailing bytes after the map", r.Len())
-	}
-	if seen&fType == 0 {
-		return Message{}, errors.New("decode message: missing field type")
-	}
-	want, ok := fieldsOf(m.Type)
-	if !ok {
-		return Message{}, fmt.Errorf("decode message: unknown type %q", m.Type)
-	}
-	if missing := want &^ seen; missing != 0 {
-		return Message{}, fmt.Errorf("decode %s: missing field %s", m.Type, lowest(missing).name())
-	}
-	if extra := seen &^ want; extra != 0 {
-		return Message{}, fmt.Errorf("decode %s: unexpected field %s", m.Type, lowest(extra).name())
-	}
-	if m.Type == TypeConnect && m.BlockLen <= 0 {
-		return Message{}, fmt.Errorf("decode connect: block_len %d is not positive", m.BlockLen)
-	}
-	if m.Type == TypeTransferDone && m.Bytes < 0 {
-		return Message{}, fmt.Errorf("decode transfer_done: bytes %d is negative", m.Bytes)
-	}
-	return m, nil
-}
-
-func lowest(f field) field { return f & -f }
-
-func decodeField(d *msgpack.Decoder, f field, m *Message, limit int) error {
-	var err error
-	switch f {
-	case fType:
-		m.Type, err = decodeStr(d, "string")
-	case fPeerID:
-		m.PeerID, err = decodeStr(d, "string")
-	case fFingerprint:
-		m.Fingerprint, err = decodeStr(d, "string")
-	case fHashSeed:
-		m.HashSeed, err = decodeStr(d, "string")
-	case fReason:
-		m.Reason, err = decodeStr(d, "string")
-	case fKVRequestID:
-		m.KVRequestID, err = decodeStr(d, "string")
-	case fBlockLen:
-		m.BlockLen, err = decodeInt(d)
-	case fBytes:
-		m.Bytes, err = decodeInt(d)
-	case fSuccess:
-		m.Success, err = decodeBool(d)
-	case fKeys:
-		m.Keys, err = decodeKeys(d, limit)
-	case fData:
-		m.Data, err = decodeKeys(d, limit)
-	case fHits:
-		m.Hits, err = decodeHits(d, limit)
-	default:
-		err = fmt.Errorf("no decoder for field %s", f.name())
-	}
-	return err
-}
-
-func decodeStr(d *msgpack.Decoder, what string) (string, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return "", fmt.Errorf("want %s: %w", what, io.ErrUnexpectedEOF)
-	}
-	if !msgpcode.IsString(c) {
-		return "", fmt.Errorf("want %s, got msgpack code 0x%02x", what, c)
-	}
-	s, err := d.DecodeString()
-	if err != nil {
-		return "", fmt.Errorf("want %s: %w", what, err)
-	}
-	return s, nil
-}
-
-func isInt(c byte) bool {
-	if msgpcode.IsFixedNum(c) {
-		return true
-	}
-	switch c {
-	case msgpcode.Uint8, msgpcode.Uint16, msgpcode.Uint32, msgpcode.Uint64,
-		msgpcode.Int8, msgpcode.Int16, msgpcode.Int32, msgpcode.Int64:
-		return true
-	}
-	return false
-}
-
-func decodeInt(d *msgpack.Decoder) (int64, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return 0, fmt.Errorf("want integer: %w", io.ErrUnexpectedEOF)
-	}
-	if !isInt(c) {
-		return 0, fmt.Errorf("want integer, got msgpack code 0x%02x", c)
-	}
-	if c == msgpcode.Uint64 {
-		u, err := d.DecodeUint64()
-		if err != nil {
-			return 0, fmt.Errorf("want integer: %w", err)
-		}
-		if u > math.MaxInt64 {
-			return 0, fmt.Errorf("integer %d out of range", u)
-		}
-		return int64(u), nil
-	}
-	v, err := d.DecodeInt64()
-	if err != nil {
-		return 0, fmt.Errorf("want integer: %w", err)
-	}
-	return v, nil
-}
-
-func decodeBool(d *msgpack.Decoder) (bool, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return false, fmt.Errorf("want bool: %w", io.ErrUnexpectedEOF)
-	}
-	if c != msgpcode.True && c != msgpcode.False {
-		return false, fmt.Errorf("want bool, got msgpack code 0x%02x", c)
-	}
-	return d.DecodeBool()
-}
-
-func decodeArrayLen(d *msgpack.Decoder, limit int) (int, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return 0, fmt.Errorf("want array: %w", io.ErrUnexpectedEOF)
-	}
-	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
-		return 0, fmt.Errorf("want array, got msgpack code 0x%02x", c)
-	}
-	n, err := d.DecodeArrayLen()
-	if err != nil {
-		return 0, fmt.Errorf("want array: %w", err)
-	}
-	// Every element takes at least one byte of the payload.
-	if n > limit {
-		return 0, fmt.Errorf("array of %d elements in a %d-byte payload", n, limit)
-	}
-	return n, nil
-}
-
-func decodeKeys(d *msgpack.Decoder, limit int) ([]uint64, error) {
-	n, err := decodeArrayLen(d, limit)
-	if err != nil || n == 0 {
-		return nil, err // an empty array is nil, as the field is when unset
-	}
-	keys := make([]uint64, n)
-	for i := range keys {
-		c, err := d.PeekCode()
-		if err != nil {
-			return nil, fmt.Errorf("element %d: %w", i, io.ErrUnexpectedEOF)
-		}
-		if c == msgpcode.Uint64 {
-			// Block hashes use the full 64 bits.
-			if keys[i], err = d.DecodeUint64(); err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			continue
-		}
-		v, err := decodeInt(d)
-		if err != nil {
-			return nil, fmt.Errorf("element %d: %w", i, err)
-		}
-		if v < 0 {
-			return nil, fmt.Errorf("element %d: key %d is negative", i, v)
-		}
-		keys[i] = uint64(v)
-	}
-	return keys, nil
-}
-
-func decodeHits(d *msgpack.Decoder, limit int) ([]bool, error) {
-	n, err := decodeArrayLen(d, limit)
-	if err != nil {
-		return nil, err
-	}
-	hits := make([]bool, n)
-	for i := range hits {
-		if hits[i], err = decodeBool(d); err != nil {
-			return nil, fmt.Errorf("element %d: %w", i, err)
-		}
-	}
-	return hits, nil
 }

@@ -12,114 +12,143 @@ import (
 )
 
 func allMessages() []Message {
+	k := KeysOf([]uint64{0, 1, 1 << 63, ^uint64(0)})
 	return []Message{
-		{Type: TypeConnect, PeerID: "127.0.0.1:7779", Fingerprint: "model=m block_size=128", HashSeed: "42", BlockLen: 4 << 20},
+		{Type: TypeConnect, PeerID: "127.0.0.1:7779", AgentMetadata: []byte("p2pfault-sim data=inline"), NumBlocks: 1600,
+			BlockLen: 4 << 20, Fingerprint: "model=m block_size=128", HashSeed: "42"},
 		{Type: TypeConnectAck, PeerID: "127.0.0.1:7777"},
-		{Type: TypeConnectReject, Reason: "hash seed mismatch from 127.0.0.1:7779: remote='7', local='42'", PeerID: "127.0.0.1:7777", Fingerprint: "fp", HashSeed: "42", BlockLen: 4096},
-		{Type: TypeLookup, KVRequestID: "k#1", Keys: []uint64{0, 1, 1 << 63, ^uint64(0)}},
-		{Type: TypeLookupResp, KVRequestID: "k#1", Hits: []bool{true, true, false}},
-		{Type: TypeFetch, KVRequestID: "k#1", Keys: []uint64{42}},
-		{Type: TypeTransferDone, KVRequestID: "k#1", Success: true, Bytes: 12 << 20},
-		{Type: TypeAbortFetch, KVRequestID: "k#1"},
-		{Type: TypeAbortAck, KVRequestID: "k#1"},
-		{Type: TypePing}, {Type: TypePong}, {Type: TypeDisconnect},
+		{Type: TypeDisconnect},
+		{Type: TypeLookup, KVRequestID: "k#1", Keys: k, RoundSeq: 3},
+		{Type: TypeLookupResp, KVRequestID: "k#1", Keys: k[:3], Hits: []bool{true, true, false}},
+		{Type: TypeFetch, KVRequestID: "k#1", Keys: k[:1], BlockIndexes: []int64{7}, RoundSeq: 3},
+		{Type: TypeFetch, KVRequestID: "k#1"}, // the empty fetch that ends the lookup phase
+		{Type: TypeTransferDone, KVRequestID: "k#1", Success: true, RoundSeq: 3, Bytes: 12 << 20, Data: []uint64{1, 1 << 40}},
+		{Type: TypeAbortFetch, KVRequestID: "k#1", RoundSeq: 1},
+		{Type: TypeAbortAck, KVRequestID: "k#1", RoundSeq: 1},
 	}
 }
 
 func TestRoundTrip(t *testing.T) {
 	for _, m := range allMessages() {
 		t.Run(m.Type, func(t *testing.T) {
-			f, err := Encode(m)
+			p, err := Encode(m)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, n, err := DecodeFrame(append(f, 0xff)) // a following frame's byte is not consumed
+			got, err := Decode(p)
 			if err != nil {
 				t.Fatal(err)
-			}
-			if n != len(f) {
-				t.Errorf("consumed %d bytes, frame is %d", n, len(f))
 			}
 			if !reflect.DeepEqual(got, m) {
 				t.Errorf("got %+v, want %+v", got, m)
-			}
-			p, err := ReadFrame(bytes.NewReader(f))
-			if err != nil || !bytes.Equal(p, f[HeaderLen:]) {
-				t.Errorf("ReadFrame: %v", err)
 			}
 		})
 	}
 }
 
-// payload builds a frame whose payload is v marshalled by msgpack.
+// TestEncodeIsPlainMsgpack: what Encode writes is the map vLLM's msgspec
+// decodes: string keys, keys and agent_metadata as bin (Python bytes).
+func TestEncodeIsPlainMsgpack(t *testing.T) {
+	p, err := Encode(Message{Type: TypeLookup, KVRequestID: "k", Keys: KeysOf([]uint64{5}), RoundSeq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := msgpack.Unmarshal(p, &got); err != nil {
+		t.Fatal(err)
+	}
+	key := append([]byte{0, 0, 0, 0, 0, 0, 0, 5}, make([]byte, KeyLen-8)...)
+	want := map[string]any{"type": "lookup", "kv_request_id": "k", "keys": []any{key}, "round_seq": int8(2)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %#v, want %#v", got, want)
+	}
+}
+
+// TestDecodesAPeerOfAnotherMake: a peer's message in the older dialect
+// (block_hashes, no round_seq), with fields the sim does not know and a
+// key that is no sim hash, decodes; the key comes back byte for byte.
+func TestDecodesAPeerOfAnotherMake(t *testing.T) {
+	foreign := bytes.Repeat([]byte{0xab}, KeyLen)
+	p := payload(t, map[string]any{
+		"type": "lookup", "kv_request_id": "x", "block_hashes": [][]byte{foreign},
+		"source_epoch": bytes.Repeat([]byte{1}, 16), "wire_major": 1, "nested": map[string]any{"a": []any{1, "b", map[string]any{}}},
+	})
+	m, err := Decode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Keys) != 1 || string(m.Keys[0]) != string(foreign) || m.RoundSeq != 0 {
+		t.Fatalf("got %+v", m)
+	}
+	if m.Keys[0].Hash() != 0xabababababababab {
+		t.Errorf("hash %x", m.Keys[0].Hash())
+	}
+}
+
 func payload(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := msgpack.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := AppendFrame(nil, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return b
 }
 
-func TestDecodeFrameRejects(t *testing.T) {
+func TestDecodeRejects(t *testing.T) {
+	key := string(KeyOf(1))
 	tests := []struct {
 		name    string
-		frame   func(t *testing.T) []byte
+		p       func(t *testing.T) []byte
 		wantErr string
 		wantEOF bool
 	}{
-		{"a short header", func(*testing.T) []byte { return []byte{0, 0} }, "frame header", true},
-		{"a short payload", func(*testing.T) []byte { return []byte{0, 0, 0, 9, 0x80} }, "have 1 of 9 bytes", true},
-		{"a length over the max", func(*testing.T) []byte { return []byte{0x7f, 0, 0, 0} }, "over max", false},
+		{"an empty payload", func(*testing.T) []byte { return nil }, "empty payload", true},
 		{"a payload that is not a map", func(t *testing.T) []byte { return payload(t, []int{1}) }, "not a msgpack map", false},
-		{"an empty payload", func(*testing.T) []byte { return []byte{0, 0, 0, 0} }, "empty payload", true},
+		{"a map claiming more entries than bytes", func(*testing.T) []byte { return []byte{0x8f, 0xa0} }, "map of 15 entries in 1 bytes", false},
 		{"no type", func(t *testing.T) []byte { return payload(t, map[string]any{"peer_id": "x"}) }, "missing field type", false},
 		{"an unknown type", func(t *testing.T) []byte { return payload(t, map[string]any{"type": "hello"}) }, `unknown type "hello"`, false},
-		{"an unknown field", func(t *testing.T) []byte { return payload(t, map[string]any{"type": "ping", "x": 1}) }, `unknown field "x"`, false},
-		{"a field of another type's", func(t *testing.T) []byte { return payload(t, map[string]any{"type": "ping", "reason": "r"}) }, "decode ping: unexpected field reason", false},
 		{"a missing field", func(t *testing.T) []byte { return payload(t, map[string]any{"type": "lookup", "kv_request_id": "k"}) }, "decode lookup: missing field keys", false},
 		{"a field of the wrong kind", func(t *testing.T) []byte {
 			return payload(t, map[string]any{"type": "lookup", "kv_request_id": "k", "keys": "abc"})
 		}, "field keys: want array", false},
-		{"a negative key", func(t *testing.T) []byte {
-			return payload(t, map[string]any{"type": "fetch", "kv_request_id": "k", "keys": []int{-1}})
-		}, "key -1 is negative", false},
+		{"a key too short for a hash", func(t *testing.T) []byte {
+			return payload(t, map[string]any{"type": "lookup", "kv_request_id": "k", "keys": [][]byte{{1, 2}}})
+		}, "key of 2 bytes", false},
+		{"a negative round_seq", func(t *testing.T) []byte {
+			return payload(t, map[string]any{"type": "abort_fetch", "kv_request_id": "k", "round_seq": -1})
+		}, "-1 is negative", false},
+		{"hits and keys of other lengths", func(t *testing.T) []byte {
+			return payload(t, map[string]any{"type": "lookup_resp", "kv_request_id": "k", "keys": []string{key}, "hits": []bool{}})
+		}, "keys/hits length mismatch: 1 vs 0", false},
 		{"a hit that is not a bool", func(t *testing.T) []byte {
-			return payload(t, map[string]any{"type": "lookup_resp", "kv_request_id": "k", "hits": []int{1}})
+			return payload(t, map[string]any{"type": "lookup_resp", "kv_request_id": "k", "keys": []string{key}, "hits": []int{1}})
 		}, "hits: element 0: want bool", false},
+		{"a fetch without an index per key", func(t *testing.T) []byte {
+			return payload(t, map[string]any{"type": "fetch", "kv_request_id": "k", "keys": []string{key}, "block_indexes": []int{}})
+		}, "keys/block_indexes length mismatch", false},
 		{"a non-positive block_len", func(t *testing.T) []byte {
-			return payload(t, map[string]any{"type": "connect", "peer_id": "p", "fingerprint": "f", "hash_seed": "1", "block_len": 0})
-		}, "block_len 0 is not positive", false},
+			return payload(t, map[string]any{"type": "connect", "peer_id": "p", "agent_metadata": []byte{}, "base_addr": 0, "num_blocks": 1, "block_len": 0})
+		}, "block_len: expected positive int, got 0", false},
 		{"an array claiming more elements than bytes", func(*testing.T) []byte {
-			// {"keys": array32 of 2^32-1 elements}
-			p := append([]byte{0x81, 0xa4, 'k', 'e', 'y', 's', 0xdd}, 0xff, 0xff, 0xff, 0xff)
-			f, _ := AppendFrame(nil, p)
-			return f
-		}, "elements in a", false},
-		{"a map claiming more entries than bytes", func(*testing.T) []byte {
-			f, _ := AppendFrame(nil, []byte{0xdf, 0xff, 0xff, 0xff, 0xff})
-			return f
-		}, "entries in", false},
+			return append([]byte{0x82, 0xa4, 't', 'y', 'p', 'e', 0xa6, 'l', 'o', 'o', 'k', 'u', 'p', 0xa4, 'k', 'e', 'y', 's', 0xdd}, 0xff, 0xff, 0xff, 0xff)
+		}, "array of 4294967295 entries", false},
+		{"an unknown field claiming more values than bytes", func(*testing.T) []byte {
+			return []byte{0x81, 0xa1, 'x', 0xdf, 0xff, 0xff, 0xff, 0xff}
+		}, "container of", false},
 		{"trailing bytes after the map", func(t *testing.T) []byte {
-			b, _ := msgpack.Marshal(map[string]any{"type": "ping"})
-			f, _ := AppendFrame(nil, append(b, 0xc0))
-			return f
+			return append(payload(t, map[string]any{"type": "disconnect"}), 0xc0)
 		}, "1 trailing bytes", false},
 		{"a duplicate field", func(*testing.T) []byte {
-			p := []byte{0x82, 0xa4, 't', 'y', 'p', 'e', 0xa4, 'p', 'i', 'n', 'g', 0xa4, 't', 'y', 'p', 'e', 0xa4, 'p', 'o', 'n', 'g'}
-			f, _ := AppendFrame(nil, p)
-			return f
+			return []byte{0x82, 0xa4, 't', 'y', 'p', 'e', 0xa4, 'p', 'i', 'n', 'g', 0xa4, 't', 'y', 'p', 'e', 0xa4, 'p', 'o', 'n', 'g'}
 		}, `duplicate field "type"`, false},
+		{"a string cut short", func(*testing.T) []byte { return []byte{0x81, 0xa4, 't', 'y'} }, "want string", true},
+		{"an oversize payload", func(*testing.T) []byte { return make([]byte, MaxMessageLen+1) }, "over max", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := DecodeFrame(tt.frame(t))
+			_, err := Decode(tt.p(t))
 			if err == nil {
-				t.Fatal("decoded a bad frame")
+				t.Fatal("decoded a bad payload")
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error %q lacks %q", err, tt.wantErr)
@@ -131,43 +160,23 @@ func TestDecodeFrameRejects(t *testing.T) {
 	}
 }
 
-func TestReadFrame(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      []byte
-		wantErr error
-	}{
-		{"clean end between frames", nil, io.EOF},
-		{"end inside the header", []byte{0, 0}, io.ErrUnexpectedEOF},
-		{"end inside the payload", []byte{0, 0, 0, 4, 1}, io.ErrUnexpectedEOF},
-		{"a length over the max", []byte{0xff, 0xff, 0xff, 0xff}, ErrFrameTooLarge},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := ReadFrame(bytes.NewReader(tt.in))
-			if !errors.Is(err, tt.wantErr) {
-				t.Errorf("got %v, want %v", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 func TestEncodeRejects(t *testing.T) {
 	if _, err := Encode(Message{Type: "nope"}); err == nil || !strings.Contains(err.Error(), `unknown type "nope"`) {
 		t.Errorf("got %v", err)
 	}
-	keys := make([]uint64, MaxFrameLen/8) // 9 bytes each on the wire
-	for i := range keys {
-		keys[i] = ^uint64(0)
+	if _, err := Encode(Message{Type: TypeFetch, KVRequestID: "k", Keys: KeysOf([]uint64{1})}); err == nil ||
+		!strings.Contains(err.Error(), "1 keys but 0 block indexes") {
+		t.Errorf("a fetch without indexes: %v", err)
 	}
-	if _, err := Encode(Message{Type: TypeLookup, KVRequestID: "k", Keys: keys}); !errors.Is(err, ErrFrameTooLarge) {
+	hashes := make([]uint64, MaxMessageLen/KeyLen)
+	if _, err := Encode(Message{Type: TypeLookup, KVRequestID: "k", Keys: KeysOf(hashes)}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("an oversize lookup encoded: %v", err)
 	}
 }
 
-// FuzzDecodeFrame: any bytes decode to a message or an error, never a
-// panic, and what decodes re-encodes to a frame that decodes the same.
-func FuzzDecodeFrame(f *testing.F) {
+// FuzzDecode: any bytes decode to a message or an error, never a panic,
+// and what decodes re-encodes to a payload that decodes the same.
+func FuzzDecode(f *testing.F) {
 	for _, m := range allMessages() {
 		b, err := Encode(m)
 		if err != nil {
@@ -175,37 +184,78 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte{0, 0, 0, 5, 0x81, 0xa1, 'x', 0x91, 0x91})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x81, 0xa1, 'x', 0x91, 0x91, 0x91})
+	f.Add([]byte{0x81, 0xa1, 'x', 0xdf, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, n, err := DecodeFrame(b)
+		m, err := Decode(b)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error message")
 			}
 			return
 		}
-		if n < HeaderLen || n > len(b) {
-			t.Fatalf("consumed %d of %d bytes", n, len(b))
-		}
 		re, err := Encode(m)
 		if err != nil {
 			t.Fatalf("decoded %+v does not re-encode: %v", m, err)
 		}
-		m2, _, err := DecodeFrame(re)
-		if err != nil || !reflect.DeepEqual(normalize(m), normalize(m2)) {
+		m2, err := Decode(re)
+		if err != nil || !reflect.DeepEqual(m, m2) {
 			t.Fatalf("re-decode: %+v vs %+v (%v)", m, m2, err)
 		}
 	})
 }
 
-// normalize treats an empty slice and nil alike.
-func normalize(m Message) Message {
-	if len(m.Keys) == 0 {
-		m.Keys = nil
+func benchHashes(n int) []uint64 {
+	k := make([]uint64, n)
+	for i := range k {
+		k[i] = uint64(i)*0x9e3779b97f4a7c15 + 1
 	}
-	if len(m.Hits) == 0 {
-		m.Hits = nil
+	return k
+}
+
+// benchExchange encodes and decodes req and the answer made from it, as
+// the two engines of a pull do; wireB/op is both payloads' bytes.
+func benchExchange(b *testing.B, req Message, answer func(Message) Message) {
+	b.ReportAllocs()
+	var n int
+	for i := 0; i < b.N; i++ {
+		p, err := Encode(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := Decode(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		Hashes(m.Keys)
+		r, err := Encode(answer(m))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Decode(r); err != nil {
+			b.Fatal(err)
+		}
+		n = len(p) + len(r)
 	}
-	return m
+	b.ReportMetric(float64(n), "wireB/op")
+}
+
+// BenchmarkLookupRoundTrip: a lookup of 40 keys (a 640-token prompt in
+// 16-token blocks) and its lookup_resp, which echoes the keys.
+func BenchmarkLookupRoundTrip(b *testing.B) {
+	hits := make([]bool, 40)
+	benchExchange(b, Message{Type: TypeLookup, KVRequestID: "cmpl-bench#1", Keys: KeysOf(benchHashes(40))},
+		func(m Message) Message {
+			return Message{Type: TypeLookupResp, KVRequestID: m.KVRequestID, Keys: m.Keys, Hits: hits}
+		})
+}
+
+// BenchmarkFetch384: a fetch of 384 tokens (3 blocks of 128) and its
+// transfer_done with the blocks' content.
+func BenchmarkFetch384(b *testing.B) {
+	benchExchange(b, Message{Type: TypeFetch, KVRequestID: "cmpl-bench#1", Keys: KeysOf(benchHashes(3)), BlockIndexes: []int64{0, 1, 2}},
+		func(m Message) Message {
+			return Message{Type: TypeTransferDone, KVRequestID: m.KVRequestID, Success: true, Bytes: 3 << 22, Data: benchHashes(3)}
+		})
 }

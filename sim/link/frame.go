@@ -1,8 +1,7 @@
-// Package wire is the simulated engine's P2P control channel: frames of a
-// 4-byte big-endian length followed by a msgpack map with a "type" key.
-// vLLM wire compatibility is not a goal; the message set mirrors vLLM's
-// session protocol so the timing behaviour can.
-package wire
+package link
+
+// A link message's frame: a 4-byte big-endian length, then the payload.
+// (It was the P2P channel's too, before that moved onto ZMTP.)
 
 import (
 	"encoding/binary"
@@ -15,8 +14,8 @@ import (
 const HeaderLen = 4
 
 // MaxFrameLen bounds a frame's payload so a garbage length prefix cannot
-// make a reader allocate gigabytes. A lookup for the longest prompt the sim
-// accepts (131072 tokens in 16-token blocks) is well under it.
+// make a reader allocate gigabytes. A submit of the longest prompt the sim
+// accepts (131072 tokens) is well under it.
 const MaxFrameLen = 1 << 20
 
 // ErrFrameTooLarge is returned for a length prefix over MaxFrameLen.
@@ -55,21 +54,4 @@ func ReadFrame(r io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("read frame payload of %d bytes: %w", n, err)
 	}
 	return payload, nil
-}
-
-// splitFrame returns the payload of the frame at the start of b and the
-// number of bytes the frame takes.
-func splitFrame(b []byte) ([]byte, int, error) {
-	if len(b) < HeaderLen {
-		return nil, 0, fmt.Errorf("frame header: have %d of %d bytes: %w", len(b), HeaderLen, io.ErrUnexpectedEOF)
-	}
-	n := binary.BigEndian.Uint32(b)
-	if n > MaxFrameLen {
-		return nil, 0, fmt.Errorf("frame length %d over max %d: %w", n, MaxFrameLen, ErrFrameTooLarge)
-	}
-	end := HeaderLen + int(n)
-	if len(b) < end {
-		return nil, 0, fmt.Errorf("frame payload: have %d of %d bytes: %w", len(b)-HeaderLen, n, io.ErrUnexpectedEOF)
-	}
-	return b[HeaderLen:end], end, nil
 }
