@@ -23,6 +23,7 @@ import (
 // same table. (Each arm's own sessions.json and engine logs are real
 // processes' records: TestKilledArmsRunLeavesNoEngine.)
 func TestRunArmsHeadlessGivesARowPerArm(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var run virtualRun
 	raceguard.Test(t, func(t *testing.T) {

@@ -47,6 +47,7 @@ func waitEvent(t *testing.T, out, what string, limit time.Duration, ok func(even
 // events cut before their end (a crash). The other side, a bound already
 // broken at the cut, is TestInterruptMidStallReportsPendingPullsPastTheBound's.
 func TestInterruptBeforeABoundBrokeReadsInterrupted(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
 	raceguard.Test(t, func(t *testing.T) {

@@ -65,6 +65,7 @@ func fillDisk(t *testing.T, dir string) {
 // measured on the bubble's clock; plain and compressed logs alike, and a
 // slice's rows (every row stops: they share the disk).
 func TestAFullDiskStopsTheRunAtOnce(t *testing.T) {
+	t.Parallel()                    // shares nothing (main_test.go: parallel tests)
 	const fillAt = 30 * time.Second // warm-up, then the stall at 10 s of a 65 s run
 	for _, tt := range []struct {
 		name string

@@ -21,6 +21,7 @@ import (
 // the issue), as do rank 1's legs sent in the window before its heartbeat
 // reaps the session, and never rank 0's; faulted_max fails.
 func TestTheGoneCaseIsIssue56828(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
 	raceguard.Test(t, func(t *testing.T) {

@@ -60,6 +60,7 @@ func TestDoctorChecksTheSameCommandLinesInPDMode(t *testing.T) {
 // prefiller's tier full of parked stores after SIGCONT) is experiment's
 // TestSeedTableOnTheVirtualCluster's to say; this is the slice's faces.
 func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var run virtualRun
 	raceguard.Test(t, func(t *testing.T) {

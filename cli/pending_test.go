@@ -55,6 +55,7 @@ func waitLiveFailure(t *testing.T, out, name string, limit time.Duration, log *b
 // pulls in report.json, and `p2pfault report` rebuilding from events.jsonl
 // gives the same checks.
 func TestInterruptMidStallReportsPendingPullsPastTheBound(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var live string
 	var r virtualRun

@@ -20,6 +20,7 @@ import (
 // the stopped source, whose resume at 30 s drops the connect into its
 // stale route, so the reconnect still waits out the whole deadline.
 func TestVirtualSweepOfTheHandshakeTimeout(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
 	raceguard.Test(t, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 // attached cluster's replace command gives the new address is
 // TestAttachedReplaceInPDMode's.
 func TestReplaceInPDModeMovesThePullsToTheNewAddress(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
 	raceguard.Test(t, func(t *testing.T) {

@@ -500,6 +500,7 @@ func (w *closingStdout) Write(p []byte) (int, error) {
 // Without the watch the run would go on printing into nothing for its ten
 // minutes.
 func TestAClosedStdoutEndsTheRun(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	stdout := &closingStdout{line: "verified: stall source-0 took effect"}
 	var stderr bytes.Buffer
