@@ -7,9 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 // The content check end to end: p2pfault runs on the simulated cluster
@@ -91,7 +90,7 @@ func defectOnAndOff(t *testing.T, virtual bool, name string, args ...string) {
 		wg.Wait()
 	}
 	if virtual {
-		raceguard.Test(t, func(t *testing.T) { both(t, contentCheck) })
+		synctest.Test(t, func(t *testing.T) { both(t, contentCheck) })
 	} else {
 		both(t, contentCheckReal)
 	}

@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 )
 
 // waitEvent waits for events.jsonl in out to hold an event ok accepts.
@@ -50,7 +50,7 @@ func TestInterruptBeforeABoundBrokeReadsInterrupted(t *testing.T) {
 	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan virtualRun, 1)
 		go func() { done <- runVirtualCtx(t, ctx, "run", "--headless", "--case", "stall", "--out", out) }()

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
-	"p2pfault/internal/raceguard"
 	"p2pfault/report"
 )
 
@@ -81,7 +81,7 @@ func TestAFullDiskStopsTheRunAtOnce(t *testing.T) {
 			out := filepath.Join(disk, "run")
 			var r virtualRun
 			var filledAt time.Duration
-			raceguard.Test(t, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
 				filled := make(chan struct{})
 				go func() {

@@ -4,11 +4,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
-	"p2pfault/internal/raceguard"
 	"p2pfault/report"
 )
 
@@ -24,7 +24,7 @@ func TestTheGoneCaseIsIssue56828(t *testing.T) {
 	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		r = runVirtual(t, "run", "--case", "gone", "--headless", "--out", out)
 	})
 	if r.code != exitcode.Failed {

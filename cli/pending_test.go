@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 )
 
 // waitLiveFailure waits for events.jsonl to hold a live verdict whose
@@ -59,7 +59,7 @@ func TestInterruptMidStallReportsPendingPullsPastTheBound(t *testing.T) {
 	out := t.TempDir()
 	var live string
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan virtualRun, 1)
 		go func() { done <- runVirtualCtx(t, ctx, "run", "--headless", "--case", "stall", "--out", out) }()

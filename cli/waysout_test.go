@@ -16,11 +16,11 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/attach"
 	"p2pfault/cli"
-	"p2pfault/internal/raceguard"
 	"p2pfault/internal/sessiontest"
 	"p2pfault/internal/syncbuf"
 	"p2pfault/netfault"
@@ -506,7 +506,7 @@ func TestAClosedStdoutEndsTheRun(t *testing.T) {
 	var stderr bytes.Buffer
 	var code int
 	var took time.Duration
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		code = cli.Execute(context.Background(), []string{"run", "--headless", "--engine", "virtual", "--case", "stall",
 			"--stall-for", "10m", "--out", out}, strings.NewReader(""), stdout, &stderr)
