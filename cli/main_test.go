@@ -44,6 +44,7 @@ func (c cleaningM) Run() int {
 // TestScripts runs the user sessions in testdata/script: usage errors,
 // reports from events files, the headless run.
 func TestScripts(t *testing.T) {
+	t.Parallel() // shares nothing (parallel tests above): its runs take free ports, its cleanup reads its own folder
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
