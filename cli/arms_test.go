@@ -9,10 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
-	"p2pfault/internal/raceguard"
 )
 
 // TestRunArmsHeadlessGivesARowPerArm runs `run --arms main,fixed --case
@@ -23,9 +23,10 @@ import (
 // same table. (Each arm's own sessions.json and engine logs are real
 // processes' records: TestKilledArmsRunLeavesNoEngine.)
 func TestRunArmsHeadlessGivesARowPerArm(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var run virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		run = runVirtual(t, "run", "--arms", "main,fixed", "--case", "stall", "--headless", "--out", out)
 	})
 	log := bytes.NewBufferString(run.stdout + run.stderr)

@@ -22,6 +22,7 @@ import (
 // then probes in pd mode, moves source-0 to the printed address once it
 // answers there and names only that address from then on.
 func TestAttachedReplaceInPDMode(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster for ~20 s")
 	}

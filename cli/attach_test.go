@@ -270,6 +270,7 @@ func readReport(t *testing.T, out string) sliceReport {
 // TestVirtualSliceGivesTheSeedsTable's, and TestRealSliceAgreesWithTheVirtualCluster's
 // on real processes.
 func TestAttachedStallLeavesEnginesRunning(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster for ~5 s")
 	}
@@ -306,6 +307,7 @@ func TestAttachedStallLeavesEnginesRunning(t *testing.T) {
 // its /proc command line in a new session, and still runs after p2pfault
 // has exited.
 func TestAttachedKillRestartsTheSourceFromProc(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster for ~10 s")
 	}
@@ -357,6 +359,7 @@ func TestAttachedKillRestartsTheSourceFromProc(t *testing.T) {
 // once, placeholders filled in, in order. The engine is stalled for real
 // by the scripts (kill -STOP of its session) so the run measures a stall.
 func TestAttachedCommandFaults(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster for ~15 s")
 	}
@@ -567,6 +570,7 @@ func TestAttachBadInputIsAUsageError(t *testing.T) {
 // fault_window (the judged fault never fired). No command left anything
 // stopped.
 func TestAttachedFaultCommandFailingIsAWarning(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster")
 	}
@@ -600,6 +604,7 @@ func TestAttachedFaultCommandFailingIsAWarning(t *testing.T) {
 // no end, so only the way out resumes it): p2pfault exits 130 with its
 // reports written, and the engine runs (not T) and answers.
 func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster")
 	}
@@ -642,6 +647,7 @@ func TestSignalledP2pfaultResumesAnAttachedStall(t *testing.T) {
 // while it holds (its pids alone, part); and the run's end (SIGTERM: the
 // stall has no end of its own) resumes it.
 func TestAttachedRankStallStopsThatCoreAlone(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster")
 	}
@@ -692,6 +698,7 @@ func TestAttachedRankStallStopsThatCoreAlone(t *testing.T) {
 // file says restore_at_end, so the removed source is started again at the
 // end and every engine runs after the slice.
 func TestAttachedSlice(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs an attached cluster for ~10 s")
 	}

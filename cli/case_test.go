@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -19,7 +20,6 @@ import (
 	"p2pfault/cli"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/ui"
 )
 
@@ -93,7 +93,7 @@ func TestARegisteredCaseIsAcceptedEverywhere(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out := t.TempDir()
 			var r virtualRun
-			raceguard.Test(t, func(t *testing.T) { r = runVirtual(t, append(tt.args, "--out", out)...) })
+			synctest.Test(t, func(t *testing.T) { r = runVirtual(t, append(tt.args, "--out", out)...) })
 			if r.code != 0 {
 				t.Fatalf("exit %d, want 0 (a zap touches no engine):\n%s%s", r.code, r.stdout, r.stderr)
 			}

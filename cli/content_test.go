@@ -7,9 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 // The content check end to end: p2pfault runs on the simulated cluster
@@ -91,7 +90,7 @@ func defectOnAndOff(t *testing.T, virtual bool, name string, args ...string) {
 		wg.Wait()
 	}
 	if virtual {
-		raceguard.Test(t, func(t *testing.T) { both(t, contentCheck) })
+		synctest.Test(t, func(t *testing.T) { both(t, contentCheck) })
 	} else {
 		both(t, contentCheckReal)
 	}
@@ -113,6 +112,7 @@ func defectOnAndOff(t *testing.T, virtual bool, name string, args ...string) {
 // one: with the defect the pull keeps the destinations its load had placed, counts them cached and
 // answers another text.
 func TestContentMatchesCatchesRecomputeKeepsPartialUnderAKill(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	// Eight trials a second per source (the rate the real-process run at
 	// time scale 0.25 had): at the seed's two a 240 ms load is in flight
 	// half the time, and on the fake clock the kill at 10 s falls exactly
@@ -147,6 +147,7 @@ func TestContentMatchesCatchesRecomputeKeepsPartialUnderAKill(t *testing.T) {
 // (with both cores busy the trigger did not come); the firewall's loss
 // rule itself is netfault's and experiment's real-process tests.
 func TestContentMatchesCatchesReuseFreedBlocksUnderLoss(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	defectOnAndOff(t, true, "reuse-freed-blocks", "run", "--headless", "--timeline", "at 1s loss 15% source-0 for 20s",
 		"--sources", "1", "--recovery", "2s", "--interval", "50ms", "--pull-timeout", "5s", "--engine-arg=--sim-store-timeout=150ms")
 }

@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 )
 
 // waitEvent waits for events.jsonl in out to hold an event ok accepts.
@@ -47,9 +47,10 @@ func waitEvent(t *testing.T, out, what string, limit time.Duration, ok func(even
 // events cut before their end (a crash). The other side, a bound already
 // broken at the cut, is TestInterruptMidStallReportsPendingPullsPastTheBound's.
 func TestInterruptBeforeABoundBrokeReadsInterrupted(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan virtualRun, 1)
 		go func() { done <- runVirtualCtx(t, ctx, "run", "--headless", "--case", "stall", "--out", out) }()

@@ -11,10 +11,10 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
-	"p2pfault/internal/raceguard"
 	"p2pfault/netfault"
 	"p2pfault/owner"
 	"p2pfault/runfolder"
@@ -82,7 +82,7 @@ func assertOneRunEach(t *testing.T, dirs []string) {
 func TestTwoVirtualRunsOfOneSecondGetTheirOwnFolders(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var runs [2]virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range runs {
 			wg.Go(func() { runs[i] = runVirtual(t, "run", "--headless", "--duration", "3s") })

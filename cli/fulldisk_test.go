@@ -7,13 +7,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
-	"p2pfault/internal/raceguard"
 	"p2pfault/report"
 )
 
@@ -65,6 +65,7 @@ func fillDisk(t *testing.T, dir string) {
 // measured on the bubble's clock; plain and compressed logs alike, and a
 // slice's rows (every row stops: they share the disk).
 func TestAFullDiskStopsTheRunAtOnce(t *testing.T) {
+	t.Parallel()                    // shares nothing (main_test.go: parallel tests)
 	const fillAt = 30 * time.Second // warm-up, then the stall at 10 s of a 65 s run
 	for _, tt := range []struct {
 		name string
@@ -80,7 +81,7 @@ func TestAFullDiskStopsTheRunAtOnce(t *testing.T) {
 			out := filepath.Join(disk, "run")
 			var r virtualRun
 			var filledAt time.Duration
-			raceguard.Test(t, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
 				filled := make(chan struct{})
 				go func() {

@@ -3,9 +3,9 @@ package cli_test
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"p2pfault/exitcode"
-	"p2pfault/internal/raceguard"
 )
 
 // A cluster whose decoder runs with another block size never engages its
@@ -16,7 +16,7 @@ import (
 func TestAMisconfiguredClusterIsNotJudgedAndSaysWhy(t *testing.T) {
 	var r virtualRun
 	out := t.TempDir()
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		r = runVirtual(t, "run", "--case", "stall", "--headless", "--sources", "1",
 			"--decoder-arg=--block-size=64", "--warmup-timeout", "5s", "--out", out)
 	})

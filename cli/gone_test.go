@@ -4,11 +4,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
-	"p2pfault/internal/raceguard"
 	"p2pfault/report"
 )
 
@@ -21,9 +21,10 @@ import (
 // the issue), as do rank 1's legs sent in the window before its heartbeat
 // reaps the session, and never rank 0's; faulted_max fails.
 func TestTheGoneCaseIsIssue56828(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		r = runVirtual(t, "run", "--case", "gone", "--headless", "--out", out)
 	})
 	if r.code != exitcode.Failed {

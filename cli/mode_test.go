@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 	"p2pfault/report"
 )
 
@@ -60,9 +60,10 @@ func TestDoctorChecksTheSameCommandLinesInPDMode(t *testing.T) {
 // prefiller's tier full of parked stores after SIGCONT) is experiment's
 // TestSeedTableOnTheVirtualCluster's to say; this is the slice's faces.
 func TestSliceModesAddRowsWithAModeColumn(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var run virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		run = runVirtual(t, offGrid("slice", "--modes", "p2p,pd", "--arms", "main", "--cases", "kill", "--quiet", "--out", out)...)
 	})
 	if run.code != 0 {

@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/cli"
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 )
 
 // waitLiveFailure waits for events.jsonl to hold a live verdict whose
@@ -55,10 +55,11 @@ func waitLiveFailure(t *testing.T, out, name string, limit time.Duration, log *b
 // pulls in report.json, and `p2pfault report` rebuilding from events.jsonl
 // gives the same checks.
 func TestInterruptMidStallReportsPendingPullsPastTheBound(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var live string
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan virtualRun, 1)
 		go func() { done <- runVirtualCtx(t, ctx, "run", "--headless", "--case", "stall", "--out", out) }()

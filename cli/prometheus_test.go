@@ -97,6 +97,7 @@ func promAPI(base, path string, params url.Values) ([]promSeries, error) {
 // of docs/grafana/p2pfault.json parses, those on p2pfault's series with
 // data. promtool checks a scrape taken during the stall.
 func TestPrometheusScrapesAStall(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("starts prometheus and a cluster for ~15 s")
 	}

@@ -19,6 +19,7 @@ import (
 // its launch line with its arm's flag; the replay's path to the folder is
 // the run's.
 func TestReplayOfASeveralArmPDRunFindsEveryEnginesLog(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	if testing.Short() {
 		t.Skip("runs two clusters for ~15 s")
 	}

@@ -6,8 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"p2pfault/internal/raceguard"
+	"testing/synctest"
 )
 
 // TestVirtualSweepOfTheHandshakeTimeout runs main's stall once per value
@@ -20,9 +19,10 @@ import (
 // the stopped source, whose resume at 30 s drops the connect into its
 // stale route, so the reconnect still waits out the whole deadline.
 func TestVirtualSweepOfTheHandshakeTimeout(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		r = runVirtual(t, offGrid("slice", "--arms", "main", "--cases", "stall", "--quiet",
 			"--stall-for", "20s", "--recovery", "5s", "--sweep", "VLLM_P2P_HANDSHAKE_TIMEOUT_S=10,30", "--out", out)...)
 	})

@@ -3,10 +3,10 @@ package cli_test
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 )
 
 // TestReplaceInPDModeMovesThePullsToTheNewAddress: `run --case replace
@@ -17,9 +17,10 @@ import (
 // attached cluster's replace command gives the new address is
 // TestAttachedReplaceInPDMode's.
 func TestReplaceInPDModeMovesThePullsToTheNewAddress(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		// The new engine takes 3 s to start, so the fault window outlasts
 		// the detect point (fault + 2 s) faulted_median_after_detect judges
 		// from, as an attached engine's does in TestAttachedReplaceInPDMode.

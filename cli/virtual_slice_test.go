@@ -7,9 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
 )
 
@@ -22,7 +22,7 @@ import (
 func TestVirtualSliceGivesTheSeedsTable(t *testing.T) {
 	out := t.TempDir()
 	var r virtualRun
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		r = runVirtual(t, offGrid("slice", "--arms", "main,fixed", "--quiet", "--compare-seed", "--out", out)...)
 	})
 	t.Logf("slice: exit %d in %v on the fake clock\n%s", r.code, r.took, tail(r.stdout, 60))

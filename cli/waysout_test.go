@@ -16,11 +16,12 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/attach"
 	"p2pfault/cli"
-	"p2pfault/internal/raceguard"
+	"p2pfault/fault"
 	"p2pfault/internal/sessiontest"
 	"p2pfault/internal/syncbuf"
 	"p2pfault/netfault"
@@ -144,7 +145,11 @@ func (r *heldRun) waitHeld(t *testing.T, verified []string, firewall []string, l
 }
 
 // verified says whether the events hold a verified verification of every
-// want ("ACTION TARGET").
+// want ("ACTION TARGET"); for a busy load, a verification either way. The
+// load runs from its start whatever its check saw, and that check reads the
+// engine's /metrics within 2 s of the real clock, which a loaded machine
+// can miss (CI, under load: "the /metrics of source-4: no answer within
+// 1s"); what the ways out are asked is that the load stops with the run.
 func (r *heldRun) verified(want []string) bool {
 	f, err := os.Open(filepath.Join(r.out, "events.jsonl"))
 	if err != nil {
@@ -163,7 +168,10 @@ func (r *heldRun) verified(want []string) bool {
 				Verified bool   `json:"verified"`
 			} `json:"verification"`
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Verification == nil || !ev.Verification.Verified {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Verification == nil {
+			continue
+		}
+		if !ev.Verification.Verified && ev.Verification.Action != fault.ActionBusy {
 			continue
 		}
 		v := ev.Verification
@@ -500,12 +508,13 @@ func (w *closingStdout) Write(p []byte) (int, error) {
 // Without the watch the run would go on printing into nothing for its ten
 // minutes.
 func TestAClosedStdoutEndsTheRun(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
 	out := t.TempDir()
 	stdout := &closingStdout{line: "verified: stall source-0 took effect"}
 	var stderr bytes.Buffer
 	var code int
 	var took time.Duration
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		code = cli.Execute(context.Background(), []string{"run", "--headless", "--engine", "virtual", "--case", "stall",
 			"--stall-for", "10m", "--out", out}, strings.NewReader(""), stdout, &stderr)

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/netenv"
 	"p2pfault/probe"
 )
@@ -363,7 +363,7 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 	for _, arm := range []string{"main", "fixed"} {
 		t.Run(arm, func(t *testing.T) {
 			out := t.TempDir()
-			raceguard.Test(t, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
 				evs, v, err := runExperiment(t, experiment.Config{
 					// Off the trial grid (source-0's every 0.5 s from
@@ -434,7 +434,7 @@ func TestAStallRunsInASynctestBubble(t *testing.T) {
 // and fires then, rather than being refused as a stall of a stalled
 // source (which failed the run).
 func TestAScriptedStepWaitsForALateStallToEnd(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		evs, _, err := runExperiment(t, experiment.Config{
 			Timeline: "at 1s stall source-0 for 4s; at 6s stall source-0 for 1s",
 			Recovery: 2 * time.Second,

@@ -2,12 +2,12 @@ package experiment_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 )
 
 // TestBusyWindowOnTheVirtualCluster fires busy through a timeline on the
@@ -16,7 +16,7 @@ import (
 // own queues show it (fault_took_effect), and the window is judged by the
 // usual checks, the healthy source's among them.
 func TestBusyWindowOnTheVirtualCluster(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		r := runVirtual(t, experiment.Config{Timeline: "at 9999ms busy 8x200 source-0 for 10s"}, sliceEngines("main"))
 		if r.err != nil {
 			t.Fatalf("Run: %v", r.err)

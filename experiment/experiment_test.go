@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
@@ -16,7 +17,6 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/internal/syncbuf"
 	"p2pfault/launch"
 	"p2pfault/runner"
@@ -91,7 +91,7 @@ func TestControllerFiresFaultsAndRefusesWhatCannotAct(t *testing.T) {
 // action is verified from what its target reports, at the very instant
 // of the action (After 0).
 func TestControllerOnTheVirtualCluster(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		testController(t, 1, vcluster.Opener{Seed: 1, Config: runner.Config{
 			ExtraArgs: []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill"},
 		}}, true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
@@ -11,7 +12,6 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -40,7 +40,7 @@ func (o cutAt) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Clu
 // invalid, not failed: the verdict names it and why, no check of it
 // counts, and the run's exit is 3.
 func TestAWindowWhoseSourceStoppedHittingIsNotJudged(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		rcfg := runner.Config{
 			ExtraArgs:        []string{"--sim-startup-delay=0s", "--p2p-pending-handshake=prefill", "--sim-lookup-timeout=1s"},
 			HandshakeTimeout: time.Second,
@@ -137,7 +137,7 @@ func (w wrongPort) P2PPort() int { return w.Target.P2PPort() + 100 }
 // sim's log says so, real vLLM's would not, and p2pfault's own connect is
 // refused too), so the warm-up never hits there: exit 3, cause refused.
 func TestAPortMisaddressedIsNotJudgedAndSaysWhy(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		rcfg := runner.Config{Sources: 2, ExtraArgs: []string{"--sim-startup-delay=0s"}}
 		_, _, err := runExperiment(t, experiment.Config{Case: fault.ActionStall, WarmupTimeout: 5 * time.Second,
 			Cluster: misaddressed{vcluster.Opener{Config: rcfg, Seed: 1}}})

@@ -6,12 +6,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/launch"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
@@ -278,7 +278,7 @@ func TestGroupKeyFiresEveryArmAtOnce(t *testing.T) {
 // due on both at the same instant and fires exactly then, on both arms at
 // once (no skew at all on the bubble's clock); both arms' streams end.
 func TestGroupScriptFiresEveryArmAtOnce(t *testing.T) {
-	raceguard.Test(t, testGroupScriptFiresEveryArmAtOnce)
+	synctest.Test(t, testGroupScriptFiresEveryArmAtOnce)
 }
 
 func testGroupScriptFiresEveryArmAtOnce(t *testing.T) {

@@ -2,12 +2,12 @@ package experiment_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 )
 
 // TestAGroupKeyRefusedOnOneArmFiresOnNone: source-0 stalled on fixed
@@ -16,7 +16,7 @@ import (
 // main's source-0 is not stalled, and the refusal is the key's answer,
 // not a fault event. On virtual clusters, in a synctest bubble.
 func TestAGroupKeyRefusedOnOneArmFiresOnNone(t *testing.T) {
-	raceguard.Test(t, testAGroupKeyRefusedOnOneArmFiresOnNone)
+	synctest.Test(t, testAGroupKeyRefusedOnOneArmFiresOnNone)
 }
 
 func testAGroupKeyRefusedOnOneArmFiresOnNone(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -14,7 +15,6 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -40,7 +40,7 @@ func TestANewKindIsOneRegistration(t *testing.T) {
 		Verify: func(f *fault.Fire) fault.Effect { return fault.Effect{Detail: "nothing changed"} },
 	})
 	t.Cleanup(unregister)
-	raceguard.Test(t, func(t *testing.T) { testANewKindIsOneRegistration(t, &mu, &acted) })
+	synctest.Test(t, func(t *testing.T) { testANewKindIsOneRegistration(t, &mu, &acted) })
 }
 
 func testANewKindIsOneRegistration(t *testing.T, mu *sync.Mutex, acted *[]string) {

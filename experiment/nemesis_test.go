@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -43,7 +43,7 @@ func nemesisConfig(t *testing.T, seed int64) experiment.Config {
 // same) before any fault fires, the faults fire as scheduled, never two
 // windows open at once, and the run ends at its duration.
 func TestNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
-	raceguard.Test(t, testNemesisRunPlaysItsScheduleOneFaultAtATime)
+	synctest.Test(t, testNemesisRunPlaysItsScheduleOneFaultAtATime)
 }
 
 func testNemesisRunPlaysItsScheduleOneFaultAtATime(t *testing.T) {
@@ -188,7 +188,7 @@ func TestNemesisChecksFailInExactlyTheWindowsWhoseFaultFailed(t *testing.T) {
 			return kill.Verify(f)
 		},
 	}))
-	raceguard.Test(t, func(t *testing.T) { testNemesisChecksFail(t, fake, &mu) })
+	synctest.Test(t, func(t *testing.T) { testNemesisChecksFail(t, fake, &mu) })
 }
 
 func testNemesisChecksFail(t *testing.T, fake map[int]bool, mu *sync.Mutex) {

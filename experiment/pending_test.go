@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/charmbracelet/x/exp/teatest"
@@ -14,7 +15,6 @@ import (
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -39,7 +39,7 @@ func resultOf(v *event.Verdict, name string) (event.Result, bool) {
 // context (q, Ctrl-C), the run's final verdict judges the same pulls, cut
 // short, as pending past the bound.
 func TestPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {
-	raceguard.Test(t, testPullsInFlightFailTheVerdictBeforeTheyReturn)
+	synctest.Test(t, testPullsInFlightFailTheVerdictBeforeTheyReturn)
 }
 
 func testPullsInFlightFailTheVerdictBeforeTheyReturn(t *testing.T) {

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 )
 
@@ -22,7 +22,7 @@ import (
 // ends it when a core dies), acts on source-0/rank1 as its events say, and
 // is verified; the verdict breaks source-0's pulls down by rank.
 func TestDataParallelSourcesOnTheVirtualCluster(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		tl, err := fault.Parse("at 10s kill source-0/rank1")
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +99,7 @@ func checkRankEvents(t *testing.T, evs []event.Event) {
 // faulted_max fails, and the breakdown shows both ranks' pulls in the
 // window.
 func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		evs, v := mustRunVirtual(t, experiment.Config{Case: fault.ActionGone, Mode: event.ModePD}, runner.Config{SourceDP: 2})
 		var gone, exited, closed bool
 		for _, ev := range evs {
@@ -142,7 +142,7 @@ func TestGoneOnADataParallelSourceOnTheVirtualCluster(t *testing.T) {
 // at their usual latency, and rank 1's wait (on the cut session, then the
 // lookup deadline, then the heal's retransmission).
 func TestPartitionOfOneRankCutsOnlyItOnTheVirtualCluster(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s partition source-0/rank1 for 20s"}, runner.Config{SourceDP: 2})
 		var rank1 string // rank 1's P2P address, as its pulls name it
 		var verified bool
@@ -200,7 +200,7 @@ func TestPartitionOfOneRankCutsOnlyItOnTheVirtualCluster(t *testing.T) {
 // handshake runs to its deadline (30 s), as a whole source's stall does
 // (TestSeedTableOnTheVirtualCluster's), and faulted_max fails on it.
 func TestRankStallOnTheVirtualCluster(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		const (
 			lookupTO, handshakeTO = 8 * time.Second, 30 * time.Second
 			costs                 = 100 * time.Millisecond // a hit's, a local prefill's

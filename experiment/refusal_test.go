@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -13,7 +14,6 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -24,7 +24,7 @@ import (
 // in the same words, and the refused key calls nothing. On the virtual
 // cluster, in a synctest bubble.
 func TestAKeyAndAScriptAreRefusedWithTheSameWords(t *testing.T) {
-	raceguard.Test(t, testAKeyAndAScriptAreRefusedWithTheSameWords)
+	synctest.Test(t, testAKeyAndAScriptAreRefusedWithTheSameWords)
 }
 
 func testAKeyAndAScriptAreRefusedWithTheSameWords(t *testing.T) {

@@ -5,13 +5,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/vcluster"
 )
 
@@ -27,7 +27,7 @@ import (
 // no more: it passes.
 func TestReplaceNamesTheNewAddressFromTheMomentItIsReady(t *testing.T) {
 	for _, mode := range []string{event.ModeP2P, event.ModePD} {
-		t.Run(mode, func(t *testing.T) { raceguard.Test(t, func(t *testing.T) { testReplace(t, mode) }) })
+		t.Run(mode, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { testReplace(t, mode) }) })
 	}
 }
 

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
 	"p2pfault/runner"
 )
@@ -65,7 +65,7 @@ func seedTable(t *testing.T, modes []string, cases ...string) []seedRow {
 				ran := false // -run may pick some rows only
 				t.Run(arm+"/"+mode+"/"+kase, func(t *testing.T) {
 					ran = true
-					raceguard.Test(t, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
 						r := runVirtual(t, experiment.Config{
 							Arm: arm, Mode: mode, Case: kase, ContentTokens: probe.DefaultContentTokens,
 							FaultAt: seedFaultAt,
@@ -204,7 +204,7 @@ func checkSeedRow(t *testing.T, r seedRow) {
 // slice test allows main/pd/kill "a pass or the load timeout"); here it is
 // exact, and nothing else fails.
 func TestPDKillBetweenATrialsLegsWaitsTheLoadTimeout(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		r := runVirtual(t, experiment.Config{
 			Mode: event.ModePD, Case: fault.ActionKill, FaultAt: 10*time.Second + time.Millisecond,
 		}, sliceEngines("main"))

@@ -3,12 +3,12 @@ package experiment_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -21,7 +21,7 @@ import (
 // face that read nothing then gets every event, in the order the other
 // got them. On the virtual cluster, in a synctest bubble.
 func TestASubscriberThatStopsReadingHoldsUpNothing(t *testing.T) {
-	raceguard.Test(t, testASubscriberThatStopsReadingHoldsUpNothing)
+	synctest.Test(t, testASubscriberThatStopsReadingHoldsUpNothing)
 }
 
 func testASubscriberThatStopsReadingHoldsUpNothing(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -14,7 +15,6 @@ import (
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -55,7 +55,7 @@ func virtualNetRun(t *testing.T, recovery time.Duration, timeline string) (*reco
 // time; the loss touches nothing of source-1's (none of its pulls is
 // failed or slow).
 func TestLossRaisesFailedOrSlowPullsOfThatSourceOnly(t *testing.T) {
-	raceguard.Test(t, testLossRaisesFailedOrSlowPullsOfThatSourceOnly)
+	synctest.Test(t, testLossRaisesFailedOrSlowPullsOfThatSourceOnly)
 }
 
 func testLossRaisesFailedOrSlowPullsOfThatSourceOnly(t *testing.T) {
@@ -129,7 +129,7 @@ func badPull(s event.Sample) bool { return !s.Hit() || s.Latency > 250*time.Mill
 // heal one completes; no firewall is asked for (the cluster cuts its own
 // links). Quitting ends the run as interrupted.
 func TestPartitionKeysOnAVirtualRun(t *testing.T) {
-	raceguard.Test(t, testPartitionKeysOnAVirtualRun)
+	synctest.Test(t, testPartitionKeysOnAVirtualRun)
 }
 
 func testPartitionKeysOnAVirtualRun(t *testing.T) {

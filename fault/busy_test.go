@@ -15,7 +15,6 @@ import (
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/memnet"
 	"p2pfault/netenv"
 	"p2pfault/scrape"
@@ -144,7 +143,7 @@ func (e *loadEnv) Loaded(info event.LoadInfo, start, end time.Time) {
 // then are cancelled (the source sees their clients go), and the counts
 // add up: 7 rounds of 4 answered, 4 cut off.
 func TestBusyLoadStopsAtItsWindowsEnd(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
 		src := startBusySource(t, fab, 400*time.Millisecond, false)
 		env := &loadEnv{recEnv: newRecEnv(t), nw: fab.Host("p2pfault"), url: src.url}
@@ -207,7 +206,7 @@ func TestBusyLoadStopsAtItsWindowsEnd(t *testing.T) {
 // source's max_model_len allows fails the action, naming the limit, and
 // opens no window.
 func TestBusyRefusesAPromptTheSourceCannotTake(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
 		src := startBusySource(t, fab, time.Millisecond, false)
 		env := &loadEnv{recEnv: newRecEnv(t), nw: fab.Host("p2pfault"), url: src.url}
@@ -231,7 +230,7 @@ func TestBusyRefusesAPromptTheSourceCannotTake(t *testing.T) {
 // for a busy source: the verification fails after its 2 s, saying what
 // the queues were, and so does check fault_took_effect.
 func TestBusyNotSeenInTheSourcesQueuesFailsFaultTookEffect(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
 		src := startBusySource(t, fab, 400*time.Millisecond, true)
 		env := &loadEnv{recEnv: newRecEnv(t), nw: fab.Host("p2pfault"), url: src.url}

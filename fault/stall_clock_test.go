@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 )
 
 // clockTarget is a Target that records, on the bubble's fake clock, when it
@@ -49,7 +48,7 @@ func (*clockTarget) Restore(context.Context) (time.Time, error) {
 // clock the figure is exact. (TestStallResumesByItselfAfterItsDuration
 // does it to real processes.)
 func TestStallLastsExactlyItsDuration(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		const d = 300 * time.Millisecond
 		tg := &clockTarget{}
 		st, err := fault.Stall(context.Background(), tg, d)

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/exitcode"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 )
 
 func TestParseReadsSteps(t *testing.T) {
@@ -157,7 +157,7 @@ func TestCheckNamesStepWithSourceOutOfRange(t *testing.T) {
 // (a bubble): each step fires exactly at its time, however busy the
 // machine is.
 func TestPlayFiresStepsInOrderOnTimeAndStopsAtAFailure(t *testing.T) {
-	raceguard.Test(t, testPlayFiresStepsInOrderOnTimeAndStopsAtAFailure)
+	synctest.Test(t, testPlayFiresStepsInOrderOnTimeAndStopsAtAFailure)
 }
 
 func testPlayFiresStepsInOrderOnTimeAndStopsAtAFailure(t *testing.T) {
@@ -192,7 +192,7 @@ func testPlayFiresStepsInOrderOnTimeAndStopsAtAFailure(t *testing.T) {
 // TestPlayStopsWhenContextEnds runs on the fake clock: Play returns at the
 // instant its context ends, not at the next step.
 func TestPlayStopsWhenContextEnds(t *testing.T) {
-	raceguard.Test(t, testPlayStopsWhenContextEnds)
+	synctest.Test(t, testPlayStopsWhenContextEnds)
 }
 
 func testPlayStopsWhenContextEnds(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"p2pfault/internal/raceguard"
 	"p2pfault/load"
 	"p2pfault/memnet"
 )
@@ -66,7 +66,7 @@ func startEngine(t *testing.T, fab *memnet.Fabric, maxLen int, status int) *engi
 // prompt is the engine's max_model_len less the completion token, and
 // every prompt is a fresh one.
 func TestPromptsAreAsLongAsTheEngineAllows(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
 		e := startEngine(t, fab, 512, http.StatusOK)
 		g, err := load.New(load.Config{URL: e.url, Model: "m", Network: fab.Host("client"), Concurrency: 2})
@@ -101,7 +101,7 @@ func TestPromptsAreAsLongAsTheEngineAllows(t *testing.T) {
 }
 
 func TestLoadErrorsNameWhatIsWrong(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
 		e := startEngine(t, fab, 512, http.StatusServiceUnavailable)
 		g, _ := load.New(load.Config{URL: e.url, Model: "m", Network: fab.Host("client"), PromptTokens: 600})

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 // connected listens on srv and returns a connection dialled from cli and
@@ -48,7 +46,7 @@ func pending(t *testing.T, ch <-chan result, what string) {
 }
 
 func TestListenDialRefuse(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b := f.Host("a"), f.Host("b")
 		ln, err := b.Listen("tcp", "127.0.0.1:0")
@@ -115,7 +113,7 @@ func TestListenDialRefuse(t *testing.T) {
 func itoa(p int) string { return (&net.TCPAddr{Port: p}).String()[1:] }
 
 func TestFreezeBacklogBufferAndBlock(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		ln, err := srv.Listen("tcp", "127.0.0.1:0")
@@ -156,7 +154,7 @@ func TestFreezeBacklogBufferAndBlock(t *testing.T) {
 }
 
 func TestFrozenHostsOwnCallsBlock(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		c, s := connected(t, cli, srv)
@@ -194,7 +192,7 @@ func TestFrozenHostsOwnCallsBlock(t *testing.T) {
 }
 
 func TestBufferThenBlock(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		c, s := connected(t, cli, srv)
@@ -222,7 +220,7 @@ func TestBufferThenBlock(t *testing.T) {
 }
 
 func TestDeadlines(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		c, s := connected(t, f.Host("cli"), f.Host("srv"))
 		t0 := time.Now()
@@ -259,7 +257,7 @@ func TestDeadlines(t *testing.T) {
 }
 
 func TestCrashResetsAndRefuses(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		cli, srv := f.Host("cli"), f.Host("srv")
 		ln, err := srv.Listen("tcp", "127.0.0.1:0")
@@ -322,7 +320,7 @@ func TestCrashResetsAndRefuses(t *testing.T) {
 }
 
 func TestPartition(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b, other := f.Host("a"), f.Host("b"), f.Host("other")
 		c, s := connected(t, a, b)
@@ -390,7 +388,7 @@ func TestPartition(t *testing.T) {
 }
 
 func TestCrashBehindPartition(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b := f.Host("a"), f.Host("b")
 		c, _ := connected(t, a, b)
@@ -406,7 +404,7 @@ func TestCrashBehindPartition(t *testing.T) {
 }
 
 func TestLossDelaysInOrder(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(7)
 		a, b := f.Host("a"), f.Host("b")
 		c, s := connected(t, a, b)
@@ -468,7 +466,7 @@ func TestLossDelaysInOrder(t *testing.T) {
 }
 
 func TestPipeFreezesAndDiesWithHost(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		h := f.Host("engine")
 		x, y := h.Pipe()
@@ -497,7 +495,7 @@ func TestPipeFreezesAndDiesWithHost(t *testing.T) {
 // and a crash of one host ends its end as its death would: the other reads
 // EOF after what was sent.
 func TestPipeToBetweenTwoHosts(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		fe, core := f.Host("front end"), f.Host("core")
 		x, y := fe.PipeTo(core)
@@ -536,7 +534,7 @@ func TestPipeToBetweenTwoHosts(t *testing.T) {
 }
 
 func TestConnectAcrossAPartitionGoesWithTheNextSYN(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b := f.Host("a"), f.Host("b")
 		ln, err := b.Listen("tcp", "127.0.0.1:0")
@@ -623,7 +621,7 @@ func newTwoPorts(t *testing.T, seed uint64) twoPorts {
 }
 
 func TestPartitionPortsCutsThosePortsOnly(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		n := newTwoPorts(t, 1)
 		f, a, b, ln1, ln2, p1 := n.f, n.a, n.b, n.ln[0], n.ln[1], n.port[0]
 		c1, s1 := n.c[0], n.s[0] // to the cut port
@@ -690,7 +688,7 @@ func TestPartitionPortsCutsThosePortsOnly(t *testing.T) {
 }
 
 func TestPartitionPortsReplacesByName(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		n := newTwoPorts(t, 1)
 		f, p1, p2 := n.f, n.port[0], n.port[1]
 		c1, s1, c2, s2 := n.c[0], n.s[0], n.c[1], n.s[1]
@@ -710,7 +708,7 @@ func TestPartitionPortsReplacesByName(t *testing.T) {
 }
 
 func TestLossPortsDelaysThosePortsOnly(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		tp := newTwoPorts(t, 7)
 		f := tp.f
 		c1, s1, c2, s2 := tp.c[0], tp.s[0], tp.c[1], tp.s[1]
@@ -744,7 +742,7 @@ func TestLossPortsDelaysThosePortsOnly(t *testing.T) {
 // the heal (Heal, HealPorts): only what a cut held waits for TCP's next
 // retransmission.
 func TestAHealDelaysOnlyWhatTheCutHeld(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f := New(1)
 		a, b, c := f.Host("a"), f.Host("b"), f.Host("c")
 		ca, sb := connected(t, a, b)

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
 )
 
@@ -174,7 +173,7 @@ func TestProbeAgainstSimEnginesInPDMode(t *testing.T) {
 func TestReaddressNamesOnlyTheNewAddress(t *testing.T) {
 	for _, md := range []string{event.ModeP2P, event.ModePD} {
 		t.Run(md, func(t *testing.T) {
-			raceguard.Test(t, func(t *testing.T) { testReaddressNamesOnlyTheNewAddress(t, md) })
+			synctest.Test(t, func(t *testing.T) { testReaddressNamesOnlyTheNewAddress(t, md) })
 		})
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
 )
 
@@ -266,7 +265,7 @@ func TestRequestsHaveTheDocumentedShape(t *testing.T) {
 // in no time there, so every count and every delay is exact, and a busy
 // machine cannot move a pull across the window's edges.
 func TestHungPullsDelayNoOtherTrial(t *testing.T) {
-	raceguard.Test(t, testHungPullsDelayNoOtherTrial)
+	synctest.Test(t, testHungPullsDelayNoOtherTrial)
 }
 
 func testHungPullsDelayNoOtherTrial(t *testing.T) {
@@ -347,7 +346,7 @@ func testHungPullsDelayNoOtherTrial(t *testing.T) {
 // TestEveryScheduledTrialYieldsOneSample runs on the fake clock: each trial
 // leaves exactly at its slot, and the run's length bounds the count exactly.
 func TestEveryScheduledTrialYieldsOneSample(t *testing.T) {
-	raceguard.Test(t, testEveryScheduledTrialYieldsOneSample)
+	synctest.Test(t, testEveryScheduledTrialYieldsOneSample)
 }
 
 func testEveryScheduledTrialYieldsOneSample(t *testing.T) {
@@ -405,7 +404,7 @@ func testEveryScheduledTrialYieldsOneSample(t *testing.T) {
 // TestInFlightCapRecordsFailedSamplesAndWarns runs on the fake clock: how
 // many warnings the rate limit lets out depends on how long the run took.
 func TestInFlightCapRecordsFailedSamplesAndWarns(t *testing.T) {
-	raceguard.Test(t, testInFlightCapRecordsFailedSamplesAndWarns)
+	synctest.Test(t, testInFlightCapRecordsFailedSamplesAndWarns)
 }
 
 func testInFlightCapRecordsFailedSamplesAndWarns(t *testing.T) {
@@ -482,7 +481,7 @@ func testInFlightCapRecordsFailedSamplesAndWarns(t *testing.T) {
 // the resume fall between slots, so exactly the slots between them are
 // skipped and none is replayed.
 func TestPausedSlotsAreSkippedNotBurst(t *testing.T) {
-	raceguard.Test(t, testPausedSlotsAreSkippedNotBurst)
+	synctest.Test(t, testPausedSlotsAreSkippedNotBurst)
 }
 
 func testPausedSlotsAreSkippedNotBurst(t *testing.T) {
@@ -575,7 +574,7 @@ func TestAbortEndsHungTrialsAtOnce(t *testing.T) {
 // TestConnectionsAreReused runs on the fake clock, where the fake answers
 // each pull before the next is due: one connection serves every pull.
 func TestConnectionsAreReused(t *testing.T) {
-	raceguard.Test(t, testConnectionsAreReused)
+	synctest.Test(t, testConnectionsAreReused)
 }
 
 func testConnectionsAreReused(t *testing.T) {
@@ -666,7 +665,7 @@ func TestWarmup(t *testing.T) {
 	// warm-up's retries and its deadline are exact there.
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raceguard.Test(t, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				c := newVirtualCluster(t, 2)
 				cfg := c.config()
 				if tt.setup != nil {

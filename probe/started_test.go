@@ -5,10 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 	"p2pfault/probe"
 )
 
@@ -54,7 +54,7 @@ func (l *startLog) all() []event.PullStart {
 // TestStartedReportsHungPullsBeforeTheyEnd runs on the fake clock: a pull's
 // start, the abort and the snapshots' ages are exact there.
 func TestStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {
-	raceguard.Test(t, testStartedReportsHungPullsBeforeTheyEnd)
+	synctest.Test(t, testStartedReportsHungPullsBeforeTheyEnd)
 }
 
 func testStartedReportsHungPullsBeforeTheyEnd(t *testing.T) {

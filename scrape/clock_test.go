@@ -5,10 +5,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
-	"p2pfault/internal/raceguard"
 	"p2pfault/memnet"
 )
 
@@ -35,7 +35,7 @@ func serveOn(t *testing.T, fab *memnet.Fabric, h http.HandlerFunc) string {
 // On the fake clock (a bubble, the engines on memnet): that the hung
 // engine does not slow the others is a count in its 2 s, exact there.
 func TestRunScrapesEachEngineAndToldFailuresOnce(t *testing.T) {
-	raceguard.Test(t, testRunScrapesEachEngineAndToldFailuresOnce)
+	synctest.Test(t, testRunScrapesEachEngineAndToldFailuresOnce)
 }
 
 func testRunScrapesEachEngineAndToldFailuresOnce(t *testing.T) {

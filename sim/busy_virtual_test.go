@@ -12,9 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"p2pfault/internal/raceguard"
 	"p2pfault/sim/kv"
 )
 
@@ -176,7 +176,7 @@ func TestVirtualLookupDelayGrowsWithTheSourcesStepLength(t *testing.T) {
 	}
 	var got []time.Duration
 	for _, l := range loads {
-		raceguard.Test(t, func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
 			got = append(got, l.pulls(t, pulls, false).delay)
 		})
 		t.Logf("%s: mean lookup delay of %d pulls %v", l.name, pulls, got[len(got)-1])
@@ -244,7 +244,7 @@ func TestVirtualLongPromptsWaitForAttention(t *testing.T) {
 	}
 	got := map[string]pulled{}
 	for _, r := range runs {
-		raceguard.Test(t, func(t *testing.T) { got[r.name] = r.pulls(t, r.n, r.cold) })
+		synctest.Test(t, func(t *testing.T) { got[r.name] = r.pulls(t, r.n, r.cold) })
 		t.Logf("%-30s lookup delay %v, pull latency %v (mean of %d)", r.name, got[r.name].delay, got[r.name].latency, r.n)
 	}
 	if t.Failed() {

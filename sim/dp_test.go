@@ -10,9 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 // dpKVConfig is kvConfig with the P2P base port fixed, so each rank's
@@ -65,7 +64,7 @@ func rankSuccesses(t *testing.T, c *http.Client, url string, ranks int) []int {
 // a 400 naming it, and requests without the header alternate between the
 // idle ranks (vLLM's DPLB scan, which starts one rank further each pick).
 func TestVirtualDataParallelRanks(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		vc := newVCluster(t)
 		src := vc.start("source", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", dpKVConfig(7777), "--data-parallel-size", "2"}})
 		dec := vc.start("decoder", engineOpts{})
@@ -127,7 +126,7 @@ func TestVirtualDataParallelRanks(t *testing.T) {
 // it), an unpinned request goes to the less loaded rank 1 whatever the
 // scan's start.
 func TestVirtualDataParallelBalancesByLoad(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		vc := newVCluster(t)
 		src := vc.start("source", engineOpts{args: []string{"--data-parallel-size", "2", "--sim-decode-per-token", "100ms"}})
 		c := vc.c
@@ -191,7 +190,7 @@ func dpCores(t *testing.T, e *engineProc, ranks int) map[int]int {
 // its session (L after the core's last frame, at most a heartbeat interval
 // before the freeze), as a whole source's stall does (TestVirtualStallOfASource).
 func TestVirtualDataParallelRankStall(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		const stallFor = 30 * time.Second
 		vc := newVCluster(t)
 		src := vc.start("source", engineOpts{noP2P: true, args: []string{"--kv-transfer-config", dpKVConfig(7777), "--data-parallel-size", "2"}})
@@ -438,7 +437,7 @@ func goneMidTransfer(t *testing.T, decArgs ...string) goneRun {
 // own heartbeat times out (mechanisms 4 and 23), 10–12 s after the fault;
 // a dead session fails its loads (session.py @0577fc22).
 func TestVirtualDPSourceGoneMidTransfer(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		const hbIvl, hbTO = 2 * time.Second, 10 * time.Second
 		g := goneMidTransfer(t)
 		// A ping at most one interval after the fault and hbTO of silence after it.
@@ -461,7 +460,7 @@ func TestVirtualDPSourceGoneMidTransfer(t *testing.T) {
 // abort-ack timeout: 40 s after its submit, the 36–43 s. Rank 0's,
 // whose connection reset, still end at once.
 func TestVirtualDPSourceGoneMidTransferLoadsTimeOut(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		const loadTO, abortTO = 30 * time.Second, 10 * time.Second
 		g := goneMidTransfer(t, "--sim-dead-session-loads", "timeout")
 		for _, i := range []int{1, 2} {

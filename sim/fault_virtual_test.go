@@ -7,9 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 // The fault tests of fault_test.go on in-process engines (StartInProcess
@@ -65,7 +64,7 @@ func inBurst(end, release time.Duration, n int) bool {
 func TestVirtualStallOfASource(t *testing.T) {
 	for _, mode := range []string{"wait", "prefill"} {
 		t.Run(mode, func(t *testing.T) {
-			raceguard.Test(t, func(t *testing.T) { virtualStall(t, mode) })
+			synctest.Test(t, func(t *testing.T) { virtualStall(t, mode) })
 		})
 	}
 }
@@ -226,7 +225,7 @@ func TestVirtualKillOrRemoveASource(t *testing.T) {
 	for _, tt := range tests {
 		sig := map[bool]string{true: "SIGKILL", false: "SIGTERM"}[tt.kill]
 		t.Run(fmt.Sprintf("%s %s: pulls return at once, a restart on the same ports serves again", tt.mode, sig), func(t *testing.T) {
-			raceguard.Test(t, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				vc := newVCluster(t)
 				src := vc.start("source-0", engineOpts{})
 				dec := vc.start("decoder", engineOpts{mode: tt.mode})

@@ -9,13 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 func TestInProcessPull(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		vc := newVCluster(t)
 		src := vc.start("source", engineOpts{})
 		dec := vc.start("decoder", engineOpts{})
@@ -93,7 +92,7 @@ func vPulls(t *testing.T, vc *vcluster, dec, src0, src1 *vengine, prompts []stri
 // TestInProcessSignalsOnAFrozenEngine: a stopped process acts on SIGTERM
 // only once continued, and SIGKILL ends it stopped or not.
 func TestInProcessSignalsOnAFrozenEngine(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		vc := newVCluster(t)
 		e := vc.start("engine", engineOpts{})
 		e.p.Freeze()

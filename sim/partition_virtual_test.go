@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"p2pfault/internal/raceguard"
 	"p2pfault/memnet"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestVirtualPartitionOfASource(t *testing.T) {
 	for _, mode := range []string{"wait", "prefill"} {
 		t.Run(mode, func(t *testing.T) {
-			raceguard.Test(t, func(t *testing.T) { virtualPartition(t, mode) })
+			synctest.Test(t, func(t *testing.T) { virtualPartition(t, mode) })
 		})
 	}
 }
@@ -159,7 +159,7 @@ func virtualPartition(t *testing.T, mode string) {
 // even that pull prefills. Which segments are lost follows the goroutines'
 // order, so the figures vary run to run; the bounds do not.
 func TestVirtualLossOfASource(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		const n, loss = 60, 0.2
 		vc := newVCluster(t)
 		src := vc.start("source-0", engineOpts{})

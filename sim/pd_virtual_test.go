@@ -6,16 +6,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 // TestVirtualPDStoppedPrefiller is TestPDStoppedPrefiller on in-process
 // engines at real time (vLLM's timeouts, the seed's 30 s stall) on the fake
 // clock, where its figures are exact to the step.
 func TestVirtualPDStoppedPrefiller(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		const (
 			hbIvl, hbTO = 2 * time.Second, 10 * time.Second // --sim-heartbeat-interval, -timeout
 			loadTO      = 30 * time.Second                  // --sim-load-timeout
@@ -104,7 +103,7 @@ func TestVirtualPlainClientSeesTheSeedsStall(t *testing.T) {
 	sched := plainSchedule{seedTimeout: 5 * time.Second, rate: 2}
 	for _, mode := range []string{"wait", "prefill"} {
 		t.Run(mode, func(t *testing.T) {
-			raceguard.Test(t, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				vc := newVCluster(t)
 				src0 := vc.start("source-0", engineOpts{})
 				src1 := vc.start("source-1", engineOpts{})

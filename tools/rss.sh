@@ -11,6 +11,8 @@
 # $RSS_LOG) and the script exits with the command's exit code. It reads
 # /proc only; it signals nothing.
 set -euo pipefail
+# p2pfault's Go (README), for a COMMAND that is `go run .`.
+export GOTOOLCHAIN=go1.27.3
 interval=30
 pid=""
 while [ $# -gt 0 ]; do

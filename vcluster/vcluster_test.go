@@ -7,12 +7,12 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 	"p2pfault/vcluster"
 )
@@ -61,7 +61,7 @@ func openConfig(t *testing.T, cfg runner.Config, changes *[]event.EngineInfo) *v
 // ports, a terminate leaves its ports refusing, a restore brings it back,
 // a replace a new instance on new ports; none has a pid.
 func TestTargetsActAsTheKernelDoesOnAProcess(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		cl := open(t, nil)
 		src := cl.Sources()[0].(*vcluster.Target)
 		ctx := context.Background()
@@ -132,7 +132,7 @@ func TestTargetsActAsTheKernelDoesOnAProcess(t *testing.T) {
 // them complete again, the target's report saying which cut it holds; no
 // host firewall is touched.
 func TestFaultNetworkCutsTheHost(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		cl := open(t, nil)
 		src := cl.Sources()[0].(*vcluster.Target)
 		nw, err := cl.FaultNetwork()
@@ -188,7 +188,7 @@ func connects(t *testing.T, cl *vcluster.Cluster, addr, what string) {
 // not; the heal lets it connect again. The source's own ports are every
 // rank's.
 func TestFaultNetworkCutsOneRanksPortOnly(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		cl := openConfig(t, runner.Config{SourceDP: 2}, nil)
 		src := cl.Sources()[0].(*vcluster.Target)
 		if got, want := src.Ports(), []int{8100, src.P2PPort(), src.P2PPort() + 1}; !slices.Equal(got, want) {
@@ -236,7 +236,7 @@ func TestFaultNetworkCutsOneRanksPortOnly(t *testing.T) {
 // thaws it; a stall of the whole source still freezes every process, and
 // a rank's continue thaws only its own.
 func TestARanksStallFreezesItsCoreAlone(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		o := vcluster.Opener{Seed: 1, Config: runner.Config{SourceDP: 2, ExtraArgs: []string{"--sim-startup-delay=0s"}}}
 		c, err := o.Open(context.Background(), experiment.OpenEnv{OutDir: t.TempDir(), TimeScale: 1})
 		if err != nil {

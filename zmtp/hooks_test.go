@@ -5,14 +5,12 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"p2pfault/internal/raceguard"
 )
 
 // TestOnDuplicateToldOnce: a ROUTER tells OnDuplicate the identity of the
 // connection it ignores, once, and not for the first connection.
 func TestOnDuplicateToldOnce(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		var mu sync.Mutex
 		var told []string
@@ -42,7 +40,7 @@ func TestOnDuplicateToldOnce(t *testing.T) {
 // to its PINGs included; it stays put while the peer is stopped and is
 // zero again once the connection is lost.
 func TestLastHeardCountsPongs(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		srvHB := vllmHB
 		srvHB.HeartbeatIvl = 0 // only the DEALER's PINGs, answered by PONGs

@@ -11,7 +11,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"p2pfault/internal/raceguard"
 	"p2pfault/memnet"
 )
 
@@ -107,7 +106,7 @@ func nextEvent(t *testing.T, d *Dealer, k EventKind, within time.Duration) Event
 // ROUTER with the DEALER's identity, the reply routed by it comes back, and
 // an unknown identity is an error, not a silent drop.
 func TestRoundTripWithIdentities(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		r := w.router(t, vllmHB)
 		d := w.dealer(t, "10.0.0.1:7001", vllmHB)
@@ -140,7 +139,7 @@ func TestRoundTripWithIdentities(t *testing.T) {
 // yet retries every ReconnectIvl and delivers what was queued, in order,
 // within one interval of the listener appearing.
 func TestQueueBeforeConnectAndReconnect(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		d := w.dealer(t, "cli:1", Options{})
 		if err := d.Connect("127.0.0.1:7777"); err != nil {
@@ -176,7 +175,7 @@ func TestQueueBeforeConnectAndReconnect(t *testing.T) {
 // with nothing heard), then reconnects. The ROUTER sends no TTL here, so
 // only the timeout counts.
 func TestHeartbeatTimeoutWhenPeerStops(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		srvHB := vllmHB
 		srvHB.HeartbeatTTL = 0
@@ -212,7 +211,7 @@ func TestHeartbeatTimeoutWhenPeerStops(t *testing.T) {
 func TestPeerTTLHonoured(t *testing.T) {
 	for _, ttl := range []time.Duration{5 * time.Second, 0} {
 		t.Run(fmt.Sprint("ttl=", ttl), func(t *testing.T) {
-			raceguard.Test(t, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				w := newWorld()
 				w.router(t, Options{HeartbeatIvl: 2 * time.Second, HeartbeatTTL: ttl})
 				d := w.dealer(t, "cli:1", Options{})
@@ -244,7 +243,7 @@ func TestPeerTTLHonoured(t *testing.T) {
 // delivered once the ROUTER resumes (libzmq measured: connect_ack 0.13 s
 // after SIGCONT).
 func TestStoppedPeerResumes(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		r := w.router(t, vllmHB)
 		d := w.dealer(t, "cli:1", vllmHB)
@@ -277,7 +276,7 @@ func TestStoppedPeerResumes(t *testing.T) {
 // in its buffer before its expired TTL counts, as libzmq's I/O loop
 // handles ready input before expired timers.
 func TestResumedProcessReadsBeforeItsTimersFire(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		var l logs
 		r := w.router(t, Options{Logf: l.logf}) // no PINGs of its own: only the DEALER's arrive
@@ -306,7 +305,7 @@ func TestResumedProcessReadsBeforeItsTimersFire(t *testing.T) {
 // 4.3.4 (python3-zmq): a1 delivered, b1 not, a reply to X reached a, b2
 // (after a closed) not, c1 (new) delivered.
 func TestDuplicateIdentityIgnored(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		var l logs
 		r := w.router(t, Options{Logf: l.logf})
@@ -345,7 +344,7 @@ func TestDuplicateIdentityIgnored(t *testing.T) {
 // TestGarbageClosesOnlyThatConnection: bytes that are not ZMTP close the
 // connection that sent them, with a logged reason; the ROUTER goes on.
 func TestGarbageClosesOnlyThatConnection(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		var l logs
 		r := w.router(t, Options{Logf: l.logf})
@@ -377,7 +376,7 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 // process's backlog) is given up after HandshakeIvl with Disconnected,
 // and the DEALER redials.
 func TestHandshakeTimeout(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		ln, err := w.srv.Listen("tcp", "127.0.0.1:7777")
 		if err != nil {
@@ -400,7 +399,7 @@ func TestHandshakeTimeout(t *testing.T) {
 // TestCloseIsIdempotentAndEndsEverything: Close twice on each socket and
 // a connection; the bubble ending checks no goroutine is left.
 func TestCloseIsIdempotentAndEndsEverything(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		r := w.router(t, vllmHB)
 		d := w.dealer(t, "cli:1", vllmHB)
@@ -435,7 +434,7 @@ func TestCloseIsIdempotentAndEndsEverything(t *testing.T) {
 // Recv drops a message of several parts (as vLLM's _recv_router does)
 // and returns the next single one; a message of no parts is refused.
 func TestMultipartMessages(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		var l logs
 		r := w.router(t, Options{Logf: l.logf})

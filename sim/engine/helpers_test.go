@@ -7,9 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"p2pfault/internal/raceguard"
 	"p2pfault/internal/syncbuf"
 	"p2pfault/memnet"
 	"p2pfault/netenv"
@@ -52,7 +52,7 @@ var fabrics sync.Map // *testing.T → *memnet.Fabric
 // goroutine waits, so a deadline's figure is exact whatever the machine's
 // load, and a stall of seconds takes the CPU time of its steps.
 func virtual(t *testing.T, f func(t *testing.T)) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		fabrics.Store(t, memnet.New(1))
 		t.Cleanup(func() { fabrics.Delete(t) })
 		f(t)

@@ -1,5 +1,5 @@
 //go:build !race
 
-package raceguard_test
+package main
 
 const raceOn = false

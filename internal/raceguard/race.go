@@ -1,5 +1,0 @@
-//go:build race
-
-package raceguard
-
-const raceEnabled = true
