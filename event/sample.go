@@ -16,6 +16,11 @@ type Sample struct {
 	// (its seed's X-data-parallel-rank, its pull's remote_port base+Rank);
 	// 0 on a source of one rank (RunInfo.SourceRanks says which have more).
 	Rank int `json:"rank,omitempty"`
+	// Late is how long after its slot the trial was sent, when
+	// probe.LateAfter or more: p2pfault itself was behind (a loaded
+	// machine, a cluster too large for its cores), so its latency
+	// measures p2pfault's lag too; 0 (absent) when on time.
+	Late time.Duration `json:"late_ns,omitempty"`
 	// Decoder is the index of the decoder the pull went to (--decoders:
 	// the probe spreads trials over them); 0 in a cluster of one.
 	Decoder int `json:"decoder,omitempty"`

@@ -137,6 +137,8 @@ type Prober struct {
 	warnMu     sync.Mutex
 	lastWarn   time.Time
 	suppressed int
+
+	lag lag // trials sent late against their slots (lag.go)
 }
 
 // New validates cfg, fills its defaults and returns a Prober. Connections are
@@ -375,15 +377,19 @@ func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slot
 		if p.paused.Load() {
 			continue
 		}
+		late := time.Since(at)
+		p.lag.note(late, p.cfg.Warn)
 		select {
 		case slots <- struct{}{}:
 			wg.Go(func() {
 				s, _ := p.trial(reqCtx, t0, pair{i, RankOf(k, p.cfg.Sources[i].rankCount()), p.decoderOf(i, k)}, trial, p.cfg.Started)
 				<-slots // the requests are over: free the slot before a slow receiver can hold it
+				s.Late = lateOf(late)
 				out <- s
 			})
 		default:
 			s := p.capHit(t0, i, k, trial)
+			s.Late = lateOf(late)
 			wg.Go(func() { out <- s })
 		}
 	}
