@@ -59,8 +59,9 @@ type Judge struct {
 	steady map[int]*Figures
 	// ranks is each source's data-parallel ranks (Setup.Ranks); byRank
 	// the breakdown of those with several (ranks.go).
-	ranks  []int
-	byRank map[rankKey]*Figures
+	ranks    []int
+	decoders int
+	byRank   map[rankKey]*Figures
 
 	wins       []*winJudge // in start order
 	verifs     []event.Verification
@@ -85,13 +86,17 @@ type Setup struct {
 	// SourceRanks; nil: one each): the verdict breaks the pulls of a
 	// source of several down by rank.
 	Ranks []int
+	// Decoders is the run's number of decoders (RunInfo's; 0 or 1: one):
+	// with several, the verdict breaks every source's pulls down by
+	// decoder too.
+	Decoders int
 }
 
 // NewJudge returns a judge of a run set up as s.
 func NewJudge(s Setup) *Judge {
 	j := &Judge{b: s.Bounds, sources: s.Sources, scripted: s.Scripted, content: NewContentTally(s.Content),
 		inflight: map[int64]event.PullStart{}, steady: map[int]*Figures{}, recent: map[int]baseline{},
-		ranks: s.Ranks, byRank: map[rankKey]*Figures{}}
+		ranks: s.Ranks, decoders: s.Decoders, byRank: map[rankKey]*Figures{}}
 	for i := range s.Sources {
 		j.steady[i] = NewFigures()
 	}

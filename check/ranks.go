@@ -15,10 +15,11 @@ const (
 	PartOutside  = "outside"  // neither: its steady state, or another source's window
 )
 
-// rankKey is one row of the breakdown.
+// rankKey is one row of the breakdown: a rank's pulls (rank 0 of a
+// source of one) through one decoder (0 in a run of one).
 type rankKey struct {
-	source, rank int
-	part         string
+	source, rank, decoder int
+	part                  string
 }
 
 // partOf is the part a pull of category c (assign's, for its own source)
@@ -33,17 +34,17 @@ func partOf(c category) string {
 	return PartOutside
 }
 
-// ranked says whether src has several data-parallel ranks (a breakdown
-// is kept for it).
-func (j *Judge) ranked(src int) bool { return event.RanksOf(j.ranks, src) > 1 }
+// ranked says whether src has several data-parallel ranks or the run
+// several decoders (a breakdown is kept for it).
+func (j *Judge) ranked(src int) bool { return event.RanksOf(j.ranks, src) > 1 || j.decoders > 1 }
 
-// placeRank counts s in its source's rank breakdown, through t (nil
-// figures: not counted).
+// placeRank counts s in its source's rank and decoder breakdown, through
+// t (nil figures: not counted).
 func (j *Judge) placeRank(s event.Sample, c category, t tally) {
 	if !j.ranked(s.Source) {
 		return
 	}
-	if f := t.rankFigs(rankKey{s.Source, s.Rank, partOf(c)}); f != nil {
+	if f := t.rankFigs(rankKey{s.Source, s.Rank, s.Decoder, partOf(c)}); f != nil {
 		f.Add(s)
 	}
 }
@@ -74,11 +75,11 @@ func (j *Judge) rankSummaries(counted map[rankKey]*Figures) []event.RankSummary 
 	}
 	out := make([]event.RankSummary, 0, len(keys))
 	for k, f := range keys {
-		out = append(out, event.RankSummary{Rank: k.rank, Part: k.part, SourceSummary: f.Summary(k.source)})
+		out = append(out, event.RankSummary{Rank: k.rank, Decoder: k.decoder, Part: k.part, SourceSummary: f.Summary(k.source)})
 	}
 	order := map[string]int{PartFault: 0, PartRecovery: 1, PartOutside: 2}
 	slices.SortFunc(out, func(a, b event.RankSummary) int {
-		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(order[a.Part], order[b.Part]), cmp.Compare(a.Rank, b.Rank))
+		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(order[a.Part], order[b.Part]), cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Decoder, b.Decoder))
 	})
 	return out
 }

@@ -21,7 +21,7 @@ import (
 // launchFlags are the flags that say how p2pfault launches its engines:
 // with --attach there is nothing to launch, so each is a usage error.
 var launchFlags = []string{
-	"engine", "vllm-bin", "model", "gpus", "sources", "source-port", "decoder-port", "p2p-port",
+	"engine", "vllm-bin", "model", "gpus", "sources", "decoders", "source-port", "decoder-port", "p2p-port",
 	"free-ports", "kv-load-failure-policy", "engine-arg", "source-arg", "decoder-arg", "handshake-timeout",
 }
 

@@ -28,6 +28,7 @@ type clusterFlags struct {
 	model       string
 	gpus        []string
 	sources     int
+	decoders    int // --decoders: decoder engines, the probe's trials spread over them
 	sourceDP    int // --source-dp: every source's --data-parallel-size
 	timeScale   float64
 	sourcePort  int
@@ -66,16 +67,17 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.model, "model", runner.DefaultModel, "model every engine serves")
 	fs.StringSliceVar(&f.gpus, "gpus", nil, "GPUs for CUDA_VISIBLE_DEVICES, round-robin over engines (--engine vllm), e.g. 0,1,2")
 	fs.IntVar(&f.sources, "sources", 0, "number of source engines (default $NUM_PREFILL_INSTANCES or 2)")
+	fs.IntVar(&f.decoders, "decoders", 1, fmt.Sprintf("number of decoder engines (1 to %d): with several, named decoder-0, decoder-1, ..., each source's trials go to them in turn (source i's first to decoder i mod N) and the tables break pulls down by decoder; decoder d's HTTP port is --decoder-port + d, its P2P port the d-th after the sources'", runner.MaxDecoders))
 	fs.IntVar(&f.sourceDP, "source-dp", 1, fmt.Sprintf("data-parallel ranks of every source (1 to %d): each source is started with --data-parallel-size N, one front end and N engine cores, rank r's P2P port at its base + r; trials go to the ranks in turn (X-data-parallel-rank, remote_port base+r) and a fault may name one rank, source-0/rank1", runner.MaxSourceDP))
 	fs.Float64Var(&f.timeScale, "time-scale", event.DefaultTimeScale, "multiply every duration of the run (timeline, rate, bounds, simulated timeouts) by this")
 	fs.IntVar(&f.sourcePort, "source-port", 0, "fix source i's HTTP port to this + i (default 8100 + i, or free ports when taken)")
-	fs.IntVar(&f.decoderPort, "decoder-port", 0, "fix the decoder's HTTP port (default 8200, or a free port when taken)")
-	fs.IntVar(&f.p2pPort, "p2p-port", 0, "fix the P2P ports: source i on this + i (this + i×N with --source-dp N), the decoder after the sources (default 7777)")
+	fs.IntVar(&f.decoderPort, "decoder-port", 0, "fix the decoder's HTTP port (decoder d's: this + d; default 8200, or a free port when taken)")
+	fs.IntVar(&f.p2pPort, "p2p-port", 0, "fix the P2P ports: source i on this + i (this + i×N with --source-dp N), the decoders after the sources (default 7777)")
 	fs.StringVar(&f.loadPolicy, "kv-load-failure-policy", "recompute", "kv_load_failure_policy of every engine: recompute (a KV load that fails because its source died prefills locally) or fail (vLLM's default: the request errors)")
 	fs.BoolVar(&f.freePorts, "free-ports", false, "take every port that is not fixed from a pool below the kernel's ephemeral range instead of the defaults (parallel runs, tests)")
 	fs.StringArrayVar(&f.engineArgs, "engine-arg", nil, "extra argument for every engine's command line (repeatable), e.g. --engine-arg=--sim-startup-delay=1s")
 	fs.StringArrayVar(&f.sourceArgs, "source-arg", nil, "extra argument for the sources' command lines only, after --engine-arg (repeatable)")
-	fs.StringArrayVar(&f.decoderArgs, "decoder-arg", nil, "extra argument for the decoder's command line only, after --engine-arg (repeatable), e.g. --decoder-arg=--block-size=64 to see the engaged gate name a block_len mismatch")
+	fs.StringArrayVar(&f.decoderArgs, "decoder-arg", nil, "extra argument for the decoders' command lines only, after --engine-arg (repeatable), e.g. --decoder-arg=--block-size=64 to see the engaged gate name a block_len mismatch")
 	fs.DurationVar(&f.handshake, "handshake-timeout", 0, "VLLM_P2P_HANDSHAKE_TIMEOUT_S for every engine (default: the engine's, 30s)")
 	fs.DurationVar(&f.restart, "restart-length", runner.DefaultRestartLength, "how long a simulated source restarted by the kill case takes from SIGKILL to ready (scaled by --time-scale; a first start takes ~1 s); no effect with --engine vllm")
 
@@ -252,6 +254,9 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 	if f.sourceDP < 1 || f.sourceDP > runner.MaxSourceDP {
 		return runner.Config{}, exitcode.Usagef("--source-dp %d: want 1 to %d", f.sourceDP, runner.MaxSourceDP)
 	}
+	if f.decoders < 1 || f.decoders > runner.MaxDecoders {
+		return runner.Config{}, exitcode.Usagef("--decoders %d: want 1 to %d", f.decoders, runner.MaxDecoders)
+	}
 	switch f.loadPolicy {
 	case "fail", "recompute":
 	default:
@@ -268,6 +273,7 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 	rc := runner.Config{
 		Engine:            engine,
 		Sources:           n,
+		Decoders:          f.decoders,
 		SourceDP:          f.sourceDP,
 		Model:             f.model,
 		VLLMBin:           vllmBin,

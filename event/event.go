@@ -108,16 +108,19 @@ type RunInfo struct {
 	// SourceRanks is each source's number of data-parallel ranks, by
 	// index, when any source has more than one (--source-dp, an attach
 	// file's ranks); nil when every source has one.
-	SourceRanks []int         `json:"source_ranks,omitempty"`
-	Interval    time.Duration `json:"interval_ns"` // between trials, per source
-	FaultAt     time.Duration `json:"fault_at_ns"` // scripted fault, since t0 (0 with case none)
-	FaultFor    time.Duration `json:"fault_for_ns"`
-	Duration    time.Duration `json:"duration_ns"`       // planned measured run, since t0 (0: until quit)
-	Timeline    string        `json:"timeline"`          // the scripted timeline, as text
-	Nemesis     string        `json:"nemesis,omitempty"` // the nemesis that drew Timeline (run --nemesis: "random"; its schedule event says how), "" when scripted
-	Bounds      Bounds        `json:"bounds"`
-	Model       string        `json:"model"`
-	Started     time.Time     `json:"started"`
+	SourceRanks []int `json:"source_ranks,omitempty"`
+	// Decoders is the number of decoders when there are several
+	// (--decoders); 0 (absent) for one.
+	Decoders int           `json:"decoders,omitempty"`
+	Interval time.Duration `json:"interval_ns"` // between trials, per source
+	FaultAt  time.Duration `json:"fault_at_ns"` // scripted fault, since t0 (0 with case none)
+	FaultFor time.Duration `json:"fault_for_ns"`
+	Duration time.Duration `json:"duration_ns"`       // planned measured run, since t0 (0: until quit)
+	Timeline string        `json:"timeline"`          // the scripted timeline, as text
+	Nemesis  string        `json:"nemesis,omitempty"` // the nemesis that drew Timeline (run --nemesis: "random"; its schedule event says how), "" when scripted
+	Bounds   Bounds        `json:"bounds"`
+	Model    string        `json:"model"`
+	Started  time.Time     `json:"started"`
 	// ContentTokens is the max_tokens of every seed and pull, greedy, whose
 	// texts the content check compares (0: no content check, max_tokens 1
 	// as in the seed); ContentMatch its rule, "exact" or "prefix:N"

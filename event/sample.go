@@ -16,6 +16,14 @@ type Sample struct {
 	// (its seed's X-data-parallel-rank, its pull's remote_port base+Rank);
 	// 0 on a source of one rank (RunInfo.SourceRanks says which have more).
 	Rank int `json:"rank,omitempty"`
+	// Late is how long after its slot the trial was sent, when
+	// probe.LateAfter or more: p2pfault itself was behind (a loaded
+	// machine, a cluster too large for its cores), so its latency
+	// measures p2pfault's lag too; 0 (absent) when on time.
+	Late time.Duration `json:"late_ns,omitempty"`
+	// Decoder is the index of the decoder the pull went to (--decoders:
+	// the probe spreads trials over them); 0 in a cluster of one.
+	Decoder int `json:"decoder,omitempty"`
 
 	// Seed leg (POST to the source itself).
 	SeedStatus  int           `json:"seed_status"` // HTTP status; 0 when no response
@@ -87,9 +95,11 @@ func (s Sample) End() time.Duration { return s.Start + s.Latency }
 // when it resumes or a timeout fires, and until then a face that sees only
 // Samples is blind). The Sample that ends it carries the same Trial.
 type PullStart struct {
-	Source int           `json:"source"`         // index of the source the pull names
-	Rank   int           `json:"rank,omitempty"` // its data-parallel rank (Sample.Rank)
-	Trial  int64         `json:"trial"`          // the id of the trial: its Sample has the same
-	Start  time.Duration `json:"start_ns"`
-	Peer   string        `json:"peer,omitempty"` // the P2P address the pull names (Sample.Peer)
+	Source int `json:"source"`         // index of the source the pull names
+	Rank   int `json:"rank,omitempty"` // its data-parallel rank (Sample.Rank)
+	// Decoder is the decoder the pull is sent to (Sample.Decoder).
+	Decoder int           `json:"decoder,omitempty"`
+	Trial   int64         `json:"trial"` // the id of the trial: its Sample has the same
+	Start   time.Duration `json:"start_ns"`
+	Peer    string        `json:"peer,omitempty"` // the P2P address the pull names (Sample.Peer)
 }

@@ -22,6 +22,16 @@ func TargetName(i, rank int) string {
 	return RankName(i, rank)
 }
 
+// DecoderName is decoder d's name in a run of n decoders: "decoder"
+// when it is the only one (every run before --decoders, so their streams
+// and names stay), else "decoder-d".
+func DecoderName(d, n int) string {
+	if n <= 1 {
+		return "decoder"
+	}
+	return "decoder-" + strconv.Itoa(d)
+}
+
 // RanksOf is source i's number of data-parallel ranks by ranks (a run's
 // RunInfo.SourceRanks): 1 when it names none.
 func RanksOf(ranks []int, i int) int {

@@ -24,10 +24,12 @@ type SourceSummary struct {
 // RankSummary is one data-parallel rank's pulls of one part of a run
 // (Part: "fault", in a fault window on its source; "recovery", in its
 // recovery window; "outside", neither): its source's figures for that
-// rank alone.
+// rank alone. In a run of several decoders it is one rank's pulls through
+// one decoder (Decoder; 0 and absent in a run of one).
 type RankSummary struct {
-	Rank int    `json:"rank"`
-	Part string `json:"part"`
+	Rank    int    `json:"rank"`
+	Decoder int    `json:"decoder,omitempty"`
+	Part    string `json:"part"`
 	SourceSummary
 }
 

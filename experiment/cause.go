@@ -19,15 +19,15 @@ import (
 const forgetAfter = 3 * time.Minute
 
 // evidence is what the engines' lines and the warm-up's scrapes told:
-// the tracker that names each pull's cause (causes; decoderName is the
-// engine whose reaps bear on the pulls), the decoder's lines on its
+// the tracker that names each pull's cause (causes; decoderNames are the
+// engines whose reaps bear on the pulls), the decoder's lines on its
 // sessions from the start (engaged), and its first and latest scrape
 // before t0 (warmFirst, warmLast): the engaged gate's evidence (gate.go).
 // Its lock guards these and is never held across a send.
 type evidence struct {
 	mu                  sync.Mutex
 	causes              *cause.Tracker
-	decoderName         string
+	decoderNames        map[string]bool
 	engaged             *cause.Engagement
 	warmFirst, warmLast *event.Reading
 }
@@ -52,10 +52,13 @@ func (e *Experiment) noteLine(engine, line string) {
 	t0 := e.run.t0()
 	ev := e.evidence
 	ev.mu.Lock()
-	if ev.decoderName == "" {
-		ev.decoderName = cl.Decoder().Name()
+	if ev.decoderNames == nil {
+		ev.decoderNames = map[string]bool{}
+		for _, d := range decodersOf(cl) {
+			ev.decoderNames[d.Name()] = true
+		}
 	}
-	decoder := engine == ev.decoderName
+	decoder := ev.decoderNames[engine]
 	ev.engaged.Log(decoder, line) // the warm-up's lines too: the gate reads them
 	if t0.IsZero() {
 		ev.mu.Unlock()

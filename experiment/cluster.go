@@ -40,6 +40,9 @@ type Plan struct {
 	// kinds need nothing of the host's firewall (their Setup, a check of
 	// nftables and CAP_NET_ADMIN, is not asked).
 	OwnNetwork bool
+	// Decoders is the number of decoders when there are several (0 or 1:
+	// one).
+	Decoders int
 }
 
 // PlanRanks is a Plan's Ranks from each source's count of data-parallel
@@ -136,7 +139,31 @@ type Target interface {
 	LogTail(n int) []string
 }
 
-// targets are every engine of c: sources by index, then the decoder.
+// Decoders is a Cluster of several decoders (--decoders): the probe
+// spreads its trials over them. A cluster without it has one, Decoder.
+type Decoders interface {
+	// Decoders are every decoder by index, Decoder first.
+	Decoders() []Target
+}
+
+// several is n when it is more than one, else 0: a count the stream
+// carries only when it is news (RunInfo.Decoders).
+func several(n int) int {
+	if n > 1 {
+		return n
+	}
+	return 0
+}
+
+// decodersOf are c's decoders by index.
+func decodersOf(c Cluster) []Target {
+	if d, ok := c.(Decoders); ok {
+		return d.Decoders()
+	}
+	return []Target{c.Decoder()}
+}
+
+// targets are every engine of c: sources by index, then the decoders.
 func targets(c Cluster) []Target {
-	return append(c.Sources(), c.Decoder())
+	return append(c.Sources(), decodersOf(c)...)
 }

@@ -89,7 +89,7 @@ func New(cfg Config) (*Experiment, error) {
 		timeline: tl,
 		run:      &lifecycle{},
 		stream:   &stream{},
-		verdicts: &verdicts{judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources, Ranks: plan.Ranks,
+		verdicts: &verdicts{judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources, Ranks: plan.Ranks, Decoders: plan.Decoders,
 			Scripted: len(tl) > 0, Content: cfg.ContentMatch})},
 		faults:  newFaults(),
 		bus:     newBus(1),
@@ -114,7 +114,7 @@ func (e *Experiment) Info() event.RunInfo {
 	c := e.cfg
 	info := event.RunInfo{
 		Arm: c.Arm, Case: c.Case, Mode: c.Mode, Engine: e.plan.Engine, TimeScale: c.TimeScale,
-		Sources: e.plan.Sources, SourceRanks: e.plan.Ranks, Interval: c.scale(c.Interval), Timeline: c.Timeline,
+		Sources: e.plan.Sources, SourceRanks: e.plan.Ranks, Decoders: several(e.plan.Decoders), Interval: c.scale(c.Interval), Timeline: c.Timeline,
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.run.started(),
 		FaultFor:      c.scale(c.FaultFor),
 		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
@@ -356,8 +356,12 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	for _, s := range cl.Sources() {
 		srcs = append(srcs, probeSource(s))
 	}
+	var decs []string
+	for _, d := range decodersOf(cl) {
+		decs = append(decs, d.HTTPURL())
+	}
 	return probe.Config{
-		DecoderURL:   cl.Decoder().HTTPURL(),
+		DecoderURLs:  decs,
 		Sources:      srcs,
 		Model:        e.plan.Model,
 		Interval:     e.cfg.scale(e.cfg.Interval),

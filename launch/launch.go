@@ -39,6 +39,7 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 	var counts []int
 	p.Sources, counts = runner.SourcesOf(specs)
 	p.Ranks = experiment.PlanRanks(counts)
+	p.Decoders = runner.DecodersOf(specs)
 	if p.Model == "" {
 		p.Model = runner.DefaultModel
 	}
@@ -71,20 +72,24 @@ func (o Opener) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Cl
 
 // cluster is a cluster p2pfault started through the runner.
 type cluster struct {
-	c       *runner.Cluster
-	sources []experiment.Target
-	decoder experiment.Target
+	c        *runner.Cluster
+	sources  []experiment.Target
+	decoders []experiment.Target
 }
 
 var (
 	_ experiment.Cluster          = (*cluster)(nil)
+	_ experiment.Decoders         = (*cluster)(nil)
 	_ experiment.FirewallRecorder = (*cluster)(nil)
 )
 
 func newCluster(c *runner.Cluster) *cluster {
-	l := &cluster{c: c, decoder: target{c.Decoder().Target()}}
+	l := &cluster{c: c}
 	for _, s := range c.Sources() {
 		l.sources = append(l.sources, target{s.Target()})
+	}
+	for _, d := range c.Decoders() {
+		l.decoders = append(l.decoders, target{d.Target()})
 	}
 	return l
 }
@@ -93,7 +98,11 @@ func (l *cluster) Sources() []experiment.Target {
 	return append([]experiment.Target(nil), l.sources...)
 }
 
-func (l *cluster) Decoder() experiment.Target { return l.decoder }
+func (l *cluster) Decoder() experiment.Target { return l.decoders[0] }
+
+func (l *cluster) Decoders() []experiment.Target {
+	return append([]experiment.Target(nil), l.decoders...)
+}
 
 // Stop stops every engine p2pfault started.
 func (l *cluster) Stop(ctx context.Context) error { return l.c.Stop(ctx) }

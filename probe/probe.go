@@ -73,7 +73,11 @@ type Source struct {
 
 // Config of a Prober. Zero durations and counts take the defaults above.
 type Config struct {
-	DecoderURL   string // the decoder's HTTP base URL
+	DecoderURL string // the decoder's HTTP base URL
+	// DecoderURLs are several decoders' HTTP base URLs, by index
+	// (--decoders); when set, DecoderURL is ignored. Trials are spread
+	// over them (decoderOf), each sample naming its own.
+	DecoderURLs  []string
 	Sources      []Source
 	Model        string        // "model" of every request
 	Interval     time.Duration // between trials of one source
@@ -108,11 +112,11 @@ type Config struct {
 
 // Prober runs trials. Its methods are safe for concurrent use.
 type Prober struct {
-	cfg     Config
-	decoder *http.Client
-	sources []*http.Client // one per source, aligned with cfg.Sources
-	pullURL string
-	mode    strategy
+	cfg      Config
+	decoders []*http.Client // one per decoder, aligned with cfg.DecoderURLs
+	sources  []*http.Client // one per source, aligned with cfg.Sources
+	pullURLs []string
+	mode     strategy
 	// Body fragments, encoded once: every request shares them.
 	modelJSON []byte
 
@@ -133,6 +137,8 @@ type Prober struct {
 	warnMu     sync.Mutex
 	lastWarn   time.Time
 	suppressed int
+
+	lag lag // trials sent late against their slots (lag.go)
 }
 
 // New validates cfg, fills its defaults and returns a Prober. Connections are
@@ -157,13 +163,15 @@ func New(cfg Config) (*Prober, error) {
 	}
 	p := &Prober{
 		cfg:       cfg,
-		decoder:   newClient(cfg.Network, cfg.MaxInFlight),
-		pullURL:   cfg.DecoderURL + "/v1/completions",
 		mode:      mode,
 		modelJSON: modelJSON,
 		rng:       rand.New(rand.NewChaCha8(seed)),
 	}
 	p.abortCtx, p.abort = context.WithCancelCause(context.Background())
+	for _, u := range cfg.DecoderURLs {
+		p.decoders = append(p.decoders, newClient(cfg.Network, cfg.MaxInFlight))
+		p.pullURLs = append(p.pullURLs, u+"/v1/completions")
+	}
 	for _, s := range cfg.Sources {
 		p.sources = append(p.sources, newClient(cfg.Network, cfg.MaxInFlight))
 		a, err := newAddr(s, 0)
@@ -179,11 +187,20 @@ func withDefaults(cfg Config) (Config, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("probe: "+format, args...)) }
 
-	if u, err := checkBaseURL(cfg.DecoderURL); err != nil {
-		bad("decoder URL: %w", err)
-	} else {
-		cfg.DecoderURL = u
+	if len(cfg.DecoderURLs) == 0 {
+		cfg.DecoderURLs = []string{cfg.DecoderURL}
 	}
+	decoders := make([]string, len(cfg.DecoderURLs))
+	for d, raw := range cfg.DecoderURLs {
+		u, err := checkBaseURL(raw)
+		if err != nil && len(cfg.DecoderURLs) == 1 {
+			bad("decoder URL: %w", err)
+		} else if err != nil {
+			bad("decoder %d URL: %w", d, err)
+		}
+		decoders[d] = u
+	}
+	cfg.DecoderURLs, cfg.DecoderURL = decoders, decoders[0]
 	if strings.TrimSpace(cfg.Model) == "" {
 		bad("model is empty")
 	}
@@ -306,8 +323,7 @@ func (p *Prober) Abort() { p.abort(ErrAborted) }
 
 // Close releases idle connections. Call it once Run and Warmup returned.
 func (p *Prober) Close() {
-	p.decoder.CloseIdleConnections()
-	for _, c := range p.sources {
+	for _, c := range append(p.decoders, p.sources...) {
 		c.CloseIdleConnections()
 	}
 }
@@ -361,23 +377,35 @@ func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slot
 		if p.paused.Load() {
 			continue
 		}
+		late := time.Since(at)
+		p.lag.note(late, p.cfg.Warn)
 		select {
 		case slots <- struct{}{}:
 			wg.Go(func() {
-				s, _ := p.trial(reqCtx, t0, i, RankOf(k, p.cfg.Sources[i].rankCount()), trial, p.cfg.Started)
+				s, _ := p.trial(reqCtx, t0, pair{i, RankOf(k, p.cfg.Sources[i].rankCount()), p.decoderOf(i, k)}, trial, p.cfg.Started)
 				<-slots // the requests are over: free the slot before a slow receiver can hold it
+				s.Late = lateOf(late)
 				out <- s
 			})
 		default:
-			s := p.capHit(t0, i, trial)
+			s := p.capHit(t0, i, k, trial)
+			s.Late = lateOf(late)
 			wg.Go(func() { out <- s })
 		}
 	}
 }
 
+// decoderOf is the decoder of source #i's k-th trial: its trials go to
+// the decoders in turn, and source #i starts at decoder i, so at every
+// round the sources' pulls are spread over the decoders too and each
+// decoder↔source pair is probed every len(DecoderURLs) rounds.
+func (p *Prober) decoderOf(i int, k int64) int {
+	return int((k + int64(i)) % int64(len(p.cfg.DecoderURLs)))
+}
+
 // capHit records a trial that was not sent because MaxInFlight requests were
 // in flight: a failed sample, never a silent gap in the schedule.
-func (p *Prober) capHit(t0 time.Time, i int, trial int64) event.Sample {
+func (p *Prober) capHit(t0 time.Time, i int, k, trial int64) event.Sample {
 	msg := fmt.Sprintf("not sent: %d requests in flight (max-in-flight %d)", p.cfg.MaxInFlight, p.cfg.MaxInFlight)
 	p.warnMu.Lock()
 	defer p.warnMu.Unlock()
@@ -394,7 +422,8 @@ func (p *Prober) capHit(t0 time.Time, i int, trial int64) event.Sample {
 	}
 	return event.Sample{
 		Source:       p.cfg.Sources[i].Index,
-		Rank:         RankOf(trial/int64(len(p.cfg.Sources)), p.cfg.Sources[i].rankCount()),
+		Rank:         RankOf(k, p.cfg.Sources[i].rankCount()),
+		Decoder:      p.decoderOf(i, k),
 		Trial:        trial,
 		SeedErr:      msg,
 		Start:        now.Sub(t0),

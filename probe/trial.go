@@ -32,6 +32,12 @@ type pullInfo struct {
 	noDetails bool // 200 without usage.prompt_tokens_details.cached_tokens
 }
 
+// pair is what a trial goes through: source #i of the list (its rank)
+// and the decoder the pull is sent to.
+type pair struct {
+	i, rank, decoder int
+}
+
 // trial seeds a fresh prompt on source #i of the list (mode pd: its prefill
 // leg), then pulls it into the decoder naming that source (its decode leg),
 // whatever became of the first leg: an answer, an error or the seed
@@ -45,10 +51,11 @@ type pullInfo struct {
 // (its seed carries X-data-parallel-rank, its pull names the rank's port),
 // as vLLM's p2p_connector_proxy.py pins a prefill and names remote_port =
 // base + rank.
-func (p *Prober) trial(ctx context.Context, t0 time.Time, i, rank int, n int64, started func(event.PullStart)) (event.Sample, pullInfo) {
+func (p *Prober) trial(ctx context.Context, t0 time.Time, l pair, n int64, started func(event.PullStart)) (event.Sample, pullInfo) {
+	i, rank := l.i, l.rank
 	a := p.address(i)
 	rank = min(max(rank, 0), len(a.kvTails)-1)
-	s := event.Sample{Source: a.src.Index, Rank: rank, Trial: n, PromptTokens: p.cfg.PromptTokens}
+	s := event.Sample{Source: a.src.Index, Rank: rank, Decoder: l.decoder, Trial: n, PromptTokens: p.cfg.PromptTokens}
 	prefix := p.bodyPrefix()
 	id := uuid.NewString()
 	hdr := p.mode.requestID(id)
@@ -93,14 +100,14 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, i, rank int, n int64, 
 			return s, pullInfo{}
 		}
 		if started != nil {
-			started(event.PullStart{Source: a.src.Index, Rank: s.Rank, Trial: n, Start: time.Since(t0), Peer: a.peers[rank]})
+			started(event.PullStart{Source: a.src.Index, Rank: s.Rank, Decoder: l.decoder, Trial: n, Start: time.Since(t0), Peer: a.peers[rank]})
 		}
 		start = time.Now()
 		p.addrMu.RUnlock()
 		break
 	}
 	s.Peer = a.peers[rank]
-	r := p.postAt(ctx, p.decoder, p.pullURL, pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr, "")
+	r := p.postAt(ctx, p.decoders[l.decoder], p.pullURLs[l.decoder], pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr, "")
 	s.Start = start.Sub(t0)
 	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted
 	s.TTFT = r.ttft

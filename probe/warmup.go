@@ -33,19 +33,21 @@ func (p *Prober) Warmup(ctx context.Context, timeout time.Duration) error {
 	defer stop()
 
 	t0 := time.Now()
-	// One slot per source and rank, in that order, so the joined error
-	// reads the same whichever warm-up ends first.
-	type warm struct{ i, r int }
-	var legs []warm
+	// One slot per source, rank and decoder, in that order, so the joined
+	// error reads the same whichever warm-up ends first: every pair the
+	// run probes is engaged before t0.
+	var legs []pair
 	for i, s := range p.cfg.Sources {
 		for r := range s.rankCount() {
-			legs = append(legs, warm{i, r})
+			for d := range p.cfg.DecoderURLs {
+				legs = append(legs, pair{i, r, d})
+			}
 		}
 	}
 	errs := make([]error, len(legs))
 	var wg sync.WaitGroup
 	for n, l := range legs {
-		wg.Go(func() { errs[n] = p.warmSource(wctx, t0, l.i, l.r, timeout) })
+		wg.Go(func() { errs[n] = p.warmSource(wctx, t0, l, timeout) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -79,18 +81,21 @@ func NotWarmOf(err error) []*NotWarm {
 	return out
 }
 
-func (p *Prober) warmSource(ctx context.Context, t0 time.Time, i, rank int, timeout time.Duration) error {
-	a := p.address(i)
+func (p *Prober) warmSource(ctx context.Context, t0 time.Time, l pair, timeout time.Duration) error {
+	a, rank := p.address(l.i), l.rank
 	name := fmt.Sprintf("source %d (P2P %s)", a.src.Index, a.peers[rank])
 	if len(a.peers) > 1 {
 		name = fmt.Sprintf("source %d rank %d (P2P %s)", a.src.Index, rank, a.peers[rank])
+	}
+	if len(p.cfg.DecoderURLs) > 1 {
+		name += fmt.Sprintf(" through decoder %d", l.decoder)
 	}
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	var last string
 	var lastSample event.Sample
 	for attempt := 1; ; attempt++ {
-		s, info := p.trial(ctx, t0, i, rank, int64(attempt), nil)
+		s, info := p.trial(ctx, t0, l, int64(attempt), nil)
 		if s.Hit() {
 			return nil
 		}

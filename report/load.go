@@ -74,7 +74,7 @@ type LookupRow struct {
 // decoder does not export the histogram (vLLM per request reports none:
 // its answers carry no lookup time, so the histogram is all there is).
 func lookupRows(r Run) []LookupRow {
-	pts := r.Metrics[DecoderEngine]
+	pts := r.Metrics[firstDecoder(r.Info)]
 	if len(pts) == 0 || !scrape.Window(pts, 0, r.RunEnd+time.Second).LookupAsync.Exported {
 		return nil
 	}

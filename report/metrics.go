@@ -12,6 +12,10 @@ import (
 // the decoder is the one that pulls, so its counters show the fault.
 const DecoderEngine = "decoder"
 
+// firstDecoder is the decoder whose /metrics the report reads in a run of
+// info: DecoderEngine, or decoder-0 of several (--decoders).
+func firstDecoder(info event.RunInfo) string { return event.DecoderName(0, info.Decoders) }
+
 // DecoderMetrics are the decoder's deltas over the judged fault window and
 // the recovery window after it (absent for a fault that does not recover).
 type DecoderMetrics struct {
@@ -20,7 +24,7 @@ type DecoderMetrics struct {
 }
 
 func decoderMetrics(r Run) *DecoderMetrics {
-	pts := r.Metrics[DecoderEngine]
+	pts := r.Metrics[firstDecoder(r.Info)]
 	if !r.HasWindow || len(pts) == 0 {
 		return nil
 	}

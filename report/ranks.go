@@ -12,11 +12,16 @@ import (
 // judge's breakdown, event.RankSummary): a source of several ranks only.
 // report.json gives them as rows[].ranks.
 type RankRow struct {
-	Source int    `json:"source"`
-	Rank   int    `json:"rank"`
-	Part   string `json:"part"` // fault, recovery or outside (check.Part*)
-	N      int    `json:"n"`
-	Pulled int    `json:"pulled"`
+	Source int `json:"source"`
+	Rank   int `json:"rank"`
+	// Decoder names the decoder the pulls went through, in a run of
+	// several (--decoders): then every source has rows, one per rank and
+	// decoder; absent in a run of one.
+	Decoder string `json:"decoder,omitempty"`
+	Part    string `json:"part"` // fault, recovery or outside (check.Part*)
+	ranked  bool   // its source has several ranks: the row names the rank
+	N       int    `json:"n"`
+	Pulled  int    `json:"pulled"`
 	// HitRate is Pulled / N; null without a pull.
 	HitRate  *float64 `json:"hit_rate"`
 	InFlight int      `json:"in_flight"`
@@ -25,11 +30,15 @@ type RankRow struct {
 	Max      float64  `json:"max_s"`
 }
 
-func rankRows(v event.Verdict) []RankRow {
+func rankRows(v event.Verdict, info event.RunInfo) []RankRow {
 	out := make([]RankRow, 0, len(v.Ranks))
 	for _, s := range v.Ranks {
 		r := RankRow{Source: s.Source, Rank: s.Rank, Part: s.Part, N: s.N, Pulled: s.Pulled, InFlight: s.InFlight,
 			P50: s.Latency.P50.Seconds(), P90: s.Latency.P90.Seconds(), Max: s.Latency.Max.Seconds()}
+		if info.Decoders > 1 {
+			r.Decoder = event.DecoderName(s.Decoder, info.Decoders)
+		}
+		r.ranked = event.RanksOf(info.SourceRanks, s.Source) > 1
 		if s.N > 0 {
 			rate := float64(s.Pulled) / float64(s.N)
 			r.HitRate = &rate
@@ -39,6 +48,19 @@ func rankRows(v event.Verdict) []RankRow {
 	return out
 }
 
+// name is what the row's pulls went through: "source-0/rank1", and
+// " via decoder-1" in a run of several decoders.
+func (k RankRow) name() string {
+	n := event.SourceName(k.Source)
+	if k.ranked {
+		n = event.RankName(k.Source, k.Rank)
+	}
+	if k.Decoder != "" {
+		n += " via " + k.Decoder
+	}
+	return n
+}
+
 // partWords name a part in the table.
 var partWords = map[string]string{
 	check.PartFault:    "in its fault window",
@@ -46,8 +68,22 @@ var partWords = map[string]string{
 	check.PartOutside:  "outside its windows",
 }
 
+// byDecoder says whether any row breaks its pulls down by decoder.
+func byDecoder(rows []Row) bool {
+	for _, r := range rows {
+		if len(r.Ranks) > 0 && r.Ranks[0].Decoder != "" {
+			return true
+		}
+	}
+	return false
+}
+
 func rankHeader(rows []Row) []string {
-	return append(keyHead(manyModes(rows)), "rank", "pulls", "hit rate", "p50", "p90", "max", "in flight")
+	what := "rank"
+	if byDecoder(rows) {
+		what = "pair"
+	}
+	return append(keyHead(manyModes(rows)), what, "pulls", "hit rate", "p50", "p90", "max", "in flight")
 }
 
 // rankCells is a line per row, source, part and rank.
@@ -56,7 +92,7 @@ func rankCells(rows []Row) [][]string {
 	var out [][]string
 	for _, r := range rows {
 		for _, k := range r.Ranks {
-			c := append(r.keyCells(withMode), event.RankName(k.Source, k.Rank)+" "+partWords[k.Part], fmt.Sprint(k.N))
+			c := append(r.keyCells(withMode), k.name()+" "+partWords[k.Part], fmt.Sprint(k.N))
 			if k.N == 0 {
 				c = append(c, notApplicable, notApplicable, notApplicable, notApplicable)
 			} else {
@@ -72,7 +108,16 @@ func rankCells(rows []Row) [][]string {
 // row has a source of several ranks.
 func RankTable(rows []Row) string { return rankTable(rows).plain() }
 
-func rankTable(rows []Row) table { return table{rankHeader(rows), rankCells(rows), rankCaption + "."} }
+func rankTable(rows []Row) table {
+	caption := rankCaption
+	if byDecoder(rows) {
+		caption = pairCaption + caption
+	}
+	return table{rankHeader(rows), rankCells(rows), caption + "."}
+}
+
+// pairCaption leads the caption in a run of several decoders.
+const pairCaption = "Per decoder↔source pair (--decoders): each source's pulls through each decoder (its rank too, when it has several). "
 
 const rankCaption = "Per data-parallel rank: each rank's pulls (pinned to it with X-data-parallel-rank, naming its port base+rank), " +
 	"by what they were to their source's fault windows: started in one, in its recovery window, or outside both; " +

@@ -24,7 +24,7 @@ func TestRankTableBreaksASourceDownByRank(t *testing.T) {
 		sum(1, check.PartFault, 29, 0, 36*time.Second, 40*time.Second),
 		sum(1, check.PartOutside, 0, 0, 0, 0),
 	}}
-	row := Row{Arm: "main", Case: "stall", Mode: event.ModePD, Ranks: rankRows(v)}
+	row := Row{Arm: "main", Case: "stall", Mode: event.ModePD, Ranks: rankRows(v, event.RunInfo{SourceRanks: []int{2}})}
 	got := RankTable([]Row{row})
 	for _, want := range []string{
 		"rank", "source-0/rank0 in its fault window  30     0.0%      120.0 ms",
@@ -44,5 +44,39 @@ func TestRankTableBreaksASourceDownByRank(t *testing.T) {
 	}
 	if RankTable([]Row{{Arm: "main", Case: "stall"}}) != "" {
 		t.Error("a row without ranks printed a rank table")
+	}
+}
+
+// TestRankTableBreaksPullsDownByDecoder: in a run of several decoders
+// every source has rows, one per decoder it was pulled through, named by
+// the pair; report.json names the decoder.
+func TestRankTableBreaksPullsDownByDecoder(t *testing.T) {
+	sum := func(src, dec int, part string, n, pulled int) event.RankSummary {
+		return event.RankSummary{Decoder: dec, Part: part, SourceSummary: event.SourceSummary{Source: src, N: n, Pulled: pulled,
+			Latency: event.Percentiles{N: n, P50: 40 * time.Millisecond, P90: 50 * time.Millisecond, Max: 60 * time.Millisecond}}}
+	}
+	v := event.Verdict{Ranks: []event.RankSummary{
+		sum(0, 0, check.PartOutside, 10, 10),
+		sum(0, 1, check.PartOutside, 10, 4),
+		sum(1, 1, check.PartOutside, 12, 12),
+	}}
+	row := Row{Arm: "main", Case: "none", Ranks: rankRows(v, event.RunInfo{Sources: 2, Decoders: 2})}
+	got := RankTable([]Row{row})
+	for _, want := range []string{
+		"pair",
+		"source-0 via decoder-0 outside its windows  10     100.0%",
+		"source-0 via decoder-1 outside its windows  10     40.0%",
+		"source-1 via decoder-1 outside its windows  12     100.0%",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `{"source":0,"rank":0,"decoder":"decoder-1","part":"outside","n":10,"pulled":4,`) {
+		t.Errorf("report.json row: %s", b)
 	}
 }

@@ -156,7 +156,7 @@ func (r Run) Row() Row {
 	row.Decoder = decoderMetrics(r)
 	row.Loads, row.Lookup = loadRows(r), lookupRows(r)
 	row.Steady = steadyRows(v)
-	row.Ranks = rankRows(v)
+	row.Ranks = rankRows(v, r.Info)
 	row.Content = contentRow(r)
 	row.Windows, row.Kinds = windowRows(r), kindRows(r)
 	row.Why = whyRows(r)

@@ -110,7 +110,7 @@ func FromEvents(events []event.Event) (Run, error) {
 	// The same judge as the experiment's, fed the whole run at once: every
 	// window on its own, the run on the judged one (or on all of them).
 	computed, _ := check.JudgeRun(check.RunFacts{
-		Setup: check.Setup{Bounds: r.Info.Bounds, Sources: r.Info.Sources, Ranks: r.Info.SourceRanks, Scripted: r.Info.Timeline != "",
+		Setup: check.Setup{Bounds: r.Info.Bounds, Sources: r.Info.Sources, Ranks: r.Info.SourceRanks, Decoders: r.Info.Decoders, Scripted: r.Info.Timeline != "",
 			Content: check.ContentRuleOf(r.Info)},
 		Windows: judged, Samples: r.Samples, Pending: r.pending(), Verifications: r.Verifications,
 		Now: max(r.html.lastT, r.RunEnd), RunEnd: r.RunEnd,

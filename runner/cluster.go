@@ -182,21 +182,36 @@ func newCluster(cfg Config, specs []Spec) (*Cluster, error) {
 	return c, nil
 }
 
-// Engines returns every engine: the sources in order, then the decoder.
+// Engines returns every engine: the sources in order, then the decoders.
 func (c *Cluster) Engines() []*Engine { return append([]*Engine(nil), c.engines...) }
 
 // Sources returns the source engines in index order.
 func (c *Cluster) Sources() []*Engine {
-	return append([]*Engine(nil), c.engines[:len(c.engines)-1]...)
+	return append([]*Engine(nil), c.engines[:c.sources()]...)
 }
 
-// Decoder returns the decoder engine.
-func (c *Cluster) Decoder() *Engine { return c.engines[len(c.engines)-1] }
+// Decoders returns the decoder engines in index order.
+func (c *Cluster) Decoders() []*Engine {
+	return append([]*Engine(nil), c.engines[c.sources():]...)
+}
+
+// Decoder returns the first decoder engine (the only one, unless the
+// config asked for several).
+func (c *Cluster) Decoder() *Engine { return c.engines[c.sources()] }
+
+// sources is how many of the engines are sources: they come first.
+func (c *Cluster) sources() int {
+	n := 0
+	for n < len(c.engines) && c.engines[n].spec.Role == event.RoleSource {
+		n++
+	}
+	return n
+}
 
 // Source returns source i, or an error naming the index.
 func (c *Cluster) Source(i int) (*Engine, error) {
-	if i < 0 || i >= len(c.engines)-1 {
-		return nil, fmt.Errorf("source %d: the cluster has sources 0-%d", i, len(c.engines)-2)
+	if i < 0 || i >= c.sources() {
+		return nil, fmt.Errorf("source %d: the cluster has sources 0-%d", i, c.sources()-1)
 	}
 	return c.engines[i], nil
 }

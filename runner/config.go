@@ -36,6 +36,10 @@ const (
 	DefaultModel   = "meta-llama/Llama-3.2-1B-Instruct"
 	DefaultSources = 2
 	MaxSources     = 64 // a cap on the cluster a run starts; the default ports leave room for it
+	// MaxDecoders caps --decoders: decoder d listens on the decoder HTTP
+	// base + d, so the default bases (8100 for 64 sources, 8200) leave
+	// room for this many below the ephemeral range.
+	MaxDecoders = 16
 	// MaxSourceDP caps --source-dp: the data-parallel ranks of one source,
 	// each an engine core with a P2P port of its own.
 	MaxSourceDP            = 16
@@ -67,7 +71,7 @@ const (
 )
 
 // Ports are the base ports of a run. Source i listens on SourceHTTP+i and
-// P2P+i; the decoder on DecoderHTTP and P2P+Sources. A zero base means the
+// P2P+i; decoder d on DecoderHTTP+d and P2P+Sources+d. A zero base means the
 // script's default (8100, 8200, 7777), replaced by a free port when taken; a
 // non-zero base is fixed by the user, and a taken fixed port is an error.
 type Ports struct {
@@ -85,7 +89,10 @@ type Ports struct {
 type Config struct {
 	Engine  string // EngineSim (default) or EngineVLLM
 	Sources int    // number of source engines; 0 = 2 (NUM_PREFILL_INSTANCES)
-	Model   string // default DefaultModel
+	// Decoders is the number of decoder engines; 0 = 1. With one it is
+	// named "decoder", as before; with several "decoder-0", "decoder-1", ...
+	Decoders int
+	Model    string // default DefaultModel
 	// SourceDP is every source's --data-parallel-size: one front end and
 	// SourceDP engine cores, rank r's P2P port at the source's base + r
 	// (vLLM #47636). 0 or 1: one engine core, as before.
@@ -118,7 +125,7 @@ type Config struct {
 
 	ExtraArgs   []string // appended to every engine's argv
 	SourceArgs  []string // appended to the sources' argv, after ExtraArgs
-	DecoderArgs []string // appended to the decoder's argv, after ExtraArgs
+	DecoderArgs []string // appended to every decoder's argv, after ExtraArgs
 	Env         []string // KEY=VALUE added to every engine's environment
 
 	Ports     Ports
@@ -151,6 +158,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Sources == 0 {
 		cfg.Sources = DefaultSources
+	}
+	if cfg.Decoders == 0 {
+		cfg.Decoders = 1
+	}
+	if cfg.Decoders < 0 || cfg.Decoders > MaxDecoders {
+		return cfg, exitcode.Usagef("decoders %d: want 1-%d", cfg.Decoders, MaxDecoders)
 	}
 	if cfg.SourceDP < 0 || cfg.SourceDP > MaxSourceDP {
 		return cfg, exitcode.Usagef("source data-parallel size %d: want 1-%d", cfg.SourceDP, MaxSourceDP)

@@ -13,14 +13,14 @@ import (
 	"p2pfault/exitcode"
 )
 
-// DecoderName is the name of the cluster's single decoder.
+// DecoderName is the name of a cluster's decoder when it has one.
 const DecoderName = "decoder"
 
 // Spec is how one engine is started: never through a shell.
 type Spec struct {
-	Name     string // "source-0", ..., "decoder"
+	Name     string // "source-0", ..., "decoder" (or "decoder-0", ... of several)
 	Role     event.Role
-	Index    int // source index; 0 for the decoder
+	Index    int // source index, or decoder index
 	HTTPPort int
 	P2PHost  string
 	P2PPort  int // its P2P port; a data-parallel source's rank r listens on P2PPort+r
@@ -48,6 +48,17 @@ func SourcesOf(specs []Spec) (sources int, ranks []int) {
 		}
 	}
 	return len(ranks), ranks
+}
+
+// DecodersOf is how many decoders specs start.
+func DecodersOf(specs []Spec) int {
+	n := 0
+	for _, s := range specs {
+		if s.Role == event.RoleDecoder {
+			n++
+		}
+	}
+	return n
 }
 
 // P2PPorts are the engine's P2P ports, rank 0 first.
@@ -142,9 +153,11 @@ type portPlan struct {
 func (p portPlan) rankCount() int  { return max(p.ranks, 1) }
 func (p portPlan) p2pPorts() []int { return portRun(p.p2p, p.rankCount()) }
 
-// planPorts gives each engine (sources, then the decoder) its ports from
+// planPorts gives each engine (sources, then the decoders) its ports from
 // the bases, as run_accuracy_test.sh does; a data-parallel source takes
-// one P2P port per rank, consecutive (vLLM #47636 binds rank r at base+r).
+// one P2P port per rank, consecutive (vLLM #47636 binds rank r at base+r);
+// decoder d takes the decoder HTTP base + d and the P2P port after the
+// sources' + d.
 func planPorts(cfg Config) ([]portPlan, error) {
 	base := func(p, def int) (int, bool) {
 		if p == 0 {
@@ -155,12 +168,14 @@ func planPorts(cfg Config) ([]portPlan, error) {
 	srcHTTP, fixedSrc := base(cfg.Ports.SourceHTTP, DefaultSourceHTTPPort)
 	decHTTP, fixedDec := base(cfg.Ports.DecoderHTTP, DefaultDecoderHTTPPort)
 	p2p, fixedP2P := base(cfg.Ports.P2P, DefaultP2PPort)
-	plans := make([]portPlan, 0, cfg.Sources+1)
+	plans := make([]portPlan, 0, cfg.Sources+cfg.Decoders)
 	ranks := max(cfg.SourceDP, 1)
 	for i := 0; i < cfg.Sources; i++ {
 		plans = append(plans, portPlan{http: srcHTTP + i, p2p: p2p + i*ranks, ranks: cfg.SourceDP, fixedHTTP: fixedSrc, fixedP2P: fixedP2P})
 	}
-	plans = append(plans, portPlan{http: decHTTP, p2p: p2p + cfg.Sources*ranks, fixedHTTP: fixedDec, fixedP2P: fixedP2P})
+	for d := 0; d < cfg.Decoders; d++ {
+		plans = append(plans, portPlan{http: decHTTP + d, p2p: p2p + cfg.Sources*ranks + d, fixedHTTP: fixedDec, fixedP2P: fixedP2P})
+	}
 	return plans, checkPortPlans(cfg.Sources, plans)
 }
 
@@ -168,7 +183,7 @@ func planPorts(cfg Config) ([]portPlan, error) {
 func checkPortPlans(sources int, plans []portPlan) error {
 	owner := map[int]string{}
 	for i, p := range plans {
-		name := engineName(sources, i)
+		name := engineName(sources, plans, i)
 		uses := []struct {
 			what string
 			port int
@@ -196,15 +211,16 @@ func checkPortPlans(sources int, plans []portPlan) error {
 	return nil
 }
 
-func engineName(sources, i int) string {
+// engineName is engine i's name among plans of sources then decoders.
+func engineName(sources int, plans []portPlan, i int) string {
 	if i < sources {
 		return event.SourceName(i)
 	}
-	return DecoderName
+	return event.DecoderName(i-sources, len(plans)-sources)
 }
 
 // Plan returns how each engine of cfg would be started (sources first, then
-// the decoder) with the planned ports, without starting or binding
+// the decoders) with the planned ports, without starting or binding
 // anything. Start uses the same specs, except that an unfixed port that is
 // taken (every unfixed port with FreePorts) is replaced by a free one.
 func Plan(cfg Config) ([]Spec, error) {
@@ -238,7 +254,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 	specs := make([]Spec, 0, len(ports))
 	for i, p := range ports {
 		s := Spec{
-			Name:      engineName(cfg.Sources, i),
+			Name:      engineName(cfg.Sources, ports, i),
 			Role:      event.RoleSource,
 			Index:     i,
 			HTTPPort:  p.http,
@@ -250,7 +266,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 			FixedP2P:  p.fixedP2P,
 		}
 		if i >= cfg.Sources {
-			s.Role, s.Index = event.RoleDecoder, 0
+			s.Role, s.Index = event.RoleDecoder, i-cfg.Sources
 		}
 		s.Args = append(append([]string{}, prefix...),
 			"serve", cfg.Model,
@@ -295,7 +311,7 @@ func buildSpecs(cfg Config, ports []portPlan) ([]Spec, error) {
 	return specs, nil
 }
 
-// SpecAt is engine i's spec (sources by index, then the decoder) from the
+// SpecAt is engine i's spec (sources by index, then the decoders) from the
 // one template, on the given HTTP and P2P ports instead of its planned
 // ones: how an engine is started in its own place on new ports by a
 // cluster that does not start processes (a virtual cluster's replace).

@@ -242,3 +242,37 @@ func TestPlanPutsTheLoadFailurePolicyInTheKVTransferConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSeveralDecoders: --decoders 3 starts three decoders after the
+// sources, named decoder-0..2 and indexed so, each on the decoder HTTP
+// base + d and the P2P port after the sources' + d; one decoder keeps
+// its name "decoder"; too many is a usage error naming the flag's limit.
+func TestPlanSeveralDecoders(t *testing.T) {
+	specs, err := runner.Plan(runner.Config{Sources: 2, Decoders: 3, SelfBin: "p", Ports: runner.Ports{SourceHTTP: 9100, DecoderHTTP: 9200, P2P: 9300}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range specs {
+		got = append(got, fmt.Sprintf("%s %s #%d %d %d", s.Name, s.Role, s.Index, s.HTTPPort, s.P2PPort))
+	}
+	want := []string{"source-0 source #0 9100 9300", "source-1 source #1 9101 9301",
+		"decoder-0 decoder #0 9200 9302", "decoder-1 decoder #1 9201 9303", "decoder-2 decoder #2 9202 9304"}
+	if !slices.Equal(got, want) {
+		t.Errorf("specs\n%q\nwant\n%q", got, want)
+	}
+	if n := runner.DecodersOf(specs); n != 3 {
+		t.Errorf("DecodersOf %d, want 3", n)
+	}
+	one, err := runner.Plan(runner.Config{SelfBin: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := one[len(one)-1].Name; name != runner.DecoderName {
+		t.Errorf("the one decoder is %q, want %q", name, runner.DecoderName)
+	}
+	_, err = runner.Plan(runner.Config{SelfBin: "p", Decoders: runner.MaxDecoders + 1})
+	if err == nil || !strings.Contains(err.Error(), "decoders 17: want 1-16") {
+		t.Errorf("17 decoders: %v", err)
+	}
+}

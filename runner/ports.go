@@ -114,7 +114,7 @@ func resolvePorts(cfg Config, plans []portPlan) ([]portPlan, error) {
 		}
 	}
 	for i := range out {
-		name := engineName(cfg.Sources, i)
+		name := engineName(cfg.Sources, plans, i)
 		for _, slot := range []struct {
 			what  string
 			port  *int

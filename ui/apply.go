@@ -48,7 +48,7 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 	case event.KindMetrics:
 		if m := ev.Metrics; m != nil && m.Engine != "" && (len(st.metrics) < maxEngines || hasKey(st.metrics, m.Engine)) {
 			st.metrics[m.Engine] = *m
-			if m.Engine == decoderEngine {
+			if m.Engine == event.DecoderName(0, st.run.Decoders) {
 				st.lookup.addReading(ev.T, m.Reading)
 			}
 		}

@@ -335,7 +335,7 @@ func (m Model) armBlock(w, h int, nowT time.Duration) string {
 	}
 	parts := []string{fit(title+"  "+m.armStatus(), w)}
 	if p.panels > 0 {
-		parts = append(parts, m.renderSources(w, p.panels, p.cols, p.rows, nowT))
+		parts = append(parts, m.renderSources(w, p.panels, p.cols, p.rows, 0, nowT))
 	}
 	engines := st.engineOrder()
 	if p.procs > 1 {

@@ -77,10 +77,13 @@ func (m Model) dashboard(w, h int) string {
 
 	parts := []string{head}
 	if l.panels > 0 {
-		parts = append(parts, m.renderSources(w, l.panels, l.cols, l.rows, nowT))
+		parts = append(parts, m.renderSources(w, l.panels, l.cols, l.rows, m.pageFirst(l), nowT))
+		if l.paged {
+			parts = append(parts, m.pageSummary(l, w, nowT))
+		}
 	}
 	if l.procs > 0 {
-		parts = append(parts, procTable{engines: st.engineOrder(), metrics: st.metrics, styles: s}.Render(w, l.procs))
+		parts = append(parts, procTable{engines: st.engineOrder(), metrics: st.metrics, styles: s, most: l.procs - 1}.Render(w, l.procs))
 	}
 	if l.final {
 		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s, cut: st.cutShort()}.Render(w, l.checks))
@@ -122,6 +125,7 @@ type dashLayout struct {
 	panels, procs, checks, windows, log int
 	lookup                              string // the checks panel's lookup line (lookupWindowText), "" for none
 	final                               bool   // the final verdict's table in place of the live checks
+	paged                               bool   // the grid shows a page of the sources (scale.go)
 }
 
 // logMin is the least the event log gets before the source panels grow.
@@ -147,7 +151,7 @@ func (m Model) dashLayout(w, h, avail int) dashLayout {
 	default:
 		l.checks = 1
 	}
-	l.procs = 1 + max(1, len(st.engineOrder()))
+	l.procs = 1 + max(1, min(len(st.engineOrder()), procRowsMax(avail)))
 	if l.final && h < 40 {
 		l.procs = 0 // the processes are gone; the verdict matters more
 	}
@@ -162,7 +166,7 @@ func (m Model) dashLayout(w, h, avail int) dashLayout {
 	n := max(1, len(st.sources))
 	l.cols = min(n, max(1, w/38))
 	l.rows = (n + l.cols - 1) / l.cols
-	rest := avail - l.checks - l.procs - l.windows
+	rest := l.pageSources(avail - l.checks - l.procs - l.windows)
 	l.panels = min(rest-logMin, l.rows*panelMax)
 	if l.panels < l.rows*panelMin {
 		l.panels = min(rest, l.rows*panelMin)

@@ -8,10 +8,9 @@ import (
 	"p2pfault/scrape"
 )
 
-// decoderEngine is the engine whose lookup delay the windows show: the
-// decoder's grows when a source it pulls from is busy (vLLM #55179), as
-// the report's lookup_delay rows read it (report.DecoderEngine).
-const decoderEngine = "decoder"
+// The windows show the lookup delay of the decoder (decoder-0 of
+// several): it grows when a source it pulls from is busy (vLLM #55179),
+// as the report's lookup_delay rows read it (report.DecoderEngine).
 
 // maxBaselinePoints bounds the decoder's readings kept before the first
 // fault window (an hour at one scrape a second): a soak's baseline is its

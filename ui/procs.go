@@ -13,12 +13,19 @@ type procTable struct {
 	engines []*engineState
 	metrics map[string]event.MetricsInfo // latest /metrics per engine (metrics.go); none: no columns
 	styles  *Styles
+	// most is the most engine lines it lists (0: every engine); with more
+	// engines the last line sums up those not listed (scale.go).
+	most int
 }
 
 func (t procTable) Render(w, h int) string {
 	s := t.styles
 	if h <= 0 {
 		return ""
+	}
+	var hidden []*engineState
+	if t.most > 0 {
+		t.engines, hidden = procShown(t.engines, t.most)
 	}
 	rows := t.rows()
 	widths := columnWidths(rows, w)
@@ -47,6 +54,9 @@ func (t procTable) Render(w, h int) string {
 	}
 	if len(t.engines) == 0 {
 		lines = append(lines, s.Dim.Render("no engine has reported yet"))
+	}
+	if len(hidden) > 0 {
+		lines = append(lines, s.Dim.Render(fit(procHidden(hidden), w)))
 	}
 	if len(lines) > h {
 		lines = lines[:h]

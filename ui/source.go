@@ -167,8 +167,9 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 	}
 }
 
-// renderSources tiles the source panels cols wide and rows high.
-func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
+// renderSources tiles the source panels cols wide and rows high, from
+// source first on (a page of them: scale.go).
+func (m Model) renderSources(w, h, cols, rows, first int, nowT time.Duration) string {
 	if len(m.st.sources) == 0 {
 		return block([]string{m.styles.Dim.Render("waiting for the run's sources…")}, w, h)
 	}
@@ -179,7 +180,7 @@ func (m Model) renderSources(w, h, cols, rows int, nowT time.Duration) string {
 		var cells []string
 		used := 0
 		for c := 0; c < cols; c++ {
-			i := r*cols + c
+			i := first + r*cols + c
 			if i >= len(m.st.sources) {
 				break
 			}

@@ -277,7 +277,7 @@ func (st *state) source(i int) *sourceState {
 }
 
 // engineOrder lists engines as the process table shows them: sources by
-// index, then the decoder and anything else by name.
+// index, then the decoders by index and anything else by name.
 func (st *state) engineOrder() []*engineState {
 	out := make([]*engineState, 0, len(st.engines))
 	for _, e := range st.engines {
@@ -291,8 +291,8 @@ func (st *state) engineOrder() []*engineState {
 		if sa != sb {
 			return sa
 		}
-		if sa && ea.Index != eb.Index {
-			return ea.Index < eb.Index
+		if ea.Role == eb.Role && ea.Index != eb.Index {
+			return ea.Index < eb.Index // decoder-2 before decoder-10
 		}
 		return ea.Name < eb.Name
 	})

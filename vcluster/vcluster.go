@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
 	"p2pfault/memnet"
@@ -90,6 +91,7 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 	var counts []int
 	p.Sources, counts = runner.SourcesOf(specs)
 	p.Ranks = experiment.PlanRanks(counts)
+	p.Decoders = runner.DecodersOf(specs)
 	return p, nil
 }
 
@@ -133,7 +135,7 @@ func (o Opener) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Cl
 }
 
 // Cluster is a running virtual cluster: sources by index, then the
-// decoder, each a Target.
+// decoders, each a Target.
 type Cluster struct {
 	cfg    runner.Config
 	env    experiment.OpenEnv
@@ -152,19 +154,28 @@ type Cluster struct {
 var (
 	_ experiment.Cluster    = (*Cluster)(nil)
 	_ experiment.Networked  = (*Cluster)(nil)
+	_ experiment.Decoders   = (*Cluster)(nil)
 	_ experiment.NetFaulter = (*Cluster)(nil)
 	_ fault.Network         = netCuts{}
 )
 
-func (c *Cluster) Sources() []experiment.Target {
+func (c *Cluster) Sources() []experiment.Target { return c.ofRole(event.RoleSource) }
+
+func (c *Cluster) Decoder() experiment.Target { return c.ofRole(event.RoleDecoder)[0] }
+
+func (c *Cluster) Decoders() []experiment.Target { return c.ofRole(event.RoleDecoder) }
+
+// ofRole are the engines of role r, in order (sources, then decoders, by
+// index).
+func (c *Cluster) ofRole(r event.Role) []experiment.Target {
 	var out []experiment.Target
-	for _, t := range c.engines[:len(c.engines)-1] {
-		out = append(out, t)
+	for _, t := range c.engines {
+		if t.Role() == r {
+			out = append(out, t)
+		}
 	}
 	return out
 }
-
-func (c *Cluster) Decoder() experiment.Target { return c.engines[len(c.engines)-1] }
 
 // Network is p2pfault's host on the cluster's fabric: what the probe, the
 // scraper and the fault verifications dial through (the experiment's
