@@ -3,12 +3,12 @@ package experiment_test
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
-	"p2pfault/internal/raceguard"
 	"p2pfault/runner"
 )
 
@@ -20,7 +20,7 @@ import (
 // pulls down by decoder, and the healthy pairs hit throughout while the
 // stalled source's pulls through both decoders miss in its window.
 func TestSeveralDecodersOnTheVirtualCluster(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s stall source-0 for 10s", Duration: 30 * time.Second},
 			runner.Config{Decoders: 2})
 		engines, pairs := map[string]bool{}, map[string]int{}
