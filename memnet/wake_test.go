@@ -4,8 +4,6 @@ import (
 	"net"
 	"testing"
 	"testing/synctest"
-
-	"p2pfault/internal/raceguard"
 )
 
 // idleFabric is a fabric with a connected pair (c, s) and idle
@@ -36,7 +34,7 @@ func wakes(f *Fabric) int {
 }
 
 func TestAWriteWakesOnlyTheReaderOfTheOtherEnd(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f, _, _, c, s := idleFabric(t, 16)
 		got := async(func() (int, error) { return s.Read(make([]byte, 1)) })
 		w0 := wakes(f)
@@ -53,7 +51,7 @@ func TestAWriteWakesOnlyTheReaderOfTheOtherEnd(t *testing.T) {
 }
 
 func TestAReadWakesOnlyTheWriterWaitingForRoom(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f, _, _, c, s := idleFabric(t, 16)
 		full := make([]byte, SocketBuffer)
 		if _, err := c.Write(full); err != nil {
@@ -75,7 +73,7 @@ func TestAReadWakesOnlyTheWriterWaitingForRoom(t *testing.T) {
 }
 
 func TestFabricWideFaultsWakeEveryWaiter(t *testing.T) {
-	raceguard.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		f, a, b, _, _ := idleFabric(t, 16)
 		w0 := wakes(f)
 		f.Partition(a, b)
