@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"p2pfault/event"
+	"p2pfault/fifo"
 )
 
 // bus is where the experiments of one run publish their events: one
@@ -29,7 +30,7 @@ import (
 // publishes.
 type bus struct {
 	mu   sync.Mutex
-	subs []*subscriber
+	subs []*fifo.Queue[event.Event] // each face's queue, handed to its channel
 	seq  int64
 	open int // arms whose Run has not ended yet
 }
@@ -44,9 +45,9 @@ const subscriberBuffer = 64
 func (b *bus) subscribe() <-chan event.Event {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := &subscriber{ch: make(chan event.Event, subscriberBuffer), wake: make(chan struct{}, 1)}
-	b.subs = append(b.subs, s)
-	return s.ch
+	ch := make(chan event.Event, subscriberBuffer)
+	b.subs = append(b.subs, fifo.New(func(ev event.Event) { ch <- ev }, func() { close(ch) }))
+	return ch
 }
 
 // publish makes the next event (next: the event, the arm's t0, and
@@ -67,7 +68,7 @@ func (b *bus) publish(next func() (ev event.Event, t0 time.Time, ok bool)) {
 		ev.T = ev.Wall.Sub(t0)
 	}
 	for _, s := range b.subs {
-		s.push(ev)
+		s.Put(ev, 0)
 	}
 }
 
@@ -80,75 +81,9 @@ func (b *bus) leave() {
 		return
 	}
 	for _, s := range b.subs {
-		s.close()
+		s.Close()
 	}
 	b.subs = nil
-}
-
-// subscriber is one face's queue and the channel it reads. Its pump
-// starts with the first event, so a subscription no run ever publishes
-// to leaves no goroutine behind.
-type subscriber struct {
-	ch   chan event.Event
-	wake chan struct{} // one token: the queue grew or closed
-
-	mu      sync.Mutex
-	queue   []event.Event
-	closed  bool
-	pumping bool
-}
-
-func (s *subscriber) push(ev event.Event) {
-	s.mu.Lock()
-	s.queue = append(s.queue, ev)
-	start := !s.pumping
-	s.pumping = true
-	s.mu.Unlock()
-	if start {
-		go s.pump()
-	}
-	s.signal()
-}
-
-func (s *subscriber) close() {
-	s.mu.Lock()
-	s.closed = true
-	start := !s.pumping
-	s.pumping = true
-	s.mu.Unlock()
-	if start {
-		go s.pump()
-	}
-	s.signal()
-}
-
-func (s *subscriber) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default: // a token is waiting already
-	}
-}
-
-// pump hands the queue to the channel, in order, and closes the channel
-// once the bus closed the subscription and everything was handed over.
-func (s *subscriber) pump() {
-	defer close(s.ch)
-	for {
-		s.mu.Lock()
-		batch, closed := s.queue, s.closed
-		s.queue = nil
-		s.mu.Unlock()
-		for _, ev := range batch {
-			s.ch <- ev
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		if closed {
-			return
-		}
-		<-s.wake
-	}
 }
 
 // startLine gives the arms of a run one t0: each arm arrives when its

@@ -13,6 +13,7 @@ import (
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
+	"p2pfault/fifo"
 	"p2pfault/runfolder"
 )
 
@@ -349,13 +350,7 @@ func (s *spawner) close() { s.once.Do(func() { close(s.quit) }) }
 type dispatcher struct {
 	onLog    func(string, string)
 	onChange func(event.EngineInfo)
-
-	mu      sync.Mutex
-	queue   []func()
-	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
-	dropped int
+	q        *fifo.Queue[func()]
 }
 
 // maxQueued bounds the log lines waiting for a slow OnLog; state changes
@@ -363,71 +358,26 @@ type dispatcher struct {
 const maxQueued = 10000
 
 func newDispatcher(onLog func(string, string), onChange func(event.EngineInfo)) *dispatcher {
-	d := &dispatcher{onLog: onLog, onChange: onChange, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go d.run()
-	return d
-}
-
-func (d *dispatcher) push(fn func(), droppable bool) {
-	d.mu.Lock()
-	if d.closed || (droppable && len(d.queue) >= maxQueued) {
-		if droppable {
-			d.dropped++
-		}
-		d.mu.Unlock()
-		return
-	}
-	d.queue = append(d.queue, fn)
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	return &dispatcher{onLog: onLog, onChange: onChange, q: fifo.New(func(fn func()) { fn() }, nil)}
 }
 
 func (d *dispatcher) log(engine, line string) {
 	if d.onLog != nil {
-		d.push(func() { d.onLog(engine, line) }, true)
+		d.q.Put(func() { d.onLog(engine, line) }, maxQueued)
 	}
 }
 
 func (d *dispatcher) change(ch event.EngineInfo) {
 	if d.onChange != nil {
-		d.push(func() { d.onChange(ch) }, false)
-	}
-}
-
-func (d *dispatcher) run() {
-	defer close(d.done)
-	for {
-		d.mu.Lock()
-		q, closed := d.queue, d.closed
-		d.queue = nil
-		d.mu.Unlock()
-		for _, fn := range q {
-			fn()
-		}
-		if len(q) > 0 {
-			continue
-		}
-		if closed {
-			return
-		}
-		<-d.wake
+		d.q.Put(func() { d.onChange(ch) }, 0)
 	}
 }
 
 // close delivers what is queued and ends the dispatcher.
 func (d *dispatcher) close() {
-	d.mu.Lock()
-	d.closed = true
-	d.mu.Unlock()
+	d.q.Close()
 	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-	select {
-	case <-d.done:
+	case <-d.q.Done():
 	case <-time.After(10 * time.Second):
 		// A callback that blocks must not keep Stop from returning.
 	}
