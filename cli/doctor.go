@@ -11,6 +11,7 @@ import (
 	"p2pfault/doctor"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/kube"
 	"p2pfault/launch"
 	"p2pfault/netfault"
 	"p2pfault/runner"
@@ -99,6 +100,11 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 		}
 		if attachPath != "" {
 			continue // checked against the file once it is open (Attached.Fits)
+		}
+		if _, onKube := cfg.Cluster.(kube.Opener); onKube {
+			// Its access is the API server's to say (a SelfSubjectAccessReview
+			// per verb), which doctor does not ask yet.
+			return exitcode.Usagef("doctor --kube: not done yet (it would ask the API server for the access in docs/kubernetes.md's RBAC manifest); a run says which verb it lacks as the API server words it")
 		}
 		if err := checkConfig(cfg); err != nil {
 			return err
