@@ -79,6 +79,9 @@ func (c Config) client() (*kubernetes.Clientset, *rest.Config, error) {
 
 // Check says what is wrong with the configuration itself (exit 2).
 func (c Config) Check() error {
+	if c.Model == "" {
+		return exitcode.Usagef("--kube: --model is required (what the engines serve: the probe's \"model\")")
+	}
 	if c.Namespace == "" {
 		return exitcode.Usagef("--kube: --kube-namespace is required (the namespace the engines' pods run in)")
 	}

@@ -20,7 +20,7 @@ import (
 )
 
 func testConfig(sources string) Config {
-	return Config{Kubeconfig: plane.kubeconfig, Namespace: plane.ns, Sources: sources, Decoder: "llm-d.ai/role=decode", Run: "test-run"}
+	return Config{Kubeconfig: plane.kubeconfig, Namespace: plane.ns, Sources: sources, Decoder: "llm-d.ai/role=decode", Run: "test-run", Model: "meta-llama/Llama-3.2-1B-Instruct"}
 }
 
 // openTest opens the cluster of sel's sources for one test, stopped at
@@ -65,16 +65,16 @@ func TestPlanRefusesWhatAPodCannotTake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Opener{Config: Config{Namespace: "x", Sources: "a=b", Decoder: "c=d"}}.Plan(parsed)
+		_, err = Opener{Config: Config{Model: "m", Namespace: "x", Sources: "a=b", Decoder: "c=d"}}.Plan(parsed)
 		if err == nil || !strings.Contains(err.Error(), "--kube") {
 			t.Errorf("%s: want a refusal naming --kube, got %v", tl, err)
 		}
 	}
-	_, err := Opener{Config: Config{Sources: "a=b", Decoder: "c=d"}}.Plan(nil)
+	_, err := Opener{Config: Config{Model: "m", Sources: "a=b", Decoder: "c=d"}}.Plan(nil)
 	if err == nil || !strings.Contains(err.Error(), "--kube-namespace") {
 		t.Errorf("no namespace: want --kube-namespace named, got %v", err)
 	}
-	_, err = Opener{Config: Config{Namespace: "x", Sources: "a==b=", Decoder: "c=d"}}.Plan(nil)
+	_, err = Opener{Config: Config{Model: "m", Namespace: "x", Sources: "a==b=", Decoder: "c=d"}}.Plan(nil)
 	if err == nil || !strings.Contains(err.Error(), "--kube-sources") {
 		t.Errorf("bad selector: want --kube-sources named, got %v", err)
 	}
