@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"p2pfault/doctor"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/fault"
@@ -145,5 +146,40 @@ func (o *sliceOptions) kube(cmd *cobra.Command) error {
 		}
 		o.cases = cases
 	}
+	return nil
+}
+
+// kubeDoctor is `doctor --kube`: the pods the selectors find and every
+// verb a run needs, asked of the API server, each missing one named.
+func kubeDoctor(cmd *cobra.Command, cfg kube.Config) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	var results []doctor.Result
+	if _, err := (kube.Opener{Config: cfg}).Plan(nil); err != nil {
+		results = append(results, doctor.Result{Check: "kube pods", Found: err.Error(), Fix: "check --kube-namespace, --kube-sources, --kube-decoder and the pods' named ports"})
+	} else {
+		results = append(results, doctor.Result{Check: "kube pods", OK: true, Found: fmt.Sprintf("sources %q and decoder %q found in namespace %s", cfg.Sources, cfg.Decoder, cfg.Namespace)})
+	}
+	access, err := cfg.Access(cmd.Context())
+	if err != nil {
+		results = append(results, doctor.Result{Check: "kube access", Found: err.Error(), Fix: "check --kubeconfig and --context"})
+	}
+	for _, a := range access {
+		r := doctor.Result{Check: "kube access", OK: a.Allowed, Found: fmt.Sprintf("%s in %s (%s): allowed", a.What(), cfg.Namespace, a.For)}
+		if !a.Allowed {
+			r.Found = fmt.Sprintf("%s in %s (%s): not allowed%s", a.What(), cfg.Namespace, a.For, map[bool]string{true: "", false: ": " + a.Reason}[a.Reason == ""])
+			r.Fix = "grant it: the Role in docs/kubernetes.md (RBAC)"
+		}
+		results = append(results, r)
+	}
+	out := cmd.OutOrStdout()
+	for _, r := range results {
+		fmt.Fprintln(out, r)
+	}
+	if n := doctor.Failed(results); n > 0 {
+		return &exitcode.Error{Code: exitcode.Failed, Err: fmt.Errorf("doctor: %d of %d checks failed", n, len(results))}
+	}
+	fmt.Fprintf(out, "doctor: all %d checks passed\n", len(results))
 	return nil
 }

@@ -116,11 +116,10 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), planTimeout)
 	defer cancel()
-	srcs, dec, err := o.Config.find(ctx, cs)
+	srcs, _, err := o.Config.find(ctx, cs)
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
 	}
-	_ = dec
 	return experiment.Plan{Sources: len(srcs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true}, nil
 }
 

@@ -280,3 +280,21 @@ func labelledPolicies(t *testing.T) int {
 	}
 	return len(l.Items)
 }
+
+// TestAccessNamesTheVerbARoleLacks: a user whose Role grants everything
+// but pods/exec is told exactly that (doctor --kube's lines).
+func TestAccessNamesTheVerbARoleLacks(t *testing.T) {
+	needPlane(t)
+	grantAllBut(t, "noexec", "exec")
+	cfg := testConfig("llm-d.ai/role=prefill")
+	cfg.Kubeconfig = strings.TrimSuffix(plane.kubeconfig, "kubeconfig") + "kubeconfig-noexec"
+	got, err := cfg.Access(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range got {
+		if want := a.Subresource != "exec"; a.Allowed != want {
+			t.Errorf("%s: allowed %v, want %v", a.What(), a.Allowed, want)
+		}
+	}
+}

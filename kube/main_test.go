@@ -24,6 +24,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -460,4 +461,40 @@ func makePods(cs kubernetes.Interface) error {
 		}
 	}
 	return nil
+}
+
+// grantAllBut binds user to a Role of every Need but those of subresource
+// skip, removed at the test's end.
+func grantAllBut(t *testing.T, user, skip string) {
+	t.Helper()
+	cs, err := (Config{Kubeconfig: plane.kubeconfig}).clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, n := range Needs {
+		if n.Subresource == skip {
+			continue
+		}
+		r := n.Resource
+		if n.Subresource != "" {
+			r += "/" + n.Subresource
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{n.Group}, Resources: []string{r}, Verbs: []string{n.Verb}})
+	}
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "p2pfault-" + user, Namespace: plane.ns}, Rules: rules}
+	if _, err := cs.RbacV1().Roles(plane.ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: plane.ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: user}}}
+	if _, err := cs.RbacV1().RoleBindings(plane.ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.RbacV1().RoleBindings(plane.ns).Delete(ctx, rb.Name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().Roles(plane.ns).Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
 }
