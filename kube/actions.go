@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"p2pfault/fault"
 )
 
@@ -106,9 +108,13 @@ func (t *Target) Kill(ctx context.Context, signalled func(at time.Time, err erro
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
-	old := ps.engine()[0].pid
+	old, restarts := ps.engine()[0].pid, t.containerRestarts(ctx)
 	for {
-		if now, err := t.procs(ctx); err == nil && len(now.engine()) > 0 && now.engine()[0].pid != old && t.ready(ctx) == nil {
+		// A new container may give its engine the old pid again: its
+		// restart count says it is new.
+		now, err := t.procs(ctx)
+		renewed := err == nil && len(now.engine()) > 0 && (now.engine()[0].pid != old || t.containerRestarts(ctx) > restarts)
+		if renewed && t.ready(ctx) == nil {
 			return time.Now(), nil
 		}
 		select {
@@ -117,6 +123,16 @@ func (t *Target) Kill(ctx context.Context, signalled func(at time.Time, err erro
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// containerRestarts is the engine container's restart count now (-1
+// when the pod cannot be read).
+func (t *Target) containerRestarts(ctx context.Context) int {
+	p, err := t.c.cs.CoreV1().Pods(t.c.cfg.Namespace).Get(ctx, t.pod, metav1.GetOptions{})
+	if err != nil {
+		return -1
+	}
+	return restartsOf(*p, t.container)
 }
 
 var errRefused = errors.New("not supported on --kube yet: a pod's controller decides whether a deleted pod comes back, and where")

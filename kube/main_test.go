@@ -162,6 +162,8 @@ func startPlane() (stop func(), err error) {
 	if err != nil {
 		return stop, err
 	}
+	ended := stop
+	stop = func() { ended(); os.RemoveAll(dir) }
 	t0 := time.Now()
 	defer func() {
 		if err != nil {
