@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"p2pfault/event"
 	"p2pfault/exitcode"
@@ -26,7 +25,7 @@ const refreshEvery = time.Second
 // Cluster is an opened Kubernetes cluster.
 type Cluster struct {
 	cfg     Config
-	cs      kubernetes.Interface
+	cs      *clientset
 	ex      execer
 	book    *book
 	sources []*Target

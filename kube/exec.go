@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
@@ -18,7 +17,7 @@ import (
 // WebSocket first, SPDY when the server does not upgrade to it (the
 // fallback kubectl uses).
 type execer struct {
-	cs *kubernetes.Clientset
+	cs *clientset
 	rc *rest.Config
 }
 

@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -61,7 +60,7 @@ type Opener struct{ Config Config }
 var _ experiment.Opener = Opener{}
 
 // client is the clientset and REST config Config's kubeconfig gives.
-func (c Config) client() (*kubernetes.Clientset, *rest.Config, error) {
+func (c Config) client() (*clientset, *rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.Kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
@@ -70,7 +69,7 @@ func (c Config) client() (*kubernetes.Clientset, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	rc.QPS, rc.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := newClientset(rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
@@ -124,7 +123,7 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 }
 
 // find lists the sources (ordered, see byOrder) and the one decoder.
-func (c Config) find(ctx context.Context, cs kubernetes.Interface) ([]corev1.Pod, corev1.Pod, error) {
+func (c Config) find(ctx context.Context, cs *clientset) ([]corev1.Pod, corev1.Pod, error) {
 	srcs, err := c.list(ctx, cs, "--kube-sources", c.Sources)
 	if err != nil {
 		return nil, corev1.Pod{}, err
@@ -148,7 +147,7 @@ func (c Config) find(ctx context.Context, cs kubernetes.Interface) ([]corev1.Pod
 // the pod's creation time, then by name, so source-0 is the oldest pod
 // (a StatefulSet's ordinal 0, a Deployment's first replica) and the order
 // does not change while the pods live.
-func (c Config) list(ctx context.Context, cs kubernetes.Interface, flag, sel string) ([]corev1.Pod, error) {
+func (c Config) list(ctx context.Context, cs *clientset, flag, sel string) ([]corev1.Pod, error) {
 	l, err := cs.CoreV1().Pods(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: list pods in namespace %s: %w", flag, sel, c.Namespace, err)

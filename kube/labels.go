@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"p2pfault/safefile"
 )
@@ -79,7 +78,7 @@ func ownLabels(run string) map[string]string {
 }
 
 // unmark removes label key from pod ns/name (gone already: nothing to do).
-func unmark(ctx context.Context, cs kubernetes.Interface, ns, name, key string) error {
+func unmark(ctx context.Context, cs *clientset, ns, name, key string) error {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: nil}}})
 	_, err := cs.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
@@ -89,7 +88,7 @@ func unmark(ctx context.Context, cs kubernetes.Interface, ns, name, key string) 
 }
 
 // mark sets label key=value on pod ns/name.
-func mark(ctx context.Context, cs kubernetes.Interface, ns, name, key, value string) error {
+func mark(ctx context.Context, cs *clientset, ns, name, key, value string) error {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: value}}})
 	_, err := cs.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err

@@ -207,10 +207,14 @@ func startPlane() (stop func(), err error) {
 	return stop, nil
 }
 
-// clientset is c's clientset alone.
+// clientset is client-go's whole Clientset for c's kubeconfig: the tests
+// also make nodes and Roles, which a run never does.
 func (c Config) clientset() (*kubernetes.Clientset, error) {
-	cs, _, err := c.client()
-	return cs, err
+	_, rc, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
 }
 
 // startAPIServer writes its keys, a token file (admin: system:masters;
