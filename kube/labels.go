@@ -59,7 +59,7 @@ func (b *book) add(r Record) error {
 	if err != nil {
 		return err
 	}
-	if err := safefile.Write(b.path, append(data, '\n'), 0o644); err != nil {
+	if err := safefile.Write(b.path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("record %s before creating it: %w", r.Name, err)
 	}
 	return nil
