@@ -192,7 +192,7 @@ func (c *stepCursor) want(what string) (token, error) {
 // arg takes the action's argument when the action has one; an optional
 // argument is absent when the target comes next.
 func (c *stepCursor) arg(s *Step, k *Kind) error {
-	if k.Arg == nil || (k.Arg.Optional && c.next < len(c.toks) && strings.HasPrefix(c.toks[c.next].text, "source-")) {
+	if k.Arg == nil || (k.Arg.Optional && c.next < len(c.toks) && isTarget(c.toks[c.next].text)) {
 		return nil
 	}
 	arg, err := c.want(k.Arg.Name)
@@ -251,9 +251,28 @@ func parseTarget(tok token) (int, Grain, error) {
 	return i, g, nil
 }
 
-// ParseTarget reads a target's name: "source-N" (the whole engine) or
-// "source-N/rankR" (one data-parallel rank of it). Errors name the text.
+// isTarget says whether a timeline word names a target (and so is not an
+// optional argument).
+func isTarget(w string) bool {
+	return strings.HasPrefix(w, "source-") || strings.HasPrefix(w, "decoder")
+}
+
+// ParseTarget reads a target's name: "source-N" (the whole engine),
+// "source-N/rankR" (one data-parallel rank of it) or "decoder-N" (a
+// decoder; "decoder" is decoder-0, the one decoder's name in a run of
+// one). Errors name the text.
 func ParseTarget(text string) (int, Grain, error) {
+	if d, ok := strings.CutPrefix(text, "decoder"); ok {
+		if d == "" {
+			return 0, Grain{Decoder: true}, nil
+		}
+		n, ok := strings.CutPrefix(d, "-")
+		i, ok := number(n, ok)
+		if !ok {
+			return 0, Grain{}, fmt.Errorf("bad target %q (want decoder-N, e.g. decoder-1, or decoder in a run of one)", text)
+		}
+		return i, Grain{Decoder: true}, nil
+	}
 	src, rank, ranked := strings.Cut(text, "/")
 	n, ok := strings.CutPrefix(src, "source-")
 	i, ok := number(n, ok)
@@ -303,6 +322,9 @@ func joinTokens(toks []token) string {
 // by index, nil or 0 for one), with its position.
 func (t Timeline) Check(sources int, ranks []int) error {
 	for _, s := range t {
+		if s.Decoder {
+			continue // the cluster's decoders are counted when it opens: Experiment.admit
+		}
 		if s.Source >= sources {
 			return exitcode.Usagef("timeline:%d:%d: %s names %s, but the cluster has sources 0-%d",
 				s.Line, s.Col, s.String(), event.SourceName(s.Source), sources-1)
@@ -313,6 +335,36 @@ func (t Timeline) Check(sources int, ranks []int) error {
 		}
 	}
 	return nil
+}
+
+// OnDecoder reports whether a step acts on a decoder.
+func (t Timeline) OnDecoder() bool {
+	for _, s := range t {
+		if s.Decoder {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckDecoders reports a step naming a decoder the cluster does not have
+// (decoders: how many it has), with its position.
+func (t Timeline) CheckDecoders(decoders int) error {
+	for _, s := range t {
+		if s.Decoder && s.Source >= decoders {
+			return exitcode.Usagef("timeline:%d:%d: %s names %s, but the cluster has %s (--decoders)",
+				s.Line, s.Col, s.String(), s.TargetName(), decoderList(decoders))
+		}
+	}
+	return nil
+}
+
+// decoderList says which decoders a cluster of n has.
+func decoderList(n int) string {
+	if n == 1 {
+		return "one decoder, decoder-0 (or decoder)"
+	}
+	return fmt.Sprintf("decoders 0-%d", n-1)
 }
 
 // rankList says which ranks a source of n has: "one rank (no
