@@ -2,6 +2,7 @@ package experiment_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,6 +64,97 @@ func TestSeveralDecodersOnTheVirtualCluster(t *testing.T) {
 			faulted := got[fmt.Sprintf("source-0 decoder-%d %s", d, check.PartFault)]
 			if faulted.N == 0 || faulted.Pulled == faulted.N {
 				t.Errorf("source-0 through decoder-%d in its stall: %d of %d hit, want some missing", d, faulted.Pulled, faulted.N)
+			}
+		}
+	})
+}
+
+// decoderChecks are v's checks of a decoder's fault, by name.
+func decoderChecks(v event.Verdict) map[string]event.Result {
+	m := map[string]event.Result{}
+	for _, c := range v.Checks {
+		if check.IsDecoderCheck(c.Name) {
+			m[c.Name] = c
+		}
+	}
+	return m
+}
+
+// TestAStalledDecoderIsJudgedOnItsOwn: stall decoder-1 of two for 10 s on
+// the virtual cluster (a synctest bubble). The stall acts on the decoder
+// (its fault events name it; its pulls in the stall miss or wait) and
+// leaves the sources up; the verdict passes on the two decoder checks:
+// the pulls through decoder-0 kept hitting, and decoder-1's hit again
+// after; no source window opened, and the run's fault_window is not
+// failed for it.
+func TestAStalledDecoderIsJudgedOnItsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s stall decoder-1 for 10s", Duration: 40 * time.Second},
+			runner.Config{Decoders: 2})
+		var actions []string
+		stalled, other := 0, 0
+		for _, ev := range evs {
+			switch ev.Kind {
+			case event.KindFault:
+				actions = append(actions, ev.Fault.Action+" "+ev.Fault.TargetName())
+			case event.KindWindow:
+				t.Errorf("a source window opened: %+v", ev.Window)
+			case event.KindSamples:
+				for _, s := range ev.Samples {
+					in := s.Start >= 10*time.Second && s.Start < 20*time.Second
+					switch {
+					case in && s.Decoder == 1 && (!s.Hit() || s.Latency > time.Second):
+						stalled++
+					case in && s.Decoder == 0 && !s.Hit():
+						other++
+					}
+				}
+			}
+		}
+		if want := []string{"stall decoder-1", "resume decoder-1"}; !slices.Equal(actions, want) {
+			t.Errorf("fault actions %q, want %q", actions, want)
+		}
+		if stalled == 0 || other != 0 {
+			t.Errorf("in the stall: %d pulls through decoder-1 missed or waited (want some), %d through decoder-0 missed (want none)", stalled, other)
+		}
+		got := decoderChecks(v)
+		for _, n := range []string{check.NameHealthyDecoders, check.NameDecoderRecovers} {
+			if c, ok := got[n]; !ok || !c.Passed || c.Empty {
+				t.Errorf("%s = %+v (present %v), want passed", n, c, ok)
+			}
+		}
+		if !v.Passed {
+			t.Errorf("verdict failed: %+v", v.Checks)
+		}
+	})
+}
+
+// TestAKilledDecoderRestartsOnItsPortsAndHitsAgain: kill decoder-1 of two.
+// It restarts on the same ports (no address event: the probe keeps
+// naming it) and its pulls hit again after (faulted_decoder_hits_again),
+// while decoder-0's kept hitting throughout.
+func TestAKilledDecoderRestartsOnItsPortsAndHitsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s kill decoder-1", Duration: 40 * time.Second},
+			runner.Config{Decoders: 2})
+		ports := map[int]bool{}
+		restarted := false
+		for _, ev := range evs {
+			switch {
+			case ev.Kind == event.KindEngine && ev.Engine.Name == "decoder-1":
+				ports[ev.Engine.P2PPort] = true
+				restarted = restarted || ev.Engine.State == event.StateRestarting
+			case ev.Kind == event.KindAddress && ev.Address.Prev != "":
+				t.Errorf("an address changed: %+v", ev.Address)
+			}
+		}
+		if !restarted || len(ports) != 1 {
+			t.Errorf("decoder-1 restarted %v on P2P ports %v, want a restart on one port", restarted, ports)
+		}
+		got := decoderChecks(v)
+		for _, n := range []string{check.NameHealthyDecoders, check.NameDecoderRecovers} {
+			if c := got[n]; !c.Passed || c.Empty {
+				t.Errorf("%s = %+v, want passed", n, c)
 			}
 		}
 	})

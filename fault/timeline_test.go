@@ -259,3 +259,42 @@ func TestTargetsAtTwoGrains(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderTargets: "decoder-N" names a decoder (Grain.Decoder), and
+// "decoder" decoder-0, the one decoder's name in a run of one; steps name
+// it back as decoder-N; CheckDecoders refuses one the cluster does not
+// have, as a usage error naming the step; a decoder takes no rank.
+func TestDecoderTargets(t *testing.T) {
+	tl, err := fault.Parse("at 10s stall decoder-1 for 30s; at 50s kill decoder; at 60s busy decoder-1 for 5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"decoder-1", "decoder-0", "decoder-1"} {
+		if got := tl[i].TargetName(); got != want || !tl[i].Decoder || tl[i].OnRank {
+			t.Errorf("step %d: %s %+v, want %s on a decoder", i, got, tl[i].Grain, want)
+		}
+	}
+	if got, want := tl.String(), "at 10s stall decoder-1 for 30s; at 50s kill decoder-0; at 1m0s busy decoder-1 for 5s"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if src, _ := fault.Parse("at 1s stall source-0"); !tl.OnDecoder() || src.OnDecoder() {
+		t.Errorf("OnDecoder() = %v on decoders, %v on a source", tl.OnDecoder(), src.OnDecoder())
+	}
+	if err := tl.Check(1, nil); err != nil {
+		t.Errorf("Check counts decoders as sources: %v", err)
+	}
+	if err := tl.CheckDecoders(2); err != nil {
+		t.Errorf("two decoders: %v", err)
+	}
+	err = tl.CheckDecoders(1)
+	if err == nil || exitcode.Code(err) != exitcode.Usage ||
+		!strings.Contains(err.Error(), "timeline:1:1: at 10s stall decoder-1 for 30s names decoder-1, but the cluster has one decoder") {
+		t.Errorf("one decoder: %v", err)
+	}
+	for _, text := range []string{"at 1s stall decoder-x", "at 1s stall decoder-01", "at 1s stall decoder-1/rank0", "at 1s stall decoders"} {
+		_, err := fault.Parse(text)
+		if err == nil || !strings.Contains(err.Error(), "want decoder-N") || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("Parse(%q) = %v, want a usage error naming the target", text, err)
+		}
+	}
+}
