@@ -28,10 +28,15 @@ func IsDecoderCheck(name string) bool {
 }
 
 // DecoderWindow is a fault window on decoder Decoder (the experiment's
-// bookkeeping of a decoder's fault); End is 0 while it is open and for a
+// bookkeeping of a decoder's fault, or a pair's); End is 0 while it is open and for a
 // fault that lasts the run (remove).
 type DecoderWindow struct {
-	Decoder    int
+	Decoder int
+	// Pair: the fault cut the link between decoder Decoder and source
+	// Source alone (`partition source-0 from decoder-1`), not the whole
+	// decoder.
+	Pair       bool
+	Source     int
 	Kind       string
 	Start, End time.Duration
 }
@@ -47,22 +52,44 @@ func DecoderChecks(samples []event.Sample, ws []DecoderWindow, b event.Bounds, d
 		if end == 0 {
 			end = runEnd
 		}
-		what := fmt.Sprintf("%s decoder-%d at %.1fs", w.Kind, w.Decoder, w.Start.Seconds())
-		if decoders > 1 {
+		what := fmt.Sprintf("%s %s at %.1fs", w.Kind, w.target(), w.Start.Seconds())
+		if decoders > 1 || w.Pair {
 			healthy := pullsWhere(samples, func(s event.Sample) bool {
-				return s.Decoder != w.Decoder && s.Start >= w.Start && s.Start < end
+				return !w.faulted(s) && s.Start >= w.Start && s.Start < end
 			})
-			out = append(out, rateResult(NameHealthyDecoders, what, "through the other decoders", healthy, b.HealthyHitRate, b.HealthyMax))
+			out = append(out, rateResult(NameHealthyDecoders, what, w.others(), healthy, b.HealthyHitRate, b.HealthyMax))
 		}
 		if w.End == 0 {
 			continue
 		}
 		back := pullsWhere(samples, func(s event.Sample) bool {
-			return s.Decoder == w.Decoder && s.Start >= w.End && s.Start < w.End+b.RecoveryWindow
+			return w.faulted(s) && s.Start >= w.End && s.Start < w.End+b.RecoveryWindow
 		})
-		out = append(out, rateResult(NameDecoderRecovers, what, fmt.Sprintf("through decoder-%d after it", w.Decoder), back, b.RecoveryHitRate, 0))
+		out = append(out, rateResult(NameDecoderRecovers, what, "through "+w.target()+" after it", back, b.RecoveryHitRate, 0))
 	}
 	return out
+}
+
+// target is what w's fault acted on: "decoder-1", "source-0 from decoder-1".
+func (w DecoderWindow) target() string {
+	d := fmt.Sprintf("decoder-%d", w.Decoder)
+	if !w.Pair {
+		return d
+	}
+	return event.SourceName(w.Source) + " from " + d
+}
+
+// faulted says whether pull s went through what w's fault acted on.
+func (w DecoderWindow) faulted(s event.Sample) bool {
+	return s.Decoder == w.Decoder && (!w.Pair || s.Source == w.Source)
+}
+
+// others says which pulls the healthy check of w takes.
+func (w DecoderWindow) others() string {
+	if !w.Pair {
+		return "through the other decoders"
+	}
+	return "of every other pair"
 }
 
 func pullsWhere(samples []event.Sample, keep func(event.Sample) bool) []event.Sample {

@@ -79,6 +79,9 @@ func New(cfg Config) (*Experiment, error) {
 	if err := tl.CheckDecoders(max(plan.Decoders, 1)); err != nil {
 		return nil, err
 	}
+	if tl.HasPair() && !plan.OwnNetwork {
+		return nil, exitcode.AsUsage(fmt.Errorf("timeline %q: %w", text, fault.ErrNoPairs))
+	}
 	if err := cfg.scaleTimeline(tl); err != nil {
 		return nil, err
 	}

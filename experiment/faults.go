@@ -168,9 +168,14 @@ func (e *Experiment) admit(a fault.Action) (fault.Target, error) {
 			return nil, err
 		}
 	}
-	st, err := e.source(src)
+	st, err := e.source(actedOn(a))
 	if err != nil {
 		return nil, err
+	}
+	if a.Pair {
+		if _, err := e.source(src); err != nil {
+			return nil, err
+		}
 	}
 	t, err := actTarget(st, a)
 	if err != nil {
@@ -196,8 +201,14 @@ func (e *Experiment) act(a fault.Action, t fault.Target, by string) error {
 	if done := e.pendingVerify(src); done != nil {
 		e.awaitVerify(done)
 	}
-	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options}
+	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options, pairSrc: -1}
 	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
+	if a.Pair {
+		env.pairSrc = a.Source
+		if d, err := e.source(src); err == nil {
+			f.Peer = d.Name()
+		}
+	}
 	if w := a.EngineWide(); w != "" {
 		e.emit(event.Event{Kind: event.KindWarning, Message: w})
 	}
@@ -303,12 +314,27 @@ func (e *Experiment) verifier() verify.Verifier {
 // condition, the fault in force, its verification, its windows): the
 // source's index, or -1-d for decoder d, so that a decoder's fault goes
 // through the same steps as a source's (issue #41) without a second set
-// of maps.
+// of maps. A pair's is its decoder's: the fault is judged as the
+// decoder's, on every pair but the one cut (check.DecoderChecks), and
+// the source stays free for faults of its own.
 func targetKey(a fault.Action) int {
-	if a.Decoder {
+	switch {
+	case a.Pair:
+		return -1 - a.Peer
+	case a.Decoder:
 		return -1 - a.Source
 	}
 	return a.Source
+}
+
+// actedOn is the key of the engine a's kind acts on: a pair's source
+// (whose links the cut is put on, with its decoder as Fire.Peer), else
+// targetKey.
+func actedOn(a fault.Action) int {
+	if a.Pair {
+		return a.Source
+	}
+	return targetKey(a)
 }
 
 // keyName is the target of key i's name (targetKey): "source-0", "decoder-1".
@@ -356,7 +382,7 @@ func (e *Experiment) refused(a fault.Action, by string, why error) error {
 // rankName is FaultInfo.Target of a: one rank's or a decoder's name, ""
 // for a source.
 func rankName(a fault.Action) string {
-	if !a.OnRank && !a.Decoder {
+	if !a.OnRank && !a.Decoder && !a.Pair {
 		return ""
 	}
 	return a.TargetName()

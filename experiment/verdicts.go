@@ -59,11 +59,12 @@ func (v *verdicts) decoderOpened() bool {
 	return len(v.decWindows) > 0
 }
 
-// openDecoder starts a window on decoder d; closeDecoder ends its open one.
-func (v *verdicts) openDecoder(d int, kind string, at time.Duration) {
+// openDecoder starts a window on decoder d (on its link with source
+// pairSrc alone when that is not -1); closeDecoder ends its open one.
+func (v *verdicts) openDecoder(d, pairSrc int, kind string, at time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.decWindows = append(v.decWindows, check.DecoderWindow{Decoder: d, Kind: kind, Start: at})
+	v.decWindows = append(v.decWindows, check.DecoderWindow{Decoder: d, Pair: pairSrc >= 0, Source: pairSrc, Kind: kind, Start: at})
 }
 
 func (v *verdicts) closeDecoder(d int, at time.Duration) bool {
@@ -237,11 +238,6 @@ func (e *Experiment) noWindowVerdict(v event.Verdict, runEnd time.Duration) even
 // openWindow starts a fault window of kind on src; recovers says whether
 // it will close (stall, kill) or last to the end of the run (remove).
 func (e *Experiment) openWindow(src int, target, kind string, at time.Time, recovers bool) {
-	if src < 0 { // a decoder (targetKey): judged by check.DecoderChecks
-		e.verdicts.openDecoder(-1-src, kind, e.run.rel(at))
-		e.setPhase(event.PhaseFault)
-		return
-	}
 	w := event.Window{Source: src, Target: target, Start: e.run.rel(at), Recovers: recovers, Kind: kind}
 	e.verdicts.open(w)
 	e.emit(event.Event{Kind: event.KindWindow, Window: &w})

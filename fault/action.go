@@ -29,11 +29,18 @@ func (a Action) String() string { return a.Kind.Name + " " + a.TargetName() }
 // TargetName is what the action acts on: "source-0", "source-0/rank1" or
 // "decoder-1".
 func (a Action) TargetName() string {
+	if a.Pair {
+		return PairName(a.Source, a.Peer)
+	}
 	if a.Decoder {
 		return DecoderTarget(a.Source)
 	}
 	return event.TargetName(a.Source, a.Grain.RankOr())
 }
+
+// PairName is the link between source s and decoder d as a target:
+// "source-0 from decoder-1", as the timeline writes it.
+func PairName(s, d int) string { return event.SourceName(s) + " from " + DecoderTarget(d) }
 
 // DecoderTarget is decoder d's name as a fault target: "decoder-d", in a
 // run of one decoder too (the timeline takes "decoder" for decoder-0), so
@@ -62,6 +69,11 @@ type Grain struct {
 	OnRank  bool
 	Rank    int  // with OnRank: the rank
 	Decoder bool // the action's index names a decoder (never with OnRank)
+	// Pair: the action acts on the link between the source of its index
+	// and decoder Peer alone (`partition source-0 from decoder-1`),
+	// leaving every other pair untouched (kinds with Pairs).
+	Pair bool
+	Peer int
 }
 
 // RankOr is the rank, or -1 for the whole engine (event.TargetName's

@@ -159,6 +159,9 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 			return s, syntaxError(tg.line, tg.col, "%s %s: %v", k.Name, tg.text, err)
 		}
 	}
+	if err := c.pair(&s, k, tg); err != nil {
+		return s, err
+	}
 	if err := c.forClause(&s, k); err != nil {
 		return s, err
 	}
@@ -187,6 +190,42 @@ func (c *stepCursor) want(what string) (token, error) {
 	}
 	c.next++
 	return c.toks[c.next-1], nil
+}
+
+// pair takes "from decoder-M" after a source's target: the action acts on
+// that source's link with decoder M alone (a kind with Pairs).
+func (c *stepCursor) pair(s *Step, k *Kind, tg token) error {
+	if c.next >= len(c.toks) || c.toks[c.next].text != "from" {
+		return nil
+	}
+	from := c.toks[c.next]
+	c.next++
+	pt, err := c.want("a decoder (from decoder-M)")
+	if err != nil {
+		return err
+	}
+	switch d, g, err := ParseTarget(pt.text); {
+	case !k.Pairs:
+		return syntaxError(from.line, from.col, "%s takes no pair (%s from %s): only %s do", k.Name, tg.text, pt.text, pairKinds())
+	case s.Decoder || s.OnRank:
+		return syntaxError(tg.line, tg.col, "a pair is a source and a decoder: want source-N from decoder-M, got %s from %s", tg.text, pt.text)
+	case err != nil || !g.Decoder:
+		return syntaxError(pt.line, pt.col, "a pair is a source and a decoder: want source-N from decoder-M, got %s from %s", tg.text, pt.text)
+	default:
+		s.Pair, s.Peer = true, d
+	}
+	return nil
+}
+
+// pairKinds names the kinds that take a pair: "partition, loss".
+func pairKinds() string {
+	var names []string
+	for _, k := range Kinds() {
+		if k.Pairs {
+			names = append(names, k.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // arg takes the action's argument when the action has one; an optional
@@ -337,10 +376,20 @@ func (t Timeline) Check(sources int, ranks []int) error {
 	return nil
 }
 
-// OnDecoder reports whether a step acts on a decoder.
+// HasPair reports whether a step acts on a pair.
+func (t Timeline) HasPair() bool {
+	for _, s := range t {
+		if s.Pair {
+			return true
+		}
+	}
+	return false
+}
+
+// OnDecoder reports whether a step acts on a decoder or a pair.
 func (t Timeline) OnDecoder() bool {
 	for _, s := range t {
-		if s.Decoder {
+		if s.Decoder || s.Pair {
 			return true
 		}
 	}
@@ -351,9 +400,12 @@ func (t Timeline) OnDecoder() bool {
 // (decoders: how many it has), with its position.
 func (t Timeline) CheckDecoders(decoders int) error {
 	for _, s := range t {
-		if s.Decoder && s.Source >= decoders {
+		if d := s.Source; s.Decoder && d >= decoders || s.Pair && s.Peer >= decoders {
+			if s.Pair {
+				d = s.Peer
+			}
 			return exitcode.Usagef("timeline:%d:%d: %s names %s, but the cluster has %s (--decoders)",
-				s.Line, s.Col, s.String(), s.TargetName(), decoderList(decoders))
+				s.Line, s.Col, s.String(), DecoderTarget(d), decoderList(decoders))
 		}
 	}
 	return nil
