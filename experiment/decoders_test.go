@@ -1,15 +1,19 @@
 package experiment_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"p2pfault/check"
 	"p2pfault/event"
+	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/runner"
 )
 
@@ -158,4 +162,73 @@ func TestAKilledDecoderRestartsOnItsPortsAndHitsAgain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAPartitionOfOnePairLeavesTheOtherPairsUntouched: partition source-0
+// from decoder-1 for 30 s, two sources and two decoders, on the virtual
+// cluster. (A 10 s partition, of a pair or of the whole source alike,
+// ends while the handshake begun in it waits its 30 s deadline, so its
+// recovery window sees no hit: not what this test is about.) The pulls of that pair in the cut miss or wait; the other
+// three pairs' pulls all hit as fast as before it (under 1 s); the
+// decoder checks pass on every other pair and on the pair after the heal.
+func TestAPartitionOfOnePairLeavesTheOtherPairsUntouched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s partition source-0 from decoder-1 for 30s", Duration: 70 * time.Second},
+			runner.Config{Decoders: 2})
+		cut, others, slowOthers := 0, 0, 0
+		var actions []string
+		for _, ev := range evs {
+			switch ev.Kind {
+			case event.KindFault:
+				actions = append(actions, ev.Fault.Action+" "+ev.Fault.TargetName())
+			case event.KindSamples:
+				for _, s := range ev.Samples {
+					if s.Start < 10*time.Second || s.Start >= 40*time.Second {
+						continue
+					}
+					switch {
+					case s.Source == 0 && s.Decoder == 1:
+						if !s.Hit() || s.Latency > time.Second {
+							cut++
+						}
+					case !s.Hit() || s.Latency > time.Second:
+						slowOthers++
+					default:
+						others++
+					}
+				}
+			}
+		}
+		if want := []string{"partition source-0 from decoder-1", "heal source-0 from decoder-1"}; !slices.Equal(actions, want) {
+			t.Errorf("fault actions %q, want %q", actions, want)
+		}
+		if cut == 0 || others < 30 || slowOthers != 0 {
+			t.Errorf("in the cut: %d pulls of the pair missed or waited (want some); other pairs %d hit fast (want ≥ 30), %d did not (want 0)",
+				cut, others, slowOthers)
+		}
+		got := decoderChecks(v)
+		for _, n := range []string{check.NameHealthyDecoders, check.NameDecoderRecovers} {
+			if c := got[n]; !c.Passed || c.Empty || !strings.Contains(c.Detail, "source-0 from decoder-1") {
+				t.Errorf("%s = %+v, want passed on source-0 from decoder-1", n, c)
+			}
+		}
+	})
+}
+
+// TestAPairIsRefusedOnProcesses: on a cluster of processes (a plan
+// without its own network) a timeline with a pair is a usage error before
+// anything starts, saying why a port rule cannot cut one pair.
+func TestAPairIsRefusedOnProcesses(t *testing.T) {
+	_, err := experiment.New(experiment.Config{Cluster: processesPlan{}, Timeline: "at 1s partition source-0 from decoder", OutDir: t.TempDir()})
+	if err == nil || exitcode.Code(err) != exitcode.Usage || !errors.Is(err, fault.ErrNoPairs) {
+		t.Errorf("err = %v, want a usage error wrapping fault.ErrNoPairs", err)
+	}
+}
+
+// processesPlan plans a cluster of processes (two sources, one decoder,
+// the host's network); it is never opened.
+type processesPlan struct{ experiment.Opener }
+
+func (processesPlan) Plan(fault.Timeline) (experiment.Plan, error) {
+	return experiment.Plan{Sources: 2, Model: runner.DefaultModel, Engine: "sim"}, nil
 }

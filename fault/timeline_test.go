@@ -298,3 +298,42 @@ func TestDecoderTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestPairTargets: "source-N from decoder-M" names one pair for the kinds
+// that take one (partition, loss), reads back as written, and is counted
+// against the decoders; any other kind, or a pair that is not a source and
+// a decoder, is a usage error naming it.
+func TestPairTargets(t *testing.T) {
+	tl, err := fault.Parse("at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder for 5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tl[0]; !s.Pair || s.Source != 0 || s.Peer != 1 || s.Decoder || s.TargetName() != "source-0 from decoder-1" {
+		t.Errorf("step 0: %+v (%s)", s.Grain, s.TargetName())
+	}
+	want := "at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder-0 for 5s"
+	if got := tl.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if back, err := fault.Parse(want); err != nil || back.String() != want {
+		t.Errorf("%q parses back as %q (%v)", want, back, err)
+	}
+	if !tl.HasPair() || !tl.OnDecoder() {
+		t.Error("HasPair or OnDecoder false for a pair")
+	}
+	if err := tl.CheckDecoders(1); err == nil || !strings.Contains(err.Error(), "names decoder-1, but the cluster has one decoder") {
+		t.Errorf("one decoder: %v", err)
+	}
+	for _, tt := range []struct{ text, want string }{
+		{"at 1s stall source-0 from decoder-1", "stall takes no pair (source-0 from decoder-1): only partition, loss do"},
+		{"at 1s partition decoder-1 from source-0", "want source-N from decoder-M, got decoder-1 from source-0"},
+		{"at 1s partition source-0 from source-1", "want source-N from decoder-M, got source-0 from source-1"},
+		{"at 1s partition source-0/rank1 from decoder-1", "want source-N from decoder-M"},
+		{"at 1s partition source-0 from", "missing a decoder (from decoder-M)"},
+	} {
+		_, err := fault.Parse(tt.text)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("Parse(%q) = %v, want usage error with %q", tt.text, err, tt.want)
+		}
+	}
+}
