@@ -64,9 +64,10 @@ func syntaxError(line, col int, format string, args ...any) error {
 //
 //	at DURATION ACTION [ARG] TARGET [for DURATION]
 //
-// with TARGET source-N (the whole engine) or source-N/rankR (one
+// with TARGET source-N (the whole engine), source-N/rankR (one
 // data-parallel rank's engine core, for the kinds that act on one: Grains),
-// ACTION a registered kind's name (stall, resume, kill, remove,
+// decoder-N (a decoder) or source-N from decoder-M (that pair's link
+// alone, for the kinds with Pairs), ACTION a registered kind's name (stall, resume, kill, remove,
 // restore, partition, loss, heal; "for" only with kinds that take it), ARG
 // the word a kind takes (loss: a share such as 30%; no other kind has one) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
 // Steps are returned sorted by time (stable). Errors are usage errors that
