@@ -37,6 +37,7 @@ type DecoderWindow struct {
 	// decoder.
 	Pair       bool
 	Source     int
+	Recovers   bool // it will close (not remove, which lasts the run)
 	Kind       string
 	Start, End time.Duration
 }

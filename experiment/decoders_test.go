@@ -232,3 +232,20 @@ type processesPlan struct{ experiment.Opener }
 func (processesPlan) Plan(fault.Timeline) (experiment.Plan, error) {
 	return experiment.Plan{Sources: 2, Model: runner.DefaultModel, Engine: "sim"}, nil
 }
+
+// TestARemovedDecoderEndsTheRun: remove decoder-1 of two, with no
+// --duration: the run still ends (FaultFor after the removal, as after a
+// source's) and judges only healthy_decoders_keep_hitting, since a removed
+// decoder never comes back to hit again.
+func TestARemovedDecoderEndsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s remove decoder-1"}, runner.Config{Decoders: 2})
+		got := decoderChecks(v)
+		if c := got[check.NameHealthyDecoders]; !c.Passed || c.Empty {
+			t.Errorf("%s = %+v, want passed", check.NameHealthyDecoders, c)
+		}
+		if c, ok := got[check.NameDecoderRecovers]; ok {
+			t.Errorf("a removed decoder judged on %s: %+v", check.NameDecoderRecovers, c)
+		}
+	})
+}

@@ -35,7 +35,7 @@ func (f *firing) Record(action string, d time.Duration, by string, err error) {
 
 func (f *firing) OpenWindow(at time.Time, recovers bool) {
 	if f.src < 0 { // a decoder or a pair (targetKey): judged by check.DecoderChecks
-		f.e.verdicts.openDecoder(-1-f.src, f.pairSrc, f.kind.Name, f.e.run.rel(at))
+		f.e.verdicts.openDecoder(-1-f.src, f.pairSrc, f.kind.Name, f.e.run.rel(at), recovers)
 		f.e.setPhase(event.PhaseFault)
 		return
 	}

@@ -61,10 +61,10 @@ func (v *verdicts) decoderOpened() bool {
 
 // openDecoder starts a window on decoder d (on its link with source
 // pairSrc alone when that is not -1); closeDecoder ends its open one.
-func (v *verdicts) openDecoder(d, pairSrc int, kind string, at time.Duration) {
+func (v *verdicts) openDecoder(d, pairSrc int, kind string, at time.Duration, recovers bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.decWindows = append(v.decWindows, check.DecoderWindow{Decoder: d, Pair: pairSrc >= 0, Source: pairSrc, Kind: kind, Start: at})
+	v.decWindows = append(v.decWindows, check.DecoderWindow{Decoder: d, Pair: pairSrc >= 0, Source: pairSrc, Kind: kind, Start: at, Recovers: recovers})
 }
 
 func (v *verdicts) closeDecoder(d int, at time.Duration) bool {
@@ -131,14 +131,13 @@ func (v *verdicts) windowsNow() []event.Window {
 }
 
 // allWindowsNow is windowsNow and the decoders' windows, as windows on
-// their keys (targetKey) that close and recover: what a scripted run's
-// end waits for.
+// their keys (targetKey): what a scripted run's end waits for.
 func (v *verdicts) allWindowsNow() []event.Window {
 	ws := v.windowsNow()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, d := range v.decWindows {
-		ws = append(ws, event.Window{Source: -1 - d.Decoder, Start: d.Start, End: d.End, Recovers: true, Kind: d.Kind})
+		ws = append(ws, event.Window{Source: -1 - d.Decoder, Start: d.Start, End: d.End, Recovers: d.Recovers, Kind: d.Kind})
 	}
 	return ws
 }
