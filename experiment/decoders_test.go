@@ -249,3 +249,31 @@ func TestARemovedDecoderEndsTheRun(t *testing.T) {
 		}
 	})
 }
+
+// TestHealEndsACutOnOnePair: a partition of source-0 from decoder-1
+// without "for", ended by `heal source-0 from decoder-1`: the heal is
+// verified from what the cluster holds on the link (none), and the pair's
+// pulls hit again after it.
+func TestHealEndsACutOnOnePair(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		evs, v := mustRunVirtual(t, experiment.Config{
+			Timeline: "at 10s partition source-0 from decoder-1; at 40s heal source-0 from decoder-1", Duration: 70 * time.Second},
+			runner.Config{Decoders: 2})
+		var verified []string
+		for _, ev := range evs {
+			if ev.Kind == event.KindVerification {
+				verified = append(verified, fmt.Sprintf("%s %s %v: %s", ev.Verification.Action, ev.Verification.TargetName(), ev.Verification.Verified, ev.Verification.Detail))
+			}
+		}
+		want := []string{
+			`partition source-0 from decoder-1 true: the cluster holds "partition" on the link source-0–decoder-1 alone`,
+			`heal source-0 from decoder-1 true: the cluster holds no cut on the link source-0–decoder-1`,
+		}
+		if !slices.Equal(verified, want) {
+			t.Errorf("verifications:\n%s\nwant:\n%s", strings.Join(verified, "\n"), strings.Join(want, "\n"))
+		}
+		if c := decoderChecks(v)[check.NameDecoderRecovers]; !c.Passed || c.Empty {
+			t.Errorf("%s = %+v, want passed", check.NameDecoderRecovers, c)
+		}
+	})
+}

@@ -168,9 +168,10 @@ func cutPair(nw Network, f *Fire, pct int) (string, error) {
 func pairCutName(f *Fire) string { return CutName(f.Target) + "~" + f.Peer }
 
 // verifyPair confirms an action on a pair from what the cluster holds on
-// the pair's link: p2pfault's own connects are not on that link, so
-// dialling, as a source's partition is verified, would prove nothing.
-func verifyPair(f *Fire) Effect {
+// the pair's link (cut: a cut is held, else none is): p2pfault's own
+// connects are not on that link, so dialling, as a source's partition is
+// verified, would prove nothing.
+func verifyPair(f *Fire, cut bool) Effect {
 	ne, ok := f.Env.(NetEnv)
 	if !ok {
 		return Effect{Skipped: true}
@@ -180,12 +181,11 @@ func verifyPair(f *Fire) Effect {
 	if err != nil || !ok {
 		return Effect{Skipped: true}
 	}
-	cut := pn.PairCut(pairCutName(f))
-	ef := Effect{OK: cut != "", Detail: fmt.Sprintf("the cluster holds %q on the link %s–%s alone", cut, f.Target.Name(), f.Peer)}
-	if cut == "" {
-		ef.Detail = fmt.Sprintf("the cluster holds no cut on the link %s–%s", f.Target.Name(), f.Peer)
+	held := pn.PairCut(pairCutName(f))
+	if held == "" {
+		return Effect{OK: !cut, Detail: fmt.Sprintf("the cluster holds no cut on the link %s–%s", f.Target.Name(), f.Peer)}
 	}
-	return ef
+	return Effect{OK: cut, Detail: fmt.Sprintf("the cluster holds %q on the link %s–%s alone", held, f.Target.Name(), f.Peer)}
 }
 
 // HealBy deletes the target's rules now (if not done already), asked for

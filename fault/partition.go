@@ -30,7 +30,7 @@ func init() {
 // is cut off: a connect hangs instead of completing or being refused.
 func verifyPartition(f *Fire) Effect {
 	if f.Peer != "" {
-		return verifyPair(f)
+		return verifyPair(f, true)
 	}
 	nt, ok := f.Target.(NetTarget)
 	if !ok {

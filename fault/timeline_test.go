@@ -304,14 +304,14 @@ func TestDecoderTargets(t *testing.T) {
 // against the decoders; any other kind, or a pair that is not a source and
 // a decoder, is a usage error naming it.
 func TestPairTargets(t *testing.T) {
-	tl, err := fault.Parse("at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder for 5s")
+	tl, err := fault.Parse("at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder for 5s; at 60s partition source-0 from decoder-1; at 70s heal source-0 from decoder-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := tl[0]; !s.Pair || s.Source != 0 || s.Peer != 1 || s.Decoder || s.TargetName() != "source-0 from decoder-1" {
 		t.Errorf("step 0: %+v (%s)", s.Grain, s.TargetName())
 	}
-	want := "at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder-0 for 5s"
+	want := "at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder-0 for 5s; at 1m0s partition source-0 from decoder-1; at 1m10s heal source-0 from decoder-1"
 	if got := tl.String(); got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
@@ -325,7 +325,7 @@ func TestPairTargets(t *testing.T) {
 		t.Errorf("one decoder: %v", err)
 	}
 	for _, tt := range []struct{ text, want string }{
-		{"at 1s stall source-0 from decoder-1", "stall takes no pair (source-0 from decoder-1): only partition, loss do"},
+		{"at 1s stall source-0 from decoder-1", "stall takes no pair (source-0 from decoder-1): only partition, loss, heal do"},
 		{"at 1s partition decoder-1 from source-0", "want source-N from decoder-M, got decoder-1 from source-0"},
 		{"at 1s partition source-0 from source-1", "want source-N from decoder-M, got source-0 from source-1"},
 		{"at 1s partition source-0/rank1 from decoder-1", "want source-N from decoder-M"},
