@@ -52,6 +52,11 @@ func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	}
 	p.Ranks = experiment.PlanRanks(counts)
 	for _, s := range tl {
+		if s.Decoder {
+			// An attach file says how to act on each source, not on the
+			// decoder: its kinds have nothing to act with.
+			return experiment.Plan{}, exitcode.Usagef("%s: an attached cluster cannot fault its decoder (the attach file lists commands for its sources only)", s)
+		}
 		if s.Source >= len(c.sources) {
 			continue // Timeline.Check says so
 		}

@@ -160,6 +160,13 @@ func (p *Printer) verdict(t time.Duration, v *event.Verdict, final bool) {
 		for _, n := range v.NotJudged {
 			p.line(t, "not judged: %s", n)
 		}
+		// A decoder's fault has no window line of its own (its window is
+		// not a source's): its checks say what came of it.
+		for _, c := range v.Checks {
+			if check.IsDecoderCheck(c.Name) {
+				p.line(t, "check %s: %s: %s", c.Name, passFail(c.Passed), c.Detail)
+			}
+		}
 	}
 }
 
@@ -465,3 +472,10 @@ func (p *Printer) line(t time.Duration, format string, args ...any) {
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+func passFail(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "FAIL"
+}

@@ -29,8 +29,10 @@ func (e *Experiment) emitAddresses(pr *probe.Prober) {
 // Env.Changed once the target is ready (a replaced source's new engine).
 func (e *Experiment) readdress(src int) {
 	pr := e.run.prober()
-	if pr == nil {
-		return // the probe is not made yet: it will read the target then
+	if pr == nil || src < 0 {
+		// The probe is not made yet (it will read the target then), or
+		// src is a decoder (targetKey), whose restart keeps its ports.
+		return
 	}
 	t, err := e.source(src)
 	if err != nil {

@@ -135,7 +135,7 @@ func (e *Experiment) refuse(i int, k *fault.Kind) string {
 	if !ok {
 		return "" // the caller says there is no such source
 	}
-	return k.Refusal(event.SourceName(i), c.Condition)
+	return k.Refusal(keyName(i), c.Condition)
 }
 
 // inForceOn is the fault in force on src, if any.

@@ -76,6 +76,12 @@ func New(cfg Config) (*Experiment, error) {
 	if err := tl.Check(plan.Sources, plan.Ranks); err != nil {
 		return nil, err
 	}
+	if err := tl.CheckDecoders(max(plan.Decoders, 1)); err != nil {
+		return nil, err
+	}
+	if tl.HasPair() && !plan.OwnNetwork {
+		return nil, exitcode.AsUsage(fmt.Errorf("timeline %q: %w", text, fault.ErrNoPairs))
+	}
 	if err := cfg.scaleTimeline(tl); err != nil {
 		return nil, err
 	}
@@ -90,7 +96,7 @@ func New(cfg Config) (*Experiment, error) {
 		run:      &lifecycle{},
 		stream:   &stream{},
 		verdicts: &verdicts{judge: check.NewJudge(check.Setup{Bounds: cfg.Bounds.Scaled(cfg.TimeScale), Sources: plan.Sources, Ranks: plan.Ranks, Decoders: plan.Decoders,
-			Scripted: len(tl) > 0, Content: cfg.ContentMatch})},
+			Scripted: len(tl) > 0, Content: cfg.ContentMatch}), keep: plan.Decoders > 1 || tl.OnDecoder()},
 		faults:  newFaults(),
 		bus:     newBus(1),
 		line:    newStartLine(1),

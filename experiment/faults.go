@@ -94,7 +94,7 @@ func (e *Experiment) play(ctx context.Context, t0 time.Time) {
 // still open.
 func (e *Experiment) scriptEnd() (time.Duration, bool) {
 	end := e.plannedEnd()
-	for _, w := range e.verdicts.windowsNow() {
+	for _, w := range e.verdicts.allWindowsNow() {
 		switch {
 		case !w.Recovers:
 			end = max(end, w.Start+e.cfg.scale(e.cfg.FaultFor))
@@ -149,7 +149,7 @@ func (e *Experiment) take(a fault.Action, t fault.Target, err error, by string) 
 // Kind.Can) is an error of its own. The kind came with the action, as the
 // edge that made it found it: it is not looked up again.
 func (e *Experiment) admit(a fault.Action) (fault.Target, error) {
-	k, src := a.Kind, a.Source
+	k, src := a.Kind, targetKey(a)
 	if a.OnRank {
 		if err := k.RankRefusal(); err != nil {
 			return nil, &fault.Refused{Err: err}
@@ -168,9 +168,14 @@ func (e *Experiment) admit(a fault.Action) (fault.Target, error) {
 			return nil, err
 		}
 	}
-	st, err := e.source(src)
+	st, err := e.source(actedOn(a))
 	if err != nil {
 		return nil, err
+	}
+	if a.Pair {
+		if _, err := e.source(src); err != nil {
+			return nil, err
+		}
 	}
 	t, err := actTarget(st, a)
 	if err != nil {
@@ -187,7 +192,7 @@ func (e *Experiment) admit(a fault.Action) (fault.Target, error) {
 // act lets a's kind act on t, admitted, through a firing (the run's
 // bookkeeping for that source), and verifies it in the background.
 func (e *Experiment) act(a fault.Action, t fault.Target, by string) error {
-	k, src := a.Kind, a.Source
+	k, src := a.Kind, targetKey(a)
 	// The last action on src is verified before the next acts, or a resume
 	// right after a stall would undo it before the stall was seen. The
 	// check was asked before this wait, so an action the source refuses
@@ -196,8 +201,14 @@ func (e *Experiment) act(a fault.Action, t fault.Target, by string) error {
 	if done := e.pendingVerify(src); done != nil {
 		e.awaitVerify(done)
 	}
-	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options}
+	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options, pairSrc: -1}
 	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
+	if a.Pair {
+		env.pairSrc = a.Source
+		if d, err := e.source(src); err == nil {
+			f.Peer = d.Name()
+		}
+	}
 	if w := a.EngineWide(); w != "" {
 		e.emit(event.Event{Kind: event.KindWarning, Message: w})
 	}
@@ -299,11 +310,54 @@ func (e *Experiment) verifier() verify.Verifier {
 	return v
 }
 
-// source returns source i of the running cluster.
+// targetKey is the key the run keeps a's target's bookkeeping under (its
+// condition, the fault in force, its verification, its windows): the
+// source's index, or -1-d for decoder d, so that a decoder's fault goes
+// through the same steps as a source's (issue #41) without a second set
+// of maps. A pair's is its decoder's: the fault is judged as the
+// decoder's, on every pair but the one cut (check.DecoderChecks), and
+// the source stays free for faults of its own.
+func targetKey(a fault.Action) int {
+	switch {
+	case a.Pair:
+		return -1 - a.Peer
+	case a.Decoder:
+		return -1 - a.Source
+	}
+	return a.Source
+}
+
+// actedOn is the key of the engine a's kind acts on: a pair's source
+// (whose links the cut is put on, with its decoder as Fire.Peer), else
+// targetKey.
+func actedOn(a fault.Action) int {
+	if a.Pair {
+		return a.Source
+	}
+	return targetKey(a)
+}
+
+// keyName is the target of key i's name (targetKey): "source-0", "decoder-1".
+func keyName(i int) string {
+	if i < 0 {
+		return fault.DecoderTarget(-1 - i)
+	}
+	return event.SourceName(i)
+}
+
+// source returns source i of the running cluster, or decoder -1-i for a
+// negative i (targetKey).
 func (e *Experiment) source(i int) (Target, error) {
 	cl := e.run.cluster()
 	if cl == nil {
 		return nil, fmt.Errorf("the cluster is not up yet")
+	}
+	if i < 0 {
+		decs := decodersOf(cl)
+		if d := -1 - i; d < len(decs) {
+			return decs[d], nil
+		}
+		return nil, fmt.Errorf("no %s: the cluster has %d decoders (--decoders)", keyName(i), len(decs))
 	}
 	srcs := cl.Sources()
 	if i < 0 || i >= len(srcs) {
@@ -321,13 +375,14 @@ func (e *Experiment) refused(a fault.Action, by string, why error) error {
 	if by == byKey && errors.As(why, &r) {
 		return why
 	}
-	e.faultEvent(a.Kind.Name, a.Source, rankName(a), 0, by, why)
+	e.faultEvent(a.Kind.Name, targetKey(a), rankName(a), 0, by, why)
 	return why
 }
 
-// rankName is FaultInfo.Target of a: one rank's name, "" for a source.
+// rankName is FaultInfo.Target of a: one rank's or a decoder's name, ""
+// for a source.
 func rankName(a fault.Action) string {
-	if !a.OnRank {
+	if !a.OnRank && !a.Decoder && !a.Pair {
 		return ""
 	}
 	return a.TargetName()

@@ -18,6 +18,9 @@ type firing struct {
 	target string // one rank's name when the action is on one ("" the source)
 	kind   *fault.Kind
 	opts   fault.Options
+	// pairSrc is, for a cut on one pair, its source (src is its decoder's
+	// key: targetKey); -1 otherwise.
+	pairSrc int
 }
 
 var _ fault.Env = (*firing)(nil)
@@ -31,6 +34,11 @@ func (f *firing) Record(action string, d time.Duration, by string, err error) {
 }
 
 func (f *firing) OpenWindow(at time.Time, recovers bool) {
+	if f.src < 0 { // a decoder or a pair (targetKey): judged by check.DecoderChecks
+		f.e.verdicts.openDecoder(-1-f.src, f.pairSrc, f.kind.Name, f.e.run.rel(at), recovers)
+		f.e.setPhase(event.PhaseFault)
+		return
+	}
 	f.e.openWindow(f.src, f.target, f.kind.Name, at, recovers)
 }
 func (f *firing) CloseWindow(at time.Time) { f.e.closeWindow(f.src, at) }

@@ -19,6 +19,13 @@ type verdicts struct {
 	// judgedAt is when the last live verdict was computed, since t0.
 	judgedAt time.Duration
 	windows  []event.Window // in order; the last may be open (End == 0)
+	// decWindows are the fault windows on decoders (targetKey < 0), which
+	// the judge of the seed's checks, keyed by source, does not take:
+	// check.DecoderChecks judges them over samples, every pull kept while
+	// the run has several decoders.
+	decWindows []check.DecoderWindow
+	samples    []event.Sample
+	keep       bool // several decoders: samples are kept
 }
 
 func (v *verdicts) started(p event.PullStart) {
@@ -31,6 +38,45 @@ func (v *verdicts) ended(s event.Sample) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.judge.Ended(s)
+	if v.keep {
+		v.samples = append(v.samples, s)
+	}
+}
+
+// decoderChecks are the checks of the decoder windows so far, judged to
+// runEnd with bounds b (check.DecoderChecks).
+func (v *verdicts) decoderChecks(b event.Bounds, decoders int, runEnd time.Duration) []event.Result {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return check.DecoderChecks(v.samples, v.decWindows, b, decoders, runEnd)
+}
+
+// decoderOpened reports whether a fault window on a decoder has opened:
+// a scripted run whose fault was on a decoder had its fault window.
+func (v *verdicts) decoderOpened() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.decWindows) > 0
+}
+
+// openDecoder starts a window on decoder d (on its link with source
+// pairSrc alone when that is not -1); closeDecoder ends its open one.
+func (v *verdicts) openDecoder(d, pairSrc int, kind string, at time.Duration, recovers bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.decWindows = append(v.decWindows, check.DecoderWindow{Decoder: d, Pair: pairSrc >= 0, Source: pairSrc, Kind: kind, Start: at, Recovers: recovers})
+}
+
+func (v *verdicts) closeDecoder(d int, at time.Duration) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i := len(v.decWindows) - 1; i >= 0; i-- {
+		if w := &v.decWindows[i]; w.Decoder == d && w.End == 0 {
+			w.End = max(at, w.Start+1)
+			return true
+		}
+	}
+	return false
 }
 
 func (v *verdicts) stop(runEnd time.Duration) {
@@ -82,6 +128,18 @@ func (v *verdicts) windowsNow() []event.Window {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return append([]event.Window(nil), v.windows...)
+}
+
+// allWindowsNow is windowsNow and the decoders' windows, as windows on
+// their keys (targetKey): what a scripted run's end waits for.
+func (v *verdicts) allWindowsNow() []event.Window {
+	ws := v.windowsNow()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, d := range v.decWindows {
+		ws = append(ws, event.Window{Source: -1 - d.Decoder, Start: d.Start, End: d.End, Recovers: d.Recovers, Kind: d.Kind})
+	}
+	return ws
 }
 
 func (v *verdicts) open(w event.Window) {
@@ -138,6 +196,10 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 	if !ok {
 		v = e.noWindowVerdict(v, runEnd)
 	}
+	for _, c := range e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd) {
+		v.Checks = append(v.Checks, c)
+		v.Passed = v.Passed && c.Passed
+	}
 	return v
 }
 
@@ -147,7 +209,7 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 // first.
 func (e *Experiment) noWindowVerdict(v event.Verdict, runEnd time.Duration) event.Verdict {
 	var checks []event.Result
-	if len(e.timeline) > 0 {
+	if len(e.timeline) > 0 && !e.verdicts.decoderOpened() {
 		// A scripted run that ended before its fault checked nothing:
 		// say so rather than pass.
 		detail := fmt.Sprintf("empty window: the run ended at %.1fs, before the scripted fault at %.1fs",
@@ -183,6 +245,12 @@ func (e *Experiment) openWindow(src int, target, kind string, at time.Time, reco
 
 // closeWindow ends the open window on src, if any.
 func (e *Experiment) closeWindow(src int, at time.Time) {
+	if src < 0 {
+		if e.verdicts.closeDecoder(-1-src, e.run.rel(at)) {
+			e.setPhase(event.PhaseRecovery)
+		}
+		return
+	}
 	if w, ok := e.verdicts.close(src, e.run.rel(at)); ok {
 		e.emit(event.Event{Kind: event.KindWindow, Window: &w})
 		e.setPhase(event.PhaseRecovery)

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+	"strconv"
 
 	"p2pfault/event"
 )
@@ -25,8 +26,26 @@ type Action struct {
 // "stall source-0/rank1".
 func (a Action) String() string { return a.Kind.Name + " " + a.TargetName() }
 
-// TargetName is what the action acts on: "source-0" or "source-0/rank1".
-func (a Action) TargetName() string { return event.TargetName(a.Source, a.Grain.RankOr()) }
+// TargetName is what the action acts on: "source-0", "source-0/rank1" or
+// "decoder-1".
+func (a Action) TargetName() string {
+	if a.Pair {
+		return PairName(a.Source, a.Peer)
+	}
+	if a.Decoder {
+		return DecoderTarget(a.Source)
+	}
+	return event.TargetName(a.Source, a.Grain.RankOr())
+}
+
+// PairName is the link between source s and decoder d as a target:
+// "source-0 from decoder-1", as the timeline writes it.
+func PairName(s, d int) string { return event.SourceName(s) + " from " + DecoderTarget(d) }
+
+// DecoderTarget is decoder d's name as a fault target: "decoder-d", in a
+// run of one decoder too (the timeline takes "decoder" for decoder-0), so
+// one spelling names it in every fault event and window.
+func DecoderTarget(d int) string { return "decoder-" + strconv.Itoa(d) }
 
 // EngineWide is the warning an action on one rank that ends the whole
 // engine gives (a kind of RankEngine: kill, remove), so nobody reads it as
@@ -42,10 +61,19 @@ func (a Action) EngineWide() string {
 
 // Grain is what of a source a fault acts on: the whole engine (every
 // member: its front end and all its engine cores; the zero value) or one
-// data-parallel rank's engine core (OnRank).
+// data-parallel rank's engine core (OnRank); or, with Decoder, that the
+// target is not a source at all but the decoder of the action's index
+// (`stall decoder-1`): a decoder is an engine with a session like a
+// source, so the kinds act on it as they do on one (issue #41).
 type Grain struct {
-	OnRank bool
-	Rank   int // with OnRank: the rank
+	OnRank  bool
+	Rank    int  // with OnRank: the rank
+	Decoder bool // the action's index names a decoder (never with OnRank)
+	// Pair: the action acts on the link between the source of its index
+	// and decoder Peer alone (`partition source-0 from decoder-1`),
+	// leaving every other pair untouched (kinds with Pairs).
+	Pair bool
+	Peer int
 }
 
 // RankOr is the rank, or -1 for the whole engine (event.TargetName's

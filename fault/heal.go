@@ -16,7 +16,7 @@ func init() {
 		Ranks: RankAlone,
 		Name:  ActionHeal, Key: "h", Help: "heal", LongHelp: "heal network", Order: 70,
 		Needs: event.CondNetwork, Leaves: event.CondUp, Hint: "heal it", MoreHelp: true,
-		Closes: true, Ending: EndsWithRecovery,
+		Closes: true, Ending: EndsWithRecovery, Pairs: true,
 		Act:    actHeal,
 		Verify: verifyHeal,
 		Can:    canNet,
@@ -38,6 +38,9 @@ func actHeal(f *Fire) error {
 // verifyHeal confirms that the source's P2P port answers again: a connect
 // completes within verifyWait.
 func verifyHeal(f *Fire) Effect {
+	if f.Peer != "" {
+		return verifyPair(f, false)
+	}
 	nt, ok := f.Target.(NetTarget)
 	if !ok {
 		return Effect{Skipped: true}

@@ -115,6 +115,10 @@ type Kind struct {
 	// whose timeline uses the kind (an error is a setup error, exit 2) and
 	// before each firing, which it refuses with the error.
 	Setup func() error
+	// Pairs: the kind takes a pair as its target, one source's link with
+	// one decoder (`partition source-0 from decoder-1`), on a network that
+	// can cut a pair alone (PairNetwork).
+	Pairs bool
 	// Ranks says how the kind takes a target of one data-parallel rank
 	// (source-0/rank1); the zero value refuses one.
 	Ranks RankUse
@@ -187,6 +191,9 @@ type Effect struct {
 type Fire struct {
 	Kind   *Kind
 	Target Target
+	// Peer is, for an action on a pair, the engine at the pair's other end
+	// (a decoder's name, "decoder-1"); "" otherwise.
+	Peer string
 	Options
 	By  string // "script" or "key"
 	Env Env

@@ -19,7 +19,7 @@ func init() {
 		Name:  ActionLoss, Help: "loss", LongHelp: "drop P% of packets", Order: 65,
 		TakesFor: true, Arg: &Arg{Name: "a share such as 30%", Check: func(s string) error { _, err := ParsePercent(s); return err }},
 		Needs: event.CondUp, Leaves: event.CondNetwork, Badge: "LOSSY",
-		Opens: true, Ending: EndsAfterFor,
+		Opens: true, Ending: EndsAfterFor, Pairs: true,
 		Act: func(f *Fire) error {
 			pct, err := ParsePercent(f.Arg)
 			if err != nil {

@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,6 +17,32 @@ type Network interface {
 	Loss(target string, pct int, ports ...int) error
 	Heal(target string) error
 }
+
+// PairNetwork is a Network that can cut the link between two engines
+// alone (the virtual cluster's fabric: memnet's host pairs). A host's
+// firewall cannot, faithfully: see ErrNoPairs.
+type PairNetwork interface {
+	Network
+	// PartitionPair and LossPair put cut name on the link between
+	// engines a and b, both ways; Heal(name) ends it.
+	PartitionPair(name, a, b string) error
+	LossPair(name string, pct int, a, b string) error
+	// PairCut is the cut name holds ("" none), for verification.
+	PairCut(name string) string
+}
+
+// ErrNoPairs is why a pair cannot be cut on engines that are processes on
+// this host (docs/network-faults.md, "What a partition of ports lets
+// through"): on loopback every engine has the same address, so a rule
+// tells peers apart by port only, and vLLM's P2P layout makes the
+// source's DEALER dial the decoder's P2P port from an ephemeral port the
+// kernel picks at connect time. A rule on the decoder's P2P port cuts
+// every source's DEALER to it, not source-0's alone, and a rule on the
+// source's ports misses that connection; what the source's ephemeral port
+// will be is not known before it dials (and changes at each reconnect).
+var ErrNoPairs = errors.New("a pair (source-N from decoder-M) can be cut only on --engine virtual: " +
+	"on this host's firewall every engine is 127.0.0.1, and the source dials the decoder's P2P port from an ephemeral port, " +
+	"so no port rule cuts one pair without cutting the decoder's other sources too (docs/network-faults.md)")
 
 // NetEnv is an Env that can fault the network. The network kinds
 // type-assert their Env to it; a run without one refuses them.
@@ -85,11 +112,16 @@ func netOf(f *Fire) (NetTarget, Network, error) {
 func actNet(f *Fire, action string, pct int) error {
 	env := f.Env
 	nt, nw, err := netOf(f)
-	if err == nil {
+	var name string
+	switch {
+	case err == nil && f.Peer != "":
+		name, err = cutPair(nw, f, pct)
+	case err == nil:
+		name = CutName(nt)
 		if pct >= 100 {
-			err = nw.Partition(CutName(nt), nt.Ports()...)
+			err = nw.Partition(name, nt.Ports()...)
 		} else {
-			err = nw.Loss(CutName(nt), pct, nt.Ports()...)
+			err = nw.Loss(name, pct, nt.Ports()...)
 		}
 	}
 	if err != nil {
@@ -97,7 +129,7 @@ func actNet(f *Fire, action string, pct int) error {
 		env.Record(action, f.For, f.By, err)
 		return err
 	}
-	cut := &NetCut{net: nw, target: CutName(nt), at: time.Now(), done: make(chan struct{})}
+	cut := &NetCut{net: nw, target: name, at: time.Now(), done: make(chan struct{})}
 	env.Hold(cut)
 	f.Enter()
 	env.Record(action, f.For, f.By, nil)
@@ -116,6 +148,44 @@ func actNet(f *Fire, action string, pct int) error {
 		env.Changed()
 	})
 	return nil
+}
+
+// cutPair puts a partition (pct 100) or a loss on the link between f's
+// target and f.Peer alone, and returns the cut's name.
+func cutPair(nw Network, f *Fire, pct int) (string, error) {
+	pn, ok := nw.(PairNetwork)
+	if !ok {
+		return "", ErrNoPairs
+	}
+	name := pairCutName(f)
+	if pct >= 100 {
+		return name, pn.PartitionPair(name, f.Target.Name(), f.Peer)
+	}
+	return name, pn.LossPair(name, pct, f.Target.Name(), f.Peer)
+}
+
+// pairCutName is the cut's name of f's pair: "source-0~decoder-1".
+func pairCutName(f *Fire) string { return CutName(f.Target) + "~" + f.Peer }
+
+// verifyPair confirms an action on a pair from what the cluster holds on
+// the pair's link (cut: a cut is held, else none is): p2pfault's own
+// connects are not on that link, so dialling, as a source's partition is
+// verified, would prove nothing.
+func verifyPair(f *Fire, cut bool) Effect {
+	ne, ok := f.Env.(NetEnv)
+	if !ok {
+		return Effect{Skipped: true}
+	}
+	nw, err := ne.Network()
+	pn, ok := nw.(PairNetwork)
+	if err != nil || !ok {
+		return Effect{Skipped: true}
+	}
+	held := pn.PairCut(pairCutName(f))
+	if held == "" {
+		return Effect{OK: !cut, Detail: fmt.Sprintf("the cluster holds no cut on the link %s–%s", f.Target.Name(), f.Peer)}
+	}
+	return Effect{OK: cut, Detail: fmt.Sprintf("the cluster holds %q on the link %s–%s alone", held, f.Target.Name(), f.Peer)}
 }
 
 // HealBy deletes the target's rules now (if not done already), asked for

@@ -18,7 +18,7 @@ func init() {
 		Ranks: RankAlone,
 		Name:  ActionPartition, Key: "n", Help: "partition", LongHelp: "partition (drop)", Order: 60,
 		TakesFor: true, Needs: event.CondUp, Leaves: event.CondNetwork, Badge: "PARTITIONED", MoreHelp: true,
-		Opens: true, Ending: EndsAfterFor, Case: OwnCase,
+		Opens: true, Ending: EndsAfterFor, Case: OwnCase, Pairs: true,
 		Act:    func(f *Fire) error { return actNet(f, ActionPartition, 100) },
 		Verify: verifyPartition,
 		Setup:  func() error { return netfault.Check(ActionPartition) }, HostFirewall: true,
@@ -29,6 +29,9 @@ func init() {
 // verifyPartition confirms from p2pfault's side that the source's P2P port
 // is cut off: a connect hangs instead of completing or being refused.
 func verifyPartition(f *Fire) Effect {
+	if f.Peer != "" {
+		return verifyPair(f, true)
+	}
 	nt, ok := f.Target.(NetTarget)
 	if !ok {
 		return Effect{Skipped: true}

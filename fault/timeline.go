@@ -64,9 +64,10 @@ func syntaxError(line, col int, format string, args ...any) error {
 //
 //	at DURATION ACTION [ARG] TARGET [for DURATION]
 //
-// with TARGET source-N (the whole engine) or source-N/rankR (one
+// with TARGET source-N (the whole engine), source-N/rankR (one
 // data-parallel rank's engine core, for the kinds that act on one: Grains),
-// ACTION a registered kind's name (stall, resume, kill, remove,
+// decoder-N (a decoder) or source-N from decoder-M (that pair's link
+// alone, for the kinds with Pairs), ACTION a registered kind's name (stall, resume, kill, remove,
 // restore, partition, loss, heal; "for" only with kinds that take it), ARG
 // the word a kind takes (loss: a share such as 30%; no other kind has one) and DURATION a Go duration (10s, 1.5s, 2m). "#" starts a comment.
 // Steps are returned sorted by time (stable). Errors are usage errors that
@@ -159,6 +160,9 @@ func parseStep(toks []token, line, endCol int) (Step, error) {
 			return s, syntaxError(tg.line, tg.col, "%s %s: %v", k.Name, tg.text, err)
 		}
 	}
+	if err := c.pair(&s, k, tg); err != nil {
+		return s, err
+	}
 	if err := c.forClause(&s, k); err != nil {
 		return s, err
 	}
@@ -189,10 +193,46 @@ func (c *stepCursor) want(what string) (token, error) {
 	return c.toks[c.next-1], nil
 }
 
+// pair takes "from decoder-M" after a source's target: the action acts on
+// that source's link with decoder M alone (a kind with Pairs).
+func (c *stepCursor) pair(s *Step, k *Kind, tg token) error {
+	if c.next >= len(c.toks) || c.toks[c.next].text != "from" {
+		return nil
+	}
+	from := c.toks[c.next]
+	c.next++
+	pt, err := c.want("a decoder (from decoder-M)")
+	if err != nil {
+		return err
+	}
+	switch d, g, err := ParseTarget(pt.text); {
+	case !k.Pairs:
+		return syntaxError(from.line, from.col, "%s takes no pair (%s from %s): only %s do", k.Name, tg.text, pt.text, pairKinds())
+	case s.Decoder || s.OnRank:
+		return syntaxError(tg.line, tg.col, "a pair is a source and a decoder: want source-N from decoder-M, got %s from %s", tg.text, pt.text)
+	case err != nil || !g.Decoder:
+		return syntaxError(pt.line, pt.col, "a pair is a source and a decoder: want source-N from decoder-M, got %s from %s", tg.text, pt.text)
+	default:
+		s.Pair, s.Peer = true, d
+	}
+	return nil
+}
+
+// pairKinds names the kinds that take a pair: "partition, loss".
+func pairKinds() string {
+	var names []string
+	for _, k := range Kinds() {
+		if k.Pairs {
+			names = append(names, k.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 // arg takes the action's argument when the action has one; an optional
 // argument is absent when the target comes next.
 func (c *stepCursor) arg(s *Step, k *Kind) error {
-	if k.Arg == nil || (k.Arg.Optional && c.next < len(c.toks) && strings.HasPrefix(c.toks[c.next].text, "source-")) {
+	if k.Arg == nil || (k.Arg.Optional && c.next < len(c.toks) && isTarget(c.toks[c.next].text)) {
 		return nil
 	}
 	arg, err := c.want(k.Arg.Name)
@@ -251,9 +291,28 @@ func parseTarget(tok token) (int, Grain, error) {
 	return i, g, nil
 }
 
-// ParseTarget reads a target's name: "source-N" (the whole engine) or
-// "source-N/rankR" (one data-parallel rank of it). Errors name the text.
+// isTarget says whether a timeline word names a target (and so is not an
+// optional argument).
+func isTarget(w string) bool {
+	return strings.HasPrefix(w, "source-") || strings.HasPrefix(w, "decoder")
+}
+
+// ParseTarget reads a target's name: "source-N" (the whole engine),
+// "source-N/rankR" (one data-parallel rank of it) or "decoder-N" (a
+// decoder; "decoder" is decoder-0, the one decoder's name in a run of
+// one). Errors name the text.
 func ParseTarget(text string) (int, Grain, error) {
+	if d, ok := strings.CutPrefix(text, "decoder"); ok {
+		if d == "" {
+			return 0, Grain{Decoder: true}, nil
+		}
+		n, ok := strings.CutPrefix(d, "-")
+		i, ok := number(n, ok)
+		if !ok {
+			return 0, Grain{}, fmt.Errorf("bad target %q (want decoder-N, e.g. decoder-1, or decoder in a run of one)", text)
+		}
+		return i, Grain{Decoder: true}, nil
+	}
 	src, rank, ranked := strings.Cut(text, "/")
 	n, ok := strings.CutPrefix(src, "source-")
 	i, ok := number(n, ok)
@@ -303,6 +362,9 @@ func joinTokens(toks []token) string {
 // by index, nil or 0 for one), with its position.
 func (t Timeline) Check(sources int, ranks []int) error {
 	for _, s := range t {
+		if s.Decoder {
+			continue // the cluster's decoders are counted when it opens: Experiment.admit
+		}
 		if s.Source >= sources {
 			return exitcode.Usagef("timeline:%d:%d: %s names %s, but the cluster has sources 0-%d",
 				s.Line, s.Col, s.String(), event.SourceName(s.Source), sources-1)
@@ -313,6 +375,49 @@ func (t Timeline) Check(sources int, ranks []int) error {
 		}
 	}
 	return nil
+}
+
+// HasPair reports whether a step acts on a pair.
+func (t Timeline) HasPair() bool {
+	for _, s := range t {
+		if s.Pair {
+			return true
+		}
+	}
+	return false
+}
+
+// OnDecoder reports whether a step acts on a decoder or a pair.
+func (t Timeline) OnDecoder() bool {
+	for _, s := range t {
+		if s.Decoder || s.Pair {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckDecoders reports a step naming a decoder the cluster does not have
+// (decoders: how many it has), with its position.
+func (t Timeline) CheckDecoders(decoders int) error {
+	for _, s := range t {
+		if d := s.Source; s.Decoder && d >= decoders || s.Pair && s.Peer >= decoders {
+			if s.Pair {
+				d = s.Peer
+			}
+			return exitcode.Usagef("timeline:%d:%d: %s names %s, but the cluster has %s (--decoders)",
+				s.Line, s.Col, s.String(), DecoderTarget(d), decoderList(decoders))
+		}
+	}
+	return nil
+}
+
+// decoderList says which decoders a cluster of n has.
+func decoderList(n int) string {
+	if n == 1 {
+		return "one decoder, decoder-0 (or decoder)"
+	}
+	return fmt.Sprintf("decoders 0-%d", n-1)
 }
 
 // rankList says which ranks a source of n has: "one rank (no

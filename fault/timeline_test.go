@@ -259,3 +259,81 @@ func TestTargetsAtTwoGrains(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderTargets: "decoder-N" names a decoder (Grain.Decoder), and
+// "decoder" decoder-0, the one decoder's name in a run of one; steps name
+// it back as decoder-N; CheckDecoders refuses one the cluster does not
+// have, as a usage error naming the step; a decoder takes no rank.
+func TestDecoderTargets(t *testing.T) {
+	tl, err := fault.Parse("at 10s stall decoder-1 for 30s; at 50s kill decoder; at 60s busy decoder-1 for 5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"decoder-1", "decoder-0", "decoder-1"} {
+		if got := tl[i].TargetName(); got != want || !tl[i].Decoder || tl[i].OnRank {
+			t.Errorf("step %d: %s %+v, want %s on a decoder", i, got, tl[i].Grain, want)
+		}
+	}
+	if got, want := tl.String(), "at 10s stall decoder-1 for 30s; at 50s kill decoder-0; at 1m0s busy decoder-1 for 5s"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if src, _ := fault.Parse("at 1s stall source-0"); !tl.OnDecoder() || src.OnDecoder() {
+		t.Errorf("OnDecoder() = %v on decoders, %v on a source", tl.OnDecoder(), src.OnDecoder())
+	}
+	if err := tl.Check(1, nil); err != nil {
+		t.Errorf("Check counts decoders as sources: %v", err)
+	}
+	if err := tl.CheckDecoders(2); err != nil {
+		t.Errorf("two decoders: %v", err)
+	}
+	err = tl.CheckDecoders(1)
+	if err == nil || exitcode.Code(err) != exitcode.Usage ||
+		!strings.Contains(err.Error(), "timeline:1:1: at 10s stall decoder-1 for 30s names decoder-1, but the cluster has one decoder") {
+		t.Errorf("one decoder: %v", err)
+	}
+	for _, text := range []string{"at 1s stall decoder-x", "at 1s stall decoder-01", "at 1s stall decoder-1/rank0", "at 1s stall decoders"} {
+		_, err := fault.Parse(text)
+		if err == nil || !strings.Contains(err.Error(), "want decoder-N") || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("Parse(%q) = %v, want a usage error naming the target", text, err)
+		}
+	}
+}
+
+// TestPairTargets: "source-N from decoder-M" names one pair for the kinds
+// that take one (partition, loss), reads back as written, and is counted
+// against the decoders; any other kind, or a pair that is not a source and
+// a decoder, is a usage error naming it.
+func TestPairTargets(t *testing.T) {
+	tl, err := fault.Parse("at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder for 5s; at 60s partition source-0 from decoder-1; at 70s heal source-0 from decoder-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tl[0]; !s.Pair || s.Source != 0 || s.Peer != 1 || s.Decoder || s.TargetName() != "source-0 from decoder-1" {
+		t.Errorf("step 0: %+v (%s)", s.Grain, s.TargetName())
+	}
+	want := "at 10s partition source-0 from decoder-1 for 30s; at 50s loss 30% source-1 from decoder-0 for 5s; at 1m0s partition source-0 from decoder-1; at 1m10s heal source-0 from decoder-1"
+	if got := tl.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if back, err := fault.Parse(want); err != nil || back.String() != want {
+		t.Errorf("%q parses back as %q (%v)", want, back, err)
+	}
+	if !tl.HasPair() || !tl.OnDecoder() {
+		t.Error("HasPair or OnDecoder false for a pair")
+	}
+	if err := tl.CheckDecoders(1); err == nil || !strings.Contains(err.Error(), "names decoder-1, but the cluster has one decoder") {
+		t.Errorf("one decoder: %v", err)
+	}
+	for _, tt := range []struct{ text, want string }{
+		{"at 1s stall source-0 from decoder-1", "stall takes no pair (source-0 from decoder-1): only partition, loss, heal do"},
+		{"at 1s partition decoder-1 from source-0", "want source-N from decoder-M, got decoder-1 from source-0"},
+		{"at 1s partition source-0 from source-1", "want source-N from decoder-M, got source-0 from source-1"},
+		{"at 1s partition source-0/rank1 from decoder-1", "want source-N from decoder-M"},
+		{"at 1s partition source-0 from", "missing a decoder (from decoder-M)"},
+	} {
+		_, err := fault.Parse(tt.text)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("Parse(%q) = %v, want usage error with %q", tt.text, err, tt.want)
+		}
+	}
+}

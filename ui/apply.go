@@ -247,7 +247,8 @@ func (st *state) applyFault(ev event.Event) {
 		st.addLog(ev.T, levelError, "%s %s (%s) failed: %s", f.Action, f.TargetName(), by, f.Err)
 		return
 	}
-	if st.source(f.Source) == nil {
+	// A decoder's fault names its decoder in Target and has no source.
+	if !strings.HasPrefix(f.Target, "decoder-") && st.source(f.Source) == nil {
 		st.addLog(ev.T, levelWarn, "%s on source %d, which is out of range", f.Action, f.Source)
 		return
 	}

@@ -147,6 +147,7 @@ type Cluster struct {
 	mu       sync.Mutex
 	nextPort int
 	stopped  bool
+	pairs    map[string]pairCut // the cuts on one pair of engines in force, by name (pair.go)
 
 	notifyMu sync.Mutex // OnLog and OnChange, one at a time, in order
 }
@@ -252,6 +253,9 @@ func (n netCuts) put(target, cut string, ports []int, do func()) error {
 }
 
 func (n netCuts) Heal(target string) error {
+	if n.healPair(target) {
+		return nil
+	}
 	t, err := n.engine(target)
 	if err != nil {
 		return err
