@@ -56,6 +56,16 @@ type conn struct {
 	laddr, raddr net.Addr
 	closed       bool
 	rdl, wdl     time.Time
+	rd, wr       signal // its readers and its writers wait on these
+}
+
+// wakeAll wakes whoever waits on either end of c's connection: c's state
+// changed for both (it closed, or its process died); f.mu is held.
+func (c *conn) wakeAll() {
+	for _, e := range []*conn{c, c.peer} {
+		e.rd.wake()
+		e.wr.wake()
+	}
 }
 
 // deliver moves what is due on c's incoming stream into its buffer, unless
@@ -77,11 +87,14 @@ func (c *conn) deliver() {
 	}
 }
 
-// drop closes c without a FIN (its process died); f.mu is held.
+// drop closes c without a FIN (its process died); f.mu is held. Its
+// waiters and its peer's are woken: the caller pushes a FIN or sets a
+// reset before it releases f.mu, and the peer's next check sees it.
 func (c *conn) drop() {
 	c.closed = true
 	delete(c.f.conns, c)
 	delete(c.host.ends, c)
+	c.wakeAll()
 }
 
 func (c *conn) opErr(op string, err error) error {
@@ -107,7 +120,7 @@ func (c *conn) Read(b []byte) (int, error) {
 			return 0, c.opErr("read", net.ErrClosed)
 		}
 		if c.host.frozen {
-			f.wait(time.Time{}, nil)
+			f.wait(&c.rd, c.host, time.Time{}, nil)
 			continue
 		}
 		c.deliver()
@@ -126,7 +139,8 @@ func (c *conn) Read(b []byte) (int, error) {
 			if s.off == len(sg.b) {
 				s.segs, s.arrived, s.off = s.segs[1:], s.arrived-1, 0
 			}
-			f.changed() // room for the writer
+			c.peer.wr.wake() // room for the writer
+			c.rd.wake()      // another reader of c may read what is left
 			return n, nil
 		}
 		if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
@@ -136,7 +150,7 @@ func (c *conn) Read(b []byte) (int, error) {
 		if s.arrived < len(s.segs) && !f.cut(s.src(), s.dst()) {
 			next = s.segs[s.arrived].at
 		}
-		f.wait(until(c.rdl, next), nil)
+		f.wait(&c.rd, c.host, until(c.rdl, next), nil)
 	}
 }
 
@@ -150,7 +164,7 @@ func (c *conn) Write(b []byte) (int, error) {
 			return n, c.opErr("write", net.ErrClosed)
 		}
 		if c.host.frozen {
-			f.wait(time.Time{}, nil)
+			f.wait(&c.wr, c.host, time.Time{}, nil)
 			continue
 		}
 		c.deliver() // a reset or FIN from the peer
@@ -170,10 +184,10 @@ func (c *conn) Write(b []byte) (int, error) {
 			k := min(room, len(b)-n)
 			f.push(c.out, append([]byte(nil), b[n:n+k]...), false)
 			n += k
-			f.changed()
+			c.peer.rd.wake()
 			continue
 		}
-		f.wait(c.wdl, nil)
+		f.wait(&c.wr, c.host, c.wdl, nil)
 	}
 }
 
@@ -185,10 +199,9 @@ func (c *conn) Close() error {
 	if c.closed {
 		return c.opErr("close", net.ErrClosed)
 	}
-	c.drop()
+	c.drop() // wakes both ends: the FIN, and room for the peer's writer
 	f.push(c.out, nil, true)
 	c.in.segs, c.in.arrived, c.in.off, c.in.buffered = nil, 0, 0, 0
-	f.changed()
 	return nil
 }
 
@@ -211,6 +224,7 @@ func (c *conn) setDeadline(t time.Time, read, write bool) error {
 	if write {
 		c.wdl = t
 	}
-	c.f.changed()
+	c.rd.wake()
+	c.wr.wake()
 	return nil
 }

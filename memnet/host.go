@@ -18,7 +18,8 @@ type Host struct {
 	id     int
 	name   string
 	frozen bool
-	gen    int // incarnation: Crash starts a new one
+	sig    signal // its freeze, thaw and crash: its waiters re-check
+	gen    int    // incarnation: Crash starts a new one
 	ends   map[*conn]bool
 	lns    map[*listener]bool
 }
@@ -33,7 +34,7 @@ func (h *Host) Freeze() {
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	h.frozen = true
-	h.f.changed()
+	h.sig.wake()
 }
 
 // Thaw resumes a frozen host, as SIGCONT does.
@@ -41,7 +42,7 @@ func (h *Host) Thaw() {
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	h.frozen = false
-	h.f.changed()
+	h.sig.wake()
 }
 
 // Frozen reports whether the host is frozen.
@@ -59,7 +60,7 @@ func (h *Host) Wait() {
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	for h.frozen {
-		h.f.wait(time.Time{}, nil)
+		h.f.wait(nil, h, time.Time{}, nil)
 	}
 }
 
@@ -78,7 +79,7 @@ func (h *Host) Crash() {
 	h.die(func(net.Addr) bool { return true })
 	h.frozen = false
 	h.gen++
-	f.changed()
+	h.sig.wake() // a Dial in progress ends, a Wait returns
 }
 
 // die ends the listeners and connections whose local address matches, as
@@ -168,7 +169,7 @@ func (h *Host) Listen(network, address string) (net.Listener, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for h.frozen {
-		f.wait(time.Time{}, nil)
+		f.wait(nil, h, time.Time{}, nil)
 	}
 	if ip == nil {
 		ip = net.IPv4zero
@@ -186,7 +187,6 @@ func (h *Host) Listen(network, address string) (net.Listener, error) {
 	f.ports[port] = ln
 	f.owners[port] = h
 	h.lns[ln] = true
-	f.changed()
 	return ln, nil
 }
 
@@ -203,7 +203,7 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for h.frozen {
-		f.wait(time.Time{}, nil)
+		f.wait(nil, h, time.Time{}, nil)
 	}
 	gen := h.gen
 	start := time.Now()
@@ -217,11 +217,11 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 			return nil, fail(net.ErrClosed) // the process died mid-connect
 		}
 		if h.frozen {
-			f.wait(time.Time{}, nil)
+			f.wait(nil, h, time.Time{}, nil)
 			continue
 		}
 		if time.Now().Before(next) {
-			f.wait(next, ctx.Done())
+			f.wait(nil, h, next, ctx.Done())
 			continue
 		}
 		if tries > synRetries { // the last SYN's timeout ran out too
@@ -259,7 +259,7 @@ func (h *Host) DialContext(ctx context.Context, network, address string) (net.Co
 		}
 		c, s := f.newPair(h, ln.host, &net.TCPAddr{IP: lip, Port: lport}, &net.TCPAddr{IP: lip, Port: port})
 		ln.backlog = append(ln.backlog, s)
-		f.changed()
+		ln.acc.wake()
 		return c, nil
 	}
 }

@@ -11,6 +11,7 @@ type listener struct {
 	addr    *net.TCPAddr
 	backlog []*conn
 	closed  bool
+	acc     signal // its Accept calls wait on it
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -22,12 +23,11 @@ func (l *listener) Accept() (net.Conn, error) {
 			return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.addr, Err: net.ErrClosed}
 		}
 		if l.host.frozen || len(l.backlog) == 0 {
-			f.wait(time.Time{}, nil)
+			f.wait(&l.acc, l.host, time.Time{}, nil)
 			continue
 		}
 		c := l.backlog[0]
 		l.backlog = l.backlog[1:]
-		f.changed()
 		return c, nil
 	}
 }
@@ -39,13 +39,13 @@ func (l *listener) Close() error {
 		return &net.OpError{Op: "close", Net: "tcp", Addr: l.addr, Err: net.ErrClosed}
 	}
 	l.close()
-	l.f.changed()
 	return nil
 }
 
 // close unbinds l; connects never accepted are reset, as the kernel does.
 func (l *listener) close() {
 	l.closed = true
+	l.acc.wake()
 	if l.f.ports[l.addr.Port] == l {
 		delete(l.f.ports, l.addr.Port)
 	}

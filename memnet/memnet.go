@@ -21,6 +21,12 @@
 //     target); a new one by a name replaces the old at one instant.
 //   - Every wait blocks on a channel or a timer, never on I/O or a held
 //     mutex, so a goroutine waiting here is durably blocked for synctest.
+//     A change wakes only the waiters it concerns (a write the reader of
+//     the other end, a read that end's writer, a connect the listener's
+//     Accept): the cost of moving a byte does not grow with the number of
+//     connections. A host's freeze, thaw and crash wake its own waiters,
+//     and the fabric-wide faults (Partition, Heal, Loss, the port faults)
+//     wake every waiter.
 //
 // Kernel behaviour modelled (each has a test):
 //   - Dial to an address nobody listens on is refused at once (ECONNREFUSED);
@@ -93,7 +99,8 @@ const ephemeralLo, ephemeralHi = 32768, 60999
 // loss between hosts.
 type Fabric struct {
 	mu     sync.Mutex
-	wake   chan struct{} // closed and replaced at every change: waiters re-check
+	all    signal // the fabric-wide faults: every waiter re-checks
+	wakes  int    // waits ended, for BenchmarkIdleConnsDoNotSlowAPair
 	ports  map[int]*listener
 	owners map[int]*Host // the host that last bound each port: its SYNs vanish under a partition even when nothing listens
 	next   int           // the next ephemeral port to try
@@ -138,7 +145,6 @@ func mkpair(a, b *Host) pair {
 // seed gives the same fraction, not necessarily the same segments.
 func New(seed uint64) *Fabric {
 	return &Fabric{
-		wake:   make(chan struct{}),
 		ports:  make(map[int]*listener),
 		owners: make(map[int]*Host),
 		conns:  make(map[*conn]bool),
@@ -150,16 +156,40 @@ func New(seed uint64) *Fabric {
 	}
 }
 
-// changed wakes every waiter; f.mu is held.
-func (f *Fabric) changed() {
-	close(f.wake)
-	f.wake = make(chan struct{})
+// signal wakes the goroutines waiting on one scope (a connection end's
+// readers, its writers, a listener's Accept, a host, the fabric): a
+// channel closed at a change and made again by the next waiter, so a
+// change nobody waits on costs nothing. f.mu guards it.
+type signal struct{ ch chan struct{} }
+
+// wake ends the waits on s; f.mu is held.
+func (s *signal) wake() {
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
 }
 
-// wait releases f.mu until the fabric changes, until is reached (zero:
-// never) or done is closed, then takes f.mu again.
-func (f *Fabric) wait(until time.Time, done <-chan struct{}) {
-	ch := f.wake
+// c is the channel a waiter on s blocks on; f.mu is held.
+func (s *signal) c() <-chan struct{} {
+	if s == nil {
+		return nil // no scope: a nil channel never fires
+	}
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// changed wakes every waiter of the fabric: after a fault that acts
+// between hosts or on ports; f.mu is held.
+func (f *Fabric) changed() { f.all.wake() }
+
+// wait releases f.mu until s or h's signal (a freeze, thaw or crash of
+// the waiter's host) or the fabric's is woken, until is reached (zero:
+// never) or done is closed, then takes f.mu again. s may be nil (the
+// waiter waits on its host and on the fabric only).
+func (f *Fabric) wait(s *signal, h *Host, until time.Time, done <-chan struct{}) {
 	var tc <-chan time.Time
 	if !until.IsZero() {
 		d := time.Until(until)
@@ -170,13 +200,17 @@ func (f *Fabric) wait(until time.Time, done <-chan struct{}) {
 		defer t.Stop()
 		tc = t.C
 	}
+	own, host, all := s.c(), h.sig.c(), f.all.c()
 	f.mu.Unlock()
 	select {
-	case <-ch:
+	case <-own:
+	case <-host:
+	case <-all:
 	case <-tc:
 	case <-done:
 	}
 	f.mu.Lock()
+	f.wakes++
 }
 
 // Host returns a new host (one process) on the fabric; name is for errors.

@@ -67,8 +67,7 @@ func benchExchanges() []exchange {
 // over the peer's DEALER to ours), the same msgpack payloads, on memnet
 // and on loopback TCP. zmtp-1conn answers over the same connection (the
 // ROUTER sends back), which sets the codec and sockets beside the frames
-// on the same layout: memnet wakes every waiting reader of the fabric on
-// each write, so two connections a pair cost there beyond the codec.
+// on the same layout: what two connections a pair cost beyond the codec.
 // wireB/op is the bytes both frames take on the wire.
 func BenchmarkWire(b *testing.B) {
 	for _, ex := range benchExchanges() {

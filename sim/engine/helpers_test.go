@@ -112,7 +112,11 @@ func startEngine(t *testing.T, mutate func(*Config)) *driven {
 	}
 	host := hostFor(t)
 	if host != nil {
-		cfg.Net = host
+		// As the virtual cluster runs an engine (sim/inprocess.go): on its
+		// host's network, its goroutines stopped while the host is frozen
+		// (without the gate a frozen source's heartbeat timers still fired
+		// and closed its connections, a FIN no stopped process sends).
+		cfg.Net, cfg.Gate = host, host.Wait
 	}
 	log := &syncbuf.Buffer{}
 	e, err := New(cfg, simlog.New(log))
