@@ -107,7 +107,7 @@ func parkedVerdict(pts []ParkedPoint, start, from, bound, lookback, runEnd time.
 	}
 	if runEnd < deadline {
 		// The run ended before the bound: nothing to judge by.
-		return parkedResult{empty: true, detail: fmt.Sprintf("%s, still %s parked when the run ended at %.1fs, before the bound (a longer --duration judges it)",
+		return parkedResult{empty: true, detail: fmt.Sprintf("%s, still %s parked when the run ended at %.1fs, before the bound (a longer --recovery judges it)",
 			head, num(last.Stores), runEnd.Seconds())}
 	}
 	return parkedResult{detail: fmt.Sprintf("%s, still %s stores (%s blocks) parked %.1fs after", head, num(last.Stores), num(last.Blocks), (last.At - from).Seconds())}
