@@ -24,7 +24,7 @@ const (
 // IsDecoderCheck says whether name is one of the checks of a decoder's
 // fault, which the console prints with the final verdict, passed or not.
 func IsDecoderCheck(name string) bool {
-	return name == NameHealthyDecoders || name == NameDecoderRecovers
+	return name == NameHealthyDecoders || name == NameDecoderRecovers || name == NameParkedStores
 }
 
 // DecoderWindow is a fault window on decoder Decoder (the experiment's

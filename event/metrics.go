@@ -66,6 +66,12 @@ type Reading struct {
 	// first RETRY until it resolved: what a busy source's scheduler adds.
 	LookupSync  *Histogram `json:"lookup_sync,omitempty"`
 	LookupAsync *Histogram `json:"lookup_async,omitempty"`
+	// The stores parked on the engine waiting for a fetch and the blocks
+	// they pin (the sim's sim:p2p_parked_stores, sim:p2p_pinned_blocks;
+	// vLLM exports none): absent, and left out of JSON, for an engine that
+	// does not export them.
+	ParkedStores MetricValue `json:"parked_stores,omitzero"`
+	PinnedBlocks MetricValue `json:"pinned_blocks,omitzero"`
 }
 
 // Histogram is a histogram series as read: its observations' count and

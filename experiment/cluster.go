@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"time"
 
 	"p2pfault/event"
 	"p2pfault/fault"
@@ -43,6 +44,10 @@ type Plan struct {
 	// Decoders is the number of decoders when there are several (0 or 1:
 	// one).
 	Decoders int
+	// UnboundStoreTimeout is the engines' unbound_store_timeout_s at real
+	// time (0: vLLM's default, 60 s): how long a source keeps a store no
+	// fetch binds (check.NameParkedStores).
+	UnboundStoreTimeout time.Duration
 }
 
 // PlanRanks is a Plan's Ranks from each source's count of data-parallel

@@ -18,6 +18,9 @@ const (
 	DefaultRecovery      = 25 * time.Second // measured after the fault window of stall and kill
 	DefaultNoneDuration  = 30 * time.Second // headless case none: length of the measured run
 	DefaultWarmupTimeout = 60 * time.Second // not scaled: first sessions can be slow on real engines
+	// DefaultUnboundStoreTimeout is vLLM's unbound_store_timeout_s
+	// (manager.py _UNBOUND_STORE_TIMEOUT_S, a setting since #53453).
+	DefaultUnboundStoreTimeout = 60 * time.Second
 )
 
 // Config is one run. Durations are at real time; the experiment multiplies

@@ -119,6 +119,9 @@ func (e *Experiment) flushSamples(final bool) {
 // and hands it to every subscriber, in order. It holds no lock of the
 // experiment's while the bus sends (bus).
 func (e *Experiment) emit(ev event.Event) {
+	if ev.Kind == event.KindMetrics && !e.run.t0().IsZero() && ev.Metrics != nil {
+		e.verdicts.noteParked(ev.Metrics.Engine, e.run.since(), ev.Metrics.Reading)
+	}
 	if ev.Kind == event.KindMetrics && e.run.t0().IsZero() {
 		// Before t0, the decoder's scrapes are the engaged gate's evidence
 		// (only a warm-up that fails reads them, and it never has a t0).

@@ -26,6 +26,30 @@ type verdicts struct {
 	decWindows []check.DecoderWindow
 	samples    []event.Sample
 	keep       bool // several decoders: samples are kept
+	// parked is each engine's parked stores as its scrapes read them since
+	// t0, by engine name (check.ParkedChecks), when it exports them.
+	parked map[string][]check.ParkedPoint
+}
+
+// noteParked keeps engine's parked stores read at at, when it exports them.
+func (v *verdicts) noteParked(engine string, at time.Duration, r event.Reading) {
+	if !r.ParkedStores.OK {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.parked == nil {
+		v.parked = map[string][]check.ParkedPoint{}
+	}
+	v.parked[engine] = append(v.parked[engine], check.ParkedPoint{At: at, Stores: r.ParkedStores.V, Blocks: r.PinnedBlocks.V})
+}
+
+// parkedChecks are check.ParkedChecks of the decoder windows so far over
+// sources' readings: back within bound, the baseline read over lookback.
+func (v *verdicts) parkedChecks(sources []string, bound, lookback, runEnd time.Duration) []event.Result {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return check.ParkedChecks(sources, v.parked, v.decWindows, bound, lookback, runEnd)
 }
 
 func (v *verdicts) started(p event.PullStart) {
@@ -196,11 +220,30 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 	if !ok {
 		v = e.noWindowVerdict(v, runEnd)
 	}
-	for _, c := range e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd) {
+	checks := e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd)
+	checks = append(checks, e.parkedChecks(runEnd)...)
+	for _, c := range checks {
 		v.Checks = append(v.Checks, c)
 		v.Passed = v.Passed && c.Passed
 	}
 	return v
+}
+
+// parkedChecks judges the sources' parked stores after each decoder
+// fault (check.NameParkedStores): back within the engines'
+// unbound_store_timeout_s and check.ParkedMargin, at the run's time scale;
+// the baseline is read over the recovery window's length before the fault.
+func (e *Experiment) parkedChecks(runEnd time.Duration) []event.Result {
+	timeout := e.plan.UnboundStoreTimeout
+	if timeout <= 0 {
+		timeout = DefaultUnboundStoreTimeout
+	}
+	sources := make([]string, e.plan.Sources)
+	for i := range sources {
+		sources[i] = event.SourceName(i)
+	}
+	bound := e.cfg.scale(timeout + check.ParkedMargin(timeout))
+	return e.verdicts.parkedChecks(sources, bound, e.cfg.Bounds.Scaled(e.cfg.TimeScale).RecoveryWindow, runEnd)
 }
 
 // noWindowVerdict is the judge's verdict v of a run no fault window opened

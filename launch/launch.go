@@ -40,6 +40,7 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 	p.Sources, counts = runner.SourcesOf(specs)
 	p.Ranks = experiment.PlanRanks(counts)
 	p.Decoders = runner.DecodersOf(specs)
+	p.UnboundStoreTimeout = o.Config.UnboundStoreTimeout
 	if p.Model == "" {
 		p.Model = runner.DefaultModel
 	}

@@ -74,6 +74,10 @@ type Row struct {
 	// Why is what ended each window's faulted pulls, by cause (why.go);
 	// absent for a stream whose samples carry no cause.
 	Why []WhyRow `json:"why,omitempty"`
+	// Parked is each source's parked stores over the run (parked.go);
+	// absent when the sources do not export them, or none was parked and
+	// no check judged them.
+	Parked []ParkedRow `json:"parked_stores,omitempty"`
 
 	TimeScale  float64   `json:"-"`
 	Truncated  bool      `json:"-"`
@@ -158,6 +162,7 @@ func (r Run) Row() Row {
 	row.Steady = steadyRows(v)
 	row.Ranks = rankRows(v, r.Info)
 	row.Content = contentRow(r)
+	row.Parked = parkedRows(r, row.Checks)
 	row.Windows, row.Kinds = windowRows(r), kindRows(r)
 	row.Why = whyRows(r)
 	return row
@@ -301,6 +306,7 @@ func WriteMarkdown(w io.Writer, rows ...Row) error {
 	writeSteady(&b, rows)
 	writeRanks(&b, rows)
 	writeDecoder(&b, rows)
+	writeParked(&b, rows)
 	writeLoads(&b, rows)
 	writeVerifications(&b, rows)
 	writeTTFT(&b, rows)

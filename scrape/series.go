@@ -40,6 +40,11 @@ const (
 	SeriesLookupAsync     = "vllm:kv_offload_lookup_async_delay_seconds"
 	SeriesTierLookupSync  = "vllm:kv_offload_tiering_lookup_sync_delay_seconds"
 	SeriesTierLookupAsync = "vllm:kv_offload_tiering_lookup_async_delay_seconds"
+	// The stores parked on a producer waiting for a fetch and the blocks
+	// they pin, summed over their kinds: the sim's own (vLLM's P2P tier
+	// exports no such metric).
+	SeriesParkedStores = "sim:p2p_parked_stores"
+	SeriesPinnedBlocks = "sim:p2p_pinned_blocks"
 )
 
 // Parse reads one exposition in format (expfmt.ResponseFormat of the
@@ -49,7 +54,7 @@ func Parse(r io.Reader, format expfmt.Format) (event.Reading, error) { return pa
 func parse(r io.Reader, format expfmt.Format, filter bool) (event.Reading, error) {
 	fams := map[string]*dto.MetricFamily{}
 	if t := format.FormatType(); filter && (t == expfmt.TypeTextPlain || t == expfmt.TypeOpenMetrics || t == expfmt.TypeUnknown) {
-		// vLLM exports ~40 families, mostly histograms, and five are read:
+		// vLLM exports ~40 families, mostly histograms, and a few are read:
 		// handing the parser only their lines makes a scrape about 20
 		// times cheaper. Lines are kept or dropped whole by their metric
 		// name; parsing stays expfmt's.
@@ -86,6 +91,8 @@ func parse(r io.Reader, format expfmt.Format, filter bool) (event.Reading, error
 		P2PReadBytes: sum(family(SeriesTierRead), isP2P),
 		LookupSync:   lookupDelay(family, SeriesLookupSync, SeriesTierLookupSync, isP2P),
 		LookupAsync:  lookupDelay(family, SeriesLookupAsync, SeriesTierLookupAsync, isP2P),
+		ParkedStores: sum(family(SeriesParkedStores), nil),
+		PinnedBlocks: sum(family(SeriesPinnedBlocks), nil),
 	}, nil
 }
 
@@ -187,7 +194,7 @@ func label(m *dto.Metric, name string) string {
 // wanted are the family names read, as text and OpenMetrics name them.
 var wanted = func() map[string]bool {
 	m := map[string]bool{}
-	for _, n := range []string{SeriesRunning, SeriesWaiting, SeriesExtHits, SeriesExtQueries, SeriesTierRead} {
+	for _, n := range []string{SeriesRunning, SeriesWaiting, SeriesExtHits, SeriesExtQueries, SeriesTierRead, SeriesParkedStores, SeriesPinnedBlocks} {
 		m[n] = true
 		if base, ok := cutSuffix(n, "_total"); ok {
 			m[base] = true

@@ -169,3 +169,33 @@ func TestFilterKeepsWhatIsRead(t *testing.T) {
 		t.Error("a bad value of a read series parsed")
 	}
 }
+
+// TestParseParkedStoresSumsTheirKinds: the sim's parked-store gauges are
+// read summed over their kinds (and engines); an exposition without them
+// (vLLM's) leaves them absent, and out of the reading's JSON.
+func TestParseParkedStoresSumsTheirKinds(t *testing.T) {
+	const text = `# TYPE sim:p2p_parked_stores gauge
+sim:p2p_parked_stores{model_name="m",engine="0",kind="unbound"} 16
+sim:p2p_parked_stores{model_name="m",engine="0",kind="lookup"} 2
+# TYPE sim:p2p_pinned_blocks gauge
+sim:p2p_pinned_blocks{model_name="m",engine="0",kind="unbound"} 48
+sim:p2p_pinned_blocks{model_name="m",engine="0",kind="lookup"} 6
+`
+	r, err := Parse(strings.NewReader(text), textFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ParkedStores != event.MetricOf(18) || r.PinnedBlocks != event.MetricOf(54) {
+		t.Errorf("parked %v, pinned %v; want 18, 54", r.ParkedStores, r.PinnedBlocks)
+	}
+	r, err = Parse(strings.NewReader(vllmText), textFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ParkedStores.OK || r.PinnedBlocks.OK {
+		t.Errorf("vLLM's exposition gave parked %v, pinned %v; want both absent", r.ParkedStores, r.PinnedBlocks)
+	}
+	if b, _ := json.Marshal(r); strings.Contains(string(b), "parked") || strings.Contains(string(b), "pinned") {
+		t.Errorf("absent parked stores in JSON: %s", b)
+	}
+}

@@ -176,6 +176,13 @@ var counterSeries = []series{
 var gaugeSeries = []series{
 	{"vllm:num_requests_running", "Number of requests in model execution batches.", "", true, func(m *metrics) int64 { return int64(m.queues.Running) }},
 	{"vllm:num_requests_waiting", "Number of requests waiting to be processed.", "", true, func(m *metrics) int64 { return int64(m.queues.Waiting) }},
+	// vLLM's P2P tier keeps these but exports no metric of them (reference
+	// §5): the sim's own, so that a run can watch a decoder's fault leave
+	// stores parked on its sources and see them reaped.
+	{"sim:p2p_parked_stores", "Stores parked on this engine waiting for a fetch: kind=\"unbound\" a PD prefill's stores no fetch has bound (manager.py _unbound_stores, reaped after unbound_store_timeout_s), kind=\"lookup\" a pull's lookup hits pinned until their fetch. Sim only.", `kind="unbound"`, true, func(m *metrics) int64 { return int64(m.queues.Parked.Unbound) }},
+	{"sim:p2p_parked_stores", "", `kind="lookup"`, true, func(m *metrics) int64 { return int64(m.queues.Parked.Lookup) }},
+	{"sim:p2p_pinned_blocks", "CPU-tier blocks pinned by the parked stores, by the same kinds. Sim only.", `kind="unbound"`, true, func(m *metrics) int64 { return int64(m.queues.Parked.UnboundBlocks) }},
+	{"sim:p2p_pinned_blocks", "", `kind="lookup"`, true, func(m *metrics) int64 { return int64(m.queues.Parked.LookupBlocks) }},
 }
 
 // writeMetrics renders the Prometheus text exposition format of every

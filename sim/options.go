@@ -60,7 +60,7 @@ type serveFlags struct {
 
 // defectNames are the --sim-defect values, each a modelled vLLM bug
 // (engine.Defects).
-var defectNames = []string{"reuse-freed-blocks", "recompute-keeps-partial"}
+var defectNames = []string{"reuse-freed-blocks", "recompute-keeps-partial", "leak-unbound-stores"}
 
 func (f *serveFlags) register(fs *pflag.FlagSet) {
 	// vLLM's flags (reference §1).
@@ -98,7 +98,7 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.loadTimeout, "sim-load-timeout", 30*time.Second, "fetch without transfer_done before the abort")
 	fs.DurationVar(&f.abortAckTimeout, "sim-abort-ack-timeout", 10*time.Second, "abort without abort_ack before the load fails")
 	fs.StringVar(&f.deadSessionLoads, "sim-dead-session-loads", "fail", "loads in flight on a P2P session reaped for silence (heartbeat, lookup deadline): fail with it (session.py @0577fc22) or timeout: run to the load timeout, then fail when the abort goes unacknowledged (vLLM issue #56828)")
-	fs.StringArrayVar(&f.defects, "sim-defect", nil, "turn on a modelled engine bug (repeatable): reuse-freed-blocks (vllm#21570), recompute-keeps-partial (vllm#49250); each changes nothing until its trigger happens")
+	fs.StringArrayVar(&f.defects, "sim-defect", nil, "turn on a modelled engine bug (repeatable): reuse-freed-blocks (vllm#21570), recompute-keeps-partial (vllm#49250), leak-unbound-stores (a PD prefiller that never reaps a parked store no fetch binds); each changes nothing until its trigger happens")
 	fs.DurationVar(&f.storeTimeout, "sim-store-timeout", 30*time.Second, "a source's store job (a lookup hit's pin, a PD store bound to a fetch) not sent within this fails and frees its blocks")
 }
 
@@ -351,6 +351,7 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			Defects: engine.Defects{
 				ReuseFreedBlocks:      slices.Contains(f.defects, "reuse-freed-blocks"),
 				RecomputeKeepsPartial: slices.Contains(f.defects, "recompute-keeps-partial"),
+				LeakUnboundStores:     slices.Contains(f.defects, "leak-unbound-stores"),
 			},
 		},
 	}

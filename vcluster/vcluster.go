@@ -92,6 +92,7 @@ func (o Opener) Plan(fault.Timeline) (experiment.Plan, error) {
 	p.Sources, counts = runner.SourcesOf(specs)
 	p.Ranks = experiment.PlanRanks(counts)
 	p.Decoders = runner.DecodersOf(specs)
+	p.UnboundStoreTimeout = cfg.UnboundStoreTimeout
 	return p, nil
 }
 

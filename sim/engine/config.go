@@ -160,6 +160,12 @@ type Defects struct {
 	// whatever their slots hold — another request's KV — and the recompute
 	// skips them (vllm#49250).
 	RecomputeKeepsPartial bool `json:"recompute_keeps_partial,omitempty"`
+	// LeakUnboundStores: a PD producer never reaps a parked store no
+	// fetch binds, so its blocks stay pinned for good: the leak
+	// manager.py's _reap_unbound_stores exists to prevent ("Protects
+	// against the prefiller buffering blocks for a decoder that never
+	// asks (decoder died, network partition, lost kv_request_id)").
+	LeakUnboundStores bool `json:"leak_unbound_stores,omitempty"`
 }
 
 // vLLM's defaults of the timeouts a zero Config field stands for.

@@ -163,13 +163,16 @@ func (e *Engine) Start() {
 	}
 	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s, dead-session loads: %s)",
 		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake, e.cfg.DeadSessionLoads)
-	if d := e.cfg.Defects; d.ReuseFreedBlocks || d.RecomputeKeepsPartial {
+	if d := e.cfg.Defects; d.ReuseFreedBlocks || d.RecomputeKeepsPartial || d.LeakUnboundStores {
 		var on []string
 		if d.ReuseFreedBlocks {
 			on = append(on, "reuse-freed-blocks (vllm#21570)")
 		}
 		if d.RecomputeKeepsPartial {
 			on = append(on, "recompute-keeps-partial (vllm#49250)")
+		}
+		if d.LeakUnboundStores {
+			on = append(on, "leak-unbound-stores (no _reap_unbound_stores)")
 		}
 		e.log.Warning(compEngine, "modelled defects on: %s", strings.Join(on, ", "))
 	}

@@ -225,7 +225,7 @@ func (e *Engine) expireStores() {
 			if st.c == nil && !e.now.Before(st.parkedAt.Add(2*e.cfg.UnboundStoreTimeout)) {
 				e.releaseParked(st)
 			}
-		case st.c == nil && len(st.keys) > 0 && !e.now.Before(st.parkedAt.Add(e.cfg.UnboundStoreTimeout)):
+		case st.c == nil && len(st.keys) > 0 && !e.cfg.Defects.LeakUnboundStores && !e.now.Before(st.parkedAt.Add(e.cfg.UnboundStoreTimeout)):
 			due = append(due, st)
 		case st.c != nil && !st.sending && !st.boundAt.IsZero() && !e.now.Before(st.boundAt.Add(e.cfg.StoreTimeout)):
 			due = append(due, st)

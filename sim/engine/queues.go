@@ -8,9 +8,26 @@ package engine
 // request in its waiting queue, and a request is running from the first
 // step that schedules tokens of it (a prompt the token budget has not
 // reached yet waits, sched.go).
+//
+// Beside them, the sim reports what vLLM's P2P tier keeps but exports no
+// metric of (reference §5): the stores parked on this engine waiting for
+// a fetch and the blocks they pin. A PD prefill's stores no fetch has
+// bound yet (manager.py _unbound_stores, reaped after
+// unbound_store_timeout_s by _reap_unbound_stores) are Unbound; a
+// symmetric pull's lookup hits, pinned until their fetch (server.py's
+// store job of a HIT, failed after _STORE_TIMEOUT_S or when the session
+// dies), are Lookup.
 type Queues struct {
 	Running int
 	Waiting int
+	Parked  Parked
+}
+
+// Parked are a producer's stores waiting for a fetch, by kind, and the
+// blocks they pin.
+type Parked struct {
+	Unbound, UnboundBlocks int
+	Lookup, LookupBlocks   int
 }
 
 // OnQueues sets fn to be told the queues after the first step and after
@@ -39,7 +56,29 @@ func (e *Engine) queues() (q Queues, usedBlocks int) {
 			q.Waiting++
 		}
 	}
+	q.Parked = e.parkedNow()
 	return q, usedBlocks
+}
+
+// parkedNow counts the stores parked here waiting for a fetch: the PD
+// stores no fetch has bound (a store the reuse-freed-blocks defect freed
+// pins nothing) and the lookup hits still pinned (a lapsed one no longer
+// pins).
+func (e *Engine) parkedNow() Parked {
+	var p Parked
+	for _, st := range e.parked {
+		if st.c == nil && !st.freed && len(st.keys) > 0 {
+			p.Unbound++
+			p.UnboundBlocks += len(st.keys)
+		}
+	}
+	for _, ps := range e.pins {
+		if !ps.lapsed {
+			p.Lookup++
+			p.LookupBlocks += len(ps.keys)
+		}
+	}
+	return p
 }
 
 func (e *Engine) reportQueues() {
