@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
+	"time"
 
 	"p2pfault/memnet"
 	"p2pfault/netenv"
@@ -68,7 +70,8 @@ func benchExchanges() []exchange {
 // and on loopback TCP. zmtp-1conn answers over the same connection (the
 // ROUTER sends back), which sets the codec and sockets beside the frames
 // on the same layout: what two connections a pair cost beyond the codec.
-// wireB/op is the bytes both frames take on the wire.
+// wireB/op is the bytes both frames take on the wire; cpu-ns/op the CPU
+// time the process spent per exchange (reportCPU).
 func BenchmarkWire(b *testing.B) {
 	for _, ex := range benchExchanges() {
 		// The sim's frames before issue 38 around the same payloads.
@@ -83,20 +86,38 @@ func BenchmarkWire(b *testing.B) {
 		reqF, respF := lenFrame(req), lenFrame(resp)
 		for _, n := range benchNets() {
 			b.Run(fmt.Sprintf("%s/%s/frames", ex.name, n.name), func(b *testing.B) {
-				benchFrames(b, n, reqF, respF)
+				reportCPU(b, func() { benchFrames(b, n, reqF, respF) })
 				b.ReportMetric(float64(len(reqF)+len(respF)), "wireB/op")
 			})
 			zmtpB := float64(len(appendFrame(nil, req, 0)) + len(appendFrame(nil, resp, 0)))
 			b.Run(fmt.Sprintf("%s/%s/zmtp", ex.name, n.name), func(b *testing.B) {
-				benchZMTP(b, n, req, resp)
+				reportCPU(b, func() { benchZMTP(b, n, req, resp) })
 				b.ReportMetric(zmtpB, "wireB/op")
 			})
 			b.Run(fmt.Sprintf("%s/%s/zmtp-1conn", ex.name, n.name), func(b *testing.B) {
-				benchZMTPOneConn(b, n, req, resp)
+				reportCPU(b, func() { benchZMTPOneConn(b, n, req, resp) })
 				b.ReportMetric(zmtpB, "wireB/op")
 			})
 		}
 	}
+}
+
+// reportCPU runs one benchmark and reports the process's CPU time per op
+// (user and system, every goroutine: both ends, the runtime): on a shared
+// machine ns/op also counts the time the benchmark waited for a CPU, which
+// can swing a row by half between runs, while the CPU the wire spends
+// stays what it is. Setup is counted too, over b.N exchanges.
+func reportCPU(b *testing.B, run func()) {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	t0 := cpu()
+	run()
+	b.ReportMetric(float64(cpu()-t0)/float64(b.N), "cpu-ns/op")
 }
 
 // framesSide is one end of the sim's connection: frames written through a

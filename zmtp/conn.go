@@ -43,8 +43,9 @@ type Conn struct {
 	ctl chan []byte   // encoded PINGs and PONGs for the control writer
 
 	mu        sync.Mutex
-	timeoutAt time.Time // our PING's deadline for any traffic (zero: none)
-	ttlAt     time.Time // the peer's PING's TTL (zero: none)
+	timeoutAt time.Time   // our PING's deadline for any traffic (zero: none)
+	ttlAt     time.Time   // the peer's PING's TTL (zero: none)
+	armed     atomic.Bool // timeoutAt or ttlAt is set; written under mu
 	rearm     chan struct{}
 
 	heardAt   atomic.Int64 // UnixNano of the last frame received, PONGs too

@@ -1,6 +1,8 @@
 package zmtp
 
 import (
+	"context"
+	"io"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -65,6 +67,52 @@ func TestLastHeardCountsPongs(t *testing.T) {
 		synctest.Wait() // the DEALER is past that connection, waiting to redial
 		if !d.LastHeard().IsZero() {
 			t.Fatalf("LastHeard %v with no connection up", d.LastHeard())
+		}
+	})
+}
+
+// TestDataCancelsTheHeartbeatTimeout: any frame, a message as much as a
+// PONG, cancels a ROUTER's armed heartbeat timeout (libzmq
+// stream_engine_base.cpp decode_and_push), though a ROUTER's connection
+// reads no clock for it: a peer that answers no PING but sends a message
+// every second keeps its connection for as long as it does; once it falls
+// silent the ROUTER closes it 10 s after its next PING.
+func TestDataCancelsTheHeartbeatTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld()
+		r := w.router(t, vllmHB)
+		nc, err := w.cli.DialContext(context.Background(), "tcp", "127.0.0.1:7777")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		// A peer of raw bytes: greeting and READY, then messages only.
+		nc.Write(appendGreeting(nil))
+		nc.Write(appendFrame(nil, readyOf("Socket-Type", "DEALER", "Identity", "raw"), flagCommand))
+		closed := make(chan time.Time, 1)
+		go func() {
+			io.Copy(io.Discard, nc) // the ROUTER's greeting, READY and PINGs, unanswered
+			closed <- time.Now()
+		}()
+		start := time.Now()
+		for range 30 {
+			if _, err := nc.Write(appendFrame(nil, []byte("m"), 0)); err != nil {
+				t.Fatal(err)
+			}
+			if id, _ := recvWithin(t, r, time.Second); id != "raw" {
+				t.Fatalf("message from %q, want raw", id)
+			}
+			time.Sleep(time.Second)
+		}
+		select {
+		case at := <-closed:
+			t.Fatalf("the ROUTER closed the connection %v in, while a message came every second", at.Sub(start))
+		default:
+		}
+		quiet := time.Now()
+		got := (<-closed).Sub(quiet)
+		if got <= 10*time.Second || got > 12*time.Second+inputFirst {
+			t.Fatalf("closed %v after the last message, want 10 s after the next PING (PINGs every 2 s)", got)
 		}
 	})
 }

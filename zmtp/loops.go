@@ -25,7 +25,7 @@ func (c *Conn) readLoop() {
 			c.fail(err)
 			return
 		}
-		c.heard()
+		c.heard(f.command)
 		if f.command {
 			if err := c.onCommand(f.body); err != nil {
 				c.fail(err)
@@ -98,6 +98,7 @@ func (c *Conn) onCommand(body []byte) error {
 			c.mu.Lock()
 			if c.ttlAt.IsZero() {
 				c.ttlAt = time.Now().Add(ttl)
+				c.armed.Store(true)
 			}
 			c.mu.Unlock()
 			c.poke()
@@ -111,16 +112,23 @@ func (c *Conn) onCommand(body []byte) error {
 	return nil
 }
 
-// heard cancels both heartbeat deadlines: something arrived.
-func (c *Conn) heard() {
-	c.heardAt.Store(time.Now().UnixNano())
-	c.mu.Lock()
-	armed := !c.timeoutAt.IsZero() || !c.ttlAt.IsZero()
-	c.timeoutAt, c.ttlAt = time.Time{}, time.Time{}
-	c.mu.Unlock()
-	if armed {
-		c.poke()
+// heard cancels both heartbeat deadlines: something arrived. It runs on
+// every frame, so it reads the clock only where LastHeard will ask (a
+// DEALER's connection, whose data frames are rare in vLLM's layout, and
+// commands: PONGs are what it waits for) and takes the lock only while a
+// deadline is armed, which is once per heartbeat interval at most.
+func (c *Conn) heard(command bool) {
+	if command || c.typ == TypeDealer {
+		c.heardAt.Store(time.Now().UnixNano())
 	}
+	if !c.armed.Load() {
+		return
+	}
+	c.mu.Lock()
+	c.timeoutAt, c.ttlAt = time.Time{}, time.Time{}
+	c.armed.Store(false)
+	c.mu.Unlock()
+	c.poke()
 }
 
 func (c *Conn) poke() {
@@ -189,6 +197,7 @@ func (c *Conn) heartbeatLoop() {
 			c.mu.Lock()
 			if c.timeoutAt.IsZero() && c.o.HeartbeatTimeout > 0 {
 				c.timeoutAt = time.Now().Add(c.o.HeartbeatTimeout)
+				c.armed.Store(true)
 			}
 			c.mu.Unlock()
 		case <-expiry:
