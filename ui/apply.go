@@ -119,6 +119,14 @@ func (st *state) applyWarning(ev event.Event) {
 }
 
 func (st *state) applyCondition(ev event.Event) {
+	if c := ev.Condition; c != nil && c.Source < 0 && st.run != nil {
+		// A decoder's (the experiment's key -1-d): its process row's badge.
+		if e := st.engine(event.DecoderName(-1-c.Source, st.run.Decoders)); e != nil {
+			cc := *c
+			e.cond = &cc
+		}
+		return
+	}
 	if c := ev.Condition; c != nil {
 		if s := st.source(c.Source); s != nil {
 			cc := *c

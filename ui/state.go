@@ -105,6 +105,9 @@ type engineState struct {
 	logs      ring[string]
 	everReady bool
 	reported  bool // a KindEngine event named it (not only a log line)
+	// cond is a decoder's condition (its fault in force), which the
+	// process table shows as its badge; a source's is on its panel.
+	cond *event.ConditionInfo
 }
 
 // logLevel tells the event log how to style an entry.
