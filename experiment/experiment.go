@@ -63,7 +63,7 @@ func New(cfg Config) (*Experiment, error) {
 		return nil, err
 	}
 	if cfg.Nemesis != nil {
-		if tl, err = cfg.nemesisSchedule(plan.Sources); err != nil {
+		if tl, err = cfg.nemesisSchedule(plan.Sources, plan.Decoders); err != nil {
 			return nil, err
 		}
 		// The cluster checks the drawn schedule as it would a script
