@@ -380,6 +380,7 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		ContentTokens: e.cfg.ContentTokens,
 		Mode:          e.cfg.Mode,
 		Network:       networkOf(cl),
+		Hold:          e.cfg.ProbeHold,
 		Warn:          func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.

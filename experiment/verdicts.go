@@ -197,6 +197,13 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 		v = e.noWindowVerdict(v, runEnd)
 	}
 	for _, c := range e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd) {
+		if check.LaggedOut(c) {
+			// Failed only where p2pfault lagged: not judged (exit 3), as
+			// a source window is (check/lag.go).
+			v.NotJudged = append(v.NotJudged, c.Name+": "+c.Detail)
+			v.Passed = false
+			continue
+		}
 		v.Checks = append(v.Checks, c)
 		v.Passed = v.Passed && c.Passed
 	}
