@@ -309,7 +309,7 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 			st.outRange++
 			continue
 		}
-		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT, rank: sm.Rank,
+		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT, rank: sm.Rank, decoder: sm.Decoder,
 			wrong: st.content.Wrong(*sm)}
 		s.points.Push(p)
 		if p.wrong {

@@ -24,6 +24,7 @@ type point struct {
 	ttft    time.Duration // streamed pulls: time to first token (0 = none)
 	wrong   bool          // another text than the source's (check content_matches)
 	rank    int           // the data-parallel rank the pull was pinned to
+	decoder int           // the decoder it went through (--decoders)
 }
 
 // start is when the pull was sent: the chart plots it there.
