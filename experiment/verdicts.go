@@ -25,7 +25,12 @@ type verdicts struct {
 	// the run has several decoders.
 	decWindows []check.DecoderWindow
 	samples    []event.Sample
-	keep       bool // several decoders: samples are kept
+	keep       bool // several decoders: samples are kept (those a decoder window may still judge: decsamples.go)
+	// decSettled are the checks of the decoder windows no later pull can
+	// change, by index into decWindows, judged once; keepFrom is the
+	// earliest start a kept sample may have.
+	decSettled map[int][]event.Result
+	keepFrom   time.Duration
 }
 
 func (v *verdicts) started(p event.PullStart) {
@@ -38,17 +43,9 @@ func (v *verdicts) ended(s event.Sample) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.judge.Ended(s)
-	if v.keep {
+	if v.keep && s.Start >= v.keepFrom {
 		v.samples = append(v.samples, s)
 	}
-}
-
-// decoderChecks are the checks of the decoder windows so far, judged to
-// runEnd with bounds b (check.DecoderChecks).
-func (v *verdicts) decoderChecks(b event.Bounds, decoders int, runEnd time.Duration) []event.Result {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return check.DecoderChecks(v.samples, v.decWindows, b, decoders, runEnd)
 }
 
 // decoderOpened reports whether a fault window on a decoder has opened:
@@ -196,7 +193,7 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 	if !ok {
 		v = e.noWindowVerdict(v, runEnd)
 	}
-	for _, c := range e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd) {
+	for _, c := range e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd, e.run.since()-e.pullsEndWithin()) {
 		if check.LaggedOut(c) {
 			// Failed only where p2pfault lagged: not judged (exit 3), as
 			// a source window is (check/lag.go).
