@@ -35,7 +35,6 @@ func (v *verdicts) decoderChecks(b event.Bounds, decoders int, runEnd, ended tim
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []event.Result
-	from := ended
 	for i, w := range v.decWindows {
 		if r, ok := v.decSettled[i]; ok {
 			out = append(out, r...)
@@ -48,15 +47,30 @@ func (v *verdicts) decoderChecks(b event.Bounds, decoders int, runEnd, ended tim
 				v.decSettled = map[int][]event.Result{}
 			}
 			v.decSettled[i] = r
-			continue
 		}
-		from = min(from, w.Start)
+	}
+	v.prune(ended)
+	return out
+}
+
+// pruneEvery is how many samples are kept between prunes that ended
+// (verdicts.ended) does itself: a run judged only at its end (headless,
+// no window) still lets its samples go.
+const pruneEvery = 1024
+
+// prune lets go of the samples that started before ended (every pull sent
+// before it has ended) and before every decoder window not settled yet.
+func (v *verdicts) prune(ended time.Duration) {
+	from := ended
+	for i, w := range v.decWindows {
+		if _, ok := v.decSettled[i]; !ok {
+			from = min(from, w.Start)
+		}
 	}
 	if from > v.keepFrom {
 		v.keepFrom = from
 		v.samples = slices.DeleteFunc(v.samples, func(s event.Sample) bool { return s.Start < from })
 	}
-	return out
 }
 
 // keptSamples is how many samples the decoder checks hold (a test's).

@@ -105,6 +105,7 @@ func New(cfg Config) (*Experiment, error) {
 		net:     &network{runID: newRunID(cfg.Arm, cfg.Case)},
 	}
 	e.evidence = e.newEvidence()
+	e.verdicts.pullsEnd = e.pullsEndWithin()
 	return e, nil
 }
 

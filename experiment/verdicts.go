@@ -31,6 +31,7 @@ type verdicts struct {
 	// earliest start a kept sample may have.
 	decSettled map[int][]event.Result
 	keepFrom   time.Duration
+	pullsEnd   time.Duration // Experiment.pullsEndWithin
 }
 
 func (v *verdicts) started(p event.PullStart) {
@@ -45,6 +46,10 @@ func (v *verdicts) ended(s event.Sample) {
 	v.judge.Ended(s)
 	if v.keep && s.Start >= v.keepFrom {
 		v.samples = append(v.samples, s)
+		if len(v.samples)%pruneEvery == 0 {
+			// s just ended: every pull sent pullsEnd before has too.
+			v.prune(s.End() - v.pullsEnd)
+		}
 	}
 }
 
