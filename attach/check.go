@@ -26,9 +26,7 @@ func Check(ctx context.Context, f *File, opts Options) error {
 	bad := func(who, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", who, fmt.Sprintf(format, a...)))
 	}
-	// A `decoders:` entry is checked as a source is (below); the one
-	// `decoder:` is asked for its /health alone.
-	unfaulted := len(f.Decoders) == 0
+	unfaulted := len(f.Decoders) == 0 // `decoders:` entries are checked as sources are (below)
 	if err := health(ctx, opts, f.Decoder.URL); unfaulted && err != nil {
 		bad("decoder", "%s unreachable: %v", f.Decoder.URL, err)
 	}
