@@ -67,6 +67,10 @@ type Cluster struct {
 	opts    Options
 	sources []*Target
 	decoder *Target
+	// decoders are every decoder by index, decoder first: the file's
+	// `decoders:` entries (each faulted as a source is), or its one
+	// `decoder:`.
+	decoders []*Target
 }
 
 // Open checks f up front (Check) and returns the cluster. It starts and
@@ -78,18 +82,35 @@ func Open(ctx context.Context, f *File, opts Options) (*Cluster, error) {
 	}
 	c := &Cluster{file: f, opts: opts}
 	for i := range f.Sources {
-		t := newTarget(f.Sources[i], opts, event.RoleSource, i)
-		if t.src.Faults.Local {
-			t.faulter = &localFaulter{t: t}
-		} else {
-			t.faulter = &commandFaulter{t: t}
-		}
-		c.sources = append(c.sources, t)
+		c.sources = append(c.sources, faulted(newTarget(f.Sources[i], opts, event.RoleSource, i)))
 	}
-	// The decoder is probed and watched, never faulted: it has no faulter.
-	c.decoder = newTarget(Source{Name: runner.DecoderName, Endpoint: f.Decoder}, opts, event.RoleDecoder, 0)
-	c.decoder.local = isLoopback(f.Decoder.Host)
+	for d := range f.Decoders {
+		t := faulted(newTarget(f.Decoders[d], opts, event.RoleDecoder, d))
+		// The run names it as it names a launched one (decoder-1); its
+		// entry's name fills its commands' {name}.
+		t.name = event.DecoderName(d, len(f.Decoders))
+		c.decoders = append(c.decoders, t)
+	}
+	if len(c.decoders) == 0 {
+		// The one `decoder:` is probed and watched, never faulted: it has
+		// no faulter.
+		t := newTarget(Source{Name: runner.DecoderName, Endpoint: f.Decoder}, opts, event.RoleDecoder, 0)
+		t.local = isLoopback(f.Decoder.Host)
+		c.decoders = []*Target{t}
+	}
+	c.decoder = c.decoders[0]
 	return c, nil
+}
+
+// faulted gives t the faulter its entry says: local signals, or its
+// commands.
+func faulted(t *Target) *Target {
+	if t.src.Faults.Local {
+		t.faulter = &localFaulter{t: t}
+	} else {
+		t.faulter = &commandFaulter{t: t}
+	}
+	return t
 }
 
 // File is the attach file the cluster was opened from.
@@ -110,7 +131,10 @@ func (c *Cluster) Source(name string) (*Target, bool) {
 // waits for them. Engines are never stopped. Call it on every way out.
 func (c *Cluster) Close(ctx context.Context) error {
 	var errs []error
-	for _, t := range c.sources {
+	for _, t := range c.engines() {
+		if t.faulter == nil {
+			continue // the one unfaulted decoder
+		}
 		if t.Stalled() {
 			// A stall's own resume (its timer, the run's end) may have
 			// won the race: only a stall still held is an error.
@@ -177,7 +201,10 @@ type faulter interface {
 // are safe for concurrent use; actions other than ready run one at a
 // time.
 type Target struct {
-	src     Source
+	src Source
+	// name is the engine's name in the run when it is not its entry's
+	// (a `decoders:` entry's: decoder-1).
+	name    string
 	opts    Options
 	role    event.Role
 	index   int
@@ -201,7 +228,12 @@ func newTarget(src Source, opts Options, role event.Role, index int) *Target {
 }
 
 // Name is the engine's name in the file.
-func (t *Target) Name() string { return t.src.Name }
+func (t *Target) Name() string {
+	if t.name != "" {
+		return t.name
+	}
+	return t.src.Name
+}
 
 // Source is the source's entry of the file, at the address it answers at
 // now (a replace command's new one, once it moved there).

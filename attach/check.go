@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,8 @@ func Check(ctx context.Context, f *File, opts Options) error {
 	bad := func(who, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", who, fmt.Sprintf(format, a...)))
 	}
-	if err := health(ctx, opts, f.Decoder.URL); err != nil {
+	unfaulted := len(f.Decoders) == 0 // `decoders:` entries are checked as sources are (below)
+	if err := health(ctx, opts, f.Decoder.URL); unfaulted && err != nil {
 		bad("decoder", "%s unreachable: %v", f.Decoder.URL, err)
 	}
 	// Which engine each local session holds: a session shared by two
@@ -39,12 +41,12 @@ func Check(ctx context.Context, f *File, opts Options) error {
 		}
 		owners[sid] = append(owners[sid], who)
 	}
-	if isLoopback(f.Decoder.Host) {
+	if unfaulted && isLoopback(f.Decoder.Host) {
 		if l, err := FindListener(f.Decoder.Host, f.Decoder.Port); err == nil {
 			own(l.Sid, "decoder")
 		}
 	}
-	for _, s := range f.Sources {
+	for _, s := range slices.Concat(f.Sources, f.Decoders) {
 		who := s.Name
 		if err := health(ctx, opts, s.URL); err != nil {
 			bad(who, "%s unreachable: %v", s.URL, err)

@@ -45,17 +45,21 @@ var (
 // anything is done to it: a step a source cannot take is a usage error
 // naming the source and the step.
 func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
-	p := experiment.Plan{Sources: len(c.sources), Model: c.file.Model, Engine: Engine}
+	p := experiment.Plan{Sources: len(c.sources), Decoders: len(c.decoders), Model: c.file.Model, Engine: Engine}
 	var counts []int
 	for _, t := range c.sources {
 		counts = append(counts, t.Ranks())
 	}
 	p.Ranks = experiment.PlanRanks(counts)
 	for _, s := range tl {
+		if s.Pair {
+			continue // the experiment refuses a pair on processes
+		}
 		if s.Decoder {
-			// An attach file says how to act on each source, not on the
-			// decoder: its kinds have nothing to act with.
-			return experiment.Plan{}, exitcode.Usagef("%s: an attached cluster cannot fault its decoder (the attach file lists commands for its sources only)", s)
+			if err := c.canTakeOnDecoder(s); err != nil {
+				return experiment.Plan{}, err
+			}
+			continue
 		}
 		if s.Source >= len(c.sources) {
 			continue // Timeline.Check says so
@@ -75,7 +79,25 @@ func (t *Target) Ranks() int { return max(t.Source().Ranks, 1) }
 // faults can do there and what the kind needs of its target.
 func (c *Cluster) canTake(s fault.Step) error {
 	t := c.sources[s.Source]
-	where := fmt.Sprintf("attach %s: %s (%s)", c.file.Path, event.SourceName(s.Source), t.Name())
+	return c.canTakeOn(t, fmt.Sprintf("attach %s: %s (%s)", c.file.Path, event.SourceName(s.Source), t.Name()), s)
+}
+
+// canTakeOnDecoder says why the decoder step s names cannot act on it: a
+// decoder the file does not list (Timeline.CheckDecoders says so), or
+// the one `decoder:`, which the file gives no faults.
+func (c *Cluster) canTakeOnDecoder(s fault.Step) error {
+	if s.Source >= len(c.decoders) {
+		return nil
+	}
+	t := c.decoders[s.Source]
+	if t.faulter == nil {
+		return exitcode.Usagef("%s: attach %s: its decoder is probed and watched, never faulted: list it under `decoders:` with its faults, as a source's", s, c.file.Path)
+	}
+	return c.canTakeOn(t, fmt.Sprintf("attach %s: %s (%s)", c.file.Path, t.Name(), t.src.Name), s)
+}
+
+// canTakeOn says why engine t cannot take step s (where names it).
+func (c *Cluster) canTakeOn(t *Target, where string, s fault.Step) error {
 	k := s.Kind
 	var target fault.Target = t
 	if s.OnRank {
@@ -122,8 +144,22 @@ func (c *Cluster) Sources() []experiment.Target {
 	return out
 }
 
-// Decoder is the file's decoder.
+// Decoder is the file's decoder (the first of its decoders).
 func (c *Cluster) Decoder() experiment.Target { return c.decoder }
+
+// Decoders (experiment.Decoders) are every decoder, by index.
+func (c *Cluster) Decoders() []experiment.Target {
+	out := make([]experiment.Target, len(c.decoders))
+	for i, t := range c.decoders {
+		out[i] = t
+	}
+	return out
+}
+
+// engines are the sources, then the decoders.
+func (c *Cluster) engines() []*Target {
+	return append(append([]*Target(nil), c.sources...), c.decoders...)
+}
 
 // Stop leaves the cluster as found (Close); it stops no engine. The last
 // states the run sends say what /health says then.
@@ -137,7 +173,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // once, so a stalled one does not hold the others.
 func (c *Cluster) refresh(ctx context.Context, timeout time.Duration) {
 	var wg sync.WaitGroup
-	for _, t := range append(append([]*Target(nil), c.sources...), c.decoder) {
+	for _, t := range c.engines() {
 		wg.Go(func() { t.refresh(ctx, timeout) })
 	}
 	wg.Wait()
@@ -259,7 +295,7 @@ func (t *Target) forget() {
 func (t *Target) State() event.EngineInfo {
 	t.stateMu.Lock()
 	in := event.EngineInfo{
-		Name: t.src.Name, Role: t.role, Index: t.index, HTTPPort: t.src.Port, P2PPort: t.src.P2PPort,
+		Name: t.Name(), Role: t.role, Index: t.index, HTTPPort: t.src.Port, P2PPort: t.src.P2PPort,
 		Restarts: t.restarts, URL: t.src.URL, Health: t.health,
 		Members: append([]int(nil), t.members...),
 	}

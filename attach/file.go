@@ -37,8 +37,12 @@ type File struct {
 	// Mode is the leg of the tier the engines are run for, event.ModeP2P
 	// or event.ModePD ("" when the file says none): a run on the file
 	// probes in this mode unless --mode (or slice's --modes) says otherwise.
-	Mode         string
-	Decoder      Endpoint
+	Mode    string
+	Decoder Endpoint // the first decoder's
+	// Decoders are the `decoders:` entries, each a decoder faulted as a
+	// source is (issue #41); none when the file gives one `decoder:`,
+	// which is probed and watched, never faulted.
+	Decoders     []Source
 	Sources      []Source
 	RestoreAtEnd bool
 }
@@ -102,6 +106,9 @@ type rawFile struct {
 	Decoder struct {
 		URL string `yaml:"url"`
 	} `yaml:"decoder"`
+	// Decoders lists several decoders, each an entry of a source's shape
+	// (its faults too), in place of Decoder.
+	Decoders     []rawSource `yaml:"decoders"`
 	Sources      []rawSource `yaml:"sources"`
 	RestoreAtEnd bool        `yaml:"restore_at_end"`
 }
@@ -239,7 +246,7 @@ func Parse(name string, data []byte) (f *File, err error) {
 	if f.Decoder, err = c.header(raw); err != nil {
 		return nil, err
 	}
-	seen := map[string]int{}
+	seen := map[string]string{}
 	for i, rs := range raw.Sources {
 		s, err := c.source(i, rs, seen)
 		if err != nil {
@@ -247,7 +254,31 @@ func Parse(name string, data []byte) (f *File, err error) {
 		}
 		f.Sources = append(f.Sources, s)
 	}
+	for i, rs := range raw.Decoders {
+		d, err := c.decoder(i, rs, seen)
+		if err != nil {
+			return nil, err
+		}
+		f.Decoders = append(f.Decoders, d)
+	}
+	if len(f.Decoders) > 0 {
+		f.Decoder = f.Decoders[0].Endpoint
+	}
 	return f, nil
+}
+
+// MaxDecoders is how many `decoders:` entries a file may list, as many as
+// --decoders launches.
+const MaxDecoders = runner.MaxDecoders
+
+// decoder checks the file's i-th `decoders:` entry: a source's shape (a
+// name, its url, its p2p address, how it is faulted), one rank; seen
+// holds the names before it, sources' too.
+func (c fileChecker) decoder(i int, rs rawSource, seen map[string]string) (Source, error) {
+	if rs.Ranks > 1 {
+		return Source{}, c.bad(fmt.Sprintf("$.decoders[%d].ranks", i), "decoders[%d]: ranks %d: a decoder has one rank here", i, rs.Ranks)
+	}
+	return c.entry("decoders", "decoder", i, rs, seen)
 }
 
 // fileChecker names the file and line of a bad value found in a parsed
@@ -279,12 +310,23 @@ func (c fileChecker) header(raw rawFile) (Endpoint, error) {
 	if event.CheckMode(raw.Mode) != nil {
 		return Endpoint{}, c.bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
 	}
-	if raw.Decoder.URL == "" {
-		return Endpoint{}, c.bad("$.decoder", "decoder.url: missing")
+	switch {
+	case len(raw.Decoders) > 0 && raw.Decoder.URL != "":
+		return Endpoint{}, c.bad("$.decoders", "decoder and decoders: give one decoder (decoder.url) or a list (decoders), not both")
+	case len(raw.Decoders) > MaxDecoders:
+		return Endpoint{}, c.bad("$.decoders", "decoders: %d entries, want at most %d", len(raw.Decoders), MaxDecoders)
+	case len(raw.Decoders) > 0:
+		// Each entry is checked as a source's is (fileChecker.decoder),
+		// after the sources.
+	case raw.Decoder.URL == "":
+		return Endpoint{}, c.bad("$.decoder", "decoder.url: missing (or decoders: a list of decoders)")
 	}
-	dec, err := parseURL(raw.Decoder.URL)
-	if err != nil {
-		return Endpoint{}, c.bad("$.decoder.url", "decoder.url %q: %v", raw.Decoder.URL, err)
+	var dec Endpoint // with decoders: the first entry's, once checked (Parse)
+	if len(raw.Decoders) == 0 {
+		var err error
+		if dec, err = parseURL(raw.Decoder.URL); err != nil {
+			return Endpoint{}, c.bad("$.decoder.url", "decoder.url %q: %v", raw.Decoder.URL, err)
+		}
 	}
 	if len(raw.Sources) == 0 {
 		return Endpoint{}, c.bad("$.sources", "sources: want at least one source")
@@ -294,11 +336,17 @@ func (c fileChecker) header(raw rawFile) (Endpoint, error) {
 
 // source checks the file's i-th source; seen holds the names of the ones
 // before it, by index.
-func (c fileChecker) source(i int, rs rawSource, seen map[string]int) (Source, error) {
-	p := fmt.Sprintf("$.sources[%d]", i)
-	what := fmt.Sprintf("sources[%d]", i)
+func (c fileChecker) source(i int, rs rawSource, seen map[string]string) (Source, error) {
+	return c.entry("sources", "source", i, rs, seen)
+}
+
+// entry checks the i-th entry of list (sources, decoders), one engine
+// named as one (source, decoder) in messages.
+func (c fileChecker) entry(list, one string, i int, rs rawSource, seen map[string]string) (Source, error) {
+	p := fmt.Sprintf("$.%s[%d]", list, i)
+	what := fmt.Sprintf("%s[%d]", list, i)
 	if rs.Name != "" {
-		what = fmt.Sprintf("source %s", rs.Name)
+		what = fmt.Sprintf("%s %s", one, rs.Name)
 	}
 	s := Source{Name: rs.Name, Line: c.at(p)}
 	switch {
@@ -308,9 +356,9 @@ func (c fileChecker) source(i int, rs rawSource, seen map[string]int) (Source, e
 		return s, c.bad(p+".name", "%s: name %q: want letters, digits, '.', '_' or '-'", what, rs.Name)
 	}
 	if prev, dup := seen[rs.Name]; dup {
-		return s, c.bad(p+".name", "%s: name given to sources[%d] too", what, prev)
+		return s, c.bad(p+".name", "%s: name given to %s too", what, prev)
 	}
-	seen[rs.Name] = i
+	seen[rs.Name] = fmt.Sprintf("%s[%d]", list, i)
 	var err error
 	if rs.URL == "" {
 		return s, c.bad(p, "%s: url: missing", what)

@@ -191,3 +191,56 @@ func TestRanksOfAnAttachedSource(t *testing.T) {
 		t.Errorf("ranks 99: %v", err)
 	}
 }
+
+// twoDecoders is an attach file of two decoders, each listed as a source
+// is: one faulted locally, one by commands.
+const twoDecoders = `model: meta-llama/Llama-3.2-1B-Instruct
+decoders:
+  - name: decode-a
+    url: http://127.0.0.1:8200
+    p2p: 127.0.0.1:7790
+  - name: decode-b
+    url: http://decode-b.llm-d.svc:8200
+    p2p: decode-b.llm-d.svc:7777
+    faults:
+      stall: [kubectl, exec, "{name}", --, kill, -STOP, "1"]
+      resume: [kubectl, exec, "{name}", --, kill, -CONT, "1"]
+      kill: [kubectl, delete, pod, "{name}"]
+sources:
+  - name: source-0
+    url: http://127.0.0.1:8100
+    p2p: 127.0.0.1:7777
+`
+
+// TestParseTwoDecoders: `decoders:` lists each decoder with its address
+// and faults, as a source's entry; the first is the file's Decoder. Giving
+// both `decoder` and `decoders`, a decoder with ranks, a name a source
+// has, or a stall without its resume is an error naming the entry.
+func TestParseTwoDecoders(t *testing.T) {
+	f, err := Parse("a.yaml", []byte(twoDecoders))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Decoders) != 2 || f.Decoder != f.Decoders[0].Endpoint || f.Decoder.Port != 8200 {
+		t.Fatalf("decoders %+v, decoder %+v", f.Decoders, f.Decoder)
+	}
+	a, b := f.Decoders[0], f.Decoders[1]
+	if a.Name != "decode-a" || !a.Faults.Local || a.P2PPort != 7790 {
+		t.Errorf("decoders[0] %+v: want decode-a, local faults, p2p port 7790", a)
+	}
+	if b.Faults.Local || !slices.Equal(b.Fill(b.Faults.Commands[fault.ActionKill], fault.Grain{}), []string{"kubectl", "delete", "pod", "decode-b"}) {
+		t.Errorf("decoders[1] %+v: want its kill command with {name} filled", b)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{"decoders:\n", "decoder:\n  url: http://127.0.0.1:8201\ndecoders:\n", "give one decoder (decoder.url) or a list (decoders), not both"},
+		{"    p2p: 127.0.0.1:7790\n", "    p2p: 127.0.0.1:7790\n    ranks: 2\n", "decoders[0]: ranks 2: a decoder has one rank here"},
+		{"name: decode-a", "name: source-0", "decoder source-0: name given to sources[0] too"},
+		{"decoders:\n", "decoders:\n  - name: decode-b\n    url: http://127.0.0.1:8201\n    p2p: 127.0.0.1:7791\n", "decoder decode-b: name given to decoders[0] too"},
+		{"      resume: [kubectl, exec, \"{name}\", --, kill, -CONT, \"1\"]\n", "", "decoder decode-b: faults: a stall command needs a resume command"},
+	} {
+		_, err := Parse("a.yaml", []byte(strings.Replace(twoDecoders, c.old, c.new, 1)))
+		if err == nil || !strings.Contains(err.Error(), c.want) || exitcode.Code(err) != exitcode.Usage {
+			t.Errorf("%q: %v, want a usage error saying %q", c.want, err, c.want)
+		}
+	}
+}

@@ -173,12 +173,14 @@ type bucket struct {
 	// clone): they are copied before the first pull is added, so a
 	// verdict copies only what it changes.
 	shared bool
+	lag    SelfLag // its pulls p2pfault sent late (lag.go)
 }
 
 func (b *bucket) add(s event.Sample) {
 	if b.shared {
 		b.set, b.cut, b.shared = b.set.clone(), slices.Clone(b.cut), false
 	}
+	b.lag.add(s)
 	if s.Aborted {
 		b.cut = append(b.cut, cutOf(s))
 		return
@@ -187,7 +189,7 @@ func (b *bucket) add(s event.Sample) {
 }
 
 // clone is a copy of b that leaves b as it is, whatever is added to it.
-func (b *bucket) clone() bucket { return bucket{set: b.set, cut: b.cut, shared: true} }
+func (b *bucket) clone() bucket { return bucket{set: b.set, cut: b.cut, shared: true, lag: b.lag} }
 
 // figs are a window's (or the run's) pulls by category, as its checks
 // read them: every pull (all_200's), and those of each category.

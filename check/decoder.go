@@ -58,7 +58,7 @@ func DecoderChecks(samples []event.Sample, ws []DecoderWindow, b event.Bounds, d
 			healthy := pullsWhere(samples, func(s event.Sample) bool {
 				return !w.faulted(s) && s.Start >= w.Start && s.Start < end
 			})
-			out = append(out, rateResult(NameHealthyDecoders, what, w.others(), healthy, b.HealthyHitRate, b.HealthyMax))
+			out = append(out, laggedOut(rateResult(NameHealthyDecoders, what, w.others(), healthy, b.HealthyHitRate, b.HealthyMax), healthy))
 		}
 		if w.End == 0 {
 			continue
@@ -66,7 +66,7 @@ func DecoderChecks(samples []event.Sample, ws []DecoderWindow, b event.Bounds, d
 		back := pullsWhere(samples, func(s event.Sample) bool {
 			return w.faulted(s) && s.Start >= w.End && s.Start < w.End+b.RecoveryWindow
 		})
-		out = append(out, rateResult(NameDecoderRecovers, what, "through "+w.target()+" after it", back, b.RecoveryHitRate, 0))
+		out = append(out, laggedOut(rateResult(NameDecoderRecovers, what, "through "+w.target()+" after it", back, b.RecoveryHitRate, 0), back))
 	}
 	return out
 }

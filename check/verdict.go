@@ -270,6 +270,10 @@ func (j *Judge) windowVerdict(wj *winJudge, f *winFigs, now, runEnd time.Duratio
 	}
 	v := event.WindowVerdict{Index: wj.index, Kind: w.Kind, Source: w.Source, Start: w.Start, End: wj.w.End,
 		Recovers: w.Recovers, Passed: passed(checks), Checks: checks, NotJudged: wj.base.notJudged(w.Source, w.Start)}
+	if v.NotJudged == "" {
+		v.NotJudged, v.Checks = laggedChecks(checks, map[string]SelfLag{NameFaultedBound: f.faulted.lag,
+			NameFaultedMedian: f.after.lag, NameHealthy: f.healthy.lag, NameRecovery: f.recovery.lag})
+	}
 	if v.NotJudged != "" {
 		v.Passed = false
 	}

@@ -21,7 +21,7 @@ import (
 // launchFlags are the flags that say how p2pfault launches its engines:
 // with --attach there is nothing to launch, so each is a usage error.
 var launchFlags = []string{
-	"engine", "vllm-bin", "model", "gpus", "sources", "decoders", "source-port", "decoder-port", "p2p-port",
+	"engine", "vllm-bin", "model", "gpus", "sources", "source-port", "decoder-port", "p2p-port",
 	"free-ports", "kv-load-failure-policy", "engine-arg", "source-arg", "decoder-arg", "handshake-timeout",
 }
 
@@ -43,11 +43,15 @@ func refuseWithAttach(fs *pflag.FlagSet, more ...string) error {
 // openAttach reads and checks the attach file (exit 2 on any problem,
 // naming the source and what is wrong) and returns the cluster, faulted
 // with guards (the hidden `guard` subcommand of this binary) and recorded
-// in out/stalls.json. It starts and stops nothing.
-func openAttach(ctx context.Context, path, out string) (*attach.Cluster, error) {
+// in out/stalls.json. It starts and stops nothing. decoders, when given
+// (--decoders; 0 not), must be the number of decoders the file lists.
+func openAttach(ctx context.Context, path, out string, decoders int) (*attach.Cluster, error) {
 	f, err := attach.Load(path)
 	if err != nil {
 		return nil, err
+	}
+	if n := max(len(f.Decoders), 1); decoders > 0 && decoders != n {
+		return nil, exitcode.Usagef("--attach: --decoders %d: the attach file %s lists %d decoder(s) (decoders: lists several, each with its faults, as sources are)", decoders, path, n)
 	}
 	self, err := os.Executable()
 	if err != nil {

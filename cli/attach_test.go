@@ -918,3 +918,61 @@ func startAttachedStall(t *testing.T, file, out, target string, src simEngine) (
 	}
 	return cmd, log
 }
+
+// TestAttachedDecoderStall: an attach file lists two decoders under
+// `decoders:` (local faults, each in a session of its own); `--decoders 2`
+// agrees with it, and `stall decoder-1` stops decoder-1's session alone
+// and resumes it: the decoder checks judge it, and every engine runs
+// after. A --decoders the file does not agree with is a usage error.
+func TestAttachedDecoderStall(t *testing.T) {
+	t.Parallel() // shares nothing (main_test.go: parallel tests)
+	if testing.Short() {
+		t.Skip("runs an attached cluster of two decoders for ~10 s")
+	}
+	bin := buildP2pfault(t)
+	var engines []simEngine
+	var waits []func()
+	for _, name := range []string{"decode-a", "decode-b", "source-0", "source-1"} {
+		e, wait := launchSimEngine(t, bin, name, 0.25)
+		engines, waits = append(engines, e), append(waits, wait)
+	}
+	for _, wait := range waits {
+		wait()
+	}
+	decs, srcs := engines[:2], engines[2:]
+	dir := t.TempDir()
+	var list strings.Builder
+	list.WriteString("decoders:\n")
+	for _, d := range decs {
+		fmt.Fprintf(&list, "  - name: %s\n    url: %s\n    p2p: %s\n    faults: local\n", d.name, d.url(), d.p2pAddr())
+	}
+	file := writeAttachFile(t, dir, decs[0], srcs, nil, "")
+	text, _ := os.ReadFile(file)
+	fixed := strings.Replace(string(text), "decoder:\n  url: "+decs[0].url()+"\n", list.String(), 1)
+	if err := os.WriteFile(file, []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd, log := startP2pfault(t, "run", "--attach", file, "--decoders", "3", "--headless", "--out", filepath.Join(dir, "refused"),
+		"--timeline", "at 1s stall decoder-1 for 4s")
+	if code := waitExit(t, cmd, time.Minute, log); code != 2 || !strings.Contains(log.String(), "--decoders 3: the attach file "+file+" lists 2 decoder(s)") {
+		t.Errorf("--decoders 3 on a file of two: exit %d, want 2 naming both counts:\n%s", code, tail(log.String(), 5))
+	}
+
+	cmd, log = startP2pfault(t, "run", "--attach", file, "--decoders", "2", "--headless", "--time-scale", "0.25",
+		"--out", filepath.Join(dir, "out"), "--timeline", "at 1s stall decoder-1 for 4s", "--recovery", "4s")
+	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 {
+		t.Fatalf("exit %d, want 0 (every decoder check passed)\n%s", code, log)
+	}
+	t.Logf("p2pfault output:\n%s", tail(log.String(), 25))
+	for _, want := range []string{"fault: stall decoder-1", "decoder-1 stopped (pid ", "fault: resume decoder-1",
+		"check healthy_decoders_keep_hitting: pass", "check faulted_decoder_hits_again: pass"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the headless output does not say %q", want)
+		}
+	}
+	if strings.Contains(log.String(), "source-0 stopped") || strings.Contains(log.String(), "decoder-0 stopped") {
+		t.Error("an engine other than decoder-1 was stopped")
+	}
+	checkRunning(t, engines)
+}

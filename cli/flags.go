@@ -106,6 +106,15 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 }
 
 // sourcesFromEnv honours the seed's NUM_PREFILL_INSTANCES.
+// givenDecoders is --decoders when given, else 0: with --attach the file
+// lists the decoders, and a --decoders given must agree with it.
+func (f *clusterFlags) givenDecoders(fs *pflag.FlagSet) int {
+	if !fs.Changed("decoders") {
+		return 0
+	}
+	return f.decoders
+}
+
 func (f *clusterFlags) sourceCount(fs *pflag.FlagSet) (int, error) {
 	if fs.Changed("sources") {
 		if f.sources < 1 || f.sources > runner.MaxSources {

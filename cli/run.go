@@ -195,7 +195,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	defer claim.Done()
 	out, headless, arms := p.out, p.headless, p.arms
 	if o.flags.attach != "" {
-		cl, err := openAttach(cmd.Context(), o.flags.attach, out)
+		cl, err := openAttach(cmd.Context(), o.flags.attach, out, o.flags.givenDecoders(cmd.Flags()))
 		if err != nil {
 			return err
 		}

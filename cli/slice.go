@@ -255,7 +255,7 @@ func (o *sliceOptions) experiments(cmd *cobra.Command, p slicePlan) ([]*experime
 		if o.flags.attach != "" {
 			// One attached cluster per row: its stall record and the logs
 			// of engines it restarts go to the row's folder.
-			cl, err := openAttach(cmd.Context(), o.flags.attach, r.out)
+			cl, err := openAttach(cmd.Context(), o.flags.attach, r.out, o.flags.givenDecoders(cmd.Flags()))
 			if err != nil {
 				return nil, err
 			}

@@ -14,7 +14,8 @@ const (
 	Usage  = 2
 	// NotJudged: the run could not be judged. The cluster started, but its
 	// P2P tier never engaged (the warm-up gate), or a source had stopped
-	// hitting before its fault fired (that window is invalid). A failed
+	// hitting before its fault fired (that window is invalid), or a check
+	// failed only where p2pfault itself lagged (check/lag.go). A failed
 	// bound takes precedence: a run with a failed window and an invalid
 	// one exits 1.
 	NotJudged   = 3

@@ -67,6 +67,10 @@ type Config struct {
 	ContentTokens int
 	ContentMatch  check.ContentRule
 
+	// ProbeHold is a test's stand-in for a loaded machine: the lag it
+	// injects into the probe (probe.Config.Hold); nil in a run.
+	ProbeHold func(i int, k int64) time.Duration
+
 	OutDir string // engine logs and sessions.json; required
 }
 

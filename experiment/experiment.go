@@ -63,7 +63,7 @@ func New(cfg Config) (*Experiment, error) {
 		return nil, err
 	}
 	if cfg.Nemesis != nil {
-		if tl, err = cfg.nemesisSchedule(plan.Sources); err != nil {
+		if tl, err = cfg.nemesisSchedule(plan.Sources, plan.Decoders); err != nil {
 			return nil, err
 		}
 		// The cluster checks the drawn schedule as it would a script
@@ -105,6 +105,7 @@ func New(cfg Config) (*Experiment, error) {
 		net:     &network{runID: newRunID(cfg.Arm, cfg.Case)},
 	}
 	e.evidence = e.newEvidence()
+	e.verdicts.pullsEnd = e.pullsEndWithin()
 	return e, nil
 }
 
@@ -380,6 +381,7 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 		ContentTokens: e.cfg.ContentTokens,
 		Mode:          e.cfg.Mode,
 		Network:       networkOf(cl),
+		Hold:          e.cfg.ProbeHold,
 		Warn:          func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) },
 		// Each pull is told when it is sent, batched with the samples, so
 		// a face sees pulls that hang (a stalled source's) before they end.

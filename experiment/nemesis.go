@@ -12,11 +12,13 @@ import (
 )
 
 // nemesisSchedule draws the run's schedule (Config.Nemesis) for a cluster
-// of sources sources, at real time: faults from FaultAt on, each with its
-// recovery window inside Duration. A nemesis needs a Duration, sources
-// that the cluster has, and room for one fault at least.
-func (c Config) nemesisSchedule(sources int) (fault.Timeline, error) {
-	n := c.Nemesis
+// of sources sources and decoders decoders (drawn too when several), at
+// real time: faults from FaultAt on, each with its recovery window inside
+// Duration. A nemesis needs a Duration, sources that the cluster has, and
+// room for one fault at least.
+func (c Config) nemesisSchedule(sources, decoders int) (fault.Timeline, error) {
+	n := *c.Nemesis
+	n.Decoders = decoders
 	if c.Duration <= 0 {
 		return nil, exitcode.Usagef("a nemesis needs the run's duration (how long to soak)")
 	}

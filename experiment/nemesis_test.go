@@ -276,3 +276,45 @@ func testNemesisChecksFail(t *testing.T, fake map[int]bool, mu *sync.Mutex) {
 	k := final.Kinds[0]
 	t.Logf("faked: %v; kind %s: %d windows, %d passed, %d failed", failedIn, k.Kind, k.Count, k.Passed, k.Failed)
 }
+
+// TestANemesisDrawHitsADecoder: a nemesis on a cluster of two decoders
+// draws decoders beside the sources (seed 4: its first fault is "stall
+// decoder-1"), the experiment plays that step on decoder-1 (the fault
+// event names it, no source's window opens for it), and the decoder
+// checks judge it.
+func TestANemesisDrawHitsADecoder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := nemesisConfig(t, 4)
+		cfg.Duration, cfg.Nemesis.Kinds = 60*time.Second, cfg.Nemesis.Kinds[:1] // stalls
+		cfg.Nemesis.Gap, cfg.Nemesis.GapSpread = 10*time.Second, 2*time.Second
+		cfg.Nemesis.Length, cfg.Nemesis.LengthSpread = 10*time.Second, 2*time.Second
+		rc := cfg.Cluster.(vcluster.Opener).Config
+		rc.Decoders = 2
+		r := runVirtual(t, cfg, rc)
+		if r.err != nil {
+			t.Fatalf("run: %v", r.err)
+		}
+		var sched *event.ScheduleInfo
+		var faults []string
+		for _, ev := range r.events {
+			switch ev.Kind {
+			case event.KindSchedule:
+				sched = ev.Schedule
+			case event.KindFault:
+				if ev.Fault.Err == "" {
+					faults = append(faults, ev.Fault.Action+" "+ev.Fault.TargetName())
+				}
+			}
+		}
+		if sched == nil || len(sched.Steps) == 0 || sched.Steps[0].Target != "decoder-1" {
+			t.Fatalf("schedule %+v: want its first step on decoder-1", sched)
+		}
+		if len(faults) < 2 || faults[0] != "stall decoder-1" || faults[1] != "resume decoder-1" {
+			t.Errorf("faults %q: want decoder-1 stalled and resumed first", faults)
+		}
+		got := decoderChecks(r.verdict)
+		if c, ok := got[check.NameHealthyDecoders]; !ok || !c.Passed || c.Empty {
+			t.Errorf("%s = %+v (present %v), want judged and passed", check.NameHealthyDecoders, c, ok)
+		}
+	})
+}

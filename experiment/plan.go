@@ -17,5 +17,5 @@ func (c Config) ScriptedTimeline() (fault.Timeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.nemesisSchedule(p.Sources)
+	return c.nemesisSchedule(p.Sources, p.Decoders)
 }

@@ -25,7 +25,13 @@ type verdicts struct {
 	// the run has several decoders.
 	decWindows []check.DecoderWindow
 	samples    []event.Sample
-	keep       bool // several decoders: samples are kept
+	keep       bool // several decoders: samples are kept (those a decoder window may still judge: decsamples.go)
+	// decSettled are the checks of the decoder windows no later pull can
+	// change, by index into decWindows, judged once; keepFrom is the
+	// earliest start a kept sample may have.
+	decSettled map[int][]event.Result
+	keepFrom   time.Duration
+	pullsEnd   time.Duration // Experiment.pullsEndWithin
 	// parked is each engine's parked stores as its scrapes read them since
 	// t0, by engine name (check.ParkedChecks), when it exports them.
 	parked map[string][]check.ParkedPoint
@@ -62,17 +68,13 @@ func (v *verdicts) ended(s event.Sample) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.judge.Ended(s)
-	if v.keep {
+	if v.keep && s.Start >= v.keepFrom {
 		v.samples = append(v.samples, s)
+		if len(v.samples)%pruneEvery == 0 {
+			// s just ended: every pull sent pullsEnd before has too.
+			v.prune(s.End() - v.pullsEnd)
+		}
 	}
-}
-
-// decoderChecks are the checks of the decoder windows so far, judged to
-// runEnd with bounds b (check.DecoderChecks).
-func (v *verdicts) decoderChecks(b event.Bounds, decoders int, runEnd time.Duration) []event.Result {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return check.DecoderChecks(v.samples, v.decWindows, b, decoders, runEnd)
 }
 
 // decoderOpened reports whether a fault window on a decoder has opened:
@@ -220,9 +222,16 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 	if !ok {
 		v = e.noWindowVerdict(v, runEnd)
 	}
-	checks := e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd)
+	checks := e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd, e.run.since()-e.pullsEndWithin())
 	checks = append(checks, e.parkedChecks(runEnd)...)
 	for _, c := range checks {
+		if check.LaggedOut(c) {
+			// Failed only where p2pfault lagged: not judged (exit 3), as
+			// a source window is (check/lag.go).
+			v.NotJudged = append(v.NotJudged, c.Name+": "+c.Detail)
+			v.Passed = false
+			continue
+		}
 		v.Checks = append(v.Checks, c)
 		v.Passed = v.Passed && c.Passed
 	}

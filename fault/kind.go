@@ -119,6 +119,10 @@ type Kind struct {
 	// one decoder (`partition source-0 from decoder-1`), on a network that
 	// can cut a pair alone (PairNetwork).
 	Pairs bool
+	// NewAddress: the kind brings its target back at a new address
+	// (replace). The probe follows a source's; a decoder's stays the one
+	// it had, so a nemesis draws such a kind for sources only.
+	NewAddress bool
 	// Ranks says how the kind takes a target of one data-parallel rank
 	// (source-0/rank1); the zero value refuses one.
 	Ranks RankUse

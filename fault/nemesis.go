@@ -136,6 +136,26 @@ type Nemesis struct {
 	// AtOnce is how many faults may be in force at once (each on its own
 	// source); 0 is 1.
 	AtOnce int
+	// Decoders is how many decoders the cluster has. With several, and
+	// Sources nil (every target), each decoder is drawn as a source is,
+	// for the kinds that keep their target's address (not NewAddress):
+	// deployments lose decoders too (issue #41). With one, the
+	// schedule is the one it was before decoders were drawn.
+	Decoders int
+}
+
+// decoderKeys are the decoders a schedule may fault, each as the key
+// -1-d (a source's is its index), so one list and one clash test hold
+// both; none unless the run has several and every target is drawn.
+func (n Nemesis) decoderKeys() []int {
+	if n.Decoders < 2 || len(n.Sources) > 0 {
+		return nil
+	}
+	keys := make([]int, n.Decoders)
+	for d := range keys {
+		keys[d] = -1 - d
+	}
+	return keys
 }
 
 // scheduleStep is the resolution of every drawn time: schedules read as
@@ -158,6 +178,7 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 			srcs = append(srcs, i)
 		}
 	}
+	decs := n.decoderKeys()
 	atOnce := max(n.AtOnce, 1)
 	if len(kinds) == 0 || len(srcs) == 0 {
 		return nil
@@ -186,14 +207,23 @@ func (n Nemesis) Schedule(from, until, recovery time.Duration, sources int) Time
 		if !k.TakesFor {
 			down = cmp.Or(n.Settle, n.Length)
 		}
+		pool := srcs
+		if !k.NewAddress && len(decs) > 0 {
+			pool = slices.Concat(srcs, decs)
+		}
 		var free []int
-		free, t = freeSources(busy, srcs, t, down)
+		free, t = freeSources(busy, pool, t, down)
 		if t+down+recovery > until || len(free) == 0 {
 			lanes = slices.Delete(lanes, li, li+1)
 			continue
 		}
 		src := free[uniformN(r, len(free))]
-		s := Step{At: t, Action: Action{Kind: k, Source: src, Grain: n.grain(r, src), Options: Options{Arg: d.Arg}}}
+		s := Step{At: t, Action: Action{Kind: k, Source: src, Options: Options{Arg: d.Arg}}}
+		if src < 0 {
+			s.Source, s.Grain = -1-src, Grain{Decoder: true}
+		} else {
+			s.Grain = n.grain(r, src)
+		}
 		if k.TakesFor {
 			s.For = length
 		}
@@ -219,8 +249,8 @@ func (n Nemesis) grain(r *rand.Rand, src int) Grain {
 	return gs[uniformN(r, len(gs))]
 }
 
-// planned is a fault a schedule holds: its source is taken over
-// [start, end).
+// planned is a fault a schedule holds: its source (or decoder, as its
+// key -1-d) is taken over [start, end).
 type planned struct {
 	source     int
 	start, end time.Duration

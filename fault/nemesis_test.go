@@ -251,3 +251,41 @@ func TestNemesisDrawsAmongASourcesGrains(t *testing.T) {
 		t.Error("one grain per source must draw the same schedule as whole sources")
 	}
 }
+
+// TestNemesisDrawsDecodersWhenThereAreSeveral: with two decoders a
+// nemesis draws them beside the sources (issue #41), never for a kind that
+// brings its target back at a new address (replace), and the drawn steps
+// read back as the timeline names them ("stall decoder-1"). With one
+// decoder, or with the sources named (--nemesis-sources), the schedule is
+// the one drawn without decoders.
+func TestNemesisDrawsDecodersWhenThereAreSeveral(t *testing.T) {
+	n := seedNemesis(7)
+	until := 2 * time.Hour
+	plain := n.Schedule(10*time.Second, until, 25*time.Second, 2).String()
+	n.Decoders = 1
+	if got := n.Schedule(10*time.Second, until, 25*time.Second, 2).String(); got != plain {
+		t.Errorf("one decoder changed the schedule:\n%s\nwant\n%s", got, plain)
+	}
+	n.Decoders = 2
+	tl := n.Schedule(10*time.Second, until, 25*time.Second, 2)
+	targets := map[string]int{}
+	for _, s := range tl {
+		targets[s.TargetName()]++
+		if s.Decoder && s.Kind.NewAddress {
+			t.Errorf("%s: a kind that readdresses its target drawn for a decoder", s)
+		}
+	}
+	for _, want := range []string{"source-0", "source-1", "decoder-0", "decoder-1"} {
+		if targets[want] == 0 {
+			t.Errorf("2 hours drew no fault on %s: %v", want, targets)
+		}
+	}
+	back, err := fault.Parse(tl.String())
+	if err != nil || back.String() != tl.String() {
+		t.Errorf("the schedule reads back as %v (%v), want\n%s", back, err, tl)
+	}
+	n.Sources = []int{0, 1}
+	if got := n.Schedule(10*time.Second, until, 25*time.Second, 2).String(); got != plain {
+		t.Errorf("named sources with two decoders drew\n%s\nwant\n%s", got, plain)
+	}
+}

@@ -39,7 +39,7 @@ func init() {
 		Ranks: RankEngine,
 		Name:  ActionReplace, Key: "R", Help: "replace", LongHelp: "replace (new ports)", Order: 35,
 		Needs: event.CondUp, Leaves: event.CondRestarting, Badge: "REPLACED", MoreHelp: true,
-		Opens: true, Ending: EndsWithRecovery, Case: OwnCase,
+		Opens: true, Ending: EndsWithRecovery, Case: OwnCase, NewAddress: true,
 		Act: actReplace, Verify: verifyReplace, Can: canReplace,
 	})
 }

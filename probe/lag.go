@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -54,4 +55,23 @@ func (p *Prober) Late() int {
 	p.lag.mu.Lock()
 	defer p.lag.mu.Unlock()
 	return p.lag.total
+}
+
+// hold waits Config.Hold(i, k), the lag a test injects, or until ctx is
+// done, and returns it.
+func (p *Prober) hold(ctx context.Context, i int, k int64) time.Duration {
+	if p.cfg.Hold == nil {
+		return 0
+	}
+	d := p.cfg.Hold(i, k)
+	if d <= 0 {
+		return 0
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return d
 }

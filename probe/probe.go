@@ -104,6 +104,12 @@ type Config struct {
 	// trials' goroutines and must not block long; the pull's clock starts
 	// after it returns, so a slow Started never inflates a latency.
 	Started func(event.PullStart)
+	// Hold is a test's stand-in for a loaded machine (nil in a run):
+	// p2pfault is held Hold(i, k) before it sends source #i's k-th trial,
+	// so the trial goes that late against its slot (and the trials after
+	// it wait behind it), and its answer is read as late, so its latency
+	// carries the lag too, as a starved process's does (lag.go).
+	Hold func(i int, k int64) time.Duration
 	// Network is what the probe's HTTP clients dial through: nil is the
 	// operating system's (netenv.OS), a virtual cluster gives its
 	// in-memory one (package memnet), whose engines have no OS address.
@@ -377,6 +383,7 @@ func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slot
 		if p.paused.Load() {
 			continue
 		}
+		held := p.hold(ctx, i, k)
 		late := time.Since(at)
 		p.lag.note(late, p.cfg.Warn)
 		select {
@@ -385,6 +392,7 @@ func (p *Prober) schedule(ctx, reqCtx context.Context, t0 time.Time, i int, slot
 				s, _ := p.trial(reqCtx, t0, pair{i, RankOf(k, p.cfg.Sources[i].rankCount()), p.decoderOf(i, k)}, trial, p.cfg.Started)
 				<-slots // the requests are over: free the slot before a slow receiver can hold it
 				s.Late = lateOf(late)
+				s.Latency += held
 				out <- s
 			})
 		default:

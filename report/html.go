@@ -162,7 +162,15 @@ func buildPage(runs []Run) htmlPage {
 		p.Tables = append(p.Tables, linkRows(steady, cells, rows, ids, func(r Row) int { return len(r.Steady) }))
 	}
 	if cells := rankCells(rows); len(cells) > 0 {
-		ranks := htmlTable{ID: "ranks", Title: "Per data-parallel rank", Caption: rankCaption + ".", Head: rankHeader(rows)}
+		rt := rankTable(rows)
+		title := "Per data-parallel rank"
+		if byDecoder(rows) {
+			title = "Per decoder↔source pair"
+			dt := decoderTable(rows)
+			p.Tables = append(p.Tables, linkRows(htmlTable{ID: "decoders", Title: "Per decoder", Caption: dt.caption, Head: dt.head},
+				dt.cells, rows, ids, func(r Row) int { return len(decodersOf(r)) }))
+		}
+		ranks := htmlTable{ID: "ranks", Title: title, Caption: rt.caption, Head: rt.head}
 		p.Tables = append(p.Tables, linkRows(ranks, cells, rows, ids, func(r Row) int { return len(r.Ranks) }))
 	}
 

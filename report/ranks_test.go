@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -78,5 +79,25 @@ func TestRankTableBreaksPullsDownByDecoder(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `{"source":0,"rank":0,"decoder":"decoder-1","part":"outside","n":10,"pulled":4,`) {
 		t.Errorf("report.json row: %s", b)
+	}
+
+	// The per-decoder table sums each decoder's pairs: decoder-1's 22
+	// pulls, 16 of them hits.
+	dt := decoderTable([]Row{row}).plain()
+	for _, want := range []string{"decoder-0  10     100.0%", "decoder-1  22     72.7%"} {
+		if !strings.Contains(dt, want) {
+			t.Errorf("per-decoder table lacks %q:\n%s", want, dt)
+		}
+	}
+	// report.html has both, titled by decoder.
+	var page bytes.Buffer
+	run := Run{Info: event.RunInfo{Arm: "main", Case: "none", Sources: 2, Decoders: 2}, Verdict: v}
+	if err := WriteHTML(&page, []Run{run}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="table-decoders"`, "Per decoder↔source pair", "72.7%"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("report.html lacks %s", want)
+		}
 	}
 }

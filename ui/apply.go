@@ -119,6 +119,14 @@ func (st *state) applyWarning(ev event.Event) {
 }
 
 func (st *state) applyCondition(ev event.Event) {
+	if c := ev.Condition; c != nil && c.Source < 0 && st.run != nil {
+		// A decoder's (the experiment's key -1-d): its process row's badge.
+		if e := st.engine(event.DecoderName(-1-c.Source, st.run.Decoders)); e != nil {
+			cc := *c
+			e.cond = &cc
+		}
+		return
+	}
 	if c := ev.Condition; c != nil {
 		if s := st.source(c.Source); s != nil {
 			cc := *c
@@ -301,7 +309,7 @@ func (st *state) applySamples(samples []event.Sample, keep time.Duration) {
 			st.outRange++
 			continue
 		}
-		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT, rank: sm.Rank,
+		p := point{end: sm.End(), latency: sm.Latency, hit: sm.Hit(), ok: sm.Status == 200 && sm.Err == "", ttft: sm.TTFT, rank: sm.Rank, decoder: sm.Decoder,
 			wrong: st.content.Wrong(*sm)}
 		s.points.Push(p)
 		if p.wrong {

@@ -18,8 +18,7 @@ type headerPanel struct {
 	scale     float64
 	probing   bool
 	ended     bool
-	selected  int
-	rank      int // the rank picker's, -1 the whole engine
+	target    string // what the fault keys act on (Model.targetName)
 	nextFault string
 	mark      string // a replay's mark and position, in place of the elapsed time (replay.go)
 	styles    *Styles
@@ -65,7 +64,7 @@ func (h headerPanel) Render(width int) string {
 		probe = s.Dim.Render("run over")
 	}
 	parts = append(parts, probe)
-	line2 := spread(strings.Join(parts, "  "), "target "+s.Selected.Render(event.TargetName(h.selected, h.rank)), width)
+	line2 := spread(strings.Join(parts, "  "), "target "+s.Selected.Render(h.target), width)
 	return fit(line1, width) + "\n" + fit(line2, width)
 }
 
@@ -76,7 +75,7 @@ func (m Model) header(run *event.RunInfo, ended bool, now time.Time, w int) stri
 	return headerPanel{
 		run: run, phase: m.st.phase, nowT: nowT, elapsed: m.st.elapsed(now),
 		scale: m.st.timeScale(), probing: m.st.probing, ended: ended,
-		selected: m.selected, rank: m.rank, nextFault: m.nextFault(nowT), mark: m.mark, styles: m.styles,
+		target: m.targetName(), nextFault: m.nextFault(nowT), mark: m.mark, styles: m.styles,
 	}.Render(w)
 }
 

@@ -24,6 +24,10 @@ type KeyMap struct {
 	Back  key.Binding
 	Help  key.Binding
 	Quit  key.Binding
+
+	// Decoder points the fault keys at a decoder instead of the selected
+	// source: decoder-0, decoder-1, ..., then the source again.
+	Decoder key.Binding
 }
 
 // DefaultKeyMap returns the dashboard's keys. Help texts are short so the
@@ -42,6 +46,8 @@ func DefaultKeyMap() KeyMap {
 		Back:  key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
 		Help:  key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "more")),
 		Quit:  key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+
+		Decoder: key.NewBinding(key.WithKeys("D"), key.WithHelp("D", "decoder")),
 	}
 }
 
@@ -101,6 +107,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		},
 		{
 			long(k.Log, "engine log"),
+			long(k.Decoder, "decoder N / source"),
 			long(k.Help, "close help"),
 			long(k.Quit, "quit, stop the run"),
 		},

@@ -102,7 +102,10 @@ type Model struct {
 	selected      int
 	// rank is the data-parallel rank of the selected source the fault
 	// keys act on; -1: the whole engine (the rank picker, rank.go).
-	rank       int
+	rank int
+	// decoder is the decoder the fault keys act on instead of the selected
+	// source; -1: the source (the decoder picker, rank.go).
+	decoder    int
 	armSel     int // several arms: 0 = keys act on every arm, k = on arm k only (armsview.go)
 	mode       viewMode
 	logEngine  string
@@ -138,6 +141,7 @@ func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 		height:  24,
 		scratch: &renderScratch{},
 		rank:    -1,
+		decoder: -1,
 	}
 }
 
@@ -330,21 +334,23 @@ func (m Model) handleKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	switch {
 	case key.Matches(msg, k.Next):
 		if n > 0 {
-			m.selected, m.rank = (m.selected+1)%n, -1
+			m.selected, m.rank, m.decoder = (m.selected+1)%n, -1, -1
 		}
 	case key.Matches(msg, k.Prev):
 		if n > 0 {
-			m.selected, m.rank = (m.selected+n-1)%n, -1
+			m.selected, m.rank, m.decoder = (m.selected+n-1)%n, -1, -1
 		}
 	case key.Matches(msg, k.Rank):
 		m = m.nextRank(msg.String())
+	case key.Matches(msg, k.Decoder):
+		m = m.nextDecoder()
 	case key.Matches(msg, k.Select):
 		i := int(msg.Runes[0] - '1')
 		if i >= n {
 			m.st.addLog(m.nowT(), levelWarn, "%s: no source %d (the run has %d)", msg.String(), i, n)
 			break
 		}
-		m.selected, m.rank = i, -1
+		m.selected, m.rank, m.decoder = i, -1, -1
 	case key.Matches(msg, k.Pause):
 		if m.ctrl == nil || m.st.ended {
 			m.st.addLog(m.nowT(), levelWarn, "p: %s", m.cannotProbe())
@@ -398,6 +404,10 @@ func (m Model) refusal(a fault.Action) string {
 		return "the run has ended"
 	case !m.st.up():
 		return "the cluster is still starting"
+	case a.Decoder:
+		if i < 0 || i >= m.decoders() {
+			return fmt.Sprintf("no decoder %d", i)
+		}
 	case i < 0 || i >= len(m.st.sources):
 		return fmt.Sprintf("no source %d", i)
 	}

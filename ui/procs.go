@@ -42,7 +42,7 @@ func (t procTable) Render(w, h int) string {
 			case ri == 0:
 				cell = s.Dim.Render(cell)
 			case c == procStateColumn:
-				cell = s.badge(engineBadge(t.engines[ri-1].info)).Render(cell)
+				cell = s.badge(t.engines[ri-1].badge()).Render(cell)
 			}
 			if !first {
 				b.WriteString("  ")
@@ -107,10 +107,7 @@ func (t procTable) rows() [][]string {
 	rows := [][]string{head}
 	for _, e := range t.engines {
 		i := e.info
-		state := i.StateText()
-		if i.Exit != "" && i.State == event.StateExited {
-			state += " (" + i.Exit + ")"
-		}
+		state := e.stateText()
 		row := []string{
 			i.Name, orDash(string(i.Role)), pidOrDash(i.Pid), pidOrDash(i.Sid), orDash(fmtPids(i.Members)), orDash(state),
 			fmt.Sprintf("%d/%d", i.HTTPPort, i.P2PPort), fmtUptime(i.Uptime), strconv.Itoa(i.Restarts),
@@ -168,6 +165,38 @@ func pidOrDash(p int) string {
 	return strconv.Itoa(p)
 }
 
+// faulted is a decoder's condition while a fault is in force on it: the
+// fault's words (STALLED, KILLED, CUT OFF) say more than its processes'
+// state, and a partitioned decoder's processes run on.
+func (e *engineState) faulted() *event.ConditionInfo {
+	if e.cond == nil || e.cond.Fault == "" || e.cond.Condition == event.CondUp {
+		return nil
+	}
+	return e.cond
+}
+
+// stateText is the STATE cell: the fault in force on a decoder, else the
+// processes' state.
+func (e *engineState) stateText() string {
+	if c := e.faulted(); c != nil {
+		return c.Label
+	}
+	i := e.info
+	state := i.StateText()
+	if i.Exit != "" && i.State == event.StateExited {
+		state += " (" + i.Exit + ")"
+	}
+	return state
+}
+
+// badge is the STATE cell's colours, as stateText chose its words.
+func (e *engineState) badge() badgeKind {
+	if c := e.faulted(); c != nil {
+		return conditionBadge(*c)
+	}
+	return engineBadge(e.info)
+}
+
 // engineBadge maps an engine's process state to the badge colours: one
 // rank's core stopped is a stall's colour too, its words (StateText) say
 // whose.
@@ -199,7 +228,7 @@ func procLine(engines []*engineState, s *Styles, w int) string {
 	var parts []string
 	for _, e := range engines {
 		i := e.info
-		parts = append(parts, i.Name+" "+s.badge(engineBadge(i)).Render(i.StateText())+" "+s.Dim.Render(pidOrDash(i.Pid)))
+		parts = append(parts, i.Name+" "+s.badge(e.badge()).Render(e.stateText())+" "+s.Dim.Render(pidOrDash(i.Pid)))
 	}
 	return fit(strings.Join(parts, " · "), w)
 }

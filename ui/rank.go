@@ -34,9 +34,45 @@ func (m Model) nextRank(keyName string) Model {
 	return m
 }
 
-// action is kind k on what the keys target: the selected source, or the
-// rank the picker chose of it.
+// The decoder picker: the fault keys act on a decoder instead of the
+// selected source (issue #41), as the timeline's `stall decoder-1` does.
+
+// decoders is how many decoders the run has, as it says (1 before it
+// says).
+func (m Model) decoders() int {
+	if m.st.run == nil {
+		return 1
+	}
+	return max(m.st.run.Decoders, 1)
+}
+
+// nextDecoder moves the picker on: decoder-0, decoder-1, ..., then the
+// selected source again. It leaves the rank picker's choice behind: a
+// decoder has no ranks.
+func (m Model) nextDecoder() Model {
+	m.decoder++
+	if m.decoder >= m.decoders() {
+		m.decoder = -1
+	}
+	m.rank = -1
+	return m
+}
+
+// targetName is what the fault keys act on, as the header names it:
+// "source-0", "source-0/rank1", "decoder-1".
+func (m Model) targetName() string {
+	if m.decoder >= 0 {
+		return fault.DecoderTarget(m.decoder)
+	}
+	return event.TargetName(m.selected, m.rank)
+}
+
+// action is kind k on what the keys target: the selected source, the
+// rank the picker chose of it, or the decoder the decoder picker chose.
 func (m Model) action(k *fault.Kind) fault.Action {
+	if m.decoder >= 0 {
+		return fault.Action{Kind: k, Source: m.decoder, Grain: fault.Grain{Decoder: true}}
+	}
 	a := fault.Action{Kind: k, Source: m.selected}
 	if m.rank >= 0 && m.rank < m.ranksOf(m.selected) {
 		a.Grain = fault.OneRank(m.rank)

@@ -36,7 +36,7 @@ func procShown(engines []*engineState, rows int) (shown, hidden []*engineState) 
 	keep := make([]bool, len(engines))
 	left := max(rows-1, 0)
 	for _, pass := range []func(*engineState) bool{
-		func(e *engineState) bool { return engineBadge(e.info) != badgeReady },
+		func(e *engineState) bool { return e.badge() != badgeReady },
 		func(e *engineState) bool { return e.info.Role == event.RoleDecoder },
 		func(*engineState) bool { return true },
 	} {

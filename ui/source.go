@@ -22,6 +22,7 @@ type sourcePanel struct {
 	recent    time.Duration
 	stats     latencyStats
 	ranks     []latencyStats // by data-parallel rank, a source of several only
+	decoders  []latencyStats // by decoder, a run of several only
 	rankFault string         // the rank a fault in force acts on alone ("rank1"; "" none): its line carries the badge
 	ttft      ttftStats      // ttft.go
 	inflight  inflightLine   // inflight.go
@@ -92,6 +93,7 @@ func (p sourcePanel) Render(w, h int) string {
 	// The chart takes what the four text lines leave; below four rows it
 	// cannot show an axis and a line, so it goes first.
 	ttft := append(append(append(p.inflight.lines(s, inner), p.why.lines(s)...), p.ttft.lines(s)...), p.rankLines(inner)...)
+	ttft = append(ttft, p.decoderLines(inner)...)
 	lines := []string{title}
 	chartH := h - 4 - len(ttft)
 	if chartH >= 4 {
@@ -107,13 +109,27 @@ func (p sourcePanel) Render(w, h int) string {
 // rankLines break the rolling stats down by data-parallel rank, as many
 // ranks to a line as fit in w: "rank0 p50 49ms hits 100%  rank1 ...".
 func (p sourcePanel) rankLines(w int) []string {
+	return p.breakdown(w, "rank", p.ranks, p.rankFault)
+}
+
+// decoderLines break them down by decoder, the same way: "dec0 p50 49ms
+// max 51ms hits 100%  dec1 ...": a stalled decoder's pulls from this
+// source stand out beside the others'.
+func (p sourcePanel) decoderLines(w int) []string {
+	return p.breakdown(w, "dec", p.decoders, "")
+}
+
+// breakdown is the lines of stats by part (word and index name each part,
+// "rank1"), as many parts to a line as fit in w; the part named faulted
+// carries the source's badge.
+func (p sourcePanel) breakdown(w int, word string, stats []latencyStats, faulted string) []string {
 	s := p.styles
 	var lines []string
 	line := ""
-	for r, st := range p.ranks {
-		name := fmt.Sprintf("rank%d", r)
+	for r, st := range stats {
+		name := fmt.Sprintf("%s%d", word, r)
 		cell := s.Label.Render(name) + " "
-		if name == p.rankFault {
+		if name == faulted {
 			cell += s.badge(p.badge).Render(p.badgeText) + " "
 		}
 		if st.n == 0 {
@@ -162,8 +178,8 @@ func (m Model) sourcePanelWith(i int, nowT time.Duration, pend probe.Pending) so
 			maxGap: m.bridge(), styles: m.styles, scratch: m.scratch.source(i)},
 		window: window, recent: recent, stats: st, spark: spark, ttft: ttftOf(&src.points, from, nowT),
 		ranks: rankStats(&src.points, from, nowT, m.ranksOf(i)), rankFault: m.st.faultedRank(i),
+		decoders: decoderStats(&src.points, from, nowT, m.decoders()), styles: m.styles,
 		n: src.n, ok200: src.ok200, errs: src.errs, pulled: src.pulled, wrong: src.wrong,
-		styles: m.styles,
 	}
 }
 

@@ -24,6 +24,7 @@ type point struct {
 	ttft    time.Duration // streamed pulls: time to first token (0 = none)
 	wrong   bool          // another text than the source's (check content_matches)
 	rank    int           // the data-parallel rank the pull was pinned to
+	decoder int           // the decoder it went through (--decoders)
 }
 
 // start is when the pull was sent: the chart plots it there.
@@ -105,6 +106,9 @@ type engineState struct {
 	logs      ring[string]
 	everReady bool
 	reported  bool // a KindEngine event named it (not only a log line)
+	// cond is a decoder's condition (its fault in force), which the
+	// process table shows as its badge; a source's is on its panel.
+	cond *event.ConditionInfo
 }
 
 // logLevel tells the event log how to style an entry.

@@ -45,15 +45,34 @@ func rankStats(points *ring[point], from, to time.Duration, n int) []latencyStat
 	return out
 }
 
+// decoderStats is rollingStats of the pulls through each of n decoders
+// alone (nil for a run of one decoder): the source panel's breakdown by
+// decoder (issue #41).
+func decoderStats(points *ring[point], from, to time.Duration, n int) []latencyStats {
+	if n <= 1 {
+		return nil
+	}
+	out := make([]latencyStats, n)
+	for d := range out {
+		out[d], _ = rollingStatsWhere(points, from, to, func(p point) bool { return p.decoder == d })
+	}
+	return out
+}
+
 // rollingStatsOf is rollingStats of rank's pulls only (rank -1: all).
 func rollingStatsOf(points *ring[point], from, to time.Duration, rank int) (latencyStats, []float64) {
+	return rollingStatsWhere(points, from, to, func(p point) bool { return rank < 0 || p.rank == rank })
+}
+
+// rollingStatsWhere is rollingStats of the pulls keep takes.
+func rollingStatsWhere(points *ring[point], from, to time.Duration, keep func(point) bool) (latencyStats, []float64) {
 	recent := to - from
 	var lats []time.Duration
 	var hitB, nB [sparkBuckets]int
 	st := latencyStats{}
 	for j := 0; j < points.Len(); j++ {
 		p := points.At(j)
-		if p.end <= from || p.end > to || rank >= 0 && p.rank != rank {
+		if p.end <= from || p.end > to || !keep(p) {
 			continue
 		}
 		lats = append(lats, p.latency)
