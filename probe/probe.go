@@ -104,6 +104,12 @@ type Config struct {
 	// trials' goroutines and must not block long; the pull's clock starts
 	// after it returns, so a slow Started never inflates a latency.
 	Started func(event.PullStart)
+	// Via, when set, is the P2P address ("host:port") a pull from decoder
+	// names rank of source by, given the source's own (peer): a link
+	// p2pfault relays the pair through (package relay). It returns peer
+	// itself for no link. It is called concurrently from the trials'
+	// goroutines.
+	Via func(source, rank, decoder int, peer string) string
 	// Network is what the probe's HTTP clients dial through: nil is the
 	// operating system's (netenv.OS), a virtual cluster gives its
 	// in-memory one (package memnet), whose engines have no OS address.
