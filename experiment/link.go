@@ -1,12 +1,16 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"p2pfault/event"
+	"p2pfault/fault"
 	"p2pfault/netenv"
 	"p2pfault/relay"
 )
@@ -116,3 +120,28 @@ func (ls *links) close() {
 		l.Close()
 	}
 }
+
+// Links are the links of the fired source, one rank's or every rank's,
+// with one decoder (a pair) or every one (fault.LinkEnv).
+func (f *firing) Links(string) ([]*relay.Link, error) {
+	ls := f.e.links
+	if ls == nil {
+		return nil, errors.New("this run relays no link (run with --link)")
+	}
+	src := f.src
+	if f.pairSrc >= 0 {
+		src = f.pairSrc
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var out []*relay.Link
+	for k, l := range ls.byKey {
+		if k.source == src && (f.rank < 0 || k.rank == f.rank) && (f.decoder < 0 || k.decoder == f.decoder) {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b *relay.Link) int { return strings.Compare(a.Name(), b.Name()) })
+	return out, nil
+}
+
+var _ fault.LinkEnv = (*firing)(nil)

@@ -2,6 +2,7 @@ package experiment_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -67,6 +68,124 @@ func TestLinkedRunOnTheVirtualCluster(t *testing.T) {
 			faulted := got[fmt.Sprintf("source-0 decoder-%d %s", d, check.PartFault)]
 			if faulted.N == 0 || faulted.Pulled == faulted.N {
 				t.Errorf("source-0 through decoder-%d in its stall: %d of %d hit, want some missing", d, faulted.Pulled, faulted.N)
+			}
+		}
+	})
+}
+
+// linkRun is what a test reads of a run with a link kind on source-0:
+// the verification lines, and source-0's pulls started in [from, to) of
+// the run (since t0).
+type linkRun struct {
+	verified []event.Verification
+	pulls    []event.Sample
+	healthy  []event.Sample // source-1's, the whole run
+}
+
+func runLinkKind(t *testing.T, arm, timeline string, from, to time.Duration) linkRun {
+	t.Helper()
+	evs, _ := mustRunVirtual(t, experiment.Config{Arm: arm, Timeline: timeline}, runner.Config{ExtraArgs: armArgs(arm)})
+	var r linkRun
+	for _, ev := range evs {
+		switch ev.Kind {
+		case event.KindVerification:
+			r.verified = append(r.verified, *ev.Verification)
+		case event.KindSamples:
+			for _, s := range ev.Samples {
+				switch {
+				case s.Source == 1:
+					r.healthy = append(r.healthy, s)
+				case s.Start >= from && s.Start < to:
+					r.pulls = append(r.pulls, s)
+				}
+			}
+		}
+	}
+	return r
+}
+
+// TestMuteWaitsEachLookupsDeadline: mute on source-0 (every lookup_resp
+// withheld, heartbeats flowing) on the virtual cluster: the kind alone
+// implies --link; the decoder's pulls to source-0 wait for the sim's
+// lookup deadline (8 s, --sim-lookup-timeout: MODEL.md mechanism 3, "a
+// live peer that answers pings but never a lookup is caught by each
+// lookup's own deadline") and miss; source-1 is untouched; the
+// verification counts what the link withheld and the heartbeats that
+// passed.
+func TestMuteWaitsEachLookupsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := runLinkKind(t, "main", "at 10s mute source-0 for 20s", 11*time.Second, 21*time.Second)
+		var line string
+		for _, v := range r.verified {
+			if v.Action == "mute" {
+				line = v.Detail
+				if !v.Verified {
+					t.Errorf("mute not verified: %s", v.Detail)
+				}
+			}
+		}
+		t.Logf("verification: %s", line)
+		if !strings.Contains(line, "lookup_resp withheld") || !strings.Contains(line, "heartbeats passed") {
+			t.Errorf("verification %q does not count what was withheld and what passed", line)
+		}
+		if len(r.pulls) == 0 {
+			t.Fatal("no pull of source-0 started in the mute")
+		}
+		// One unanswered lookup reaps the session (consumer.go
+		// superviseReady): the pulls waiting on it miss together, the
+		// first having waited the whole deadline.
+		longest := time.Duration(0)
+		for _, s := range r.pulls {
+			if s.Hit() || s.Latency > 8500*time.Millisecond {
+				t.Errorf("pull at %v under mute: hit %v in %v, want a miss within the 8 s lookup deadline", s.Start, s.Hit(), s.Latency)
+			}
+			longest = max(longest, s.Latency)
+		}
+		t.Logf("%d pulls of source-0 from 11 s to 21 s, all missed, the longest %v", len(r.pulls), longest)
+		if longest < 7500*time.Millisecond {
+			t.Errorf("longest pull under mute %v, want the 8 s lookup deadline", longest)
+		}
+		for _, s := range r.healthy {
+			if !s.Hit() {
+				t.Errorf("source-1's pull at %v missed", s.Start)
+			}
+		}
+	})
+}
+
+// TestHoldAckWaitsTheHandshakeDeadline: hold-ack on source-0 resets its
+// links and withholds every connect_ack after: on main (pending
+// handshakes wait, vLLM main) each new session's pulls wait for
+// VLLM_P2P_HANDSHAKE_TIMEOUT_S (30 s) and miss; on fixed (#64501:
+// prefill while the handshake is pending) they miss at once.
+func TestHoldAckWaitsTheHandshakeDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, arm := range []string{"main", "fixed"} {
+			r := runLinkKind(t, arm, "at 10s hold-ack source-0 for 40s", 11*time.Second, 15*time.Second)
+			for _, v := range r.verified {
+				if v.Action == "hold-ack" {
+					t.Logf("%s: verification: %s", arm, v.Detail)
+					if !v.Verified || !strings.Contains(v.Detail, "connect_ack withheld") {
+						t.Errorf("%s: hold-ack verification: %+v", arm, v)
+					}
+				}
+			}
+			if len(r.pulls) == 0 {
+				t.Fatalf("%s: no pull of source-0 started in the fault", arm)
+			}
+			longest := time.Duration(0)
+			for _, s := range r.pulls {
+				if s.Hit() {
+					t.Errorf("%s: pull at %v hit with the ack withheld", arm, s.Start)
+				}
+				longest = max(longest, s.Latency)
+			}
+			t.Logf("%s: %d pulls of source-0 from 11 s to 15 s, the longest %v", arm, len(r.pulls), longest)
+			switch {
+			case arm == "main" && (longest < 26*time.Second || longest > 30500*time.Millisecond):
+				t.Errorf("main: longest pull %v, want up to the 30 s handshake deadline", longest)
+			case arm == "fixed" && longest > time.Second:
+				t.Errorf("fixed: longest pull %v, want a miss at once", longest)
 			}
 		}
 	})

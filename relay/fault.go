@@ -61,9 +61,18 @@ type Toxics struct {
 	Bandwidth float64
 	// SlowClose delays passing on a side's close (FIN) by that long.
 	SlowClose time.Duration
+	// ResetNew resets every connection relayed while it is set, as soon
+	// as its far side is dialed (a link that keeps breaking).
+	ResetNew bool
 }
 
 func (t Toxics) on(d Dir) bool { return t.Dir == 0 || t.Dir == d }
+
+func (l *Link) resetNew() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.toxics.ResetNew
+}
 
 // Count is what a link did with one type of message in one direction.
 type Count struct {
@@ -84,10 +93,12 @@ type Counters struct {
 	Conns      int64         // connections relayed
 	Refused    int64         // connections reset because the far engine could not be reached
 	Resets     int64         // connection pairs reset by Reset
+	Slowed     map[Dir]int64 // frames given a later time by latency or bandwidth
+	SlowClosed int64         // closes passed on late by slow-close
 }
 
 func newCounters() Counters {
-	return Counters{Messages: map[Key]Count{}, Heartbeats: map[Dir]int64{}, Unparsed: map[Dir]int64{}}
+	return Counters{Messages: map[Key]Count{}, Heartbeats: map[Dir]int64{}, Unparsed: map[Dir]int64{}, Slowed: map[Dir]int64{}}
 }
 
 // Of is the count of typ in dir.
@@ -123,7 +134,7 @@ func (l *Link) Counters() Counters {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.counts
-	c.Messages, c.Heartbeats, c.Unparsed = map[Key]Count{}, map[Dir]int64{}, map[Dir]int64{}
+	c.Messages, c.Heartbeats, c.Unparsed, c.Slowed = map[Key]Count{}, map[Dir]int64{}, map[Dir]int64{}, map[Dir]int64{}
 	for k, v := range l.counts.Messages {
 		c.Messages[k] = v
 	}
@@ -132,6 +143,9 @@ func (l *Link) Counters() Counters {
 	}
 	for k, v := range l.counts.Unparsed {
 		c.Unparsed[k] = v
+	}
+	for k, v := range l.counts.Slowed {
+		c.Slowed[k] = v
 	}
 	return c
 }
@@ -253,6 +267,9 @@ func (l *Link) due(dir Dir, n int, last, busy time.Time) (at, busyUntil time.Tim
 	var jitter time.Duration
 	if t.on(dir) && t.Jitter > 0 {
 		jitter = time.Duration(l.rng.Int64N(int64(2*t.Jitter)+1)) - t.Jitter
+	}
+	if t.on(dir) && (t.Latency > 0 || t.Bandwidth > 0) {
+		l.counts.Slowed[dir]++
 	}
 	l.mu.Unlock()
 	at = time.Now()

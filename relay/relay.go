@@ -229,6 +229,10 @@ func (l *Link) serve(near net.Conn, dir Dir) {
 		return
 	}
 	l.count(func(c *Counters) { c.Conns++ })
+	if l.resetNew() {
+		l.count(func(c *Counters) { c.Resets++ })
+		s.reset()
+	}
 	s.run()
 	l.track(s, false)
 }

@@ -277,6 +277,7 @@ func (f *flow) write() {
 		return
 	}
 	if d := f.s.l.slowClose(f.dir); d > 0 {
+		f.s.l.count(func(c *Counters) { c.SlowClosed++ })
 		select {
 		case <-time.After(d):
 		case <-f.s.stop:
