@@ -147,6 +147,12 @@ func actLink(f *Fire, spec linkSpec) error {
 		env.Record(ActionUnlink, 0, by, nil)
 		env.CloseWindow(lf.undone)
 		env.Changed()
+		if env.Context().Err() == nil {
+			// What the fault did in all, from the counters: the line its
+			// verification gave at the start, at the end.
+			_, line := lf.effect()
+			env.Verified(ActionUnlink, Effect{OK: true, After: time.Since(lf.undone), Detail: fmt.Sprintf("%s ended after %s: %s", name, lf.undone.Sub(lf.at).Round(time.Millisecond), line)})
+		}
 	})
 	return nil
 }
@@ -167,7 +173,7 @@ func verifyLink(f *Fire) Effect {
 	for {
 		n, line := lf.effect()
 		if n > 0 {
-			return Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("%s %s took effect: %s", f.Kind.Name, f.Target.Name(), line)}
+			return Effect{OK: true, After: time.Since(start), Detail: line}
 		}
 		select {
 		case <-tick.C:
@@ -218,7 +224,7 @@ func registerLink(k *Kind, spec func(f *Fire) (linkSpec, error)) {
 
 func init() {
 	Register(&Kind{
-		Name: ActionUnlink, Key: "x", Help: "unlink", LongHelp: "end the link fault", Order: 95, MoreHelp: true,
+		Name: ActionUnlink, Help: "unlink", LongHelp: "end the link fault", Order: 95, MoreHelp: true,
 		Needs: CondLink, Leaves: event.CondUp, Hint: "unlink it", Closes: true, Ending: EndsWithRecovery,
 		Pairs: true, Ranks: RankAlone, Link: true,
 		Act: func(f *Fire) error {

@@ -35,7 +35,7 @@ var msgDir = map[string]relay.Dir{
 const DefaultLateFetch = 61 * time.Second
 
 func init() {
-	registerLink(&Kind{Name: ActionMute, Key: "m", Help: "mute", LongHelp: "withhold lookup_resp (half-open)", Order: 90, MoreHelp: true, Badge: "MUTED"},
+	registerLink(&Kind{Name: ActionMute, Help: "mute", LongHelp: "withhold lookup_resp (half-open)", Order: 90, MoreHelp: true, Badge: "MUTED"},
 		func(*Fire) (linkSpec, error) {
 			return messageSpec(wire.TypeLookupResp, relay.Action{Verb: relay.Hold}), nil
 		})
