@@ -190,3 +190,55 @@ func TestHoldAckWaitsTheHandshakeDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestLatencyAddsFourCrossingsToAPull: latency 200ms on source-0's link:
+// a pull on a ready session crosses it four times (lookup, lookup_resp,
+// fetch, transfer_done), so it still hits, 800 ms later than before.
+func TestLatencyAddsFourCrossingsToAPull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := runLinkKind(t, "main", "at 10s latency 200ms source-0 for 10s", 11*time.Second, 19*time.Second)
+		for _, v := range r.verified {
+			if v.Action == "latency" && (!v.Verified || !strings.Contains(v.Detail, "frames slowed")) {
+				t.Errorf("latency verification: %+v", v)
+			}
+		}
+		if len(r.pulls) == 0 {
+			t.Fatal("no pull of source-0 under the latency")
+		}
+		for _, s := range r.pulls {
+			if !s.Hit() || s.Latency < 800*time.Millisecond || s.Latency > 1200*time.Millisecond {
+				t.Errorf("pull at %v under 200 ms of latency: hit %v in %v, want a hit in 0.8 s and the pull's own time", s.Start, s.Hit(), s.Latency)
+			}
+		}
+		for _, s := range r.healthy {
+			if !s.Hit() || s.Latency > 500*time.Millisecond {
+				t.Errorf("source-1's pull at %v: hit %v in %v", s.Start, s.Hit(), s.Latency)
+			}
+		}
+	})
+}
+
+// TestPDThroughTheLink: in PD mode the decode leg's remote_prefiller
+// names the link, and the decode legs load from the prefiller through it.
+func TestPDThroughTheLink(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		evs, _ := mustRunVirtual(t, experiment.Config{Mode: event.ModePD, Link: true, Duration: 15 * time.Second}, runner.Config{})
+		own, n := map[string]bool{}, 0
+		for _, ev := range evs {
+			switch ev.Kind {
+			case event.KindAddress:
+				own[ev.Address.P2P] = true
+			case event.KindSamples:
+				for _, s := range ev.Samples {
+					n++
+					if own[s.Peer] || !s.Hit() {
+						t.Errorf("decode leg %d of source-%d named %s (own: %v), hit %v", s.Trial, s.Source, s.Peer, own[s.Peer], s.Hit())
+					}
+				}
+			}
+		}
+		if n < 20 {
+			t.Errorf("%d decode legs, want ≥ 20", n)
+		}
+	})
+}
