@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"p2pfault/event"
 	"p2pfault/relay"
 	"p2pfault/sim/wire"
 )
@@ -61,6 +62,10 @@ func init() {
 			return messageSpec(typ, relay.Action{Verb: relay.Delay, Delay: d}), err
 		})
 	registerLink(&Kind{Name: ActionLateFetch, Help: "late-fetch", LongHelp: "fetch after the store was reaped", Order: 94, Badge: "LATE FETCH",
+		// A case too (#53128): in PD mode, where a prefill's store waits
+		// unbound for the decode leg's fetch.
+		Case: OwnCase, Preset: &CasePreset{Mode: event.ModePD,
+			Why: "#53128: a fetch after the prefill's store was reaped (unbound_store_timeout_s) is a PD decode leg's"},
 		Arg: &Arg{Name: "how late, as 61s (default: vLLM's unbound_store_timeout_s 60 s and a second)", Optional: true, Check: checkOptionalDuration}},
 		func(f *Fire) (linkSpec, error) {
 			d := DefaultLateFetch
@@ -73,6 +78,37 @@ func init() {
 			return messageSpec(wire.TypeFetch, relay.Action{Verb: relay.Delay, Delay: d}), nil
 		})
 	registerToxics()
+	registerPresets()
+}
+
+// The presets: cases (`run --case half-open`, `slice --cases ...`) of the
+// failures vLLM's P2P tier is fixing, each a link kind with its words
+// fixed, fired on source-0 at the run's fault time for its fault length.
+const (
+	CaseHalfOpen    = "half-open"    // mute: #56823, #56836's lookup progress deadline
+	CaseAckWithheld = "ack-withheld" // hold-ack: #51504's review, VLLM_P2P_HANDSHAKE_TIMEOUT_S
+	CaseFetchLost   = "fetch-lost"   // drop transfer_done: #49820, #49877
+	CaseSlowLink    = "slow-link"    // latency 100ms±20ms both ways
+)
+
+func registerPresets() {
+	registerLink(&Kind{Name: CaseHalfOpen, Help: "half-open", LongHelp: "half-open peer (#56823)", Order: 100, Badge: "MUTED", Case: OwnCase},
+		func(*Fire) (linkSpec, error) {
+			return messageSpec(wire.TypeLookupResp, relay.Action{Verb: relay.Hold}), nil
+		})
+	registerLink(&Kind{Name: CaseAckWithheld, Help: "ack-withheld", LongHelp: "connect_ack withheld (#51504)", Order: 101, Badge: "ACK HELD", Case: OwnCase},
+		func(*Fire) (linkSpec, error) {
+			return linkSpec{fault: only(relay.ToDecoder, wire.TypeConnectAck, relay.Action{Verb: relay.Hold}), reset: true,
+				effect: counted(relay.ToDecoder, wire.TypeConnectAck, relay.Hold)}, nil
+		})
+	registerLink(&Kind{Name: CaseFetchLost, Help: "fetch-lost", LongHelp: "transfer_done lost (#49820)", Order: 102, Badge: "DROPPING", Case: OwnCase},
+		func(*Fire) (linkSpec, error) {
+			return messageSpec(wire.TypeTransferDone, relay.Action{Verb: relay.Drop}), nil
+		})
+	registerLink(&Kind{Name: CaseSlowLink, Help: "slow-link", LongHelp: "latency 100ms±20ms", Order: 103, Badge: "SLOW LINK", Case: OwnCase},
+		func(*Fire) (linkSpec, error) {
+			return toxicSpec(relay.Toxics{Latency: 100 * time.Millisecond, Jitter: 20 * time.Millisecond}), nil
+		})
 }
 
 func registerToxics() {
