@@ -185,3 +185,35 @@ func TestSlowCloseHoldsTheClose(t *testing.T) {
 		}
 	})
 }
+
+// TestResetNewResetsEachNewConnection: while ResetNew is set, every
+// connection relayed is reset as soon as its far side is dialed (a link
+// that keeps breaking); once it is cleared, connections stay up.
+func TestResetNewResetsEachNewConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fab := memnet.New(1)
+		p := newRawPair(t, fab)
+		p.l.SetToxics(Toxics{ResetNew: true})
+		sc, err := p.src.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		if _, err := io.ReadAll(sc); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("source side of a new connection under ResetNew: %v, want ECONNRESET", err)
+		}
+		p.l.SetToxics(Toxics{})
+		sc2, err := p.src.Accept() // the DEALER's redial
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc2.Close()
+		b := make([]byte, zmtp.GreetingLen)
+		if _, err := io.ReadFull(sc2, b); err != nil {
+			t.Errorf("the redial after ResetNew was cleared: %v, want its greeting", err)
+		}
+		if n := p.l.Counters().Resets; n != 1 {
+			t.Errorf("%d resets counted, want 1", n)
+		}
+	})
+}
