@@ -63,14 +63,14 @@ func TestARegisteredCaseIsAcceptedEverywhere(t *testing.T) {
 	if err != nil || tl.String() != "at 10s zap source-0 for 30s" {
 		t.Errorf("Preset(zap) = %q, %v; want at 10s zap source-0 for 30s", tl, err)
 	}
-	if got := fault.CaseList(); got != "stall, kill, replace, remove, partition, gone, zap or none" {
+	if got := fault.CaseList(); got != "stall, kill, replace, remove, partition, gone, late-fetch, zap, half-open, ack-withheld, fetch-lost, slow-link or none" {
 		t.Errorf("CaseList() = %q", got)
 	}
 
 	// The help.
 	for _, tt := range []struct{ cmd, want string }{
-		{"run", "fault case: stall, kill, replace, remove, partition, gone, zap or none"},
-		{"slice", "cases to run: stall, kill, replace, remove, partition, gone, zap"},
+		{"run", "fault case: stall, kill, replace, remove, partition, gone, late-fetch, zap, half-open, ack-withheld, fetch-lost, slow-link or none"},
+		{"slice", "cases to run: stall, kill, replace, remove, partition, gone, late-fetch, zap, half-open, ack-withheld, fetch-lost, slow-link"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := cli.Main([]string{tt.cmd, "--help"}, strings.NewReader(""), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), tt.want) {

@@ -121,7 +121,7 @@ func TestDoctorExitsZeroOneOrTwo(t *testing.T) {
 	})
 	t.Run("a bad flag is exit 2", func(t *testing.T) {
 		code, out, errOut := doctorMain(t, "doctor", "--case", "explode")
-		if code != 2 || out != "" || errOut != "p2pfault: --case \"explode\": want stall, kill, replace, remove, partition, gone or none\n" {
+		if code != 2 || out != "" || errOut != "p2pfault: --case \"explode\": want stall, kill, replace, remove, partition, gone, late-fetch, half-open, ack-withheld, fetch-lost, slow-link or none\n" {
 			t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	})

@@ -50,6 +50,7 @@ type clusterFlags struct {
 	seedTimeout time.Duration
 	pullTimeout time.Duration
 	stream      bool
+	link        bool   // --link: relay each decoder ↔ source pair through a link of p2pfault's
 	mode        string // --mode: p2p or pd
 
 	contentTokens int    // --content-tokens: max_tokens of seeds and pulls, compared; 0 off
@@ -89,6 +90,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.seedTimeout, "seed-timeout", probe.DefaultSeedTimeout, "per seed request on a source")
 	fs.DurationVar(&f.pullTimeout, "pull-timeout", probe.DefaultPullTimeout, "per pull request on the decoder")
 	fs.BoolVar(&f.stream, "stream", false, "stream each pull (stream=true, include_usage) and record its time to first token (TTFT)")
+	fs.BoolVar(&f.link, "link", false, "relay each decoder ↔ source (rank) pair's P2P control channel through a link p2pfault runs (docs/link.md), named in the pulls instead of the source: heartbeats and messages pass as they come, the engines untouched")
 	fs.IntVar(&f.contentTokens, "content-tokens", probe.DefaultContentTokens, "max_tokens of every seed and pull, both greedy; check content_matches compares their texts (0: no content check, max_tokens 1 as in the seed)")
 	fs.StringVar(&f.contentMatch, "content-match", "exact", "how content_matches compares a pull's text with the source's: exact, or prefix:N (the first N characters; greedy outputs of real vLLM instances can part ways by floating-point order)")
 	fs.StringVar(&f.mode, "mode", event.ModeP2P, "leg of the tier each trial exercises: p2p (seed the source, then pull with remote_kv_source) or pd (a prefill leg with remote_decoder on the source, then a decode leg with remote_prefiller, as vLLM's proxy)")
@@ -155,6 +157,7 @@ func (f *clusterFlags) experimentConfig(arm, caseName, out string) (experiment.C
 		SeedTimeout:   f.seedTimeout,
 		PullTimeout:   f.pullTimeout,
 		Stream:        f.stream,
+		Link:          f.link,
 		ContentTokens: f.contentTokens,
 		ContentMatch:  rule,
 		Mode:          f.mode,

@@ -60,6 +60,10 @@ type Config struct {
 	PullTimeout   time.Duration // per pull request; 0 = probe.DefaultPullTimeout
 	PromptTokens  int           // 0 = the probe's default (3 blocks + 16)
 	Stream        bool          // streamed pulls with TTFT (probe.Config.Stream)
+	// Link relays each decoder ↔ source rank pair through a link of
+	// p2pfault's (package relay) named in the pulls instead of the source
+	// (link.go): what the message kinds act on.
+	Link bool
 	// ContentTokens is the max_tokens of every seed and pull, whose texts
 	// are compared (probe.Config.ContentTokens); 0: no content check.
 	// ContentMatch is the rule content_matches judges them by; off (the

@@ -46,6 +46,7 @@ type Experiment struct {
 	settled chan struct{} // closed when the scripted timeline has played out
 	begun   chan struct{} // closed once the run event is sent (a Group starts its arms in order)
 	net     *network      // the run's firewall table, made on the first network fault
+	links   *links        // the run's links (Config.Link), set once the cluster is open
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -79,6 +80,8 @@ func New(cfg Config) (*Experiment, error) {
 	if err := tl.CheckDecoders(max(plan.Decoders, 1)); err != nil {
 		return nil, err
 	}
+	// A link kind acts on the run's links: using one asks for them.
+	cfg.Link = cfg.Link || tl.HasLink()
 	if tl.HasPair() && !plan.OwnNetwork {
 		return nil, exitcode.AsUsage(fmt.Errorf("timeline %q: %w", text, fault.ErrNoPairs))
 	}
@@ -194,6 +197,10 @@ func (e *Experiment) Run(ctx context.Context) (verdict event.Verdict, err error)
 	if err != nil {
 		return e.finish(verdict, startError(ctx, err))
 	}
+	// The links close after the engines stop (deferred first), so no
+	// engine sees its peer's link go before its peer.
+	e.links = e.newLinks(cl)
+	defer e.links.close()
 	// Stop on every path, also a panic in this goroutine.
 	defer e.stopCluster(cl, &verdict, &err)
 	// Delete the run's firewall table (if a network fault made one)
@@ -367,7 +374,12 @@ func (e *Experiment) probeConfig(cl Cluster) probe.Config {
 	for _, d := range decodersOf(cl) {
 		decs = append(decs, d.HTTPURL())
 	}
+	var via func(source, rank, decoder int, peer string) string
+	if e.links != nil {
+		via = e.links.via
+	}
 	return probe.Config{
+		Via:          via,
 		DecoderURLs:  decs,
 		Sources:      srcs,
 		Model:        e.plan.Model,

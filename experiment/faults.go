@@ -201,10 +201,13 @@ func (e *Experiment) act(a fault.Action, t fault.Target, by string) error {
 	if done := e.pendingVerify(src); done != nil {
 		e.awaitVerify(done)
 	}
-	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options, pairSrc: -1}
+	env := &firing{e: e, src: src, target: rankName(a), kind: k, opts: a.Options, pairSrc: -1, rank: -1, decoder: -1}
 	f := &fault.Fire{Kind: k, Target: t, Options: a.Options, By: by, Env: env, Verifier: e.verifier()}
+	if a.OnRank {
+		env.rank = a.Rank
+	}
 	if a.Pair {
-		env.pairSrc = a.Source
+		env.pairSrc, env.decoder = a.Source, a.Peer
 		if d, err := e.source(src); err == nil {
 			f.Peer = d.Name()
 		}

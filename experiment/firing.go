@@ -21,6 +21,9 @@ type firing struct {
 	// pairSrc is, for a cut on one pair, its source (src is its decoder's
 	// key: targetKey); -1 otherwise.
 	pairSrc int
+	// rank and decoder narrow a link kind to one rank's links and one
+	// decoder's (a pair's); -1: every one.
+	rank, decoder int
 }
 
 var _ fault.Env = (*firing)(nil)

@@ -131,6 +131,9 @@ type Kind struct {
 	// its own; a cluster that cuts its own links (a virtual cluster) is
 	// not asked for it.
 	HostFirewall bool
+	// Link: the kind acts through the run's links (link.go): a timeline
+	// or a nemesis that uses it makes the run relay its pairs (--link).
+	Link bool
 	// Preset (optional, a case's kind) is what the case needs of the
 	// cluster, beyond its timeline, to be the case it names.
 	Preset *CasePreset
@@ -210,6 +213,7 @@ type Fire struct {
 	before  seen
 	hasHost bool // before was read (/proc or the target's Report)
 	restart chan error
+	link    *LinkFault // a link kind's fault, for its Verify
 }
 
 // Enter records that the fault is in force on the target: it is in the

@@ -66,7 +66,9 @@ func RepeatableNames() string {
 func DefaultDraws() []Draw {
 	var out []Draw
 	for _, k := range Kinds() {
-		if k.Case != NoCase && k.Repeatable() && k.Arg == nil {
+		// A link kind is drawn only when named: drawing it would make
+		// every default nemesis relay its pairs.
+		if k.Case != NoCase && k.Repeatable() && k.Arg == nil && !k.Link {
 			out = append(out, Draw{Kind: k})
 		}
 	}

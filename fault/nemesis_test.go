@@ -188,7 +188,7 @@ func TestNemesisDrawsANewlyRegisteredKind(t *testing.T) {
 
 func TestParseDrawErrorsSayWhy(t *testing.T) {
 	tests := map[string]string{
-		"explode":   `unknown fault kind "explode" (a nemesis draws from stall, kill, replace, partition, loss, busy)`,
+		"explode":   `unknown fault kind "explode" (a nemesis draws from stall, kill, replace, partition, loss, busy, mute, hold-ack, drop, delay, late-fetch, latency, bandwidth, reset, slow-close, half-open, ack-withheld, fetch-lost, slow-link)`,
 		"remove":    "remove cannot fire repeatedly (it leaves its source down)",
 		"resume":    "resume cannot fire repeatedly (it acts only on a source that is stalled)",
 		"loss":      "loss takes a share such as 30%: write loss=ARG, e.g. loss=30%",

@@ -46,7 +46,7 @@ func TestParseNamesBadNetworkSteps(t *testing.T) {
 		{"fraction", "at 1s loss 2.5% source-0", `loss "2.5%": want a share such as 30%`},
 		{"loss with nothing after", "at 1s loss", `timeline:1:11: missing a share such as 30% after "at 1s loss"`},
 		{"loss without a target", "at 1s loss 30%", `timeline:1:15: missing a target after "at 1s loss 30%"`},
-		{"heal for", "at 1s heal source-0 for 2s", `timeline:1:21: "for" goes only with stall, partition, loss, busy, not heal`},
+		{"heal for", "at 1s heal source-0 for 2s", `timeline:1:21: "for" goes only with stall, partition, loss, busy, mute, hold-ack, drop, delay, late-fetch, latency, bandwidth, reset, slow-close, half-open, ack-withheld, fetch-lost, slow-link, not heal`},
 		{"partition with a share", "at 1s partition 30% source-0", `timeline:1:17: bad target "30%"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

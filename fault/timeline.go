@@ -377,10 +377,22 @@ func (t Timeline) Check(sources int, ranks []int) error {
 	return nil
 }
 
-// HasPair reports whether a step acts on a pair.
+// HasPair reports whether a step cuts a pair on the network (a link kind
+// on a pair acts on its link, which any cluster has).
 func (t Timeline) HasPair() bool {
 	for _, s := range t {
-		if s.Pair {
+		if s.Pair && !s.Kind.Link {
+			return true
+		}
+	}
+	return false
+}
+
+// HasLink reports whether a step uses a link kind: the run then relays
+// its pairs through links (experiment.Config.Link).
+func (t Timeline) HasLink() bool {
+	for _, s := range t {
+		if s.Kind.Link {
 			return true
 		}
 	}

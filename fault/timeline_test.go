@@ -63,10 +63,10 @@ func TestParseErrorsNameTheirPosition(t *testing.T) {
 		{"bad duration", "at 10x stall source-0", `timeline:1:4: bad duration "10x"`},
 		{"negative duration", "at -1s kill source-0", `timeline:1:4: negative duration "-1s"`},
 		{"no at", "stall source-0", `timeline:1:1: want "at DURATION ACTION source-N", got "stall"`},
-		{"unknown action", "at 1s freeze source-0", `timeline:1:7: unknown action "freeze" (want stall, resume, kill, replace, remove, restore, partition, loss, busy, heal, gone)`},
+		{"unknown action", "at 1s freeze source-0", `timeline:1:7: unknown action "freeze" (want stall, resume, kill, replace, remove, restore, partition, loss, busy, heal, gone, mute, hold-ack, drop, delay, late-fetch, unlink, latency, bandwidth, reset, slow-close, half-open, ack-withheld, fetch-lost, slow-link)`},
 		{"bad target", "at 1s stall src0", `timeline:1:13: bad target "src0"`},
 		{"target with leading zero", "at 1s kill source-01", `timeline:1:12: bad target "source-01"`},
-		{"for with kill", "at 1s kill source-0 for 3s", `timeline:1:21: "for" goes only with stall, partition, loss, busy, not kill`},
+		{"for with kill", "at 1s kill source-0 for 3s", `timeline:1:21: "for" goes only with stall, partition, loss, busy, mute, hold-ack, drop, delay, late-fetch, latency, bandwidth, reset, slow-close, half-open, ack-withheld, fetch-lost, slow-link, not kill`},
 		{"missing stall length", "at 1s stall source-0 for", `timeline:1:25: missing a duration after "at 1s stall source-0 for"`},
 		{"missing target", "at 1s stall", `timeline:1:12: missing a target after "at 1s stall"`},
 		{"zero stall", "at 1s stall source-0 for 0s", `timeline:1:26: stall for "0s": want a positive duration`},
@@ -133,7 +133,7 @@ func TestPresetIsTheSeedCaseAtTheGivenTimes(t *testing.T) {
 
 func TestPresetRejectsUnknownCase(t *testing.T) {
 	_, err := fault.Preset("freeze", time.Second, time.Second)
-	want := `case "freeze": want one of stall, kill, replace, remove, partition, gone, none`
+	want := `case "freeze": want one of stall, kill, replace, remove, partition, gone, late-fetch, half-open, ack-withheld, fetch-lost, slow-link, none`
 	if err == nil || !strings.Contains(err.Error(), want) || exitcode.Code(err) != exitcode.Usage {
 		t.Errorf("Preset(freeze) = %v, want usage error %q", err, want)
 	}
@@ -325,7 +325,7 @@ func TestPairTargets(t *testing.T) {
 		t.Errorf("one decoder: %v", err)
 	}
 	for _, tt := range []struct{ text, want string }{
-		{"at 1s stall source-0 from decoder-1", "stall takes no pair (source-0 from decoder-1): only partition, loss, heal do"},
+		{"at 1s stall source-0 from decoder-1", "stall takes no pair (source-0 from decoder-1): only partition, loss, heal, mute, hold-ack, drop, delay, late-fetch, unlink, latency, bandwidth, reset, slow-close, half-open, ack-withheld, fetch-lost, slow-link do"},
 		{"at 1s partition decoder-1 from source-0", "want source-N from decoder-M, got decoder-1 from source-0"},
 		{"at 1s partition source-0 from source-1", "want source-N from decoder-M, got source-0 from source-1"},
 		{"at 1s partition source-0/rank1 from decoder-1", "want source-N from decoder-M"},

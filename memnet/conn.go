@@ -55,6 +55,7 @@ type conn struct {
 	in, out      *stream
 	laddr, raddr net.Addr
 	closed       bool
+	abort        bool // SetLinger(0): Close resets instead of a FIN
 	rdl, wdl     time.Time
 	rd, wr       signal // its readers and its writers wait on these
 }
@@ -200,8 +201,22 @@ func (c *conn) Close() error {
 		return c.opErr("close", net.ErrClosed)
 	}
 	c.drop() // wakes both ends: the FIN, and room for the peer's writer
-	f.push(c.out, nil, true)
+	if c.abort {
+		c.out.rst = true
+	} else {
+		f.push(c.out, nil, true)
+	}
 	c.in.segs, c.in.arrived, c.in.off, c.in.buffered = nil, 0, 0, 0
+	return nil
+}
+
+// SetLinger is TCP's SO_LINGER as far as Close goes: with sec 0 a Close
+// resets the connection (the peer's reads and writes fail with
+// ECONNRESET) instead of sending a FIN; any other value keeps the FIN.
+func (c *conn) SetLinger(sec int) error {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	c.abort = sec == 0
 	return nil
 }
 

@@ -768,3 +768,23 @@ func TestAHealDelaysOnlyWhatTheCutHeld(t *testing.T) {
 		}
 	})
 }
+
+func TestCloseWithLingerZeroResets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New(1)
+		a, b := connected(t, f.Host("a"), f.Host("b"))
+		if err := a.(interface{ SetLinger(int) error }).SetLinger(0); err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		if _, err := b.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("read after the peer's close with linger 0: %v, want ECONNRESET", err)
+		}
+		c, d := connected(t, f.Host("c"), f.Host("d"))
+		c.(interface{ SetLinger(int) error }).SetLinger(5)
+		c.Close()
+		if _, err := d.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("read after the peer's close with linger 5: %v, want EOF", err)
+		}
+	})
+}

@@ -29,13 +29,38 @@ func newAddr(s Source, gen int) (*addr, error) {
 	}
 	a := &addr{gen: gen, src: s, seedURL: s.URL + "/v1/completions", peer: peerOf(s, 0)}
 	for r := range s.rankCount() {
-		tail := append([]byte(`","remote_host":`), host...)
-		tail = append(tail, `,"remote_port":`...)
-		tail = strconv.AppendInt(tail, int64(s.P2PPort+r), 10)
-		a.kvTails = append(a.kvTails, append(tail, "}}"...))
+		a.kvTails = append(a.kvTails, kvTail(host, s.P2PPort+r))
 		a.peers = append(a.peers, peerOf(s, r))
 	}
 	return a, nil
+}
+
+// kvTail is the end of a pull's kv_transfer_params naming host and port.
+func kvTail(host []byte, port int) []byte {
+	tail := append([]byte(`","remote_host":`), host...)
+	tail = append(tail, `,"remote_port":`...)
+	tail = strconv.AppendInt(tail, int64(port), 10)
+	return append(tail, "}}"...)
+}
+
+// via is the address a pull of rank from decoder names a's source by, and
+// its kv_transfer_params' end: the source's own, or a link's (Config.Via).
+func (p *Prober) via(a *addr, rank, decoder int) (string, []byte) {
+	peer := a.peers[rank]
+	if p.cfg.Via == nil {
+		return peer, a.kvTails[rank]
+	}
+	v := p.cfg.Via(a.src.Index, rank, decoder, peer)
+	if v == peer {
+		return peer, a.kvTails[rank]
+	}
+	h, port, err := net.SplitHostPort(v)
+	n, perr := strconv.Atoi(port)
+	host, jerr := json.Marshal(h)
+	if err != nil || perr != nil || jerr != nil {
+		return peer, a.kvTails[rank] // not an address: the source's own
+	}
+	return v, kvTail(host, n)
 }
 
 // rankCount is the source's number of ranks: Ranks, or 1.

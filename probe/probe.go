@@ -110,6 +110,12 @@ type Config struct {
 	// it wait behind it), and its answer is read as late, so its latency
 	// carries the lag too, as a starved process's does (lag.go).
 	Hold func(i int, k int64) time.Duration
+	// Via, when set, is the P2P address ("host:port") a pull from decoder
+	// names rank of source by, given the source's own (peer): a link
+	// p2pfault relays the pair through (package relay). It returns peer
+	// itself for no link. It is called concurrently from the trials'
+	// goroutines.
+	Via func(source, rank, decoder int, peer string) string
 	// Network is what the probe's HTTP clients dial through: nil is the
 	// operating system's (netenv.OS), a virtual cluster gives its
 	// in-memory one (package memnet), whose engines have no OS address.

@@ -843,3 +843,43 @@ func TestRankOfSpreadsEvenly(t *testing.T) {
 		t.Errorf("RankOf(7, 1) = %d, want 0", got)
 	}
 }
+
+// TestViaNamesTheLinkInEachPull: with Config.Via a pull names the address
+// it returns for its source, rank and decoder (a link p2pfault relays
+// through), and its sample records that address; Via returning the
+// source's own address changes nothing.
+func TestViaNamesTheLinkInEachPull(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	cfg := c.config()
+	cfg.Sources[0].Ranks = 2
+	cfg.Via = func(source, rank, decoder int, peer string) string {
+		if rank == 1 {
+			return peer
+		}
+		return fmt.Sprintf("127.0.0.1:%d", 41000+source*10+decoder)
+	}
+	p, err := probe.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No warm-up: the fake decoder hits only for the sources' own ports.
+	r := startRun(t, p)
+	r.waitSamples("4 samples", atLeast(4))
+	for _, s := range r.stop(10 * time.Second) {
+		want := "127.0.0.1:41000"
+		if s.Rank == 1 {
+			want = fmt.Sprintf("127.0.0.1:%d", basePort+1)
+		}
+		if s.Peer != want {
+			t.Errorf("trial %d (rank %d) recorded %s, want %s", s.Trial, s.Rank, s.Peer, want)
+		}
+	}
+	_, pulls := c.recorded()
+	ports := map[int]bool{}
+	for _, pl := range pulls {
+		ports[pl.port] = true
+	}
+	if !ports[41000] || !ports[basePort+1] || len(ports) != 2 {
+		t.Errorf("pulls named ports %v, want 41000 (rank 0's link) and %d (rank 1's own)", ports, basePort+1)
+	}
+}

@@ -68,6 +68,7 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, l pair, n int64, start
 	// own is the first leg's answer: its text is the source's completion
 	// (the content check's reference).
 	var own result
+	var peer string // the P2P address the pull names: the source's, or its link's
 	for {
 		// The first leg gets its own copy: the pull appends to prefix in place.
 		seed := p.mode.seed(prefix[:len(prefix):len(prefix)], id)
@@ -86,7 +87,9 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, l pair, n int64, start
 		pull = append(prefix, p.mode.pullHead()...)
 		s.KVRequestID = p.mode.pullID(id)
 		pull = append(pull, s.KVRequestID...)
-		pull = append(pull, a.kvTails[rank]...)
+		var tail []byte
+		peer, tail = p.via(a, rank, l.decoder)
+		pull = append(pull, tail...)
 		if p.cfg.Stream {
 			pull = append(pull, streamFields...)
 		}
@@ -95,18 +98,18 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, l pair, n int64, start
 			// The run ended (q, Ctrl-C) while this trial seeded: its pull is
 			// not sent, so none starts after the run's end.
 			p.addrMu.RUnlock()
-			s.Start, s.Peer = time.Since(t0), a.peers[rank]
+			s.Start, s.Peer = time.Since(t0), peer
 			s.Err, s.Aborted = "not sent: "+ErrAborted.Error(), true
 			return s, pullInfo{}
 		}
 		if started != nil {
-			started(event.PullStart{Source: a.src.Index, Rank: s.Rank, Decoder: l.decoder, Trial: n, Start: time.Since(t0), Peer: a.peers[rank]})
+			started(event.PullStart{Source: a.src.Index, Rank: s.Rank, Decoder: l.decoder, Trial: n, Start: time.Since(t0), Peer: peer})
 		}
 		start = time.Now()
 		p.addrMu.RUnlock()
 		break
 	}
-	s.Peer = a.peers[rank]
+	s.Peer = peer
 	r := p.postAt(ctx, p.decoders[l.decoder], p.pullURLs[l.decoder], pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr, "")
 	s.Start = start.Sub(t0)
 	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted

@@ -259,3 +259,47 @@ func BenchmarkFetch384(b *testing.B) {
 			return Message{Type: TypeTransferDone, KVRequestID: m.KVRequestID, Success: true, Bytes: 3 << 22, Data: benchHashes(3)}
 		})
 }
+
+func TestPeekAndRewritePeerID(t *testing.T) {
+	for _, m := range allMessages() {
+		p, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Peek(p)
+		if err != nil {
+			t.Fatalf("peek %s: %v", m.Type, err)
+		}
+		hits := 0
+		for _, h := range m.Hits {
+			if h {
+				hits++
+			}
+		}
+		want := Summary{Type: m.Type, PeerID: m.PeerID, KVRequestID: m.KVRequestID, Keys: len(m.Keys), Hits: hits}
+		if s != want {
+			t.Errorf("peek %s = %+v, want %+v", m.Type, s, want)
+		}
+		out, ok := RewritePeerID(p, m.PeerID, "10.0.0.9:40001")
+		if m.PeerID == "" {
+			if ok {
+				t.Errorf("%s: rewrote a peer_id it does not carry", m.Type)
+			}
+			continue
+		}
+		back, err := Decode(out)
+		if !ok || err != nil {
+			t.Fatalf("%s: rewrite ok=%v, decode: %v", m.Type, ok, err)
+		}
+		m.PeerID = "10.0.0.9:40001"
+		if !reflect.DeepEqual(back, m) {
+			t.Errorf("%s rewritten = %+v, want %+v", m.Type, back, m)
+		}
+		if _, ok := RewritePeerID(p, "other:1", "x:2"); ok {
+			t.Errorf("%s: rewrote a peer_id that is not the one named", m.Type)
+		}
+	}
+	if _, err := Peek([]byte{0x91, 0x01}); err == nil {
+		t.Error("peek of an array: no error")
+	}
+}
