@@ -83,7 +83,6 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"timeline rank past the source's", []string{"run", "--headless", "--source-dp", "2", "--timeline", "at 1s stall source-1/rank2"}, nil, "names source-1/rank2, but source-1 has ranks 0-1"},
 		{"source-dp out of range", []string{"run", "--headless", "--source-dp", "0"}, nil, "--source-dp 0: want 1 to 16"},
 		{"decoders out of range", []string{"run", "--headless", "--decoders", "17"}, nil, "--decoders 17: want 1 to 16"},
-		{"decoders with attach", []string{"run", "--headless", "--attach", "cluster.json", "--decoders", "2"}, nil, "--decoders"},
 		{"nemesis run too short", []string{"run", "--headless", "--nemesis", "random", "--duration", "30s"}, nil, "no nemesis fault fits in the run"},
 		{"FAULTS=1 with --nemesis", []string{"--nemesis", "random"}, map[string]string{"FAULTS": "1"}, "FAULTS=1 runs the slice, which has no --nemesis"},
 		{"bad events compression", []string{"run", "--headless", "--events-compress", "gzip"}, nil, `--events-compress "gzip": want none or zstd`},
