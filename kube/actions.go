@@ -27,17 +27,32 @@ func (t *Target) signal(ctx context.Context, sig string, ps []proc) error {
 	return t.c.ex.signal(ctx, t.c.cfg.Namespace, t.pod, t.container, sig, ps)
 }
 
-// Stop stops every process of the engine by exec (kill -STOP from inside
+// stopWithin bounds a stall's wait for every process of the engine to
+// show stopped; past it the stall is undone and not taken, naming what
+// still ran. killReadyWithin bounds a kill's wait for the engine to
+// answer again: vLLM loads its model again after a kill, as the launched
+// and attached clusters allow (runner.DefaultVLLMReadyTimeout).
+const (
+	stopWithin      = 10 * time.Second
+	killReadyWithin = 20 * time.Minute
+)
+
+// Stop stops every process of the engine by exec (SIGSTOP from inside
 // the container), after marking the pod stalled (so a sweep resumes it if
-// p2pfault dies), and returns once every one shows stopped. An engine
-// that is its container's PID 1 is refused (procs.go: initRefusal).
+// p2pfault dies), and returns once every one shows stopped. Each round
+// reads the container again and stops what still runs: a process forked
+// between a read and the signal (a core its front end was starting) is
+// stopped on the next. A stall that is not whole within stopWithin, or
+// whose ctx ends, is undone before Stop returns: never a partial stall
+// left behind. An engine that is its container's PID 1 is refused
+// (procs.go: initRefusal).
 func (t *Target) Stop(ctx context.Context) (time.Time, error) {
 	ps, err := t.procs(ctx)
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
-	if ps.engineIsInit() {
-		return time.Time{}, fault.NotTaken(ps.initRefusal("SIGSTOP"))
+	if err := ps.signallable("SIGSTOP"); err != nil {
+		return time.Time{}, fault.NotTaken(fmt.Errorf("pod %s: %w", t.pod, err))
 	}
 	if err := t.c.book.add(Record{Kind: "Pod", Namespace: t.c.cfg.Namespace, Name: t.pod, Label: LabelStalled}); err != nil {
 		return time.Time{}, err
@@ -48,25 +63,66 @@ func (t *Target) Stop(ctx context.Context) (time.Time, error) {
 	t.mu.Lock()
 	t.stalled = true
 	t.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, stopWithin)
+	defer cancel()
 	at := time.Now()
-	if err := t.signal(ctx, "STOP", ps.engine()); err != nil {
-		t.Continue(ctx)
-		return time.Time{}, fault.NotTaken(err)
+	err = t.stopAll(wctx, ps)
+	if err == nil {
+		return at, nil
 	}
+	if uerr := t.Continue(ctx); uerr != nil {
+		err = fmt.Errorf("%w; and the resume after it: %v", err, uerr)
+	}
+	if ctx.Err() != nil {
+		return time.Time{}, fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return time.Time{}, fault.NotTaken(err)
+}
+
+// stopAll sends SIGSTOP to what runs of ps, reads the container again,
+// and so on until nothing of the engine runs or ctx ends.
+func (t *Target) stopAll(ctx context.Context, ps procs) error {
 	for {
-		now, err := t.procs(ctx)
-		if err == nil {
-			if _, running := now.stopped(); len(running) == 0 {
-				return at, nil
-			}
+		_, running := ps.stopped()
+		if len(ps.engine()) == 0 {
+			return fmt.Errorf("pod %s: the engine has no process left to stop (it exited or is restarting)", t.pod)
 		}
-		select {
-		case <-ctx.Done():
-			t.Continue(ctx)
-			return time.Time{}, ctx.Err()
-		case <-time.After(pollEvery):
+		if len(running) == 0 {
+			return nil
+		}
+		if err := t.signal(ctx, "STOP", running); err != nil {
+			return err
+		}
+		now, err := t.procs(ctx)
+		for err != nil || !settled(now) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("pod %s: not every process of the engine stopped within %s: %s", t.pod, stopWithin, describeOr(now, err))
+			case <-time.After(pollEvery):
+			}
+			now, err = t.procs(ctx)
+		}
+		ps = now
+	}
+}
+
+// settled: no process of ps is between a signal and its effect (a
+// process in uninterruptible sleep takes SIGSTOP when it wakes), so what
+// runs now runs and is worth another signal.
+func settled(ps procs) bool {
+	for _, p := range ps.engine() {
+		if p.state == "D" {
+			return false
 		}
 	}
+	return true
+}
+
+func describeOr(ps procs, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return ps.describe()
 }
 
 // Continue resumes every stopped process of the engine and removes the
@@ -89,15 +145,19 @@ func (t *Target) Continue(ctx context.Context) error {
 	return unmark(ctx, t.c.cs, t.c.cfg.Namespace, t.pod, LabelStalled)
 }
 
-// Kill kills every process of the engine by exec (kill -KILL from inside
-// the container): its init restarts it in place (same pod, same address;
-// with tini as init the container ends and the kubelet restarts it,
-// restart count +1). It returns once the engine answers /health again
-// with new processes. PID 1 engines are refused, as for Stop.
+// Kill kills every process of the engine by exec (SIGKILL from inside the
+// container): its init restarts it in place (same pod, same address; with
+// tini as init the container ends and the kubelet restarts it, restart
+// count +1). It returns once the engine answers /health again with none
+// of its old processes left, or its container restarted, within
+// killReadyWithin. PID 1 engines are refused, as for Stop.
 func (t *Target) Kill(ctx context.Context, signalled func(at time.Time, err error)) (time.Time, error) {
+	restarts := t.containerRestarts(ctx)
 	ps, err := t.procs(ctx)
-	if err == nil && ps.engineIsInit() {
-		err = ps.initRefusal("SIGKILL")
+	if err == nil {
+		if err = ps.signallable("SIGKILL"); err != nil {
+			err = fmt.Errorf("pod %s: %w", t.pod, err)
+		}
 	}
 	if err == nil {
 		err = t.signal(ctx, "KILL", ps.engine())
@@ -108,21 +168,37 @@ func (t *Target) Kill(ctx context.Context, signalled func(at time.Time, err erro
 	if err != nil {
 		return time.Time{}, fault.NotTaken(err)
 	}
-	old, restarts := ps.engine()[0].pid, t.containerRestarts(ctx)
+	ctx, cancel := context.WithTimeout(ctx, killReadyWithin)
+	defer cancel()
 	for {
-		// A new container may give its engine the old pid again: its
-		// restart count says it is new.
-		now, err := t.procs(ctx)
-		renewed := err == nil && len(now.engine()) > 0 && (now.engine()[0].pid != old || t.containerRestarts(ctx) > restarts)
-		if renewed && t.ready(ctx) == nil {
+		if t.renewed(ctx, ps, restarts) && t.ready(ctx) == nil {
 			return time.Now(), nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
+			return time.Time{}, fmt.Errorf("pod %s: the engine did not answer again within %s of its kill: %w", t.pod, killReadyWithin, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// renewed says whether the engine is a new one since old was read: none
+// of old's processes is left (a pid may come back, its starttime not), or
+// the container's restart count grew past restarts (-1: not known).
+func (t *Target) renewed(ctx context.Context, old procs, restarts int) bool {
+	if restarts >= 0 && t.containerRestarts(ctx) > restarts {
+		return true
+	}
+	now, err := t.procs(ctx)
+	if err != nil || len(now.engine()) == 0 {
+		return false
+	}
+	for _, p := range old.engine() {
+		if now.has(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // containerRestarts is the engine container's restart count now (-1
@@ -162,7 +238,7 @@ func (t *Target) Report() fault.Report {
 		return r
 	}
 	eng := ps.engine()
-	r.Running = len(eng) > 0 || !ps.engineIsInit()
+	r.Running = len(eng) > 0 || ps.engineIsInit()
 	if len(eng) > 0 && eng[0].pid != t.lastMain {
 		if t.lastMain != 0 {
 			t.seen++
@@ -173,6 +249,9 @@ func (t *Target) Report() fault.Report {
 	st, run := ps.stopped()
 	r.Frozen, r.Listed = len(st) > 0 && len(run) == 0, true
 	for _, p := range eng {
+		if p.state == "Z" || p.state == "X" {
+			continue // exited: neither stopped nor running
+		}
 		r.Procs = append(r.Procs, fault.Proc{Name: fmt.Sprintf("%d (%s)", p.pid, p.comm), Frozen: p.state == "T" || p.state == "t"})
 	}
 	return r

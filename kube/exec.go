@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -21,9 +22,18 @@ type execer struct {
 	rc *rest.Config
 }
 
+// execTimeout bounds one exec, whatever the caller's context: an exec
+// the API server, the kubelet or the container never ends (a stream left
+// open, a node gone) must not hold a stall's undo or a run's end with it.
+// An exec here reads /proc or sends signals: well under a second when
+// the cluster is well.
+const execTimeout = 20 * time.Second
+
 // run runs argv in container k of pod ns/name and returns its stdout; an
 // error carries its stderr.
 func (e execer) run(ctx context.Context, ns, name, k string, argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, execTimeout)
+	defer cancel()
 	req := e.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: k, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(e.rc, "GET", req.URL().String())
@@ -51,7 +61,7 @@ func (e execer) run(ctx context.Context, ns, name, k string, argv ...string) (st
 func (e execer) procs(ctx context.Context, ns, name, k string) (procs, error) {
 	out, err := e.run(ctx, ns, name, k, "sh", "-c", listScript)
 	if err != nil {
-		return procs{}, err
+		return procs{}, fmt.Errorf("read the processes: %w", err)
 	}
 	ps, err := parseProcs(out)
 	if err != nil {
@@ -61,11 +71,14 @@ func (e execer) procs(ctx context.Context, ns, name, k string) (procs, error) {
 }
 
 // signal sends sig (STOP, CONT, KILL) to the processes ps from inside the
-// container.
+// container, each only if it is still the process that was read
+// (signalScript): one that has exited since is not an error.
 func (e execer) signal(ctx context.Context, ns, name, k, sig string, ps []proc) error {
 	if len(ps) == 0 {
 		return fmt.Errorf("pod %s container %s: no engine process to send SIG%s to", name, k, sig)
 	}
-	_, err := e.run(ctx, ns, name, k, append([]string{"kill", "-" + sig}, pids(ps)...)...)
-	return err
+	if _, err := e.run(ctx, ns, name, k, append([]string{"sh", "-c", signalScript, "sh", sig}, ids(ps)...)...); err != nil {
+		return fmt.Errorf("send SIG%s: %w", sig, err)
+	}
+	return nil
 }

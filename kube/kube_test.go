@@ -28,9 +28,12 @@ func testConfig(sources string) Config {
 func openTest(t *testing.T, sel string) *Cluster {
 	t.Helper()
 	needPlane(t)
+	resumeOnHost(t)
+	enginesUp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := Opener{Config: testConfig(sel)}.OpenCluster(ctx, t.TempDir())
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -40,6 +43,41 @@ func openTest(t *testing.T, sel string) *Cluster {
 		cancel()
 	})
 	return c
+}
+
+// enginesUp waits until every pod's engine answers: one a test before
+// left restarting (a kill that failed) is awaited here, so that test's
+// failure is not this one's.
+func enginesUp(t *testing.T) {
+	t.Helper()
+	for pod, e := range plane.engines {
+		if err := waitHealthy(e.url(), 60*time.Second); err != nil {
+			t.Fatalf("the engine of pod %s before the test: %v", pod, err)
+		}
+	}
+}
+
+// resumeOnHost is every test's last word: it continues every stopped
+// process of every pod's engine, read from this host's /proc apart from
+// the code under test, and fails the test if there was one (a stall the
+// run should have undone). It runs however the test ended, so a failed
+// test leaves no engine stopped for the next (t.Cleanup).
+func resumeOnHost(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		for pod := range plane.engines {
+			ps := onHost(t, pod)
+			st, _ := ps.stopped()
+			if ps.init.state == "T" {
+				st = append(st, ps.init)
+			}
+			for _, p := range st {
+				if err := syscall.Kill(p.pid, syscall.SIGCONT); err == nil {
+					t.Errorf("pod %s: %v was left stopped (resumed by the test's cleanup)", pod, p)
+				}
+			}
+		}
+	})
 }
 
 // onHost is the pod's engine tree as this host's /proc shows it (the
@@ -201,6 +239,8 @@ func TestPartitionIsALabelledNetworkPolicyDeletedAtStop(t *testing.T) {
 // Sweep (cleanup --kube) with no run folder finds everything by label.
 func TestSIGKILLMidPartitionThenSweepLeavesNoLabelledObject(t *testing.T) {
 	needPlane(t)
+	resumeOnHost(t)
+	enginesUp(t)
 	self, _ := os.Executable()
 	cmd := exec.Command(self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), cutterEnv+"="+plane.kubeconfig)
@@ -211,9 +251,15 @@ func TestSIGKILLMidPartitionThenSweepLeavesNoLabelledObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	if strings.TrimSpace(line) != "cut" {
-		t.Fatalf("cutter said %q, want cut", line)
+	said := make(chan string, 1)
+	go func() { line, _ := bufio.NewReader(out).ReadString('\n'); said <- line }()
+	select {
+	case line := <-said:
+		if strings.TrimSpace(line) != "cut" {
+			t.Fatalf("cutter said %q, want cut", line)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the cutter said nothing in 2 minutes")
 	}
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -244,7 +290,9 @@ func cutter(kubeconfig string) int {
 		err = nw.Partition("source-0")
 	}
 	if err == nil {
-		_, err = c.sources[1].Stop(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err = c.sources[1].Stop(ctx)
+		cancel()
 	}
 	if err != nil {
 		os.Stdout.WriteString("error: " + err.Error() + "\n")
@@ -295,6 +343,132 @@ func TestAccessNamesTheVerbARoleLacks(t *testing.T) {
 	for _, a := range got {
 		if want := a.Subresource != "exec"; a.Allowed != want {
 			t.Errorf("%s: allowed %v, want %v", a.What(), a.Allowed, want)
+		}
+	}
+}
+
+// TestSignalSkipsAProcessThatIsGoneOrIsAnotherNow: a kill whose list was
+// read a moment before (a core that died with its front end, a pid
+// handed to a new process) is not a failed kill, and a pid that names
+// another process now is not signalled.
+func TestSignalSkipsAProcessThatIsGoneOrIsAnotherNow(t *testing.T) {
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ps := onHostTree(t, os.Getpid())
+	var me proc
+	for _, p := range ps.below {
+		if p.pid == live.Process.Pid {
+			me = p
+		}
+	}
+	if me.pid == 0 {
+		t.Fatalf("sleep (pid %d) not in this process's tree: %v", live.Process.Pid, ps.below)
+	}
+	other := me
+	other.start = me.start + "0" // the same pid, another process
+	dead := proc{pid: gone.Process.Pid, start: "1"}
+	run := func(sig string, list ...proc) string {
+		out, err := exec.Command("sh", append([]string{"-c", signalScript, "sh", sig}, ids(list)...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("SIG%s to %v: %v: %s", sig, list, err, out)
+		}
+		return string(out)
+	}
+	if out := run("STOP", dead, other); !strings.Contains(out, "gone "+strconv.Itoa(dead.pid)) || !strings.Contains(out, "gone "+strconv.Itoa(me.pid)) {
+		t.Errorf("signal to a dead pid and to a pid with another start: %q, want both gone", out)
+	}
+	if st := stateOf(t, me.pid); st == "T" {
+		t.Fatalf("a pid with another starttime was stopped")
+	}
+	run("STOP", dead, me)
+	if st := stateOf(t, me.pid); st != "T" {
+		t.Errorf("the live process's state after SIGSTOP: %s, want T", st)
+	}
+	run("CONT", me)
+	if st := stateOf(t, me.pid); st == "T" {
+		t.Errorf("the live process's state after SIGCONT: %s", st)
+	}
+}
+
+// onHostTree is the tree below pid as listScript reads it on this host.
+func onHostTree(t *testing.T, pid int) procs {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", listScript)
+	cmd.Env = append(os.Environ(), InitEnv+"="+strconv.Itoa(pid))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := parseProcs(string(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// stateOf is /proc's state of pid, once it has settled after a signal
+// (a stop or continue takes effect when the process is next scheduled).
+func stateOf(t *testing.T, pid int) string {
+	t.Helper()
+	var st string
+	for i := 0; i < 100; i++ {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		st = strings.Fields(s[strings.LastIndex(s, ")")+1:])[0]
+		if st != "R" {
+			return st
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return st
+}
+
+// TestAStallWhileTheEngineRestartsIsWholeOrUndone: the race that hung CI.
+// The engine's processes are killed from this host and at once stalled
+// by exec, while its init is bringing a new engine up (a front end
+// forking its core): whichever wins, the stall either stops every process
+// of the pod's tree, or is undone and not taken; never a part stopped and
+// a loop waiting on the rest. Then the engine runs again.
+func TestAStallWhileTheEngineRestartsIsWholeOrUndone(t *testing.T) {
+	c := openTest(t, "llm-d.ai/role=prefill")
+	s := c.sources[1]
+	// Each round stalls a little later into the restart: its init's pause,
+	// the front end starting, the core forked.
+	for round := 0; round < 6; round++ {
+		for _, p := range onHost(t, "src-b").engine() {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+		time.Sleep(time.Duration(round) * 100 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := s.Stop(ctx)
+		cancel()
+		st, run := onHost(t, "src-b").stopped()
+		switch {
+		case err == nil && len(run) > 0:
+			t.Fatalf("round %d: stall taken with %v stopped and %v running", round, st, run)
+		case err != nil && !errors.Is(err, fault.ErrNotTaken):
+			t.Fatalf("round %d: stall: %v, want taken or not taken", round, err)
+		case err != nil && len(st) > 0:
+			t.Fatalf("round %d: stall not taken (%v) but %v left stopped", round, err, st)
+		}
+		t.Logf("round %d: stall %v; stopped %v", round, err, st)
+		if err == nil {
+			if err := s.Continue(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := waitHealthy(s.HTTPURL(), time.Minute); err != nil {
+			t.Fatalf("round %d: %v", round, err)
 		}
 	}
 }

@@ -14,25 +14,49 @@ import (
 const InitEnv = "P2PFAULT_KUBE_INIT"
 
 // listScript prints the container's init pid and one line per process:
-// "pid ppid state comm". It is POSIX sh reading /proc only, so it runs in
-// any image with a shell. Its own shell has parent 0 in a container (exec
-// enters the namespace from outside), so it is no descendant of init.
+// "pid ppid state starttime comm" (starttime: /proc's, in clock ticks
+// since boot, which with the pid names one process for good: a pid read
+// here may belong to another process by the time it is signalled). It is
+// POSIX sh reading /proc with its builtins only (no process per line: a
+// node's host has hundreds), so it runs in any image with a shell. Its
+// own shell has parent 0 in a container (exec enters the namespace from
+// outside), so it is no descendant of init.
 const listScript = `echo "init ${` + InitEnv + `:-1}"
 for d in /proc/[0-9]*; do
-  s=$(cat "$d/stat" 2>/dev/null) || continue
+  read -r s 2>/dev/null <"$d/stat" || continue
   c=${s#*\(}; c=${c%\)*}; r=${s##*\) }
   set -- $r
-  echo "${d#/proc/} $2 $1 $c"
+  echo "${d#/proc/} $2 $1 ${20} $c"
 done`
+
+// signalScript sends the signal $1 to each process named "pid:starttime"
+// in $2..., in one exec: a process whose pid is gone or now names another
+// process (its starttime differs) is not signalled but printed "gone PID"
+// (a core that died with its front end between the read and the signal is
+// what a kill wants, not a failure), and only a process that is still
+// there and refused the signal makes it fail. kill is the shell's own.
+const signalScript = `sig=$1; shift; rc=0
+start() { read -r s 2>/dev/null </proc/$1/stat || return 1; set -- ${s##*\) }; echo "${20}"; }
+for a; do
+  p=${a%%:*}; want=${a#*:}
+  if [ "$(start "$p")" != "$want" ]; then echo "gone $p"; continue; fi
+  kill -s "$sig" "$p" 2>/dev/null && continue
+  if [ "$(start "$p")" = "$want" ]; then echo "refused $p" >&2; rc=1; else echo "gone $p"; fi
+done
+exit $rc`
 
 // proc is one process of the container.
 type proc struct {
 	pid, ppid int
 	state     string // /proc's: R, S, D, T (stopped), Z, ...
+	start     string // /proc's starttime: with pid, the process's identity
 	comm      string
 }
 
 func (p proc) String() string { return fmt.Sprintf("pid %d (%s) %s", p.pid, p.comm, p.state) }
+
+// id is how signalScript names p: pid and starttime.
+func (p proc) id() string { return strconv.Itoa(p.pid) + ":" + p.start }
 
 // procs is what listScript printed, reduced to the container's tree: its
 // init first, then its descendants by pid.
@@ -54,8 +78,8 @@ func parseProcs(out string) (procs, error) {
 	all := map[int]proc{}
 	kids := map[int][]int{}
 	for _, l := range lines[1:] {
-		f := strings.SplitN(l, " ", 4)
-		if len(f) < 4 {
+		f := strings.SplitN(l, " ", 5)
+		if len(f) < 5 {
 			continue
 		}
 		pid, e1 := strconv.Atoi(f[0])
@@ -63,7 +87,7 @@ func parseProcs(out string) (procs, error) {
 		if e1 != nil || e2 != nil {
 			continue
 		}
-		all[pid] = proc{pid: pid, ppid: ppid, state: f[2], comm: f[3]}
+		all[pid] = proc{pid: pid, ppid: ppid, state: f[2], start: f[3], comm: f[4]}
 		kids[ppid] = append(kids[ppid], pid)
 	}
 	root, ok := all[initPid]
@@ -85,9 +109,21 @@ func parseProcs(out string) (procs, error) {
 // as init, the engine is below it and a signal from inside reaches it.
 var inits = []string{"tini", "dumb-init", "catatonit", "s6-svscan", "runsvdir", "supervisord", "sh", "bash", "dash", "ash"}
 
-// engineIsInit says whether the container's init is the engine itself.
-func (ps procs) engineIsInit() bool {
-	return !slices.Contains(inits, ps.init.comm) || len(ps.below) == 0
+// engineIsInit says whether the container's init is the engine itself:
+// no init p2pfault knows.
+func (ps procs) engineIsInit() bool { return !slices.Contains(inits, ps.init.comm) }
+
+// signallable is why the engine of ps cannot take a signal from inside
+// the container now (nil: it can): it is PID 1 (initRefusal), or its init
+// has nothing below it (the engine exited, or its init is restarting it).
+func (ps procs) signallable(action string) error {
+	switch {
+	case ps.engineIsInit():
+		return ps.initRefusal(action)
+	case len(ps.below) == 0:
+		return fmt.Errorf("no engine process below the container's init %v to send %s to (the engine exited, or its init is starting it again)", ps.init, action)
+	}
+	return nil
 }
 
 // initRefusal is why a signal from inside cannot stop or kill an engine
@@ -103,26 +139,34 @@ func (ps procs) initRefusal(action string) error {
 // engine is every process of the engine: init's descendants.
 func (ps procs) engine() []proc { return ps.below }
 
-// pids of ps.
-func pids(ps []proc) []string {
+// ids of ps, as signalScript takes them.
+func ids(ps []proc) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
-		out[i] = strconv.Itoa(p.pid)
+		out[i] = p.id()
 	}
 	return out
 }
 
 // stopped says which of the engine's processes are stopped and which are
-// not, as the verification words it.
+// not, as the verification words it. A zombie is neither: it has exited,
+// and only its parent's wait removes it.
 func (ps procs) stopped() (stopped, running []proc) {
 	for _, p := range ps.engine() {
-		if p.state == "T" || p.state == "t" {
+		switch p.state {
+		case "T", "t":
 			stopped = append(stopped, p)
-		} else {
+		case "Z", "X":
+		default:
 			running = append(running, p)
 		}
 	}
 	return stopped, running
+}
+
+// has says whether p (pid and starttime) is still one of ps.
+func (ps procs) has(p proc) bool {
+	return slices.ContainsFunc(ps.below, func(q proc) bool { return q.pid == p.pid && q.start == p.start })
 }
 
 // describe is what the container shows: every process and its state.

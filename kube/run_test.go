@@ -22,6 +22,8 @@ func TestARunOnThePodsVerifiesEachFaultAndJudgesIt(t *testing.T) {
 		{"kill", " ready"},
 	} {
 		t.Run(tt.kind, func(t *testing.T) {
+			resumeOnHost(t)
+			enginesUp(t)
 			exp, err := experiment.New(experiment.Config{
 				Case: tt.kind, TimeScale: 0.25, OutDir: t.TempDir(),
 				Cluster: Opener{Config: testConfig("llm-d.ai/role=prefill")},
