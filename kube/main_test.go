@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,9 +58,34 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		plane.skip = err.Error()
 	}
+	if f := os.Getenv(holdEnv); f != "" {
+		os.Exit(hold(f, stop, err))
+	}
 	code := m.Run()
 	stop()
 	os.Exit(code)
+}
+
+// holdEnv=FILE runs no test: the control plane and its pods stay up for
+// a person to run p2pfault against (docs/testing.md), FILE says where its
+// kubeconfig is, and SIGINT or SIGTERM stops them, each by pid.
+const holdEnv = "P2PFAULT_KUBE_HOLD"
+
+func hold(file string, stop func(), err error) int {
+	defer stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kube hold:", err)
+		return 1
+	}
+	if err := os.WriteFile(file, []byte(plane.kubeconfig+"\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "kube hold:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "kube hold: kubeconfig %s (named in %s); namespace %s; pods src-a, src-b (llm-d.ai/role=prefill), dec (decode), pid1 (pid1); SIGINT or SIGTERM ends it\n", plane.kubeconfig, file, plane.ns)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	return 0
 }
 
 // needPlane skips t without the control plane.

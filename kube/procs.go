@@ -107,7 +107,9 @@ func parseProcs(out string) (procs, error) {
 // inits are the programs that run as a container's PID 1 to start the
 // real one as a child (and reap, and forward signals): with one of them
 // as init, the engine is below it and a signal from inside reaches it.
-var inits = []string{"tini", "dumb-init", "catatonit", "s6-svscan", "runsvdir", "supervisord", "sh", "bash", "dash", "ash"}
+// pause is PID 1 of a pod with shareProcessNamespace: true, every
+// container's processes below it.
+var inits = []string{"tini", "dumb-init", "catatonit", "pause", "s6-svscan", "runsvdir", "supervisord", "sh", "bash", "dash", "ash"}
 
 // engineIsInit says whether the container's init is the engine itself:
 // no init p2pfault knows.
