@@ -20,11 +20,11 @@ const actionTimeout = 30 * time.Second
 
 // procs reads the engine's container now.
 func (t *Target) procs(ctx context.Context) (procs, error) {
-	return t.c.ex.procs(ctx, t.c.cfg.Namespace, t.pod, t.container)
+	return t.c.ex.procs(ctx, t.c.cfg.Namespace, t.where().pod, t.where().container)
 }
 
 func (t *Target) signal(ctx context.Context, sig string, ps []proc) error {
-	return t.c.ex.signal(ctx, t.c.cfg.Namespace, t.pod, t.container, sig, ps)
+	return t.c.ex.signal(ctx, t.c.cfg.Namespace, t.where().pod, t.where().container, sig, ps)
 }
 
 // stopWithin bounds a stall's wait for every process of the engine to
@@ -52,13 +52,13 @@ func (t *Target) Stop(ctx context.Context) (time.Time, error) {
 		return time.Time{}, fault.NotTaken(err)
 	}
 	if err := ps.signallable("SIGSTOP"); err != nil {
-		return time.Time{}, fault.NotTaken(fmt.Errorf("pod %s: %w", t.pod, err))
+		return time.Time{}, fault.NotTaken(fmt.Errorf("pod %s: %w", t.where().pod, err))
 	}
-	if err := t.c.book.add(Record{Kind: "Pod", Namespace: t.c.cfg.Namespace, Name: t.pod, Label: LabelStalled}); err != nil {
+	if err := t.c.book.add(Record{Kind: "Pod", Namespace: t.c.cfg.Namespace, Name: t.where().pod, Label: LabelStalled}); err != nil {
 		return time.Time{}, err
 	}
-	if err := mark(ctx, t.c.cs, t.c.cfg.Namespace, t.pod, LabelStalled, t.c.cfg.Run); err != nil {
-		return time.Time{}, fault.NotTaken(fmt.Errorf("label pod %s %s: %w", t.pod, LabelStalled, err))
+	if err := mark(ctx, t.c.cs, t.c.cfg.Namespace, t.where().pod, LabelStalled, t.c.cfg.Run); err != nil {
+		return time.Time{}, fault.NotTaken(fmt.Errorf("label pod %s %s: %w", t.where().pod, LabelStalled, err))
 	}
 	t.mu.Lock()
 	t.stalled = true
@@ -85,7 +85,7 @@ func (t *Target) stopAll(ctx context.Context, ps procs) error {
 	for {
 		_, running := ps.stopped()
 		if len(ps.engine()) == 0 {
-			return fmt.Errorf("pod %s: the engine has no process left to stop (it exited or is restarting)", t.pod)
+			return fmt.Errorf("pod %s: the engine has no process left to stop (it exited or is restarting)", t.where().pod)
 		}
 		if len(running) == 0 {
 			return nil
@@ -97,7 +97,7 @@ func (t *Target) stopAll(ctx context.Context, ps procs) error {
 		for err != nil || !settled(now) {
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("pod %s: not every process of the engine stopped within %s: %s", t.pod, stopWithin, describeOr(now, err))
+				return fmt.Errorf("pod %s: not every process of the engine stopped within %s: %s", t.where().pod, stopWithin, describeOr(now, err))
 			case <-time.After(pollEvery):
 			}
 			now, err = t.procs(ctx)
@@ -142,7 +142,7 @@ func (t *Target) Continue(ctx context.Context) error {
 	t.mu.Lock()
 	t.stalled = false
 	t.mu.Unlock()
-	return unmark(ctx, t.c.cs, t.c.cfg.Namespace, t.pod, LabelStalled)
+	return unmark(ctx, t.c.cs, t.c.cfg.Namespace, t.where().pod, LabelStalled)
 }
 
 // Kill kills every process of the engine by exec (SIGKILL from inside the
@@ -156,7 +156,7 @@ func (t *Target) Kill(ctx context.Context, signalled func(at time.Time, err erro
 	ps, err := t.procs(ctx)
 	if err == nil {
 		if err = ps.signallable("SIGKILL"); err != nil {
-			err = fmt.Errorf("pod %s: %w", t.pod, err)
+			err = fmt.Errorf("pod %s: %w", t.where().pod, err)
 		}
 	}
 	if err == nil {
@@ -176,7 +176,7 @@ func (t *Target) Kill(ctx context.Context, signalled func(at time.Time, err erro
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("pod %s: the engine did not answer again within %s of its kill: %w", t.pod, killReadyWithin, ctx.Err())
+			return time.Time{}, fmt.Errorf("pod %s: the engine did not answer again within %s of its kill: %w", t.where().pod, killReadyWithin, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}
@@ -204,14 +204,17 @@ func (t *Target) renewed(ctx context.Context, old procs, restarts int) bool {
 // containerRestarts is the engine container's restart count now (-1
 // when the pod cannot be read).
 func (t *Target) containerRestarts(ctx context.Context) int {
-	p, err := t.c.cs.CoreV1().Pods(t.c.cfg.Namespace).Get(ctx, t.pod, metav1.GetOptions{})
+	p, err := t.c.cs.CoreV1().Pods(t.c.cfg.Namespace).Get(ctx, t.where().pod, metav1.GetOptions{})
 	if err != nil {
 		return -1
 	}
-	return restartsOf(*p, t.container)
+	return restartsOf(*p, t.where().container)
 }
 
-var errRefused = errors.New("not supported on --kube yet: a pod's controller decides whether a deleted pod comes back, and where")
+// errRefused: a pod's controller brings a deleted pod back (that is
+// replace), and holding an engine down would mean scaling its controller,
+// a change to the user's workload p2pfault does not make.
+var errRefused = errors.New("not supported on --kube: a deleted pod comes back by its controller (that is replace), and keeping it down would mean scaling the controller, which p2pfault does not change")
 
 // Terminate and Restore (remove, restore) are refused: Plan says so first.
 func (t *Target) Terminate(context.Context, func(time.Time, error)) error {
@@ -234,7 +237,7 @@ func (t *Target) Report() fault.Report {
 	defer t.mu.Unlock()
 	r := fault.Report{Ready: t.ready, Addrs: []string{t.HTTPURL()[len("http://"):], t.P2PAddr()}, Cut: t.c.cuts.of(t.name)}
 	if err != nil {
-		r.Instance = t.restarts + t.seen
+		r.Instance = t.instance()
 		return r
 	}
 	eng := ps.engine()
@@ -245,7 +248,7 @@ func (t *Target) Report() fault.Report {
 		}
 		t.lastMain = eng[0].pid
 	}
-	r.Instance = t.restarts + t.seen
+	r.Instance = t.instance()
 	st, run := ps.stopped()
 	r.Frozen, r.Listed = len(st) > 0 && len(run) == 0, true
 	for _, p := range eng {

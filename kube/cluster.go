@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,8 +90,9 @@ func (c *Cluster) target(p corev1.Pod, role event.Role, i int) (*Target, error) 
 	if role == event.RoleSource {
 		name = event.SourceName(i)
 	}
-	return &Target{c: c, name: name, role: role, index: i, pod: p.Name, container: k.Name, ip: ip, httpPort: hp, p2pPort: pp,
-		http: &http.Client{Timeout: 2 * time.Second}}, nil
+	t := &Target{c: c, name: name, role: role, index: i, http: &http.Client{Timeout: 2 * time.Second}}
+	t.at.Store(&place{pod: p.Name, container: k.Name, ip: ip, httpPort: hp, p2pPort: pp})
+	return t, nil
 }
 
 // Sources are the sources, in the documented order (byOrder).
@@ -137,16 +139,12 @@ func (c *Cluster) refresh(ctx context.Context) {
 
 // Target is one engine's pod.
 type Target struct {
-	c         *Cluster
-	name      string
-	role      event.Role
-	index     int
-	pod       string
-	container string
-	ip        string
-	httpPort  int
-	p2pPort   int
-	http      *http.Client
+	c     *Cluster
+	name  string
+	role  event.Role
+	index int
+	http  *http.Client
+	at    atomic.Pointer[place] // a replace moves it to the new pod
 
 	mu       sync.Mutex
 	info     event.EngineInfo
@@ -154,7 +152,22 @@ type Target struct {
 	lastMain int // the engine's first pid when last read
 	seen     int // restarts seen in place (its processes replaced)
 	restarts int // the container's restart count, as the pod says
+	pods     int // pods it had before this one (replaced)
 }
+
+// place is where the engine runs: its pod, container and addresses.
+type place struct {
+	pod, container, ip string
+	httpPort, p2pPort  int
+}
+
+// instance counts the engines the target has had: every pod before this
+// one, this container's restarts and the restarts seen in place (t.mu
+// held).
+func (t *Target) instance() int { return t.pods + t.restarts + t.seen }
+
+// where is the engine's place now.
+func (t *Target) where() *place { return t.at.Load() }
 
 var (
 	_ experiment.Target = (*Target)(nil)
@@ -165,15 +178,22 @@ var (
 func (t *Target) Name() string         { return t.name }
 func (t *Target) Role() event.Role     { return t.role }
 func (t *Target) Index() int           { return t.index }
-func (t *Target) Pod() string          { return t.pod }
-func (t *Target) P2PHost() string      { return t.ip }
-func (t *Target) P2PPort() int         { return t.p2pPort }
+func (t *Target) Pod() string          { return t.where().pod }
+func (t *Target) P2PHost() string      { return t.where().ip }
+func (t *Target) P2PPort() int         { return t.where().p2pPort }
 func (t *Target) LogTail(int) []string { return nil }
 func (t *Target) HTTPURL() string {
-	return "http://" + net.JoinHostPort(t.ip, strconv.Itoa(t.httpPort))
+	w := t.where()
+	return "http://" + net.JoinHostPort(w.ip, strconv.Itoa(w.httpPort))
 }
-func (t *Target) Ports() []int    { return []int{t.httpPort, t.p2pPort} }
-func (t *Target) P2PAddr() string { return net.JoinHostPort(t.ip, strconv.Itoa(t.p2pPort)) }
+func (t *Target) Ports() []int {
+	w := t.where()
+	return []int{w.httpPort, w.p2pPort}
+}
+func (t *Target) P2PAddr() string {
+	w := t.where()
+	return net.JoinHostPort(w.ip, strconv.Itoa(w.p2pPort))
+}
 func (t *Target) State() event.EngineInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -206,18 +226,22 @@ func (t *Target) ready(ctx context.Context) error {
 // refresh reads the pod and the engine's health into State: the process
 // table's row, with the pod's name, node, phase and restarts.
 func (t *Target) refresh(ctx context.Context) {
-	in := event.EngineInfo{Name: t.name, Role: t.role, Index: t.index, HTTPPort: t.httpPort, P2PPort: t.p2pPort, URL: t.HTTPURL()}
-	p, err := t.c.cs.CoreV1().Pods(t.c.cfg.Namespace).Get(ctx, t.pod, metav1.GetOptions{})
+	w := t.where()
+	in := event.EngineInfo{Name: t.name, Role: t.role, Index: t.index, HTTPPort: w.httpPort, P2PPort: w.p2pPort, URL: t.HTTPURL()}
+	p, err := t.c.cs.CoreV1().Pods(t.c.cfg.Namespace).Get(ctx, w.pod, metav1.GetOptions{})
 	herr := t.ready(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.where() != w {
+		return // replaced meanwhile: the next round reads the new pod
+	}
 	switch {
 	case err != nil:
-		in.State, in.Health = event.StateUnreachable, "pod "+t.pod+": "+err.Error()
+		in.State, in.Health = event.StateUnreachable, "pod "+w.pod+": "+err.Error()
 	default:
-		t.restarts = restartsOf(*p, t.container)
-		in.Restarts = t.restarts + t.seen
-		where := fmt.Sprintf("pod %s on %s, %s, restarts %d", t.pod, or(p.Spec.NodeName, "no node"), p.Status.Phase, t.restarts)
+		t.restarts = restartsOf(*p, w.container)
+		in.Restarts = t.instance()
+		where := fmt.Sprintf("pod %s on %s, %s, restarts %d", w.pod, or(p.Spec.NodeName, "no node"), p.Status.Phase, t.restarts)
 		switch {
 		case t.stalled:
 			in.State, in.Health = event.StateStopped, where

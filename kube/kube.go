@@ -231,12 +231,12 @@ func or(s, def string) string {
 // CanTake says why no pod can take kind k through this cluster.
 func CanTake(k *fault.Kind) error {
 	switch k.Name {
-	case fault.ActionStall, fault.ActionResume, fault.ActionKill, "partition", "heal", "busy":
+	case fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionReplace, "partition", "heal", "busy":
 		return nil
 	case "loss":
 		return fmt.Errorf("a NetworkPolicy drops every packet or none, so it cannot lose a share of them (Chaos Mesh's NetworkChaos is not supported yet)")
-	case fault.ActionRemove, fault.ActionRestore, "replace":
-		return fmt.Errorf("not supported on --kube yet: a pod's controller decides whether a deleted pod comes back, and where")
+	case fault.ActionRemove, fault.ActionRestore:
+		return errRefused
 	}
 	// A message-grain kind acts in the link next to the decoder, which
 	// --kube does not run in the cluster.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"p2pfault/event"
@@ -470,5 +471,41 @@ func TestAStallWhileTheEngineRestartsIsWholeOrUndone(t *testing.T) {
 		if err := waitHealthy(s.HTTPURL(), time.Minute); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
+	}
+}
+
+// TestReplaceDeletesThePodAndMovesToItsControllersNewOne: replace deletes
+// the source's pod and follows its controller's new pod (new name, new
+// address), once its engine answers; a pod with no controller is refused.
+func TestReplaceDeletesThePodAndMovesToItsControllersNewOne(t *testing.T) {
+	c := openTest(t, "llm-d.ai/role=replica")
+	s := c.sources[0]
+	oldPod, oldURL, before := s.Pod(), s.HTTPURL(), s.Report()
+	sent := errors.New("never signalled")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := s.Replace(ctx, func(_ time.Time, err error) { sent = err }); err != nil {
+		t.Fatal(err)
+	}
+	if sent != nil {
+		t.Errorf("signalled with %v", sent)
+	}
+	if s.Pod() == oldPod || s.HTTPURL() == oldURL || s.HTTPURL() != plane.engines[s.Pod()].url() {
+		t.Errorf("after the replace: pod %s at %s (was %s at %s): want the other slot's pod at its engine's address %s", s.Pod(), s.HTTPURL(), oldPod, oldURL, plane.engines[s.Pod()].url())
+	}
+	cs, err := testConfig("").clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(plane.ns).Get(ctx, oldPod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the old pod %s: %v, want not found", oldPod, err)
+	}
+	if after := s.Report(); after.Instance <= before.Instance || !after.Running {
+		t.Errorf("report after the replace: instance %d (before %d), running %v: want a new instance running", after.Instance, before.Instance, after.Running)
+	}
+
+	bare := openTest(t, "llm-d.ai/role=prefill").sources[0]
+	if err := bare.CanReplace(); err == nil || !strings.Contains(err.Error(), "no controller") {
+		t.Errorf("CanReplace of a pod with no controller: %v, want refused naming it", err)
 	}
 }

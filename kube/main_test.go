@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"p2pfault/sim"
@@ -81,7 +82,7 @@ func hold(file string, stop func(), err error) int {
 		fmt.Fprintln(os.Stderr, "kube hold:", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "kube hold: kubeconfig %s (named in %s); namespace %s; pods src-a, src-b (llm-d.ai/role=prefill), dec (decode), pid1 (pid1); SIGINT or SIGTERM ends it\n", plane.kubeconfig, file, plane.ns)
+	fmt.Fprintf(os.Stderr, "kube hold: kubeconfig %s (named in %s); namespace %s; pods src-a, src-b (llm-d.ai/role=prefill), dec (decode), pid1 (pid1), rep-a (replica: its controller makes rep-b when it is deleted); SIGINT or SIGTERM ends it\n", plane.kubeconfig, file, plane.ns)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
@@ -229,6 +230,10 @@ func startPlane() (stop func(), err error) {
 	if err := makePods(cs); err != nil {
 		return stop, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go replicaSlots(ctx, cs)
+	kwokStop := stop
+	stop = func() { cancel(); kwokStop() }
 	fmt.Fprintf(os.Stderr, "kube tests: control plane and pods up in %v (%s)\n", time.Since(t0).Round(time.Millisecond), dir)
 	return stop, nil
 }
@@ -381,15 +386,34 @@ func (e *podEngine) stop() {
 	<-e.done
 }
 
+// killBelowInit kills the engine's processes below its shell, read from
+// this host's /proc, each by pid.
+func (e *podEngine) killBelowInit() {
+	cmd := exec.Command("sh", "-c", listScript)
+	cmd.Env = append(os.Environ(), InitEnv+"="+strconv.Itoa(e.init))
+	out, err := cmd.Output()
+	if err != nil {
+		return
+	}
+	if ps, err := parseProcs(string(out)); err == nil {
+		for _, p := range ps.engine() {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func (e *podEngine) url() string { return "http://127.0.0.1:" + strconv.Itoa(e.http) }
 
-// The pods: two sources and a decoder under a shell, and a source whose
-// engine is its own init (the PID 1 case), labelled apart.
+// The pods: two sources and a decoder under a shell, a source whose
+// engine is its own init (the PID 1 case), labelled apart, and a source
+// its controller replaces (replicaSlots): rep-a made at the start, rep-b
+// an engine standing by for the pod that replaces it.
 var pods = []struct {
-	name, role string
-	alone      bool
+	name, role       string
+	alone, byReplica bool
 }{
-	{"src-a", "prefill", false}, {"src-b", "prefill", false}, {"dec", "decode", false}, {"pid1", "pid1", true},
+	{"src-a", "prefill", false, false}, {"src-b", "prefill", false, false}, {"dec", "decode", false, false},
+	{"pid1", "pid1", true, false}, {"rep-a", "replica", false, true}, {"rep-b", "replica", false, true},
 }
 
 func startEngines(dir string) error {
@@ -458,41 +482,95 @@ func kvConfig(port int) string {
 	return string(b)
 }
 
-// makePods creates one pod per engine on the kwok node, hostNetwork, its
-// ports named, one second apart so their order (byOrder) is the list's,
-// and waits until kwok has them Running with an IP.
+// makePods creates one pod per engine on the kwok node (rep-b's comes
+// when the controller replaces rep-a), hostNetwork, its ports named, one
+// second apart so their order (byOrder) is the list's, and waits until
+// kwok has them Running with an IP.
 func makePods(cs kubernetes.Interface) error {
-	ctx := context.Background()
-	for i, p := range pods {
-		if i > 0 {
+	made := []string{}
+	for _, p := range pods {
+		if p.name == "rep-b" {
+			continue
+		}
+		if len(made) > 0 && !p.byReplica {
 			time.Sleep(1100 * time.Millisecond) // creation times have seconds
 		}
-		e := plane.engines[p.name]
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: plane.ns, Labels: map[string]string{"app": "vllm", "llm-d.ai/role": p.role}},
-			Spec: corev1.PodSpec{NodeName: "kwok-node", HostNetwork: true, Containers: []corev1.Container{{
-				Name: "engine", Image: "vllm/vllm-openai",
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(e.http)}, {Name: "p2p", ContainerPort: int32(e.p2p)}},
-			}}},
+		if err := createPod(cs, p.name, p.role, p.byReplica); err != nil {
+			return err
 		}
-		if _, err := cs.CoreV1().Pods(plane.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create pod %s: %w", p.name, err)
-		}
+		made = append(made, p.name)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, p := range pods {
-		for {
-			got, err := cs.CoreV1().Pods(plane.ns).Get(ctx, p.name, metav1.GetOptions{})
-			if err == nil && got.Status.Phase == corev1.PodRunning && got.Status.PodIP != "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("pod %s not Running with an IP after 60s: %v", p.name, err)
-			}
-			time.Sleep(100 * time.Millisecond)
+	for _, name := range made {
+		if err := waitRunning(cs, name, 60*time.Second); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// replicaSet is the controller the replaced pods name as their owner (no
+// such object exists: the test's replicaSlots acts for it).
+const replicaSetUID = "5b0e4a64-0000-4000-8000-000000000001"
+
+// createPod creates pod name for its engine, with a controller when
+// byReplica.
+func createPod(cs kubernetes.Interface, name, role string, byReplica bool) error {
+	e := plane.engines[name]
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: plane.ns, Labels: map[string]string{"app": "vllm", "llm-d.ai/role": role}},
+		Spec: corev1.PodSpec{NodeName: "kwok-node", HostNetwork: true, Containers: []corev1.Container{{
+			Name: "engine", Image: "vllm/vllm-openai",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(e.http)}, {Name: "p2p", ContainerPort: int32(e.p2p)}},
+		}}},
+	}
+	if byReplica {
+		yes := true
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rep", UID: replicaSetUID, Controller: &yes}}
+	}
+	if _, err := cs.CoreV1().Pods(plane.ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create pod %s: %w", name, err)
+	}
+	return nil
+}
+
+func waitRunning(cs kubernetes.Interface, name string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		got, err := cs.CoreV1().Pods(plane.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil && got.Status.Phase == corev1.PodRunning && got.Status.PodIP != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pod %s not Running with an IP after %v: %v", name, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// replicaSlots is the test's controller of the replica pods: when one is
+// deleted, its engine is killed (the container with its pod; its shell
+// brings it up again, standing by) and the pod of the other slot is made,
+// on that slot's engine: new name, new ports. It runs until ctx ends.
+func replicaSlots(ctx context.Context, cs kubernetes.Interface) {
+	other := map[string]string{"rep-a": "rep-b", "rep-b": "rep-a"}
+	for ctx.Err() == nil {
+		w, err := cs.CoreV1().Pods(plane.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "llm-d.ai/role=replica"})
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != watch.Deleted || other[p.Name] == "" {
+				continue
+			}
+			plane.engines[p.Name].killBelowInit()
+			if err := createPod(cs, other[p.Name], "replica", true); err != nil {
+				fmt.Fprintf(os.Stderr, "kube tests: the replica controller: %v\n", err)
+			}
+		}
+		w.Stop()
+	}
 }
 
 // grantAllBut binds user to a Role of every Need but those of subresource

@@ -65,13 +65,13 @@ func (n network) Partition(target string, _ ...int) error {
 	ctx := context.Background()
 	ns, name := c.cfg.Namespace, c.policyName(target)
 	value := name // the mark's value: which policy selects the pod
-	for _, r := range []Record{{Kind: "Pod", Namespace: ns, Name: t.pod, Label: LabelCut}, {Kind: "NetworkPolicy", Namespace: ns, Name: name}} {
+	for _, r := range []Record{{Kind: "Pod", Namespace: ns, Name: t.where().pod, Label: LabelCut}, {Kind: "NetworkPolicy", Namespace: ns, Name: name}} {
 		if err := c.book.add(r); err != nil {
 			return err
 		}
 	}
-	if err := mark(ctx, c.cs, ns, t.pod, LabelCut, value); err != nil {
-		return fault.NotTaken(fmt.Errorf("label pod %s %s: %w", t.pod, LabelCut, err))
+	if err := mark(ctx, c.cs, ns, t.where().pod, LabelCut, value); err != nil {
+		return fault.NotTaken(fmt.Errorf("label pod %s %s: %w", t.where().pod, LabelCut, err))
 	}
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: ownLabels(c.cfg.Run)},
@@ -81,7 +81,7 @@ func (n network) Partition(target string, _ ...int) error {
 		},
 	}
 	if _, err := c.cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
-		unmark(ctx, c.cs, ns, t.pod, LabelCut)
+		unmark(ctx, c.cs, ns, t.where().pod, LabelCut)
 		return fault.NotTaken(fmt.Errorf("create NetworkPolicy %s: %w", name, err))
 	}
 	c.cuts.mu.Lock()
@@ -89,7 +89,7 @@ func (n network) Partition(target string, _ ...int) error {
 	if c.cuts.by == nil {
 		c.cuts.by = map[string]cut{}
 	}
-	c.cuts.by[target] = cut{pod: t.pod, policy: name}
+	c.cuts.by[target] = cut{pod: t.where().pod, policy: name}
 	return nil
 }
 

@@ -17,16 +17,17 @@ import (
 // processes by exec, and the verdict comes out of the simulated engines.
 func TestARunOnThePodsVerifiesEachFaultAndJudgesIt(t *testing.T) {
 	needPlane(t)
-	for _, tt := range []struct{ kind, detail string }{
-		{"stall", "frozen: every process of it stopped; stopped "},
-		{"kill", " ready"},
+	for _, tt := range []struct{ kind, sources, detail string }{
+		{"stall", "llm-d.ai/role=prefill", "frozen: every process of it stopped; stopped "},
+		{"kill", "llm-d.ai/role=prefill", " ready"},
+		{"replace", "llm-d.ai/role=replica", " ready at 127.0.0.1:"},
 	} {
 		t.Run(tt.kind, func(t *testing.T) {
 			resumeOnHost(t)
 			enginesUp(t)
 			exp, err := experiment.New(experiment.Config{
 				Case: tt.kind, TimeScale: 0.25, OutDir: t.TempDir(),
-				Cluster: Opener{Config: testConfig("llm-d.ai/role=prefill")},
+				Cluster: Opener{Config: testConfig(tt.sources)},
 			})
 			if err != nil {
 				t.Fatal(err)
