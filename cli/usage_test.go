@@ -63,7 +63,7 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"kube and attach", []string{"run", "--headless", "--kube", "--attach", "x.yaml"}, nil, "--kube and --attach: give one"},
 		{"kube without namespace", []string{"run", "--headless", "--kube", "--kube-sources", "a=b", "--kube-decoder", "c=d", "--arm", "main"}, nil, "--kube-namespace is required"},
 		{"kube slice in parallel", []string{"slice", "--kube", "--parallel", "2"}, nil, "--parallel 2 with --kube"},
-		{"kube remove", []string{"run", "--headless", "--kube", "--kube-namespace", "x", "--kube-sources", "a=b", "--kube-decoder", "c=d", "--arm", "main", "--case", "remove"}, nil, "remove: not supported on --kube yet"},
+		{"kube remove", []string{"run", "--headless", "--kube", "--kube-namespace", "x", "--kube-sources", "a=b", "--kube-decoder", "c=d", "--arm", "main", "--case", "remove"}, nil, "remove: not supported on --kube: a deleted pod comes back by its controller (that is replace)"},
 		{"doctor kube without namespace", []string{"doctor", "--kube", "--kube-sources", "a=b", "--kube-decoder", "c=d", "--arm", "main"}, nil, "--kube-namespace is required"},
 		{"content match prefix of nothing", []string{"slice", "--content-match", "prefix:0"}, nil, `--content-match "prefix:0"`},
 		{"bad load-failure policy", []string{"run", "--headless", "--kv-load-failure-policy", "retry"}, nil, `--kv-load-failure-policy "retry"`},
