@@ -33,6 +33,9 @@ var Needs = []Need{
 	{Resource: "pods", Verb: "list", For: "find the engines by label"},
 	{Resource: "pods", Verb: "patch", For: "mark a stalled or cut pod"},
 	{Resource: "pods", Subresource: "exec", Verb: "create", For: "stall, resume, kill"},
+	{Resource: "pods", Verb: "delete", For: "replace"},
+	{Resource: "events", Verb: "list", For: "the pods' events in the run's log"},
+	{Resource: "events", Verb: "watch", For: "the pods' events in the run's log"},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "create", For: "partition"},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "delete", For: "heal, cleanup --kube"},
 }

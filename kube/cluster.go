@@ -42,12 +42,18 @@ var (
 // Open finds the pods and returns once each is running with an address;
 // it then reads them once a second until ctx ends.
 func (o Opener) Open(ctx context.Context, env experiment.OpenEnv) (experiment.Cluster, error) {
-	return o.OpenCluster(ctx, env.OutDir)
+	return o.open(ctx, env.OutDir, env.OnLog)
 }
 
 // OpenCluster is Open with its concrete type: dir is the run's folder
 // ("": no record is kept).
 func (o Opener) OpenCluster(ctx context.Context, dir string) (*Cluster, error) {
+	return o.open(ctx, dir, nil)
+}
+
+// open opens the cluster; onLog (if set) is told the pods' events
+// (watchEvents).
+func (o Opener) open(ctx context.Context, dir string, onLog func(engine, line string)) (*Cluster, error) {
 	cfg := o.Config
 	if err := cfg.Check(); err != nil {
 		return nil, err
@@ -73,6 +79,9 @@ func (o Opener) OpenCluster(ctx context.Context, dir string) (*Cluster, error) {
 	}
 	c.refresh(ctx)
 	go experiment.Every(ctx, refreshEvery, func() { c.refresh(ctx) })
+	if onLog != nil {
+		go c.watchEvents(ctx, onLog)
+	}
 	return c, nil
 }
 

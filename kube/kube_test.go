@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -507,5 +508,49 @@ func TestReplaceDeletesThePodAndMovesToItsControllersNewOne(t *testing.T) {
 	bare := openTest(t, "llm-d.ai/role=prefill").sources[0]
 	if err := bare.CanReplace(); err == nil || !strings.Contains(err.Error(), "no controller") {
 		t.Errorf("CanReplace of a pod with no controller: %v, want refused naming it", err)
+	}
+}
+
+// TestPodEventsAreLinesOfTheirEnginesLog: an Event about a pod the run's
+// engine is on comes as a line of that engine's log; one about another
+// pod does not.
+func TestPodEventsAreLinesOfTheirEnginesLog(t *testing.T) {
+	needPlane(t)
+	resumeOnHost(t)
+	enginesUp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lines := make(chan string, 16)
+	c, err := Opener{Config: testConfig("llm-d.ai/role=prefill")}.open(ctx, t.TempDir(), func(engine, line string) { lines <- engine + " " + line })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	cs, err := testConfig("").clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range []string{"pid1", "src-b"} { // pid1: no engine of this run
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: pod + "-", Namespace: plane.ns},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: plane.ns, Name: pod},
+			Type:           corev1.EventTypeWarning, Reason: "BackOff", Message: "Back-off restarting failed container engine",
+		}
+		got, err := cs.CoreV1().Events(plane.ns).Create(ctx, ev, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cs.CoreV1().Events(plane.ns).Delete(context.Background(), got.Name, metav1.DeleteOptions{})
+		})
+	}
+	want := "source-1 pod event src-b: Warning BackOff: Back-off restarting failed container engine"
+	select {
+	case line := <-lines:
+		if line != want {
+			t.Errorf("first line %q, want %q", line, want)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("no line in a minute, want %q", want)
 	}
 }
