@@ -84,8 +84,10 @@ func (t *Target) Stop(ctx context.Context) (time.Time, error) {
 func (t *Target) stopAll(ctx context.Context, ps procs) error {
 	for {
 		_, running := ps.stopped()
-		if len(ps.engine()) == 0 {
-			return fmt.Errorf("pod %s: the engine has no process left to stop (it exited or is restarting)", t.where().pod)
+		if !ps.alive() {
+			// Zombies alone are not a stalled engine: its init reaps them
+			// and starts another, which would run.
+			return fmt.Errorf("pod %s: the engine has no live process left to stop (it exited or is restarting): %s", t.where().pod, ps.describe())
 		}
 		if len(running) == 0 {
 			return nil
@@ -190,7 +192,7 @@ func (t *Target) renewed(ctx context.Context, old procs, restarts int) bool {
 		return true
 	}
 	now, err := t.procs(ctx)
-	if err != nil || len(now.engine()) == 0 {
+	if err != nil || !now.alive() {
 		return false
 	}
 	for _, p := range old.engine() {

@@ -122,8 +122,8 @@ func (ps procs) signallable(action string) error {
 	switch {
 	case ps.engineIsInit():
 		return ps.initRefusal(action)
-	case len(ps.below) == 0:
-		return fmt.Errorf("no engine process below the container's init %v to send %s to (the engine exited, or its init is starting it again)", ps.init, action)
+	case !ps.alive():
+		return fmt.Errorf("no live engine process below the container's init %v to send %s to (the engine exited, or its init is starting it again)", ps.init, action)
 	}
 	return nil
 }
@@ -164,6 +164,14 @@ func (ps procs) stopped() (stopped, running []proc) {
 		}
 	}
 	return stopped, running
+}
+
+// alive says whether any process of the engine has not exited: only
+// zombies left (killed, not yet reaped) is an engine gone, whose init is
+// about to start another.
+func (ps procs) alive() bool {
+	st, run := ps.stopped()
+	return len(st)+len(run) > 0
 }
 
 // has says whether p (pid and starttime) is still one of ps.
