@@ -338,9 +338,18 @@ func TestAccessNamesTheVerbARoleLacks(t *testing.T) {
 	grantAllBut(t, "noexec", "exec")
 	cfg := testConfig("llm-d.ai/role=prefill")
 	cfg.Kubeconfig = strings.TrimSuffix(plane.kubeconfig, "kubeconfig") + "kubeconfig-noexec"
-	got, err := cfg.Access(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	// The API server's authorizer learns of the new Role from its own
+	// watch, a moment after the create returned: ask until the first
+	// verb the Role grants is allowed (a minute at most), then judge all.
+	var got []Access
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if got, err = cfg.Access(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Allowed || time.Now().After(deadline) {
+			break
+		}
 	}
 	for _, a := range got {
 		if want := a.Subresource != "exec"; a.Allowed != want {
