@@ -135,7 +135,7 @@ func TestOpenFindsThePodsByLabelOldestFirst(t *testing.T) {
 	if c.decoder.Pod() != "dec" {
 		t.Errorf("decoder pod %s, want dec", c.decoder.Pod())
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for c.sources[0].State().State != event.StateReady {
 		if time.Now().After(deadline) {
 			t.Fatalf("source-0 state %+v, want ready", c.sources[0].State())
@@ -199,7 +199,7 @@ func TestKillKillsTheEngineAndItComesBackInPlace(t *testing.T) {
 	s := c.sources[1]
 	before := onHost(t, "src-b").engine()
 	var sent error = errors.New("never signalled")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := s.Kill(ctx, func(_ time.Time, err error) { sent = err }); err != nil {
 		t.Fatal(err)
