@@ -109,7 +109,11 @@ func (o *runOptions) armConfigs(cmd *cobra.Command, specs []armSpec, caseName, o
 		if err != nil {
 			return runArms{}, err
 		}
-		if o.flags.attach == "" {
+		if o.flags.kube.on {
+			if cfg.Cluster, err = o.flags.kube.opener(o.flags.model); err != nil {
+				return runArms{}, err
+			}
+		} else if o.flags.attach == "" {
 			if cfg.Cluster, err = o.launch(fs, s, k, n, pool); err != nil {
 				return runArms{}, err
 			}

@@ -11,6 +11,7 @@ import (
 	"p2pfault/doctor"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
+	"p2pfault/kube"
 	"p2pfault/launch"
 	"p2pfault/netfault"
 	"p2pfault/runner"
@@ -43,7 +44,8 @@ func newDoctorCommand() *cobra.Command {
 		Long: "Check, without starting a run, everything that would make it fail early: the engine\n" +
 			"binary and its version, that its serve knows every flag the run passes, the GPUs\n" +
 			"(nvidia-smi -L) against --gpus and the arms, the ports, PYTHONHASHSEED, CAP_NET_ADMIN and\n" +
-			"nftables when a network fault is scripted, the engines of --attach, and what a killed run left\n" +
+			"nftables when a network fault is scripted, the engines of --attach, the pods and API access of\n" +
+			"--kube (a SelfSubjectAccessReview per verb a run needs, each missing one named), and what a killed run left\n" +
 			"on the host (a firewall table or engine whose p2pfault is gone: `cleanup --orphans`). Prints one line per\n" +
 			"check (✓ or ✗, what was found, → how to fix).\n\n" +
 			"`p2pfault doctor [flags]` checks `p2pfault run [flags]`; `p2pfault doctor slice [flags]`\n" +
@@ -99,6 +101,9 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 		}
 		if attachPath != "" {
 			continue // checked against the file once it is open (Attached.Fits)
+		}
+		if k, onKube := cfg.Cluster.(kube.Opener); onKube {
+			return kubeDoctor(cmd, k.Config)
 		}
 		if err := checkConfig(cfg); err != nil {
 			return err

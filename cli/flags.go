@@ -59,6 +59,7 @@ type clusterFlags struct {
 	bounds event.Bounds
 	out    string
 	attach string // --attach FILE: a cluster p2pfault did not start
+	kube   kubeFlags
 }
 
 func (f *clusterFlags) register(fs *pflag.FlagSet) {
@@ -104,6 +105,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.bounds.RecoveryHitRate, "bound-recovery-hit-rate", def.RecoveryHitRate, "check 5: fraction of pulls naming the faulted source that hit again")
 
 	fs.StringVar(&f.attach, "attach", "", "probe and fault the engines an attach file describes (engines p2pfault did not start) instead of launching a cluster")
+	f.kube.register(fs)
 	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json, refused while another run holds it (default p2pfault-runs/DATE-TIME-ARM-CASE; for slice, p2pfault-runs/DATE-TIME-slice; -2, -3, ... added when a run of the same second has that one)")
 }
 

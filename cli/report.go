@@ -62,7 +62,11 @@ func newCleanupCommand() *cobra.Command {
 			"slice's (its rows are cleaned). Without DIR, every run folder under ./p2pfault-runs.\n" +
 			"With --orphans, also every firewall table and engine on this host whose p2pfault is gone,\n" +
 			"found by the owner (pid and start time) each carries even when no record names it;\n" +
-			"`cleanup --orphans` without DIR does only that.\n\n" +
+			"`cleanup --orphans` without DIR does only that.\n" +
+			"With --kube, also the Kubernetes cluster, by label (no record needed): every object\n" +
+			"labelled app.kubernetes.io/managed-by=p2pfault deleted, every pod labelled\n" +
+			"p2pfault.io/stalled resumed, every p2pfault.io/cut label removed; `cleanup --kube`\n" +
+			"without DIR does only that.\n\n" +
 			"An attached run's stalls.json: a stalled session is resumed (SIGCONT, after the same\n" +
 			"checks); a source stalled by a command is resumed with the resume command of the\n" +
 			"attach file --attach names, never with a command read from the record.\n\n" +
@@ -118,5 +122,6 @@ func newCleanupCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&attachFile, "attach", "", "the attach file of an attached run: a source stalled by a command is resumed with this file's resume command (cleanup never runs a command read from a record)")
 	addOrphansFlag(cmd)
+	addKubeCleanupFlag(cmd)
 	return cmd
 }

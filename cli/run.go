@@ -127,6 +127,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		}
 		return runPlan{}, exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
 	}
+	if err := o.flags.kube.check(cmd.Flags(), o.flags.attach); err != nil {
+		return runPlan{}, err
+	}
 	if o.flags.attach != "" {
 		if err := refuseWithAttach(cmd.Flags()); err != nil {
 			return runPlan{}, err
@@ -147,6 +150,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	specs, err := o.armSpecs()
 	if err != nil {
 		return runPlan{}, err
+	}
+	if o.flags.kube.on && len(specs) > 1 {
+		return runPlan{}, exitcode.Usagef("--kube: the pods the selectors find are one cluster, so it runs one arm, not %d", len(specs))
 	}
 	if o.flags.attach != "" && len(specs) > 1 {
 		return runPlan{}, exitcode.Usagef("--attach: an attach file describes one cluster, so it runs one arm, not %d", len(specs))

@@ -94,6 +94,9 @@ type slicePlan struct {
 // naming it): the first half of runSlice, shared with doctor so that
 // doctor checks exactly the rows these flags run.
 func (o *sliceOptions) configure(cmd *cobra.Command) (slicePlan, error) {
+	if err := o.kube(cmd); err != nil {
+		return slicePlan{}, err
+	}
 	if len(o.sweeps) > 0 && o.flags.attach != "" {
 		return slicePlan{}, exitcode.Usagef("--sweep sets the engines p2pfault starts; with --attach the engines are yours: set them and run a slice per value")
 	}
@@ -230,7 +233,11 @@ func (o *sliceOptions) rowConfigs(cmd *cobra.Command, rows []sliceRow, parallel 
 		}
 		cfg.Mode = r.mode
 		cfg.Settings = r.point.settings
-		if o.flags.attach == "" {
+		if o.flags.kube.on {
+			if cfg.Cluster, err = o.flags.kube.opener(o.flags.model); err != nil {
+				return nil, err
+			}
+		} else if o.flags.attach == "" {
 			rc, err := o.flags.launchConfig(fs, r.arm, r.vllmBin)
 			if err != nil {
 				return nil, err

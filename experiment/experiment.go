@@ -433,6 +433,7 @@ func (e *Experiment) setPhase(p event.Phase) {
 var interesting = []string{
 	"engine ready", "connected", " down", "timed out", "stale connection",
 	"resumed after", "hash seed mismatch", "fingerprint mismatch", "ERROR", "Traceback",
+	"pod event", // a Kubernetes cluster's (kube.EventPrefix)
 }
 
 func (e *Experiment) onLog(engine, line string) {

@@ -71,6 +71,10 @@ type Report struct {
 	// the part frozen, every other process of Procs running.
 	Part  string
 	Procs []Proc
+	// Listed: Procs are every process of the engine, read where it runs
+	// (a pod's, by exec), and a whole engine's verification names which
+	// are stopped and which run, so a partial stall shows.
+	Listed bool
 }
 
 // Proc is one process of a Reporter's engine (its front end, a rank's
@@ -99,13 +103,7 @@ func (r Report) partState(target string, stall bool) (bool, string) {
 		}
 	}
 	ok = ok && (stall || r.Running)
-	list := func(names []string) string {
-		if len(names) == 0 {
-			return "none"
-		}
-		return strings.Join(names, ", ")
-	}
-	detail := fmt.Sprintf("%s (instance %d): stopped %s; running %s", target, r.Instance, list(stopped), list(running))
+	detail := fmt.Sprintf("%s (instance %d): stopped %s; running %s", target, r.Instance, listOrNone(stopped), listOrNone(running))
 	if !ok {
 		want := r.Part + " alone stopped"
 		if !stall {
@@ -197,9 +195,39 @@ func verifyStopped(f *Fire, stopped bool) Effect {
 // frozenState says whether r shows its engine frozen (stall) or running
 // and not frozen (resume), and what it shows.
 func (r Report) frozenState(target string, stall bool) (bool, string) {
+	ok, detail := r.frozenWords(target, stall)
+	if r.Listed {
+		detail += "; " + r.procStates()
+	}
+	return ok, detail
+}
+
+// procStates names r's processes stopped and running.
+func (r Report) procStates() string {
+	var stopped, running []string
+	for _, p := range r.Procs {
+		if p.Frozen {
+			stopped = append(stopped, p.Name)
+		} else {
+			running = append(running, p.Name)
+		}
+	}
+	return "stopped " + listOrNone(stopped) + "; running " + listOrNone(running)
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func (r Report) frozenWords(target string, stall bool) (bool, string) {
 	switch {
 	case stall && !r.Frozen:
 		return false, fmt.Sprintf("%s (instance %d) is not frozen", target, r.Instance)
+	case stall && r.Listed:
+		return true, fmt.Sprintf("%s (instance %d) frozen: every process of it stopped", target, r.Instance)
 	case stall:
 		return true, fmt.Sprintf("%s (instance %d) frozen: every goroutine of it held", target, r.Instance)
 	case r.Frozen || !r.Running:

@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"p2pfault/doctor"
+	"p2pfault/exitcode"
+	"p2pfault/experiment"
+	"p2pfault/fault"
+	"p2pfault/kube"
+	"p2pfault/owner"
+)
+
+// kubeFlags are --kube and the flags that say where its engines are.
+type kubeFlags struct {
+	on                  bool
+	kubeconfig, context string
+	namespace           string
+	sources, decoder    string
+	container           string
+	httpPort, p2pPort   string
+}
+
+func (k *kubeFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&k.on, "kube", false, "probe and fault engines running as pods of a Kubernetes cluster, found by --kube-sources and --kube-decoder in --kube-namespace, through its API server (see docs/kubernetes.md)")
+	k.registerAccess(fs)
+	fs.StringVar(&k.sources, "kube-sources", "", "with --kube: label selector of the source pods (e.g. llm-d.ai/role=prefill); source-0 is the oldest pod, then by name")
+	fs.StringVar(&k.decoder, "kube-decoder", "", "with --kube: label selector of the one decoder pod (e.g. llm-d.ai/role=decode)")
+	fs.StringVar(&k.container, "kube-container", "", "with --kube: the engine's container in each pod (default: the pod's first)")
+	fs.StringVar(&k.httpPort, "kube-http-port", kube.DefaultHTTPPortName, "with --kube: the engine container's HTTP port: its name in the pod, or a number")
+	fs.StringVar(&k.p2pPort, "kube-p2p-port", kube.DefaultP2PPortName, "with --kube: the engine container's P2P port: its name in the pod, or a number")
+}
+
+// registerAccess are the flags that reach the API server (run, slice and
+// cleanup --kube share them).
+func (k *kubeFlags) registerAccess(fs *pflag.FlagSet) {
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "with --kube: the kubeconfig file (default: kubectl's rules, $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&k.context, "context", "", "with --kube: the kubeconfig context (default: its current one)")
+	fs.StringVar(&k.namespace, "kube-namespace", "", "with --kube: the namespace of the engines' pods (cleanup --kube: the one to sweep, default every namespace)")
+}
+
+// kubeOnly are the flags that mean nothing without --kube.
+var kubeOnly = []string{"kubeconfig", "context", "kube-namespace", "kube-sources", "kube-decoder", "kube-container", "kube-http-port", "kube-p2p-port"}
+
+// check refuses what --kube cannot take, and --kube's flags without it.
+func (k *kubeFlags) check(fs *pflag.FlagSet, attach string) error {
+	if !k.on {
+		for _, n := range kubeOnly {
+			if fs.Changed(n) {
+				return exitcode.Usagef("--%s: only with --kube", n)
+			}
+		}
+		return nil
+	}
+	if attach != "" {
+		return exitcode.Usagef("--kube and --attach: give one (the engines are pods of a cluster, or listed in an attach file)")
+	}
+	var bad []string
+	for _, name := range launchFlags {
+		if name != "model" && fs.Changed(name) {
+			bad = append(bad, "--"+name)
+		}
+	}
+	if len(bad) > 0 {
+		return exitcode.Usagef("--kube: %s launch engines, and a Kubernetes cluster's engines are already running (found by label): drop %s", strings.Join(bad, ", "), strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// opener is the Kubernetes cluster the flags describe, labelled with this
+// process's owner tag as the run's id.
+func (k *kubeFlags) opener(model string) (experiment.Opener, error) {
+	self, err := owner.Self()
+	if err != nil {
+		return nil, fmt.Errorf("--kube: the run's id: %w", err)
+	}
+	return kube.Opener{Config: kube.Config{
+		Kubeconfig: k.kubeconfig, Context: k.context, Namespace: k.namespace,
+		Sources: k.sources, Decoder: k.decoder, Container: k.container,
+		HTTPPort: k.httpPort, P2PPort: k.p2pPort, Model: model, Run: self.Tag(),
+	}}, nil
+}
+
+// addKubeCleanupFlag gives cleanup --kube: sweep the cluster by label (no
+// run folder needed), after DIR's records when one is given.
+func addKubeCleanupFlag(cmd *cobra.Command) {
+	var k kubeFlags
+	cmd.Flags().BoolVar(&k.on, "kube", false, "also sweep the Kubernetes cluster by label: delete every object labelled app.kubernetes.io/managed-by=p2pfault, resume every pod labelled p2pfault.io/stalled and unlabel every pod labelled p2pfault.io/cut (with --kube-namespace, that namespace only); without DIR, only that")
+	k.registerAccess(cmd.Flags())
+	cmd.Flags().StringVar(&k.container, "kube-container", "", "with --kube: the engine's container in each pod (default: the pod's first)")
+	records := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if !k.on {
+			if err := k.check(cmd.Flags(), ""); err != nil {
+				return err
+			}
+			return records(cmd, args)
+		}
+		if len(args) > 0 || cmd.Flags().Changed("orphans") {
+			if err := records(cmd, args); err != nil {
+				return err
+			}
+		}
+		w := cmd.OutOrStdout()
+		n, err := kube.Sweep(cmd.Context(), kube.SweepConfig{Kubeconfig: k.kubeconfig, Context: k.context, Namespace: k.namespace, Container: k.container}, w)
+		if err != nil {
+			return exitcode.AsUsage(fmt.Errorf("cleanup --kube: %w", err))
+		}
+		fmt.Fprintf(w, "cleanup --kube: %d object(s) deleted or unlabelled\n", n)
+		return nil
+	}
+}
+
+// kube refuses what a slice on --kube cannot do: its rows fault the same
+// pods, so they run one at a time, on one arm, with no sweep.
+func (o *sliceOptions) kube(cmd *cobra.Command) error {
+	fs := cmd.Flags()
+	if err := o.flags.kube.check(fs, o.flags.attach); err != nil || !o.flags.kube.on {
+		return err
+	}
+	switch {
+	case len(o.sweeps) > 0:
+		return exitcode.Usagef("--sweep sets the engines p2pfault starts; with --kube the engines are your pods: set them and run a slice per value")
+	case o.parallel > 1:
+		return exitcode.Usagef("--parallel %d with --kube: every row faults the same pods, so rows run one at a time", o.parallel)
+	}
+	o.parallel = 1
+	switch {
+	case fs.Changed("arms") && len(o.arms) != 1:
+		return exitcode.Usagef("--kube: --arms %s: the pods are one cluster, so one arm; give one name (a label for the reports), e.g. --arms main", strings.Join(o.arms, ","))
+	case !fs.Changed("arms"):
+		o.arms = []string{"main"}
+	}
+	if !fs.Changed("cases") {
+		// The seed's cases that a pod can take (remove is refused: see
+		// kube.CanTake); --cases remove says why.
+		var cases []string
+		for _, c := range o.cases {
+			if k, ok := fault.CaseKind(c); ok && kube.CanTake(k) == nil {
+				cases = append(cases, c)
+			}
+		}
+		o.cases = cases
+	}
+	return nil
+}
+
+// kubeDoctor is `doctor --kube`: the pods the selectors find and every
+// verb a run needs, asked of the API server, each missing one named.
+func kubeDoctor(cmd *cobra.Command, cfg kube.Config) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	var results []doctor.Result
+	if _, err := (kube.Opener{Config: cfg}).Plan(nil); err != nil {
+		results = append(results, doctor.Result{Check: "kube pods", Found: err.Error(), Fix: "check --kube-namespace, --kube-sources, --kube-decoder and the pods' named ports"})
+	} else {
+		results = append(results, doctor.Result{Check: "kube pods", OK: true, Found: fmt.Sprintf("sources %q and decoder %q found in namespace %s", cfg.Sources, cfg.Decoder, cfg.Namespace)})
+	}
+	access, err := cfg.Access(cmd.Context())
+	if err != nil {
+		results = append(results, doctor.Result{Check: "kube access", Found: err.Error(), Fix: "check --kubeconfig and --context"})
+	}
+	for _, a := range access {
+		r := doctor.Result{Check: "kube access", OK: a.Allowed, Found: fmt.Sprintf("%s in %s (%s): allowed", a.What(), cfg.Namespace, a.For)}
+		if !a.Allowed {
+			r.Found = fmt.Sprintf("%s in %s (%s): not allowed%s", a.What(), cfg.Namespace, a.For, map[bool]string{true: "", false: ": " + a.Reason}[a.Reason == ""])
+			r.Fix = "grant it: the Role in docs/kubernetes.md (RBAC)"
+		}
+		results = append(results, r)
+	}
+	out := cmd.OutOrStdout()
+	for _, r := range results {
+		fmt.Fprintln(out, r)
+	}
+	if n := doctor.Failed(results); n > 0 {
+		return &exitcode.Error{Code: exitcode.Failed, Err: fmt.Errorf("doctor: %d of %d checks failed", n, len(results))}
+	}
+	fmt.Fprintf(out, "doctor: all %d checks passed\n", len(results))
+	return nil
+}
