@@ -960,7 +960,7 @@ func TestAttachedDecoderStall(t *testing.T) {
 	}
 
 	cmd, log = startP2pfault(t, "run", "--attach", file, "--decoders", "2", "--headless", "--time-scale", "0.25",
-		"--out", filepath.Join(dir, "out"), "--timeline", "at 1s stall decoder-1 for 4s", "--recovery", "4s")
+		"--out", filepath.Join(dir, "out"), "--timeline", "at 10s stall decoder-1 for 4s", "--recovery", "8s")
 	if code := waitExit(t, cmd, 3*time.Minute, log); code != 0 {
 		t.Fatalf("exit %d, want 0 (every decoder check passed)\n%s", code, log)
 	}
