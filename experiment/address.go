@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"p2pfault/event"
+	"p2pfault/fault"
 	"p2pfault/probe"
 )
 
@@ -29,13 +30,16 @@ func (e *Experiment) emitAddresses(pr *probe.Prober) {
 // Env.Changed once the target is ready (a replaced source's new engine).
 func (e *Experiment) readdress(src int) {
 	pr := e.run.prober()
-	if pr == nil || src < 0 {
-		// The probe is not made yet (it will read the target then), or
-		// src is a decoder (targetKey), whose restart keeps its ports.
+	if pr == nil {
+		// The probe is not made yet: it will read the target then.
 		return
 	}
 	t, err := e.source(src)
 	if err != nil {
+		return
+	}
+	if src < 0 {
+		e.readdressDecoder(pr, -1-src, t)
 		return
 	}
 	sw, err := pr.Readdress(probeSource(t))
@@ -50,4 +54,14 @@ func (e *Experiment) readdress(src int) {
 	e.emit(event.Event{Kind: event.KindAddress, Address: &event.AddressInfo{
 		Source: t.Index(), URL: t.HTTPURL(), P2P: sw.Peer, Prev: sw.Prev, At: e.run.rel(sw.At),
 	}})
+}
+
+// readdressDecoder points the probe's pulls of decoder d at its target's
+// URL now (a replaced decoder's new engine; the fault's verification names
+// the new address), with a warning when the probe cannot take it.
+func (e *Experiment) readdressDecoder(pr *probe.Prober, d int, t Target) {
+	if _, err := pr.ReaddressDecoder(d, t.HTTPURL()); err != nil {
+		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
+			"%s answers at a new address the probe cannot send to: %v (pulls go on to the old one)", fault.DecoderTarget(d), err)})
+	}
 }

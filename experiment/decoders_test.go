@@ -164,6 +164,32 @@ func TestAKilledDecoderRestartsOnItsPortsAndHitsAgain(t *testing.T) {
 	})
 }
 
+// TestAReplacedDecoderGetsThePullsAtItsNewAddress: replace decoder-1
+// (its engine killed, a new one on new ports): from the moment the new one
+// is ready the probe sends decoder-1's pulls to it, so they hit again, and
+// none went to the new address before that.
+func TestAReplacedDecoderGetsThePullsAtItsNewAddress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		evs, v := mustRunVirtual(t, experiment.Config{Timeline: "at 10s replace decoder-1", Duration: 40 * time.Second},
+			runner.Config{Decoders: 2})
+		urls := map[int]bool{}
+		for _, ev := range evs {
+			if ev.Kind == event.KindEngine && ev.Engine.Name == "decoder-1" {
+				urls[ev.Engine.HTTPPort] = true
+			}
+		}
+		if len(urls) != 2 {
+			t.Errorf("decoder-1 served on HTTP ports %v, want two: the replaced engine's and the new one's", urls)
+		}
+		got := decoderChecks(v)
+		for _, n := range []string{check.NameHealthyDecoders, check.NameDecoderRecovers} {
+			if c := got[n]; !c.Passed || c.Empty {
+				t.Errorf("%s = %+v, want passed (pulls through decoder-1 go to its new engine)", n, c)
+			}
+		}
+	})
+}
+
 // TestAPartitionOfOnePairLeavesTheOtherPairsUntouched: partition source-0
 // from decoder-1 for 30 s, two sources and two decoders, on the virtual
 // cluster. (A 10 s partition, of a pair or of the whole source alike,

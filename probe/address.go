@@ -132,6 +132,28 @@ func (p *Prober) Readdress(s Source) (Switch, error) {
 	return Switch{}, fmt.Errorf("probe: readdress source %d: no such source", s.Index)
 }
 
+// ReaddressDecoder makes the probe send the pulls of decoder d to url from
+// now on (a decoder replaced by an engine on new ports), and says whether
+// that changed its URL. A pull whose start is taken after it returns goes
+// to url; one already sent stays with the engine it was sent to.
+func (p *Prober) ReaddressDecoder(d int, url string) (bool, error) {
+	u, err := checkBaseURL(url)
+	if err != nil {
+		return false, fmt.Errorf("probe: readdress decoder %d: URL: %w", d, err)
+	}
+	p.addrMu.Lock()
+	defer p.addrMu.Unlock()
+	if d < 0 || d >= len(p.pullURLs) {
+		return false, fmt.Errorf("probe: readdress decoder %d: the probe has %d decoders", d, len(p.pullURLs))
+	}
+	pull := u + "/v1/completions"
+	if p.pullURLs[d] == pull {
+		return false, nil
+	}
+	p.pullURLs[d] = pull
+	return true, nil
+}
+
 // Addresses are the sources' addresses in force, in the list's order.
 func (p *Prober) Addresses() []Source {
 	p.addrMu.RLock()

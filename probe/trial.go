@@ -68,7 +68,8 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, l pair, n int64, start
 	// own is the first leg's answer: its text is the source's completion
 	// (the content check's reference).
 	var own result
-	var peer string // the P2P address the pull names: the source's, or its link's
+	var peer string    // the P2P address the pull names: the source's, or its link's
+	var pullURL string // where the pull goes: its decoder's URL in force
 	for {
 		// The first leg gets its own copy: the pull appends to prefix in place.
 		seed := p.mode.seed(prefix[:len(prefix):len(prefix)], id)
@@ -106,11 +107,14 @@ func (p *Prober) trial(ctx context.Context, t0 time.Time, l pair, n int64, start
 			started(event.PullStart{Source: a.src.Index, Rank: s.Rank, Decoder: l.decoder, Trial: n, Start: time.Since(t0), Peer: peer})
 		}
 		start = time.Now()
+		// Read with the source's address: a decoder replaced meanwhile
+		// (ReaddressDecoder) gets this pull at its new URL.
+		pullURL = p.pullURLs[l.decoder]
 		p.addrMu.RUnlock()
 		break
 	}
 	s.Peer = peer
-	r := p.postAt(ctx, p.decoders[l.decoder], p.pullURLs[l.decoder], pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr, "")
+	r := p.postAt(ctx, p.decoders[l.decoder], pullURL, pull, p.cfg.PullTimeout, "decoder", legPull, start, hdr, "")
 	s.Start = start.Sub(t0)
 	s.Latency, s.Status, s.Err, s.Aborted = r.latency, r.status, r.err, r.aborted
 	s.TTFT = r.ttft
