@@ -422,6 +422,19 @@ var pods = []struct {
 	{"pid1", "pid1", true, false}, {"rep-a", "replica", false, true}, {"rep-b", "replica", false, true},
 }
 
+// restartArgs are what pod's engine is started again with: src-a (the
+// run's source-0, which the seed's kill restarts) loads its model for a
+// real restart's length, as a launched sim restarted by the kill case does
+// (runner's restartArgs): the seed's kill verdict needs the window after
+// detection that the restart leaves. The others come back at once, so the
+// tests that restart src-b again and again stay short.
+func restartArgs(pod string) string {
+	if pod != "src-a" {
+		return ""
+	}
+	return "--sim-startup-delay=" + runner.DefaultRestartLength.String()
+}
+
 func startEngines(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -434,12 +447,7 @@ func startEngines(dir string) error {
 			"--block-size", "128", "--max-model-len", "512", "--enable-prompt-tokens-details",
 			"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", strconv.FormatFloat(podTimeScale, 'g', -1, 64)}
 		if !p.alone {
-			// Started again, the engine loads its model for a real restart's
-			// length, as a launched sim restarted by the kill case does
-			// (runner's restartArgs): the seed's kill verdict needs the
-			// window after detection that the restart leaves.
-			restart := "--sim-startup-delay=" + runner.DefaultRestartLength.String()
-			argv = append([]string{"sh", "-c", `"$@"; while sleep 0.1; do "$@" ` + restart + `; done`, "sh"}, argv...)
+			argv = append([]string{"sh", "-c", `"$@"; while sleep 0.1; do "$@" ` + restartArgs(p.name) + `; done`, "sh"}, argv...)
 		}
 		logf, err := os.Create(filepath.Join(dir, p.name+".log"))
 		if err != nil {
