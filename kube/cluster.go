@@ -93,16 +93,12 @@ func (o Opener) open(ctx context.Context, dir string, onLog func(engine, line st
 
 // target is pod p as the engine name, of role and index.
 func (c *Cluster) target(p corev1.Pod, name string, role event.Role, i int) (*Target, error) {
-	k, err := c.cfg.container(p)
-	if err != nil {
-		return nil, err
-	}
-	ip, hp, pp, err := c.cfg.address(p)
+	at, err := c.cfg.placeOf(p)
 	if err != nil {
 		return nil, err
 	}
 	t := &Target{c: c, name: name, role: role, index: i, http: &http.Client{Timeout: 2 * time.Second}}
-	t.at.Store(&place{pod: p.Name, container: k.Name, ip: ip, httpPort: hp, p2pPort: pp})
+	t.at.Store(at)
 	return t, nil
 }
 
@@ -177,10 +173,12 @@ type Target struct {
 	pods     int // pods it had before this one (replaced)
 }
 
-// place is where the engine runs: its pod, container and addresses.
+// place is where the engine runs: its pod, container and addresses, and
+// its data-parallel ranks (rank r's P2P port at p2pPort + r).
 type place struct {
 	pod, container, ip string
 	httpPort, p2pPort  int
+	ranks              int
 }
 
 // instance counts the engines the target has had: every pod before this

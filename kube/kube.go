@@ -108,6 +108,9 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 		if err := CanTake(s.Kind); err != nil {
 			return experiment.Plan{}, exitcode.Usagef("--kube: %s: %v (timeline step %q)", s.Kind.Name, err, s.String())
 		}
+		if s.OnRank {
+			return experiment.Plan{}, exitcode.Usagef("--kube: %s of one data-parallel rank is not supported yet (a fault by exec reaches the whole pod): name the source (timeline step %q)", s.Kind.Name, s.String())
+		}
 	}
 	cs, _, err := o.Config.client()
 	if err != nil {
@@ -119,7 +122,11 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
 	}
-	return experiment.Plan{Sources: len(srcs), Decoders: len(decs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true}, nil
+	ranks, err := o.Config.planRanks(srcs)
+	if err != nil {
+		return experiment.Plan{}, exitcode.AsUsage(err)
+	}
+	return experiment.Plan{Sources: len(srcs), Ranks: ranks, Decoders: len(decs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true}, nil
 }
 
 // find lists the sources and the decoders, each in the documented order
