@@ -76,14 +76,17 @@ func (k *kubeFlags) check(fs *pflag.FlagSet, attach string) error {
 // kubeFromAttach takes an attach file's `kubernetes:` block as --kube and
 // its flags (and the file's model, and its mode unless --mode is given):
 // one way to say where the pods are, so beside it --kube's flags and
-// --model are a usage error. A file without the block is left to --attach.
+// --model are a usage error. A file without the block, or one that does
+// not parse, is left to --attach.
 func (f *clusterFlags) kubeFromAttach(fs *pflag.FlagSet) error {
 	if f.attach == "" || f.kube.on {
 		return nil // --kube with --attach: check says give one
 	}
 	file, err := attach.Load(f.attach)
 	if err != nil || file.Kubernetes == nil {
-		return err
+		// A bad file is --attach's to report, in its order (its flags'
+		// refusals first), with the same words.
+		return nil
 	}
 	for _, n := range append([]string{"model"}, kubeOnly...) {
 		if fs.Changed(n) {
