@@ -77,6 +77,11 @@ type Cluster struct {
 // stops nothing.
 func Open(ctx context.Context, f *File, opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
+	if f.Kubernetes != nil {
+		// run and slice take the block as --kube (cli); here, a file
+		// with no engine of its own to attach to.
+		return nil, exitcode.Usagef("%s: its kubernetes: block names pods, which run and slice --attach reach as --kube does; it lists no engine to attach to here", f.Path)
+	}
 	if err := Check(ctx, f, opts); err != nil {
 		return nil, err
 	}

@@ -45,6 +45,10 @@ type File struct {
 	Decoders     []Source
 	Sources      []Source
 	RestoreAtEnd bool
+	// Kubernetes is the file's `kubernetes:` block (kubefile.go): then
+	// it lists no sources or decoders, and run and slice take it as
+	// --kube's flags; nil without one.
+	Kubernetes *Kubernetes
 }
 
 // Endpoint is an engine's HTTP address.
@@ -111,6 +115,7 @@ type rawFile struct {
 	Decoders     []rawSource `yaml:"decoders"`
 	Sources      []rawSource `yaml:"sources"`
 	RestoreAtEnd bool        `yaml:"restore_at_end"`
+	Kubernetes   *rawKube    `yaml:"kubernetes"` // kubefile.go
 }
 
 type rawSource struct {
@@ -242,6 +247,9 @@ func Parse(name string, data []byte) (f *File, err error) {
 		return nil, exitcode.AsUsage(fmt.Errorf("%s", formatYAMLError(name, err)))
 	}
 	c := fileChecker{name: name, tree: tree}
+	if raw.Kubernetes != nil {
+		return c.kubernetes(raw)
+	}
 	f = &File{Path: name, Model: raw.Model, Mode: raw.Mode, RestoreAtEnd: raw.RestoreAtEnd}
 	if f.Decoder, err = c.header(raw); err != nil {
 		return nil, err
@@ -304,11 +312,8 @@ func (c fileChecker) bad(path, format string, a ...any) error {
 // header checks what the file says of the whole cluster: its model, mode
 // and decoder, and that it has sources.
 func (c fileChecker) header(raw rawFile) (Endpoint, error) {
-	if strings.TrimSpace(raw.Model) == "" {
-		return Endpoint{}, c.bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
-	}
-	if event.CheckMode(raw.Mode) != nil {
-		return Endpoint{}, c.bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
+	if err := c.modelMode(raw); err != nil {
+		return Endpoint{}, err
 	}
 	switch {
 	case len(raw.Decoders) > 0 && raw.Decoder.URL != "":
@@ -332,6 +337,17 @@ func (c fileChecker) header(raw rawFile) (Endpoint, error) {
 		return Endpoint{}, c.bad("$.sources", "sources: want at least one source")
 	}
 	return dec, nil
+}
+
+// modelMode checks the file's model and mode, any file's.
+func (c fileChecker) modelMode(raw rawFile) error {
+	if strings.TrimSpace(raw.Model) == "" {
+		return c.bad("$.model", "model: missing (the model the engines serve, e.g. meta-llama/Llama-3.2-1B-Instruct)")
+	}
+	if event.CheckMode(raw.Mode) != nil {
+		return c.bad("$.mode", "mode %q: want %s (remote_kv_source pulls) or %s (remote_decoder prefill legs, remote_prefiller decode legs)", raw.Mode, event.ModeP2P, event.ModePD)
+	}
+	return nil
 }
 
 // source checks the file's i-th source; seen holds the names of the ones

@@ -104,7 +104,7 @@ func (f *clusterFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.bounds.RecoveryWindow, "bound-recovery-window", def.RecoveryWindow, "check 5: window after SIGCONT or the restart")
 	fs.Float64Var(&f.bounds.RecoveryHitRate, "bound-recovery-hit-rate", def.RecoveryHitRate, "check 5: fraction of pulls naming the faulted source that hit again")
 
-	fs.StringVar(&f.attach, "attach", "", "probe and fault the engines an attach file describes (engines p2pfault did not start) instead of launching a cluster")
+	fs.StringVar(&f.attach, "attach", "", "probe and fault the engines an attach file describes (engines p2pfault did not start) instead of launching a cluster; a file with a kubernetes: block is --kube and its flags (docs/attach.md)")
 	f.kube.register(fs)
 	fs.StringVar(&f.out, "out", "", "folder for reports, events.jsonl, engine logs and sessions.json, refused while another run holds it (default p2pfault-runs/DATE-TIME-ARM-CASE; for slice, p2pfault-runs/DATE-TIME-slice; -2, -3, ... added when a run of the same second has that one)")
 }

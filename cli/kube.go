@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"p2pfault/attach"
 	"p2pfault/doctor"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
@@ -29,7 +31,7 @@ func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&k.on, "kube", false, "probe and fault engines running as pods of a Kubernetes cluster, found by --kube-sources and --kube-decoder in --kube-namespace, through its API server (see docs/kubernetes.md)")
 	k.registerAccess(fs)
 	fs.StringVar(&k.sources, "kube-sources", "", "with --kube: label selector of the source pods (e.g. llm-d.ai/role=prefill); source-0 is the oldest pod, then by name")
-	fs.StringVar(&k.decoder, "kube-decoder", "", "with --kube: label selector of the one decoder pod (e.g. llm-d.ai/role=decode)")
+	fs.StringVar(&k.decoder, "kube-decoder", "", "with --kube: label selector of the decoder pods (e.g. llm-d.ai/role=decode); several are decoder-0..N-1, oldest first, then by name")
 	fs.StringVar(&k.container, "kube-container", "", "with --kube: the engine's container in each pod (default: the pod's first)")
 	fs.StringVar(&k.httpPort, "kube-http-port", kube.DefaultHTTPPortName, "with --kube: the engine container's HTTP port: its name in the pod, or a number")
 	fs.StringVar(&k.p2pPort, "kube-p2p-port", kube.DefaultP2PPortName, "with --kube: the engine container's P2P port: its name in the pod, or a number")
@@ -67,6 +69,36 @@ func (k *kubeFlags) check(fs *pflag.FlagSet, attach string) error {
 	}
 	if len(bad) > 0 {
 		return exitcode.Usagef("--kube: %s launch engines, and a Kubernetes cluster's engines are already running (found by label): drop %s", strings.Join(bad, ", "), strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// kubeFromAttach takes an attach file's `kubernetes:` block as --kube and
+// its flags (and the file's model, and its mode unless --mode is given):
+// one way to say where the pods are, so beside it --kube's flags and
+// --model are a usage error. A file without the block, or one that does
+// not parse, is left to --attach.
+func (f *clusterFlags) kubeFromAttach(fs *pflag.FlagSet) error {
+	if f.attach == "" || f.kube.on {
+		return nil // --kube with --attach: check says give one
+	}
+	file, err := attach.Load(f.attach)
+	if err != nil || file.Kubernetes == nil {
+		// A bad file is --attach's to report, in its order (its flags'
+		// refusals first), with the same words.
+		return nil
+	}
+	for _, n := range append([]string{"model"}, kubeOnly...) {
+		if fs.Changed(n) {
+			return exitcode.Usagef("--attach %s: its kubernetes: block says where the pods are and its model: what they serve, and --%s would say it again: drop --%s", f.attach, n, n)
+		}
+	}
+	k := file.Kubernetes
+	f.kube = kubeFlags{on: true, kubeconfig: k.Kubeconfig, context: k.Context, namespace: k.Namespace, sources: k.Sources, decoder: k.Decoder,
+		container: k.Container, httpPort: cmp.Or(k.HTTPPort, kube.DefaultHTTPPortName), p2pPort: cmp.Or(k.P2PPort, kube.DefaultP2PPortName)}
+	f.model, f.attach = file.Model, ""
+	if file.Mode != "" && !fs.Changed("mode") {
+		f.mode = file.Mode
 	}
 	return nil
 }
@@ -119,6 +151,9 @@ func addKubeCleanupFlag(cmd *cobra.Command) {
 // pods, so they run one at a time, on one arm, with no sweep.
 func (o *sliceOptions) kube(cmd *cobra.Command) error {
 	fs := cmd.Flags()
+	if err := o.flags.kubeFromAttach(fs); err != nil {
+		return err
+	}
 	if err := o.flags.kube.check(fs, o.flags.attach); err != nil || !o.flags.kube.on {
 		return err
 	}

@@ -127,6 +127,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		}
 		return runPlan{}, exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
 	}
+	if err := o.flags.kubeFromAttach(cmd.Flags()); err != nil {
+		return runPlan{}, err
+	}
 	if err := o.flags.kube.check(cmd.Flags(), o.flags.attach); err != nil {
 		return runPlan{}, err
 	}

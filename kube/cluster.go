@@ -30,12 +30,14 @@ type Cluster struct {
 	ex      execer
 	book    *book
 	sources []*Target
-	decoder *Target
-	cuts    cuts
+	// decoders are decoder-0..N-1 (or the one "decoder"), in find's order.
+	decoders []*Target
+	cuts     cuts
 }
 
 var (
 	_ experiment.Cluster    = (*Cluster)(nil)
+	_ experiment.Decoders   = (*Cluster)(nil)
 	_ experiment.NetFaulter = (*Cluster)(nil)
 )
 
@@ -62,20 +64,24 @@ func (o Opener) open(ctx context.Context, dir string, onLog func(engine, line st
 	if err != nil {
 		return nil, exitcode.Usagef("--kube: %w", err)
 	}
-	srcs, dec, err := cfg.find(ctx, cs)
+	srcs, decs, err := cfg.find(ctx, cs)
 	if err != nil {
 		return nil, exitcode.AsUsage(err)
 	}
 	c := &Cluster{cfg: cfg, cs: cs, ex: execer{cs: cs, rc: rc}, book: newBook(dir)}
 	for i, p := range srcs {
-		t, err := c.target(p, event.RoleSource, i)
+		t, err := c.target(p, event.SourceName(i), event.RoleSource, i)
 		if err != nil {
 			return nil, exitcode.AsUsage(err)
 		}
 		c.sources = append(c.sources, t)
 	}
-	if c.decoder, err = c.target(dec, event.RoleDecoder, 0); err != nil {
-		return nil, exitcode.AsUsage(err)
+	for i, p := range decs {
+		t, err := c.target(p, event.DecoderName(i, len(decs)), event.RoleDecoder, i)
+		if err != nil {
+			return nil, exitcode.AsUsage(err)
+		}
+		c.decoders = append(c.decoders, t)
 	}
 	c.refresh(ctx)
 	go experiment.Every(ctx, refreshEvery, func() { c.refresh(ctx) })
@@ -85,22 +91,14 @@ func (o Opener) open(ctx context.Context, dir string, onLog func(engine, line st
 	return c, nil
 }
 
-// target is pod p as the engine of role and index.
-func (c *Cluster) target(p corev1.Pod, role event.Role, i int) (*Target, error) {
-	k, err := c.cfg.container(p)
+// target is pod p as the engine name, of role and index.
+func (c *Cluster) target(p corev1.Pod, name string, role event.Role, i int) (*Target, error) {
+	at, err := c.cfg.placeOf(p)
 	if err != nil {
 		return nil, err
-	}
-	ip, hp, pp, err := c.cfg.address(p)
-	if err != nil {
-		return nil, err
-	}
-	name := string(event.RoleDecoder)
-	if role == event.RoleSource {
-		name = event.SourceName(i)
 	}
 	t := &Target{c: c, name: name, role: role, index: i, http: &http.Client{Timeout: 2 * time.Second}}
-	t.at.Store(&place{pod: p.Name, container: k.Name, ip: ip, httpPort: hp, p2pPort: pp})
+	t.at.Store(at)
 	return t, nil
 }
 
@@ -113,10 +111,21 @@ func (c *Cluster) Sources() []experiment.Target {
 	return out
 }
 
-func (c *Cluster) Decoder() experiment.Target { return c.decoder }
+func (c *Cluster) Decoder() experiment.Target { return c.decoders[0] }
+
+// Decoders are the decoders by index, decoder-0 (Decoder) first.
+func (c *Cluster) Decoders() []experiment.Target {
+	out := make([]experiment.Target, len(c.decoders))
+	for i, t := range c.decoders {
+		out[i] = t
+	}
+	return out
+}
 
 // Targets are every engine, sources first (tests, doctor).
-func (c *Cluster) Targets() []*Target { return append(append([]*Target{}, c.sources...), c.decoder) }
+func (c *Cluster) Targets() []*Target {
+	return append(append([]*Target{}, c.sources...), c.decoders...)
+}
 
 // Stop leaves the cluster as found: every stalled engine resumed (the
 // stall's own end does it; this is the backstop), every cut healed and
@@ -164,10 +173,12 @@ type Target struct {
 	pods     int // pods it had before this one (replaced)
 }
 
-// place is where the engine runs: its pod, container and addresses.
+// place is where the engine runs: its pod, container and addresses, and
+// its data-parallel ranks (rank r's P2P port at p2pPort + r).
 type place struct {
 	pod, container, ip string
 	httpPort, p2pPort  int
+	ranks              int
 }
 
 // instance counts the engines the target has had: every pod before this

@@ -43,7 +43,7 @@ type Config struct {
 	Context    string // "": the kubeconfig's current context
 	Namespace  string
 	Sources    string // label selector of the source pods
-	Decoder    string // label selector of the decoder pod (exactly one)
+	Decoder    string // label selector of the decoder pods (one or more)
 	Container  string // the engine's container ("": the pod's first)
 	// HTTPPort and P2PPort name the container ports (or give their
 	// numbers) the engine listens on: its OpenAI API and its P2P tier.
@@ -108,6 +108,9 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 		if err := CanTake(s.Kind); err != nil {
 			return experiment.Plan{}, exitcode.Usagef("--kube: %s: %v (timeline step %q)", s.Kind.Name, err, s.String())
 		}
+		if s.OnRank {
+			return experiment.Plan{}, exitcode.Usagef("--kube: %s of one data-parallel rank is not supported yet (a fault by exec reaches the whole pod): name the source (timeline step %q)", s.Kind.Name, s.String())
+		}
 	}
 	cs, _, err := o.Config.client()
 	if err != nil {
@@ -115,32 +118,37 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), planTimeout)
 	defer cancel()
-	srcs, _, err := o.Config.find(ctx, cs)
+	srcs, decs, err := o.Config.find(ctx, cs)
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
 	}
-	return experiment.Plan{Sources: len(srcs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true}, nil
+	ranks, err := o.Config.planRanks(srcs)
+	if err != nil {
+		return experiment.Plan{}, exitcode.AsUsage(err)
+	}
+	return experiment.Plan{Sources: len(srcs), Ranks: ranks, Decoders: len(decs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true}, nil
 }
 
-// find lists the sources (ordered, see byOrder) and the one decoder.
-func (c Config) find(ctx context.Context, cs *clientset) ([]corev1.Pod, corev1.Pod, error) {
-	srcs, err := c.list(ctx, cs, "--kube-sources", c.Sources)
-	if err != nil {
-		return nil, corev1.Pod{}, err
+// find lists the sources and the decoders, each in the documented order
+// (byOrder): decoder-0 is the oldest decoder pod, as source-0 the oldest
+// source pod.
+func (c Config) find(ctx context.Context, cs *clientset) (srcs, decs []corev1.Pod, err error) {
+	if srcs, err = c.list(ctx, cs, "--kube-sources", c.Sources); err != nil {
+		return nil, nil, err
 	}
-	decs, err := c.list(ctx, cs, "--kube-decoder", c.Decoder)
-	if err != nil {
-		return nil, corev1.Pod{}, err
+	if decs, err = c.list(ctx, cs, "--kube-decoder", c.Decoder); err != nil {
+		return nil, nil, err
 	}
-	if len(decs) != 1 {
-		return nil, corev1.Pod{}, fmt.Errorf("--kube-decoder %q: %d pods in namespace %s match, want exactly one", c.Decoder, len(decs), c.Namespace)
+	isDecoder := map[string]bool{}
+	for _, d := range decs {
+		isDecoder[d.Name] = true
 	}
 	for _, s := range srcs {
-		if s.Name == decs[0].Name {
-			return nil, corev1.Pod{}, fmt.Errorf("pod %s matches both --kube-sources and --kube-decoder", s.Name)
+		if isDecoder[s.Name] {
+			return nil, nil, fmt.Errorf("pod %s matches both --kube-sources and --kube-decoder", s.Name)
 		}
 	}
-	return srcs, decs[0], nil
+	return srcs, decs, nil
 }
 
 // list is the pods sel matches, not being deleted, in source order: by

@@ -29,11 +29,18 @@ func testConfig(sources string) Config {
 // its end.
 func openTest(t *testing.T, sel string) *Cluster {
 	t.Helper()
+	return openConfig(t, testConfig(sel))
+}
+
+// openConfig opens the cluster cfg describes for one test, stopped at its
+// end.
+func openConfig(t *testing.T, cfg Config) *Cluster {
+	t.Helper()
 	needPlane(t)
 	resumeOnHost(t)
 	enginesUp(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := Opener{Config: testConfig(sel)}.OpenCluster(ctx, t.TempDir())
+	c, err := Opener{Config: cfg}.OpenCluster(ctx, t.TempDir())
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -132,8 +139,8 @@ func TestOpenFindsThePodsByLabelOldestFirst(t *testing.T) {
 			t.Errorf("source %d: pod %s %s %s p2p %d, want pod %s %s p2p %d", i, s.Pod(), s.Name(), s.HTTPURL(), s.P2PPort(), want[i], e.url(), e.p2p)
 		}
 	}
-	if c.decoder.Pod() != "dec" {
-		t.Errorf("decoder pod %s, want dec", c.decoder.Pod())
+	if d := c.Decoders(); len(d) != 1 || d[0].Name() != "decoder" || c.decoders[0].Pod() != "dec" {
+		t.Errorf("decoders %v (first on pod %s), want one, \"decoder\" on pod dec", d, c.decoders[0].Pod())
 	}
 	deadline := time.Now().Add(time.Minute)
 	for c.sources[0].State().State != event.StateReady {
@@ -144,6 +151,34 @@ func TestOpenFindsThePodsByLabelOldestFirst(t *testing.T) {
 	}
 	if h := c.sources[0].State().Health; !strings.Contains(h, "pod src-a on kwok-node") {
 		t.Errorf("state's health %q: want the pod and its node", h)
+	}
+}
+
+// A --kube-decoder selector of several pods gives decoder-0..N-1 in the
+// sources' order (oldest first, then by name: src-a was made before src-b,
+// or in the same second, and sorts first), as --decoders N does; a pod that
+// both selectors match is refused, naming it.
+func TestSeveralDecodersAreDecoder0ToNOldestFirst(t *testing.T) {
+	cfg := testConfig("llm-d.ai/role=replica")
+	cfg.Decoder = "llm-d.ai/role=prefill"
+	plan, err := Opener{Config: cfg}.Plan(nil)
+	if err != nil || plan.Decoders != 2 {
+		t.Fatalf("plan: %d decoders, %v; want 2", plan.Decoders, err)
+	}
+	c := openConfig(t, cfg)
+	ds := c.Decoders()
+	if len(ds) != 2 || c.Decoder() != ds[0] {
+		t.Fatalf("decoders %v, want 2, Decoder first", ds)
+	}
+	for i, want := range []string{"src-a", "src-b"} {
+		d := c.decoders[i]
+		if d.Name() != event.DecoderName(i, 2) || d.Index() != i || d.Role() != event.RoleDecoder || d.Pod() != want || d.HTTPURL() != plane.engines[want].url() {
+			t.Errorf("decoder %d: %s (index %d, %s) on pod %s at %s, want %s on pod %s", i, d.Name(), d.Index(), d.Role(), d.Pod(), d.HTTPURL(), event.DecoderName(i, 2), want)
+		}
+	}
+	cfg.Sources, cfg.Decoder = "llm-d.ai/role=prefill", "llm-d.ai/role in (prefill,decode)"
+	if _, err := (Opener{Config: cfg}).Plan(nil); err == nil || !strings.Contains(err.Error(), "pod src-a matches both") {
+		t.Errorf("overlapping selectors: %v, want pod src-a named", err)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"p2pfault/runner"
 	"p2pfault/sim"
 )
 
@@ -82,7 +83,7 @@ func hold(file string, stop func(), err error) int {
 		fmt.Fprintln(os.Stderr, "kube hold:", err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "kube hold: kubeconfig %s (named in %s); namespace %s; pods src-a, src-b (llm-d.ai/role=prefill), dec (decode), pid1 (pid1), rep-a (replica: its controller makes rep-b when it is deleted); SIGINT or SIGTERM ends it\n", plane.kubeconfig, file, plane.ns)
+	fmt.Fprintf(os.Stderr, "kube hold: kubeconfig %s (named in %s); namespace %s; pods src-a, src-b (llm-d.ai/role=prefill), dec (decode), pid1 (pid1), rep-a (replica: its controller makes rep-b when it is deleted); engines at --time-scale %g; SIGINT or SIGTERM ends it\n", plane.kubeconfig, file, plane.ns, podTimeScale)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig
@@ -369,6 +370,11 @@ func startKwok(dir, bin string, cs kubernetes.Interface) (*started, error) {
 	return k, nil
 }
 
+// podTimeScale is the pods' engines' --sim-time-scale: a run against them
+// gives the seed's verdicts at the same --time-scale (TestARunOnThePods...,
+// and a person's run against the held cluster).
+const podTimeScale = 0.25
+
 // podEngine is the engine a pod stands for: a simulated engine this test
 // started, under a shell that restarts it when killed (the container's
 // init, as tini would be), or alone (it is the pod's "PID 1").
@@ -416,6 +422,19 @@ var pods = []struct {
 	{"pid1", "pid1", true, false}, {"rep-a", "replica", false, true}, {"rep-b", "replica", false, true},
 }
 
+// restartArgs are what pod's engine is started again with: src-a (the
+// run's source-0, which the seed's kill restarts) loads its model for a
+// real restart's length, as a launched sim restarted by the kill case does
+// (runner's restartArgs): the seed's kill verdict needs the window after
+// detection that the restart leaves. The others come back at once, so the
+// tests that restart src-b again and again stay short.
+func restartArgs(pod string) string {
+	if pod != "src-a" {
+		return ""
+	}
+	return "--sim-startup-delay=" + runner.DefaultRestartLength.String()
+}
+
 func startEngines(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -426,9 +445,9 @@ func startEngines(dir string) error {
 		e := &podEngine{pod: p.name, role: p.role, http: freePort(), p2p: freePort(), done: make(chan struct{})}
 		argv := []string{self, "sim", "serve", "meta-llama/Llama-3.2-1B-Instruct", "--port", strconv.Itoa(e.http), "--host", "127.0.0.1",
 			"--block-size", "128", "--max-model-len", "512", "--enable-prompt-tokens-details",
-			"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", "0.05"}
+			"--kv-transfer-config", kvConfig(e.p2p), "--sim-time-scale", strconv.FormatFloat(podTimeScale, 'g', -1, 64)}
 		if !p.alone {
-			argv = append([]string{"sh", "-c", `while :; do "$@"; sleep 0.1; done`, "sh"}, argv...)
+			argv = append([]string{"sh", "-c", `"$@"; while sleep 0.1; do "$@" ` + restartArgs(p.name) + `; done`, "sh"}, argv...)
 		}
 		logf, err := os.Create(filepath.Join(dir, p.name+".log"))
 		if err != nil {

@@ -105,11 +105,7 @@ func (c *Cluster) successor(ctx context.Context, t *Target, uid types.UID) (core
 // moveTo makes pod p the target's: its container, addresses, and a new
 // instance (the restarts counted on the old pod stay in it).
 func (t *Target) moveTo(p corev1.Pod) error {
-	k, err := t.c.cfg.container(p)
-	if err != nil {
-		return err
-	}
-	ip, hp, pp, err := t.c.cfg.address(p)
+	at, err := t.c.cfg.placeOf(p)
 	if err != nil {
 		return err
 	}
@@ -120,6 +116,6 @@ func (t *Target) moveTo(p corev1.Pod) error {
 	}
 	t.pods += t.restarts + t.seen + 1
 	t.restarts, t.seen, t.lastMain = 0, 0, 0
-	t.at.Store(&place{pod: p.Name, container: k.Name, ip: ip, httpPort: hp, p2pPort: pp})
+	t.at.Store(at)
 	return nil
 }

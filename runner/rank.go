@@ -7,11 +7,11 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"p2pfault/engineargs"
 	"p2pfault/event"
 	"p2pfault/runner/session"
 )
@@ -28,16 +28,12 @@ var vllmCoreTitle = regexp.MustCompile(`EngineCore_DP([0-9]+)\b`)
 // CoreRank is the data-parallel rank argv (a /proc/PID/cmdline) marks,
 // if any.
 func CoreRank(argv []string) (int, bool) {
-	for i, a := range argv {
-		v, ok := strings.CutPrefix(a, "--data-parallel-rank=")
-		if !ok && a == "--data-parallel-rank" && i+1 < len(argv) {
-			v, ok = argv[i+1], true
+	if v, ok := engineargs.Value(argv, "--data-parallel-rank"); ok {
+		if r, err := strconv.Atoi(v); err == nil && r >= 0 {
+			return r, true
 		}
-		if ok {
-			if r, err := strconv.Atoi(v); err == nil && r >= 0 {
-				return r, true
-			}
-		}
+	}
+	for _, a := range argv {
 		if m := vllmCoreTitle.FindStringSubmatch(a); m != nil {
 			r, _ := strconv.Atoi(m[1])
 			return r, true
