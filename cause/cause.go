@@ -105,8 +105,9 @@ type mark struct {
 // Not safe for concurrent use: the experiment holds its lock.
 type Tracker struct {
 	cfg   Config
-	peers map[string][]mark // the decoder's reaps, per peer address, in order
-	ids   map[string][]mark // lines naming a kv_request_id, in order
+	peers map[string][]mark     // the decoder's reaps, per peer address, in order
+	ids   map[string][]mark     // lines naming a kv_request_id, in order
+	wire  map[string]*wireState // the links' messages, per peer (wire.go)
 }
 
 // New returns an empty tracker.
@@ -211,6 +212,9 @@ func (t *Tracker) Of(s event.Sample) (event.Cause, *event.Timer) {
 	if c, tm, ok := t.byPeer(s); ok {
 		return c, tm
 	}
+	if c, tm, ok := t.byWire(s); ok {
+		return c, tm
+	}
 	if s.Err != "" || s.Status != 200 {
 		return event.CauseError, nil
 	}
@@ -295,6 +299,7 @@ func (t *Tracker) byPeer(s event.Sample) (event.Cause, *event.Timer, bool) {
 // can need them (the experiment passes now less the pull timeout and the
 // longest timer's span).
 func (t *Tracker) Forget(at time.Duration) {
+	t.forgetWire(at)
 	for k, ms := range t.peers {
 		if ms = drop(ms, at); len(ms) == 0 {
 			delete(t.peers, k)
