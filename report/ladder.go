@@ -172,9 +172,16 @@ func LadderText(ls []Ladder) string {
 		}
 		b.WriteString(l.Title() + "\n")
 		fmt.Fprintf(&b, "%12s  %-*s  %s\n", "t", ladderWidth+2, "decoder", "source")
-		fmt.Fprintf(&b, "%12s  ● pull sent\n", seconds3(l.Pull.Start))
+		sent := false // the pull's start, in time order among its messages
 		for _, st := range l.Steps {
+			if !sent && st.T >= l.Pull.Start {
+				fmt.Fprintf(&b, "%12s  ● pull sent\n", seconds3(l.Pull.Start))
+				sent = true
+			}
 			fmt.Fprintf(&b, "%12s  %s\n", seconds3(st.T), arrow(st))
+		}
+		if !sent {
+			fmt.Fprintf(&b, "%12s  ● pull sent\n", seconds3(l.Pull.Start))
 		}
 		if l.More > 0 {
 			fmt.Fprintf(&b, "%12s  … %d more messages\n", "", l.More)

@@ -47,19 +47,34 @@ func ladderSVG(l Ladder) template.HTML {
 	row := func(t time.Duration) {
 		fmt.Fprintf(&b, `<text class="t" x="8" y="%d">%s</text>`, y+4, seconds3(t))
 	}
-	row(l.Pull.Start)
-	fmt.Fprintf(&b, `<circle class="pull-start" cx="%d" cy="%d" r="5" fill="#2a6"/><text x="%d" y="%d">pull sent</text>`, svgLadderLeft, y, svgLadderLeft-75, y+4)
+	sent := false // the pull's start, in time order among its messages
 	prev := l.Pull.Start
+	if len(l.Steps) > 0 {
+		prev = min(prev, l.Steps[0].T)
+	}
+	start := func() {
+		row(l.Pull.Start)
+		prev = max(prev, l.Pull.Start)
+		fmt.Fprintf(&b, `<circle class="pull-start" cx="%d" cy="%d" r="5" fill="#2a6"/><text x="%d" y="%d">pull sent</text>`, svgLadderLeft, y, svgLadderLeft-75, y+4)
+		sent = true
+	}
 	for _, st := range l.Steps {
-		y += svgStepH
+		if !sent && st.T >= l.Pull.Start {
+			start()
+			y += svgStepH
+		}
 		row(st.T)
 		if gap := st.T - prev; gap >= time.Second {
 			fmt.Fprintf(&b, `<text class="gap" x="%d" y="%d" fill="#b33" font-style="italic">… %s</text>`, svgLadderLeft+6, y-svgStepH/2+4, seconds3(gap))
 		}
 		prev = st.T
 		ladderArrow(&b, st, y, esc)
+		y += svgStepH
 	}
-	y += svgStepH
+	if !sent {
+		start()
+		y += svgStepH
+	}
 	row(l.Pull.End())
 	fmt.Fprintf(&b, `<circle class="pull-end" cx="%d" cy="%d" r="5" fill="#c33"/><text x="%d" y="%d">%s</text>`,
 		svgLadderLeft, y, svgLadderLeft+10, y+4, esc("pull ends: "+l.outcome()+" after "+seconds3(l.Pull.Latency)+" — "+l.Pull.Cause.Label()))
