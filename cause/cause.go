@@ -194,6 +194,25 @@ func (t *Tracker) Log(at time.Duration, decoder bool, line string) {
 // Of is the cause of s, a pull that has ended, and its timer (nil for
 // none), from its outcome and the lines taken so far.
 func (t *Tracker) Of(s event.Sample) (event.Cause, *event.Timer) {
+	c, tm, _ := t.Attribute(s)
+	return c, tm
+}
+
+// Attribute is Of, and whether the cause was read from the wire: no line
+// explained the pull (Sample.ByWire), which the lines would have called
+// unknown, local or an error.
+func (t *Tracker) Attribute(s event.Sample) (event.Cause, *event.Timer, bool) {
+	c, tm := t.of(s)
+	if c != event.CauseUnknown && c != event.CauseLocal && c != event.CauseError {
+		return c, tm, false
+	}
+	if wc, wtm, ok := t.byWire(s); ok {
+		return wc, wtm, true
+	}
+	return c, tm, false
+}
+
+func (t *Tracker) of(s event.Sample) (event.Cause, *event.Timer) {
 	if s.Aborted {
 		return event.CauseRunEnd, nil
 	}
@@ -210,9 +229,6 @@ func (t *Tracker) Of(s event.Sample) (event.Cause, *event.Timer) {
 		return c, tm
 	}
 	if c, tm, ok := t.byPeer(s); ok {
-		return c, tm
-	}
-	if c, tm, ok := t.byWire(s); ok {
 		return c, tm
 	}
 	if s.Err != "" || s.Status != 200 {

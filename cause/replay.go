@@ -32,6 +32,7 @@ func FromWire(evs []event.Event) []event.Sample {
 			for _, s := range ev.Samples {
 				live := s.Timer
 				s.Cause, s.Timer = t.Of(s)
+				s.ByWire = false
 				if s.Cause == event.CausePullTimeout {
 					s.Timer = live // the run's --pull-timeout, which the stream does not carry
 				}
@@ -46,11 +47,14 @@ func FromWire(evs []event.Event) []event.Sample {
 }
 
 // Agreement compares the causes of two lists of the same pulls: how many
-// there are, how many agree, and how many of them the first names by a
-// mechanism (neither p2p nor local), and of those how many agree.
+// the first's lines named (ByWire false) and how many of those agree, and
+// how many of them it names by a mechanism (neither p2p nor local), and of
+// those how many agree. ByWire are the pulls no line explained, which the
+// run named from the wire: not compared.
 type Agreement struct {
 	Pulls, Agree    int
 	Slow, SlowAgree int
+	ByWire          int
 	Disagree        map[[2]event.Cause]int // {first's, second's} → pulls
 }
 
@@ -60,6 +64,10 @@ type Agreement struct {
 func Agree(a, b []event.Sample) Agreement {
 	g := Agreement{Disagree: map[[2]event.Cause]int{}}
 	for i := range min(len(a), len(b)) {
+		if a[i].ByWire {
+			g.ByWire++
+			continue
+		}
 		slow := a[i].Cause != event.CauseP2P && a[i].Cause != event.CauseLocal
 		g.Pulls++
 		if slow {

@@ -126,8 +126,9 @@ func (t *Tracker) gaveUpOn(c span, s event.Sample) bool {
 	return waited >= MinWait && waited >= after
 }
 
-// idCause reads one pull's messages: a fetch never done (an abort never
-// acked, or acked: the load timeout), or a lookup never answered.
+// idCause reads one pull's messages: a fetch never done and aborted (the
+// abort never acked, or acked: the load timeout), or a lookup never
+// answered.
 func idCause(ms []wmsg, s event.Sample, waitedOn func(from, to time.Duration) bool) (event.Cause, bool) {
 	sent := func(typ string) time.Duration {
 		for _, m := range ms {
@@ -138,16 +139,14 @@ func idCause(ms []wmsg, s event.Sample, waitedOn func(from, to time.Duration) bo
 		return -1
 	}
 	answered := sent // an answer counts once it passed
-	if f := sent("fetch"); f >= 0 {
-		done := answered("transfer_done")
-		if a := sent("abort_fetch"); a >= 0 && (done < 0 || done > s.End()) {
+	// A fetch with no transfer_done is named by the abort_fetch the load
+	// timeout sends while the pull waits (without one: not named).
+	if f, a := sent("fetch"), sent("abort_fetch"); f >= 0 && a >= s.Start && a <= s.End()+Skew {
+		if done := answered("transfer_done"); done < 0 || done > a {
 			if ack := answered("abort_ack"); ack >= 0 && ack <= s.End()+Skew {
 				return event.CauseLoadTimeout, true
 			}
 			return event.CauseAbortAck, true
-		}
-		if waitedOn(f, done) {
-			return event.CauseLoadTimeout, true
 		}
 	}
 	if l := sent("lookup"); l >= 0 && waitedOn(l, answered("lookup_resp")) {

@@ -95,3 +95,18 @@ func TestWireForget(t *testing.T) {
 		t.Fatalf("after Forget: %+v, want no connect and one id (the last pull's)", st)
 	}
 }
+
+// TestAgreeComparesOnlyWhatTheLinesNamed: pulls the run named from the
+// wire (no line explained them) are counted apart, not compared; a pull
+// the two name differently is a disagreement counted by pair.
+func TestAgreeComparesOnlyWhatTheLinesNamed(t *testing.T) {
+	lines := []event.Sample{{Cause: event.CauseP2P}, {Cause: event.CauseHandshake}, {Cause: event.CauseLookupDeadline}, {Cause: event.CauseHandshake, ByWire: true}}
+	wire := []event.Sample{{Cause: event.CauseP2P}, {Cause: event.CauseHandshake}, {Cause: event.CauseUnknown}, {Cause: event.CauseHandshake}}
+	g := Agree(lines, wire)
+	if g.Pulls != 3 || g.Agree != 2 || g.Slow != 2 || g.SlowAgree != 1 || g.ByWire != 1 {
+		t.Errorf("agreement %+v, want 2 of 3 pulls, 1 of 2 slow, 1 by the wire", g)
+	}
+	if n := g.Disagree[[2]event.Cause{event.CauseLookupDeadline, event.CauseUnknown}]; n != 1 || len(g.Disagree) != 1 {
+		t.Errorf("disagreements %v, want lookup_deadline→unknown: 1", g.Disagree)
+	}
+}

@@ -101,7 +101,7 @@ func (e *Experiment) attribute(batch []event.Sample, now time.Duration, final bo
 			hold = append(hold, s)
 			continue
 		}
-		s.Cause, s.Timer = ev.causes.Of(s)
+		s.Cause, s.Timer, s.ByWire = ev.causes.Attribute(s)
 		send = append(send, s)
 	}
 	ev.causes.Forget(now - e.cfg.scale(e.cfg.PullTimeout) - forgetAfter)

@@ -24,6 +24,9 @@ type WireAgreement struct {
 	// p2p nor local), SlowAgree those the wire names alike.
 	Slow      int `json:"slow"`
 	SlowAgree int `json:"slow_agree"`
+	// ByWire are the pulls no engine line explained, named from the wire
+	// in the run itself (Sample.ByWire): not compared.
+	ByWire int `json:"by_wire"`
 	// Disagree lists "LINES→WIRE: N", most first.
 	Disagree []string `json:"disagree,omitempty"`
 }
@@ -36,7 +39,7 @@ func wireFacts(r Run, events []event.Event) (why []WhyRow, agree *WireAgreement)
 		return nil, nil
 	}
 	g := cause.Agree(r.Samples, wire)
-	agree = &WireAgreement{Pulls: g.Pulls, Agree: g.Agree, Slow: g.Slow, SlowAgree: g.SlowAgree}
+	agree = &WireAgreement{Pulls: g.Pulls, Agree: g.Agree, Slow: g.Slow, SlowAgree: g.SlowAgree, ByWire: g.ByWire}
 	type kv struct {
 		k string
 		n int
@@ -61,10 +64,13 @@ func wireFacts(r Run, events []event.Event) (why []WhyRow, agree *WireAgreement)
 
 // Words is the agreement as the faces print it.
 func (a WireAgreement) Words() string {
-	out := fmt.Sprintf("causes from the wire agree with the run's on %d of %d pulls (%s), on %d of %d slow pulls (%s)",
+	out := fmt.Sprintf("causes from the wire agree with the lines' on %d of %d pulls (%s), on %d of %d slow pulls (%s)",
 		a.Agree, a.Pulls, percent(a.Agree, a.Pulls), a.SlowAgree, a.Slow, percent(a.SlowAgree, a.Slow))
+	if a.ByWire > 0 {
+		out += fmt.Sprintf("; %d more no line explained, named from the wire", a.ByWire)
+	}
 	if len(a.Disagree) > 0 {
-		out += "; run's→wire's: " + strings.Join(a.Disagree, ", ")
+		out += "; lines'→wire's: " + strings.Join(a.Disagree, ", ")
 	}
 	return out
 }
