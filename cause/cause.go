@@ -105,8 +105,9 @@ type mark struct {
 // Not safe for concurrent use: the experiment holds its lock.
 type Tracker struct {
 	cfg   Config
-	peers map[string][]mark // the decoder's reaps, per peer address, in order
-	ids   map[string][]mark // lines naming a kv_request_id, in order
+	peers map[string][]mark     // the decoder's reaps, per peer address, in order
+	ids   map[string][]mark     // lines naming a kv_request_id, in order
+	wire  map[string]*wireState // the links' messages, per peer (wire.go)
 }
 
 // New returns an empty tracker.
@@ -193,6 +194,25 @@ func (t *Tracker) Log(at time.Duration, decoder bool, line string) {
 // Of is the cause of s, a pull that has ended, and its timer (nil for
 // none), from its outcome and the lines taken so far.
 func (t *Tracker) Of(s event.Sample) (event.Cause, *event.Timer) {
+	c, tm, _ := t.Attribute(s)
+	return c, tm
+}
+
+// Attribute is Of, and whether the cause was read from the wire: no line
+// explained the pull (Sample.ByWire), which the lines would have called
+// unknown, local or an error.
+func (t *Tracker) Attribute(s event.Sample) (event.Cause, *event.Timer, bool) {
+	c, tm := t.of(s)
+	if c != event.CauseUnknown && c != event.CauseLocal && c != event.CauseError {
+		return c, tm, false
+	}
+	if wc, wtm, ok := t.byWire(s); ok {
+		return wc, wtm, true
+	}
+	return c, tm, false
+}
+
+func (t *Tracker) of(s event.Sample) (event.Cause, *event.Timer) {
 	if s.Aborted {
 		return event.CauseRunEnd, nil
 	}
@@ -295,6 +315,7 @@ func (t *Tracker) byPeer(s event.Sample) (event.Cause, *event.Timer, bool) {
 // can need them (the experiment passes now less the pull timeout and the
 // longest timer's span).
 func (t *Tracker) Forget(at time.Duration) {
+	t.forgetWire(at)
 	for k, ms := range t.peers {
 		if ms = drop(ms, at); len(ms) == 0 {
 			delete(t.peers, k)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -15,15 +16,21 @@ import (
 
 func newReportCommand() *cobra.Command {
 	var out string
+	var ladder int
 	cmd := &cobra.Command{
 		Use:   "report DIR/events.jsonl",
 		Short: "Rebuild the reports of a finished or crashed run from its events",
 		Long: "Read a run's events.jsonl or events.jsonl.zst (also one cut short by a crash; plain\n" +
 			"or zstd is told by the content) and write report.md,\n" +
 			"report.json, junit.xml, report.html and timeline.svg next to it (or in --out), then\n" +
-			"print the verdict table. A truncated file is reported as such.",
+			"print the verdict table. A truncated file is reported as such. With --ladder N (a run\n" +
+			"with --link) also print, for the N slowest pulls of each fault window, the control\n" +
+			"messages between the decoder and the source over the pull's time: a sequence diagram.",
 		Args: oneArg("report", "events.jsonl file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ladder < 0 {
+				return exitcode.Usagef("report: --ladder %d: want a number of pulls, 0 or more", ladder)
+			}
 			path, err := eventsArg("report", args[0])
 			if err != nil {
 				return err
@@ -43,11 +50,29 @@ func newReportCommand() *cobra.Command {
 			fmt.Fprint(w, report.Tables(report.Rows(runs))+windowsText(report.Rows(runs)))
 			printFailures(w, runs)
 			fmt.Fprintf(w, "reports: %s\n", dir)
+			if ladder > 0 {
+				return printLadders(w, path, ladder)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "write the reports here instead of next to the events file")
+	cmd.Flags().IntVar(&ladder, "ladder", 0, "also print the ladder of the N slowest pulls of each fault window: the messages between decoder and source over time, as the link saw them (a run with --link)")
 	return cmd
+}
+
+// printLadders prints the ladders of path's n slowest pulls per window.
+func printLadders(w io.Writer, path string, n int) error {
+	text, err := report.LadderOf(path, n)
+	if err != nil {
+		return err
+	}
+	if text == "" {
+		fmt.Fprintln(w, "\nno ladder: the run relayed no link (run with --link), its events hold no message")
+		return nil
+	}
+	fmt.Fprint(w, "\n"+text)
+	return nil
 }
 
 func newCleanupCommand() *cobra.Command {

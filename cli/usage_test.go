@@ -98,6 +98,7 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"slice bad case", []string{"slice", "--cases", "stall,none"}, nil, `"none"`},
 		{"slice vllm arm without NAME=", []string{"slice", "--engine", "vllm", "--arm", "main"}, nil, `--arm "main"`},
 		{"report without a file", []string{"report"}, nil, "want one events.jsonl"},
+		{"report with a negative ladder", []string{"report", "--ladder", "-1", "a/events.jsonl"}, nil, "--ladder -1: want a number of pulls, 0 or more"},
 		{"report of two files", []string{"report", "a/events.jsonl", "b/events.jsonl"}, nil, "report: want one events.jsonl file, got 2 arguments"},
 		{"gen-docs without a folder", []string{"gen-docs"}, nil, "gen-docs: want one folder, got 0 arguments"},
 		{"report of a missing file", []string{"report", "/nonexistent/events.jsonl"}, nil, "/nonexistent/events.jsonl"},

@@ -34,6 +34,7 @@ const (
 	KindCondition    Kind = "condition"    // a source's condition changed: Condition
 	KindAddress      Kind = "address"      // the address the probe names a source by, from now on: Address
 	KindWait         Kind = "wait"         // what pulls naming a peer wait on began or ended, as the decoder's log says: Wait
+	KindWire         Kind = "wire"         // a control message through a link (--link), the wire trace: Wire
 )
 
 // Phase of a run.
@@ -83,6 +84,7 @@ type Event struct {
 	Address       *AddressInfo   `json:"address,omitempty"`
 	Wait          *Wait          `json:"wait,omitempty"`
 	Load          *LoadInfo      `json:"load,omitempty"` // KindLoad
+	Wire          *WireMsg       `json:"wire,omitempty"` // KindWire
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the

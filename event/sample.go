@@ -61,6 +61,9 @@ type Sample struct {
 	// written before causes.
 	Cause Cause  `json:"cause,omitempty"`
 	Timer *Timer `json:"timer,omitempty"`
+	// ByWire: no engine line explained the pull and Cause was read from
+	// the link's messages (a run with --link, package cause's wire.go).
+	ByWire bool `json:"by_wire,omitempty"`
 
 	// Content (--content-tokens > 0): the pull's text beside the source's
 	// own greedy completion of the same prompt. Content is ContentSame or

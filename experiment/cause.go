@@ -75,6 +75,19 @@ func (e *Experiment) noteLine(engine, line string) {
 	}
 }
 
+// noteWire hands a message through a link to the tracker and sends it
+// as a wire event (the trace as evidence). Messages before t0 (the
+// warm-up's handshakes) are sent but explain no measured pull.
+func (e *Experiment) noteWire(w event.WireMsg) {
+	if t0 := e.run.t0(); !t0.IsZero() {
+		ev := e.evidence
+		ev.mu.Lock()
+		ev.causes.Wire(time.Since(t0), w)
+		ev.mu.Unlock()
+	}
+	e.emit(event.Event{Kind: event.KindWire, Wire: &w})
+}
+
 // attribute sets the cause of each sample in batch and returns those to
 // send now and those to hold for the next batch: a pull that did not hit
 // and ended within cause.Skew may be explained by a line still on its way
@@ -88,7 +101,7 @@ func (e *Experiment) attribute(batch []event.Sample, now time.Duration, final bo
 			hold = append(hold, s)
 			continue
 		}
-		s.Cause, s.Timer = ev.causes.Of(s)
+		s.Cause, s.Timer, s.ByWire = ev.causes.Attribute(s)
 		send = append(send, s)
 	}
 	ev.causes.Forget(now - e.cfg.scale(e.cfg.PullTimeout) - forgetAfter)

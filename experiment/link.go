@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"p2pfault/event"
 	"p2pfault/fault"
@@ -34,6 +35,7 @@ type links struct {
 	nw       netenv.Network
 	decoders []string // each decoder's own P2P address, by index
 	warn     func(string)
+	wire     func(event.WireMsg) // every message through a link (noteWire)
 
 	mu     sync.Mutex
 	closed bool
@@ -47,7 +49,7 @@ func (e *Experiment) newLinks(cl Cluster) *links {
 		return nil
 	}
 	ls := &links{nw: networkOf(cl), byKey: map[linkKey]*relay.Link{}, failed: map[linkKey]bool{},
-		warn: func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) }}
+		warn: func(msg string) { e.emit(event.Event{Kind: event.KindWarning, Message: msg}) }, wire: e.noteWire}
 	for _, d := range decodersOf(cl) {
 		ls.decoders = append(ls.decoders, net.JoinHostPort(d.P2PHost(), strconv.Itoa(d.P2PPort())))
 	}
@@ -66,17 +68,40 @@ func (ls *links) via(source, rank, decoder int, peer string) string {
 	if ls.closed || ls.failed[k] || decoder >= len(ls.decoders) {
 		return peer
 	}
+	// The link's address is known once New returns; a message crosses
+	// only after a pull names it, but the trace reads it atomically.
+	var addr atomic.Pointer[string]
 	l, err := relay.New(relay.Config{
 		Name: linkName(source, rank, decoder, len(ls.decoders)), Decoder: ls.decoders[decoder], Source: peer,
 		Net: ls.nw, Seed: uint64(source)<<16 | uint64(rank)<<8 | uint64(decoder),
+		Trace: func(r relay.Record) {
+			if a := addr.Load(); a != nil {
+				ls.wire(wireMsg(r, source, *a))
+			}
+		},
 	})
 	if err != nil {
 		ls.failed[k] = true
 		ls.warn(fmt.Sprintf("no link for %s: %v (its pulls name the source itself)", linkName(source, rank, decoder, len(ls.decoders)), err))
 		return peer
 	}
+	a := l.SourceAddr()
+	addr.Store(&a)
 	ls.byKey[k] = l
-	return l.SourceAddr()
+	return a
+}
+
+// wireMsg is a link's record as the run's events carry it.
+func wireMsg(r relay.Record, source int, peer string) event.WireMsg {
+	w := event.WireMsg{Pair: r.Pair, Source: source, Peer: peer, Dir: event.WireToSource, Type: r.Type,
+		KVRequestID: r.KVRequestID, Keys: r.Keys, Hits: r.Hits}
+	if r.Dir == relay.ToDecoder {
+		w.Dir = event.WireToDecoder
+	}
+	if r.Verb != relay.Pass {
+		w.Verb = r.Verb.String()
+	}
+	return w
 }
 
 // linkName names a pair as the timeline does: decoder-D>source-N/rankR,

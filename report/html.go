@@ -90,8 +90,10 @@ type htmlRow struct {
 	Checks       []CheckRow
 	Tables       []htmlTable
 	Charts       []htmlChart
-	Log          []logEntry
-	LogDropped   int
+	// Ladders are the slowest pulls' sequence diagrams (ladder_svg.go).
+	Ladders    []htmlLadder
+	Log        []logEntry
+	LogDropped int
 	// JSON is the row as report.json has it, indented: every field a row
 	// gets shows here without the page knowing of it.
 	JSON string
@@ -260,6 +262,7 @@ func htmlRowOf(id string, run Run, row Row) htmlRow {
 		Notes:      htmlNotes(run, row),
 		Tables:     htmlTables(id, row),
 		Charts:     htmlCharts(id, run, row),
+		Ladders:    htmlLaddersOf(id, run),
 	}
 	if !row.Passed && row.Result != ResultInterrupted {
 		h.SeedLine = row.SeedLine()

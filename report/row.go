@@ -74,6 +74,11 @@ type Row struct {
 	// Why is what ended each window's faulted pulls, by cause (why.go);
 	// absent for a stream whose samples carry no cause.
 	Why []WhyRow `json:"why,omitempty"`
+	// WireWhy is the why table from the links' messages alone, and
+	// WireAgreement how those causes agree with Why's (a run with --link;
+	// wire.go).
+	WireWhy       []WhyRow       `json:"why_wire,omitempty"`
+	WireAgreement *WireAgreement `json:"wire_agreement,omitempty"`
 	// Parked is each source's parked stores over the run (parked.go);
 	// absent when the sources do not export them, or none was parked and
 	// no check judged them.
@@ -165,6 +170,7 @@ func (r Run) Row() Row {
 	row.Parked = parkedRows(r, row.Checks)
 	row.Windows, row.Kinds = windowRows(r), kindRows(r)
 	row.Why = whyRows(r)
+	row.WireWhy, row.WireAgreement = r.wireWhy, r.wireAgreement
 	return row
 }
 
@@ -359,7 +365,7 @@ func Table(rows []Row) string {
 // the decoder's lookup delay (load.go), a blank line between each.
 func Tables(rows []Row) string {
 	out := Table(rows) + "\n" + TimesTable(rows)
-	for _, t := range []string{WhyTable(rows), SteadyTable(rows), RankTable(rows), ContentTable(rows), LoadTable(rows), LookupTable(rows)} {
+	for _, t := range []string{WhyTable(rows), WireWhyTable(rows), SteadyTable(rows), RankTable(rows), ContentTable(rows), LoadTable(rows), LookupTable(rows)} {
 		if t != "" {
 			out += "\n" + t
 		}

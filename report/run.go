@@ -51,6 +51,12 @@ type Run struct {
 	EndMessage string // why the run ended, from its end event
 	ExitCode   int
 
+	// wireWhy and wireAgreement are the causes from the wire (wire.go);
+	// ladders the slowest pulls' messages (ladder.go). Empty without a link.
+	wireWhy       []WhyRow
+	wireAgreement *WireAgreement
+	ladders       []Ladder
+
 	// html holds what only report.html shows (html_facts.go).
 	html htmlFacts
 }
@@ -115,6 +121,8 @@ func FromEvents(events []event.Event) (Run, error) {
 		Windows: judged, Samples: r.Samples, Pending: r.pending(), Verifications: r.Verifications,
 		Now: max(r.html.lastT, r.RunEnd), RunEnd: r.RunEnd,
 	})
+	r.wireWhy, r.wireAgreement = wireFacts(r, events)
+	r.ladders = Ladders(r, events, htmlLadders)
 	if in.final == nil {
 		r.Verdict, r.Recomputed = computed, true
 		return r, nil
