@@ -111,41 +111,12 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	if err := o.checkScaled(nemesis != nil); err != nil {
 		return runPlan{}, err
 	}
-	caseName := o.caseName
-	if !cmd.Flags().Changed("case") {
-		caseName = os.Getenv("FAULT_CASE")
-	}
-	if caseName == "" {
-		caseName = fault.CaseNone
-	}
-	if nemesis != nil {
-		caseName = fault.CaseNemesis // its own faults: $FAULT_CASE has no say
-	} else if _, ok := fault.CaseKind(caseName); !ok && caseName != fault.CaseNone {
-		what := "--case"
-		if !cmd.Flags().Changed("case") {
-			what = "FAULT_CASE"
-		}
-		return runPlan{}, exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
-	}
-	if err := o.flags.kubeFromAttach(cmd.Flags()); err != nil {
+	caseName, err := o.caseOf(cmd, nemesis != nil)
+	if err != nil {
 		return runPlan{}, err
 	}
-	if err := o.flags.kube.check(cmd.Flags(), o.flags.attach); err != nil {
+	if err := o.clusterFrom(cmd); err != nil {
 		return runPlan{}, err
-	}
-	if o.flags.attach != "" {
-		if err := refuseWithAttach(cmd.Flags()); err != nil {
-			return runPlan{}, err
-		}
-		if !cmd.Flags().Changed("mode") {
-			m, err := attachMode(o.flags.attach)
-			if err != nil {
-				return runPlan{}, err
-			}
-			if m != "" {
-				o.flags.mode = m
-			}
-		}
 	}
 	if line := o.flags.applyPreset(cmd.Flags(), caseName); line != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), line)
@@ -173,6 +144,58 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		arms.configs[i].Nemesis = nemesis // every arm draws the same schedule
 	}
 	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, compress: comp}, nil
+}
+
+// caseOf is the run's case: --case, else $FAULT_CASE, else none; a
+// nemesis run's is nemesis (its own faults: $FAULT_CASE has no say).
+func (o *runOptions) caseOf(cmd *cobra.Command, nemesis bool) (string, error) {
+	caseName := o.caseName
+	if !cmd.Flags().Changed("case") {
+		caseName = os.Getenv("FAULT_CASE")
+	}
+	if caseName == "" {
+		caseName = fault.CaseNone
+	}
+	if nemesis {
+		return fault.CaseNemesis, nil
+	}
+	if _, ok := fault.CaseKind(caseName); !ok && caseName != fault.CaseNone {
+		what := "--case"
+		if !cmd.Flags().Changed("case") {
+			what = "FAULT_CASE"
+		}
+		return "", exitcode.Usagef("%s %q: want %s", what, caseName, fault.CaseList())
+	}
+	return caseName, nil
+}
+
+// clusterFrom checks where the cluster comes from (--kube, or an attach
+// file, whose kubernetes: block is --kube) and takes an attach file's
+// mode: unless --mode is given.
+func (o *runOptions) clusterFrom(cmd *cobra.Command) error {
+	if err := o.flags.kubeFromAttach(cmd.Flags()); err != nil {
+		return err
+	}
+	if err := o.flags.kube.check(cmd.Flags(), o.flags.attach); err != nil {
+		return err
+	}
+	if o.flags.attach == "" {
+		return nil
+	}
+	if err := refuseWithAttach(cmd.Flags()); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("mode") {
+		return nil
+	}
+	m, err := attachMode(o.flags.attach)
+	if err != nil {
+		return err
+	}
+	if m != "" {
+		o.flags.mode = m
+	}
+	return nil
 }
 
 // checkScaled checks run's own scaled durations: --duration and, for a
