@@ -1,6 +1,7 @@
 package experiment_test
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/fault"
+	"p2pfault/vcluster"
 )
 
 // TestBusyWindowOnTheVirtualCluster fires busy through a timeline on the
@@ -58,6 +60,54 @@ func TestBusyWindowOnTheVirtualCluster(t *testing.T) {
 			if !judged[name] {
 				t.Errorf("the busy window was not judged by %s (judged: %v)", name, r.verdict.Checks)
 			}
+		}
+	})
+}
+
+// TestABusyLoadCutByTheRunsEndIsFinalBeforeTheEnd: a busy load fired as
+// a key fires it, for 600 s, outlasts the run (its 30 s duration, then
+// Run's end): the load stops with the run, and its final report is in the
+// events before the end event, so the records every way out leaves say
+// the load is over.
+func TestABusyLoadCutByTheRunsEndIsFinalBeforeTheEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp, err := experiment.New(experiment.Config{
+			Duration: 30 * time.Second, OutDir: t.TempDir(),
+			Cluster: vcluster.Opener{Seed: 1, Config: sliceEngines("main")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := exp.Subscribe()
+		var evs []event.Event
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			for ev := range ch {
+				evs = append(evs, ev)
+			}
+		}()
+		go func() {
+			time.Sleep(10 * time.Second)
+			if err := exp.Fire(act(fault.ActionBusy, 0, fault.Options{For: 600 * time.Second, Arg: "8x200"})); err != nil {
+				t.Errorf("busy source-0: %v", err)
+			}
+		}()
+		if _, err := exp.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		<-read
+		final, ended := -1, -1
+		for i, ev := range evs {
+			switch {
+			case ev.Kind == event.KindLoad && ev.Load.Final:
+				final = i
+			case ev.Kind == event.KindEnd:
+				ended = i
+			}
+		}
+		if final < 0 || ended < 0 || final > ended {
+			t.Fatalf("the load's final report is event %d, the end event %d (of %d): want the final report, before the end", final, ended, len(evs))
 		}
 	})
 }

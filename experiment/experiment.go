@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"p2pfault/check"
@@ -47,6 +48,10 @@ type Experiment struct {
 	begun   chan struct{} // closed once the run event is sent (a Group starts its arms in order)
 	net     *network      // the run's firewall table, made on the first network fault
 	links   *links        // the run's links (Config.Link), set once the cluster is open
+	// faultsGoing are the faults' own goroutines (fault.Env.Go: a busy
+	// load, a restart, a timed resume or heal), which end with the run's
+	// context; the run waits for them before its end event (stopCluster).
+	faultsGoing sync.WaitGroup
 }
 
 // New checks cfg and returns an experiment ready to Run.
@@ -240,6 +245,7 @@ func (e *Experiment) stopCluster(cl Cluster, verdict *event.Verdict, err *error)
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("internal error: %v\n%s", r, debug.Stack())
 	}
+	e.endFaults()
 	if stopErr := cl.Stop(context.Background()); stopErr != nil && *err == nil {
 		*err = fmt.Errorf("stop the cluster: %w", stopErr)
 	}
@@ -249,6 +255,28 @@ func (e *Experiment) stopCluster(cl Cluster, verdict *event.Verdict, err *error)
 		endErr = check.Outcome(*verdict) // the end event carries the run's exit code
 	}
 	e.emitEnd(endErr)
+}
+
+// faultsGrace bounds how long the end waits for the faults' goroutines.
+const faultsGrace = 10 * time.Second
+
+// endFaults ends the run's context and waits for the faults' goroutines,
+// so what they record last (a busy load's final report, a restart's
+// outcome) is in the events before the end event, on every way out. One
+// that does not return within faultsGrace is named in a warning and left.
+func (e *Experiment) endFaults() {
+	e.run.failWith(nil) // cancelled, not failed: the run's error is already decided
+	done := make(chan struct{})
+	go func() {
+		e.faultsGoing.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(faultsGrace):
+		e.emit(event.Event{Kind: event.KindWarning, Message: fmt.Sprintf(
+			"a fault's goroutine had not returned %v after the run ended; its last record may be missing", faultsGrace)})
+	}
 }
 
 // warmUp handshakes every source's session; the prober it returns (also

@@ -91,7 +91,7 @@ func (f *firing) Verified(action string, ef fault.Effect) {
 	f.e.verified(f.src, f.target, action, f.e.run.since(), ef)
 }
 
-func (f *firing) Go(fn func())   { go f.e.safely(fn) }
+func (f *firing) Go(fn func())   { f.e.faultsGoing.Go(func() { f.e.safely(fn) }) }
 func (f *firing) Fail(err error) { f.e.run.failWith(err) }
 
 // Changed tells the faces the source's new state and, when its target
