@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"p2pfault/attach/guard"
+	"p2pfault/enginehealth"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/fault"
@@ -420,19 +421,7 @@ func (t *Target) Health(ctx context.Context) error {
 func health(ctx context.Context, o Options, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, o.HealthTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := o.Client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %s", resp.Status)
-	}
-	return nil
+	return enginehealth.Ask(ctx, o.Client, base)
 }
 
 // waitHealthy polls base/health until it answers 200, exited reports the

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"p2pfault/enginehealth"
 	"p2pfault/event"
 	"p2pfault/exitcode"
 	"p2pfault/experiment"
@@ -228,19 +229,7 @@ func (t *Target) isStalled() bool {
 
 // ready asks the engine's /health once.
 func (t *Target) ready(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.HTTPURL()+"/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := t.http.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %s", resp.Status)
-	}
-	return nil
+	return enginehealth.Ask(ctx, t.http, t.HTTPURL())
 }
 
 // refresh reads the pod and the engine's health into State: the process
