@@ -29,6 +29,14 @@ func (l *logs) logf(format string, args ...any) {
 	l.lines = append(l.lines, fmt.Sprintf(format, args...))
 }
 
+// snapshot is the lines so far, read under the lock (a failure message
+// may be made while a socket's goroutine still logs).
+func (l *logs) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
 func (l *logs) has(sub string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -293,7 +301,7 @@ func TestResumedProcessReadsBeforeItsTimersFire(t *testing.T) {
 		}
 		synctest.Wait()
 		if len(d.Events()) != 0 || l.has("closed") {
-			t.Fatalf("the connection dropped across the stop: event %v, logs %q", len(d.Events()), l.lines)
+			t.Fatalf("the connection dropped across the stop: event %v, logs %q", len(d.Events()), l.snapshot())
 		}
 	})
 }
@@ -336,7 +344,7 @@ func TestDuplicateIdentityIgnored(t *testing.T) {
 			t.Fatalf("got %q, want c1 (b1 and b2 dropped)", p)
 		}
 		if !l.has(`identity "X", already routed`) {
-			t.Fatalf("no log line for the duplicate: %q", l.lines)
+			t.Fatalf("no log line for the duplicate: %q", l.snapshot())
 		}
 	})
 }
@@ -360,8 +368,11 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 				break
 			}
 		}
+		// The router logs its reason after it closes the connection:
+		// wait for it to be done, not for the close alone.
+		synctest.Wait()
 		if !l.has("not ZMTP 3's") {
-			t.Fatalf("no reason logged: %q", l.lines)
+			t.Fatalf("no reason logged: %q", l.snapshot())
 		}
 		d := w.dealer(t, "ok", Options{})
 		d.Connect("127.0.0.1:7777")
@@ -456,7 +467,7 @@ func TestMultipartMessages(t *testing.T) {
 			t.Fatalf("Recv returned %q, want the single-part message", p)
 		}
 		if !l.has("dropping a message of 2 parts") {
-			t.Fatalf("no log line for the dropped message: %q", l.lines)
+			t.Fatalf("no log line for the dropped message: %q", l.snapshot())
 		}
 	})
 }
