@@ -209,7 +209,11 @@ func checkSeedRow(t *testing.T, r seedRow) {
 func TestPDKillCanCostOnePullTheLoadTimeout(t *testing.T) {
 	met := 0
 	// Never 10 s itself: a trial of source-0 is due then too (seedFaultAt).
-	for _, ms := range []int{-15, -10, -5, 1} {
+	// Only kills from 9.991 to 9.995 s meet it on these figures, and at the
+	// window's edges which of two goroutines goes first at one instant of
+	// the bubble's clock decides (9.995 s missed once in twelve under load,
+	// failing CI): 9.993 s is its middle.
+	for _, ms := range []int{-15, -10, -7, 1} {
 		at := 10*time.Second + time.Duration(ms)*time.Millisecond
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
