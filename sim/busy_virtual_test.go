@@ -278,10 +278,14 @@ func TestVirtualLongPromptsWaitForAttention(t *testing.T) {
 	// symmetric (session.py @0577fc22): the source sends its own connect
 	// before it registers the decoder, and the decoder registers the
 	// source on that connect meanwhile, so the two holds overlap and the
-	// ack leaves the source one hold later; a tick either side may fall
-	// inside it.
+	// ack leaves the source one hold later. Each of the hops around the
+	// holds (the connect's step, each hold's end, the ack's step, the
+	// lookup's) waits for its side's next tick, and where the two sides'
+	// ticks fall against each other is the scheduler's choice at one
+	// instant: 120 ms (102.4 + 3.5 ticks) was seen once in a run beside
+	// other packages. Holds that did not overlap would add 204.8 ms.
 	reg := 1024 * 100 * time.Microsecond
-	if d := got["idle, cold, 100us a block"].latency - got["idle, cold, no registration"].latency; d < reg-2*vTick || d > reg+3*vTick {
+	if d := got["idle, cold, 100us a block"].latency - got["idle, cold, no registration"].latency; d < reg-2*vTick || d > reg+5*vTick {
 		t.Errorf("registration at 100us a block added %v to a cold pull, want one side's %v, the two overlapping (give or take the ticks)", d, reg)
 	}
 }

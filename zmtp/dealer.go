@@ -75,6 +75,7 @@ type Dealer struct {
 	addr   string
 	closed bool
 	cur    atomic.Pointer[Conn] // the connection up, if one is
+	down   atomic.Pointer[Conn] // the last connection that closed, until the next is up
 }
 
 // NewDealer returns a DEALER with o's identity; it connects on Connect.
@@ -118,6 +119,25 @@ func (d *Dealer) LastHeard() time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// Lost is why the DEALER's last connection closed, from the moment it did
+// (its Disconnected event may still be on its way) until the next one is
+// up; nil while one is up or none ever was. libzmq's I/O thread posts
+// EVENT_DISCONNECTED to the monitor as it reads the FIN, before the
+// application polls: a reader that met a message sent after the loss can
+// ask here what its monitor already holds.
+func (d *Dealer) Lost() error {
+	if c := d.cur.Load(); c != nil {
+		if err := c.Err(); err != nil {
+			return err
+		}
+		return nil
+	}
+	if c := d.down.Load(); c != nil {
+		return c.Err()
+	}
+	return nil
 }
 
 // Events are the DEALER's monitor events, in order.
@@ -169,11 +189,13 @@ func (d *Dealer) serve(nc net.Conn, addr string) bool {
 		return true
 	}
 	d.emit(HandshakeSucceeded, addr, nil)
+	d.down.Store(nil)
 	d.cur.Store(c)
 	defer d.cur.Store(nil)
 	c.start(d.out)
 	select {
 	case <-c.Done():
+		d.down.Store(c)
 		c.Close()
 		d.emit(Disconnected, addr, c.Err())
 		return true

@@ -143,6 +143,11 @@ type Config struct {
 	// stops at its next step as under SIGSTOP (memnet.Host.Wait). A real
 	// process needs none: the kernel stops it.
 	Gate func() `json:"-"`
+
+	// holdLoss, in tests, delays each Disconnected event on its way to
+	// the loop: the order in which a loss and a message sent after it
+	// meet the loop must not decide what the engine does.
+	holdLoss func()
 }
 
 // Defects are engine bugs the sim can model, each after a cited vLLM bug, so

@@ -42,8 +42,11 @@ type link struct {
 	abort  atomic.Bool   // closed at once: what is queued is dropped
 	done   chan struct{} // the DEALER's connection is closed
 	closed bool          // owned by the stepping goroutine
-	cons   *conn         // this engine's session to the peer
-	prod   *conn         // the peer's session to this engine
+	// lostEarly: a loss was handled before its Disconnected event came
+	// (retireLost); that event, the next to come, is then dropped.
+	lostEarly bool
+	cons      *conn // this engine's session to the peer
+	prod      *conn // the peer's session to this engine
 }
 
 // conn is one role on a link. Its goroutines only move bytes; what the
@@ -155,6 +158,9 @@ func (e *Engine) linkEvents(l *link) {
 	for {
 		select {
 		case ev, ok := <-l.dealer.Events():
+			if ok && ev.Kind == zmtp.Disconnected && e.cfg.holdLoss != nil {
+				e.cfg.holdLoss()
+			}
 			if !ok || !e.post(evLink{l: l, ev: ev}) {
 				return // closed with the DEALER
 			}
@@ -211,6 +217,7 @@ func (e *Engine) routed(peer string, m wire.Message, err error) {
 		}
 		return
 	case wire.TypeConnect:
+		l = e.retireLost(l)
 		if l != nil && l.cons != nil {
 			c = l.cons
 			break
@@ -268,6 +275,10 @@ func (e *Engine) linkEvent(l *link, ev zmtp.Event) {
 			e.connectRefused(c.sess)
 		}
 	case zmtp.Disconnected:
+		if l.lostEarly {
+			l.lostEarly = false
+			return
+		}
 		if c := l.cons; c != nil {
 			e.connLost(c, ev.Err)
 		}
@@ -275,6 +286,36 @@ func (e *Engine) linkEvent(l *link, ev zmtp.Event) {
 			e.connLost(c, ev.Err)
 		}
 	}
+}
+
+// retireLost handles the loss of l's connection, if it closed and its
+// Disconnected event has not been handled yet, before a connect from its
+// peer: it returns l, or nil once the loss closed it. A peer that
+// reconnects dialled a new connection after the old one closed (the
+// decoder closes its DEALER when it marks a session dead), and under vLLM
+// the connect reaches the ROUTER a round trip after that close reached
+// this side's DEALER, whose monitor reported it meanwhile; vLLM's poll()
+// retires dead connections before routing, so that "a reconnecting
+// peer's first message" is not "enqueued into the dead connection"
+// (control/zmq.py). The close and the connect reach this loop from two
+// goroutines, at one instant after a freeze, in either order: taken in
+// the connect's order, a resumed source met the reconnect with the old
+// session still handshaken ("duplicate connect after handshake") in some
+// runs and accepted it in others.
+func (e *Engine) retireLost(l *link) *link {
+	if l == nil || l.closed {
+		return l
+	}
+	err := l.dealer.Lost()
+	if err == nil {
+		return l
+	}
+	e.linkEvent(l, zmtp.Event{Kind: zmtp.Disconnected, Addr: l.peer, Err: err})
+	l.lostEarly = true
+	if l.closed {
+		return nil
+	}
+	return l
 }
 
 // lostToRouter is a reconnect of peer that the ROUTER ignored (a

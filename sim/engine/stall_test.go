@@ -154,11 +154,28 @@ func TestStallPendingHandshake(t *testing.T) {
 	// timeout, so a late decoder still leaves enough to judge.
 	horizon := L + 2*H
 	inFlight := phase{"in flight at the freeze: reaped on the lookup timeout", 0, L - edge, notBefore(L), reapedIn(L, L+slack)}
+	noGap := []phase{
+		inFlight,
+		// The resume is a timer from the freeze itself.
+		{"meeting the reconnect", L + edge, stall - edge, func(s pullSample, _ noise) string {
+			if s.end < stall {
+				return fmt.Sprintf("ended before the resume at %v", stall)
+			}
+			return ""
+		}, func(s pullSample, n noise) string {
+			if s.end < stall || s.end > stall+slack+n.late {
+				return fmt.Sprintf("want it to end in [%v, %v]", stall, stall+slack+n.late)
+			}
+			return hit(s, n)
+		}},
+		{"after the resume", stall + edge, horizon, none, hit},
+	}
 	tests := []struct {
 		name       string
 		mode       PendingMode
 		staleRoute bool
 		phases     []phase
+		holdLoss   bool // the source's loop learns of its DEALER's loss late
 	}{
 		{"wait: in-flight pulls end on the lookup timeout, later ones on the dropped handshake", PendingWait, true, []phase{
 			inFlight,
@@ -166,7 +183,7 @@ func TestStallPendingHandshake(t *testing.T) {
 			// the stale route at resume: it runs to its deadline.
 			{"meeting the reconnect", L + edge, L + H - edge, notBefore(L + H), reapedIn(L+H, L+H+slack)},
 			{"after the reconnect's deadline", L + H + edge, horizon, none, hit},
-		}},
+		}, false},
 		{"prefill: pulls meeting the pending handshake prefill at once", PendingPrefill, true, []phase{
 			inFlight,
 			{"meeting the reconnect", L + edge, L + H - edge, none, fast},
@@ -174,28 +191,22 @@ func TestStallPendingHandshake(t *testing.T) {
 			// the next session, which the fix misses at once: the phase
 			// starts a pull later.
 			{"after the reconnect's deadline", L + H + interval + edge, horizon, none, hit},
-		}},
-		{"wait without the stale-route gap: the reconnect succeeds at resume", PendingWait, false, []phase{
-			inFlight,
-			// The resume is a timer from the freeze itself.
-			{"meeting the reconnect", L + edge, stall - edge, func(s pullSample, _ noise) string {
-				if s.end < stall {
-					return fmt.Sprintf("ended before the resume at %v", stall)
-				}
-				return ""
-			}, func(s pullSample, n noise) string {
-				if s.end < stall || s.end > stall+slack+n.late {
-					return fmt.Sprintf("want it to end in [%v, %v]", stall, stall+slack+n.late)
-				}
-				return hit(s, n)
-			}},
-			{"after the resume", stall + edge, horizon, none, hit},
-		}},
+		}, false},
+		{"wait without the stale-route gap: the reconnect succeeds at resume", PendingWait, false, noGap, false},
+		{"wait without the stale-route gap, the old connection's loss met late: the reconnect still succeeds at resume", PendingWait, false, noGap, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			virtual(t, func(t *testing.T) {
-				src := startEngine(t, func(c *Config) { mutate(c); c.StaleRoute = tt.staleRoute })
+				src := startEngine(t, func(c *Config) {
+					mutate(c)
+					c.StaleRoute = tt.staleRoute
+					if tt.holdLoss {
+						// After the resume, the reconnect's connect reaches
+						// the loop before the old connection's loss does.
+						c.holdLoss = func() { time.Sleep(20 * time.Millisecond) }
+					}
+				})
 				dec := startEngine(t, func(c *Config) { mutate(c); c.PendingHandshake = tt.mode })
 				samples, nz := stallRun(t, src, dec, stall, interval, horizon)
 				t.Logf("the decoder last heard the source at most %v before the freeze; it waited up to %v between steps", nz.lead, nz.late)
