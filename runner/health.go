@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"p2pfault/enginehealth"
 	"p2pfault/event"
 	"p2pfault/runner/session"
 )
@@ -21,21 +21,7 @@ func healthClient() *http.Client {
 
 // health asks the engine's GET /health once: nil when it answers 200.
 func (e *Engine) health(ctx context.Context, client *http.Client) error {
-	url := e.HTTPURL() + "/health"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return fmt.Errorf("%s: health request: %w", e.spec.Name, err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
+	return enginehealth.Ask(ctx, client, e.HTTPURL())
 }
 
 // Healthy asks the engine once whether it is ready (GET /health answers
