@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,24 @@ func TestARunOnThePodsVerifiesEachFaultAndJudgesIt(t *testing.T) {
 	}
 }
 
+// loadCutByTheKill reports whether all_200 failed only on a pull or two
+// whose KV load was in flight when the source was killed: such a load
+// fails with its session under kv_load_failure_policy=fail (vLLM's
+// default; sim/MODEL.md, mechanism 29), and whether the SIGKILL meets one
+// is the real clock's draw (loads of a few ms, trials every 0.125 s at
+// this scale). The virtual cluster's seed rows fire the fault a
+// millisecond clear of any trial; pods run on the real clock.
+func loadCutByTheKill(c event.Result) bool {
+	var n, of int
+	if c.Name != "all_200" || c.Passed {
+		return false
+	}
+	if _, err := fmt.Sscanf(c.Detail, "%d of %d", &n, &of); err != nil || n > 2 {
+		return false
+	}
+	return strings.Contains(c.Detail, "failed: peer ") && strings.Contains(c.Detail, " down: ")
+}
+
 // seedVerdict asserts the seed's verdict of a run on the pods: "FAIL" by
 // the check that fails the seed's main stall (faulted_median_after_detect:
 // the pulls wait out the stall, however loaded the machine), "pass" by every
@@ -83,7 +102,7 @@ func seedVerdict(t *testing.T, want string, v event.Verdict) {
 	failed := map[string]bool{}
 	for _, c := range v.Checks {
 		t.Logf("check %s: %v %s", c.Name, c.Passed, c.Detail)
-		if !c.Passed && c.Name != "fault_took_effect" {
+		if !c.Passed && c.Name != "fault_took_effect" && !loadCutByTheKill(c) {
 			failed[c.Name] = true
 		}
 	}
