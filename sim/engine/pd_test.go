@@ -397,3 +397,51 @@ func TestPDPrefillEndingWithoutTheDemandedBlocksFailsTheFetch(t *testing.T) {
 		}
 	})
 }
+
+// Parked stores no fetch binds hold their CPU slots until their reap
+// (unbound_store_timeout_s): once they fill the CPU tier, a later prefill
+// leg parks nothing (vLLM's CPU policy evicts only blocks with ref_cnt 0,
+// cpu/policies/lru.py evict, so the store is skipped), and its decode leg,
+// arriving after the prefill ended, binds a demand nothing will meet and
+// waits the load timeout (manager.py on_request_finished is a no-op while
+// unbound). The reap frees the tier and pulls hit again. This is why the
+// late-fetch case in PD mode recovers none of its pulls after a 30 s
+// window: its 60 held fetches leave 60 stores parked for 60 s in a 50-block
+// tier (docs/link.md, Presets).
+func TestPDParkedStoresFillingTheCPUTierCostLaterDecodeLegsTheLoadTimeout(t *testing.T) {
+	const unbound = 2 * time.Second
+	virtual(t, func(t *testing.T) {
+		src := startEngine(t, func(c *Config) { c.CPUBlocks = 9; c.UnboundStoreTimeout = unbound })
+		dec := startEngine(t, func(c *Config) { c.LoadFailure = PolicyRecompute })
+		warm(t, src, dec)
+		bs := src.cfg.BlockSize
+		// Three prefill legs whose fetches never come: 3 blocks each, the
+		// tier's 9 slots all pinned.
+		parkedAt := time.Now()
+		for i := 0; i < 3; i++ {
+			run(t, src, prefillLeg(prompt(fmt.Sprint(t.Name(), "-held-", i), 3*bs+1), fmt.Sprint("pd-held-", i)))
+		}
+		if ps := parkedOf(t, src, "pd-held-2"); ps.pinned != 3 {
+			t.Fatalf("third held store: %+v, want its 3 blocks pinned", ps)
+		}
+		toks := prompt(t.Name()+"-after", 3*bs+1)
+		run(t, src, prefillLeg(toks, "pd-after"))
+		if ps := parkedOf(t, src, "pd-after"); ps.blocks != 0 {
+			t.Fatalf("a prefill leg with every CPU slot pinned parked %+v, want nothing", ps)
+		}
+		got := run(t, dec, decodeLeg(src, toks, "pd-after"))
+		if got.res.Err != nil || got.res.CachedTokens != 0 || got.latency < dec.cfg.LoadTimeout {
+			t.Errorf("decode leg of the unparked prefill: err %v, cached %d after %v; want a local prefill after the %v load timeout",
+				got.res.Err, got.res.CachedTokens, got.latency, dec.cfg.LoadTimeout)
+		}
+		waitFor(t, "the held stores to be reaped", func() bool { return parkedOf(t, src, "pd-held-0").reaped })
+		if at := time.Since(parkedAt); at < unbound {
+			t.Fatalf("reaped %v after parking, before the %v timeout", at, unbound)
+		}
+		toks = prompt(t.Name()+"-reaped", 3*bs+1)
+		run(t, src, prefillLeg(toks, "pd-reaped"))
+		if got := run(t, dec, decodeLeg(src, toks, "pd-reaped")); got.res.CachedTokens != 3*bs {
+			t.Errorf("decode leg after the reap: err %v, cached %d; want its %d tokens pulled", got.res.Err, got.res.CachedTokens, 3*bs)
+		}
+	})
+}
