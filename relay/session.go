@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"errors"
+	"math"
 	"net"
 	"sync"
 	"syscall"
@@ -190,20 +191,27 @@ func (f *flow) control(body []byte) {
 	}
 	a := l.decide(Message{Pair: l.cfg.Name, Dir: f.dir, Summary: sum})
 	b := zmtp.AppendFrame(nil, zmtp.Frame{Body: body})
+	// The sim's blocks ride on its transfer_done (bytes): under a
+	// bandwidth they cost the link their size, as the data plane's
+	// would on a link that carried it.
+	n := len(b) + int(min(sum.Bytes, math.MaxInt32))
 	switch a.Verb {
 	case Pass:
-		f.pass(b)
+		f.passAs(b, n)
 	case Hold:
 		l.hold(heldMsg{s: f.s, dir: f.dir, key: Key{f.dir, sum.Type}, b: b})
 	case Delay:
-		at, _ := l.due(f.dir, len(b), time.Time{}, time.Time{})
+		at, _ := l.due(f.dir, n, time.Time{}, time.Time{})
 		f.enqueue(b, at.Add(a.Delay), true)
 	}
 }
 
 // pass queues b behind what came before it, under the toxics.
-func (f *flow) pass(b []byte) {
-	f.last, f.busy = f.s.l.due(f.dir, len(b), f.last, f.busy)
+func (f *flow) pass(b []byte) { f.passAs(b, len(b)) }
+
+// passAs is pass for bytes that cost the bandwidth n.
+func (f *flow) passAs(b []byte, n int) {
+	f.last, f.busy = f.s.l.due(f.dir, n, f.last, f.busy)
 	f.enqueue(b, f.last, true)
 }
 

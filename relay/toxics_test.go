@@ -25,7 +25,8 @@ type rawPair struct {
 
 const decoderID = "127.0.0.1:7001"
 
-func newRawPair(t *testing.T, fab *memnet.Fabric) rawPair {
+// before, if given, acts on the link before the DEALER dials it.
+func newRawPair(t *testing.T, fab *memnet.Fabric, before ...func(*Link)) rawPair {
 	t.Helper()
 	src, err := fab.Host("source").Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,6 +38,9 @@ func newRawPair(t *testing.T, fab *memnet.Fabric) rawPair {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	for _, f := range before {
+		f(l)
+	}
 	d := zmtp.NewDealer(zmtp.Options{Identity: []byte(decoderID), Net: fab.Host("decoder")})
 	t.Cleanup(func() { d.Close() })
 	if err := d.Connect(l.SourceAddr()); err != nil {
@@ -122,6 +126,31 @@ func TestBandwidthPacesTheBytes(t *testing.T) {
 	})
 }
 
+// TestBandwidthChargesTheSimsInlineData: a transfer_done declaring 500 000
+// bytes (the sim's blocks, carried inline) at 1 000 000 bytes/s arrives
+// half a second after it was sent, though its frame is a few bytes.
+func TestBandwidthChargesTheSimsInlineData(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fab := memnet.New(1)
+		p := newRawPair(t, fab)
+		r := zmtp.NewRouter(p.src, zmtp.Options{})
+		defer r.Close()
+		p.dealer.Send([]byte("first")) // the handshake, unthrottled
+		r.Recv(context.Background())
+		p.l.SetToxics(Toxics{Bandwidth: 1_000_000})
+		start := time.Now()
+		b := encode(t, wire.Message{Type: wire.TypeTransferDone, KVRequestID: "k", Success: true, Bytes: 500_000})
+		p.dealer.Send(b)
+		if _, _, err := r.Recv(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := 500*time.Millisecond + time.Duration(len(b)+9)*time.Microsecond
+		if got := time.Since(start); got < 500*time.Millisecond || got > want {
+			t.Errorf("a transfer_done of 500 kB (%d bytes framed) at 1 MB/s arrived after %v, want 500ms plus its frame's (at most %v)", len(b), got, want)
+		}
+	})
+}
+
 // TestResetResetsBothSides: Reset ends both connections with an RST.
 func TestResetResetsBothSides(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -192,8 +221,9 @@ func TestSlowCloseHoldsTheClose(t *testing.T) {
 func TestResetNewResetsEachNewConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fab := memnet.New(1)
-		p := newRawPair(t, fab)
-		p.l.SetToxics(Toxics{ResetNew: true})
+		// Set before the DEALER dials: set after, the first connection
+		// could be relayed before it (one run in fifteen under -race).
+		p := newRawPair(t, fab, func(l *Link) { l.SetToxics(Toxics{ResetNew: true}) })
 		sc, err := p.src.Accept()
 		if err != nil {
 			t.Fatal(err)

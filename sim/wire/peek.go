@@ -13,6 +13,9 @@ type Summary struct {
 	PeerID      string
 	Keys        int // keys (or an older peer's block_hashes)
 	Hits        int // lookup_resp: the hits that are true
+	// Bytes: transfer_done's bytes, the sim's data plane carried inline
+	// (vLLM sends none: its blocks move over NIXL).
+	Bytes int64
 }
 
 // Peek reads the top-level fields of p a relay needs and skips every
@@ -35,6 +38,8 @@ func Peek(p []byte) (Summary, error) {
 			for i := 0; err == nil && i < s.Keys; i++ {
 				err = r.skip()
 			}
+		case "bytes":
+			s.Bytes, err = r.nonNeg()
 		case "hits":
 			var n int
 			n, err = r.arrayLen()

@@ -276,7 +276,7 @@ func TestPeekAndRewritePeerID(t *testing.T) {
 				hits++
 			}
 		}
-		want := Summary{Type: m.Type, PeerID: m.PeerID, KVRequestID: m.KVRequestID, Keys: len(m.Keys), Hits: hits}
+		want := Summary{Type: m.Type, PeerID: m.PeerID, KVRequestID: m.KVRequestID, Keys: len(m.Keys), Hits: hits, Bytes: m.Bytes}
 		if s != want {
 			t.Errorf("peek %s = %+v, want %+v", m.Type, s, want)
 		}
