@@ -271,12 +271,33 @@ func startEngine(t *testing.T, name string) engine {
 // scale, and more flags of `sim serve` after the rest.
 func startEngineAt(t *testing.T, name, scale string, more ...string) engine {
 	t.Helper()
+	// A port freePort found free may be taken by another package's test
+	// before the engine binds it, and a data-parallel engine binds p2p+1
+	// too, which nothing reserved: an engine that exits on a port in use
+	// is started again on others.
+	for try := 1; ; try++ {
+		e, log, err := tryEngineAt(t, name, scale, more...)
+		if err == nil {
+			return e
+		}
+		if try == 3 || !strings.Contains(log, "address already in use") {
+			t.Fatalf("%s: %v; its log:\n%s", name, err, log)
+		}
+		t.Logf("%s (try %d): %v: started again on other ports", name, try, err)
+	}
+}
+
+// tryEngineAt starts an engine on free ports and waits for its /health;
+// on failure it returns its log.
+func tryEngineAt(t *testing.T, name, scale string, more ...string) (engine, string, error) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := engine{name: name, http: freePort(t), p2p: freePort(t)}
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,25 +314,43 @@ func startEngineAt(t *testing.T, name, scale string, more ...string) engine {
 		t.Fatal(err)
 	}
 	e.pid = cmd.Process.Pid
-	go func() { _ = cmd.Wait() }() // reap it whoever kills it
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }() // reap it whoever kills it
 	killSessionOnCleanup(t, e.pid)
-	waitHealth(t, e.url(), 60*time.Second)
-	return e
+	if err := healthyOrExited(e.url(), 60*time.Second, exited); err != nil {
+		killSession(e.pid)
+		log, _ := os.ReadFile(logPath)
+		return e, string(log), err
+	}
+	return e, "", nil
 }
 
-func waitHealth(t *testing.T, url string, d time.Duration) {
-	t.Helper()
+// healthyOrExited waits for url's /health to answer 200, up to d; an
+// error if it does not or the engine exits first.
+func healthyOrExited(url string, d time.Duration, exited <-chan struct{}) error {
 	o := Options{}.withDefaults()
 	deadline := time.Now().Add(d)
 	for {
 		err := health(context.Background(), o, url)
 		if err == nil {
-			return
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("exited before %s was healthy (last: %v)", url, err)
+		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not healthy after %v: %v", url, d, err)
+			return fmt.Errorf("%s not healthy after %v: %v", url, d, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitHealth(t *testing.T, url string, d time.Duration) {
+	t.Helper()
+	if err := healthyOrExited(url, d, nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
