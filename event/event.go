@@ -35,6 +35,7 @@ const (
 	KindAddress      Kind = "address"      // the address the probe names a source by, from now on: Address
 	KindWait         Kind = "wait"         // what pulls naming a peer wait on began or ended, as the decoder's log says: Wait
 	KindWire         Kind = "wire"         // a control message through a link (--link), the wire trace: Wire
+	KindLink         Kind = "link"         // the links' counts, once a second while they move (--link): Links
 )
 
 // Phase of a run.
@@ -83,8 +84,9 @@ type Event struct {
 	WindowVerdict *WindowVerdict `json:"window_verdict,omitempty"`
 	Address       *AddressInfo   `json:"address,omitempty"`
 	Wait          *Wait          `json:"wait,omitempty"`
-	Load          *LoadInfo      `json:"load,omitempty"` // KindLoad
-	Wire          *WireMsg       `json:"wire,omitempty"` // KindWire
+	Load          *LoadInfo      `json:"load,omitempty"`  // KindLoad
+	Wire          *WireMsg       `json:"wire,omitempty"`  // KindWire
+	Links         []LinkCounts   `json:"links,omitempty"` // KindLink
 }
 
 // MetricsInfo is one scrape of one engine's /metrics (package scrape): the
@@ -132,6 +134,9 @@ type RunInfo struct {
 	// Settings are the engine settings a slice's --sweep gave this row
 	// (one per swept name, in the order given); absent without a sweep.
 	Settings []Setting `json:"settings,omitempty"`
+	// Link: the run relays its pairs through links (--link, or a link
+	// kind in its timeline), so the link kinds can act on it.
+	Link bool `json:"link,omitempty"`
 }
 
 // Setting is one engine setting of a run as --sweep gave it: its name

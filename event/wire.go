@@ -50,3 +50,17 @@ func (w WireMsg) PullID() string {
 	}
 	return id
 }
+
+// LinkCounts is what one link (one decoder ↔ source rank pair) did since
+// it started, as its own counters say: the control messages it passed,
+// withheld, dropped and delayed (both ways), and the ZMTP heartbeats it
+// relayed, which no wire event records.
+type LinkCounts struct {
+	Pair       string `json:"pair"` // as WireMsg.Pair
+	Source     int    `json:"source"`
+	Passed     int64  `json:"passed"`
+	Withheld   int64  `json:"withheld"`
+	Dropped    int64  `json:"dropped"`
+	Delayed    int64  `json:"delayed"`
+	Heartbeats int64  `json:"heartbeats"`
+}

@@ -133,7 +133,7 @@ func (e *Experiment) Info() event.RunInfo {
 		Bounds: c.Bounds.Scaled(c.TimeScale), Model: e.plan.Model, Started: e.run.started(),
 		FaultFor:      c.scale(c.FaultFor),
 		ContentTokens: c.ContentTokens, ContentMatch: c.ContentMatch.String(),
-		Settings: c.Settings,
+		Settings: c.Settings, Link: c.Link,
 	}
 	if c.Nemesis != nil {
 		info.Nemesis = fault.NemesisRandom

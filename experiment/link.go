@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"p2pfault/event"
 	"p2pfault/fault"
@@ -170,3 +172,51 @@ func (f *firing) Links(string) ([]*relay.Link, error) {
 }
 
 var _ fault.LinkEnv = (*firing)(nil)
+
+// linkPoller sends the links' counts once a period while they move, so a
+// face shows what each link passed and withheld, heartbeats included
+// (which no wire event carries).
+type linkPoller struct {
+	ls    *links
+	every time.Duration
+}
+
+func (p linkPoller) Run(ctx context.Context, emit func(event.Event)) {
+	var last []event.LinkCounts
+	Every(ctx, p.every, func() {
+		now := p.ls.counts()
+		if len(now) == 0 || slices.Equal(now, last) {
+			return
+		}
+		last = now
+		emit(event.Event{Kind: event.KindLink, Links: now})
+	})
+}
+
+// counts are every link's counts, by pair name.
+func (ls *links) counts() []event.LinkCounts {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	out := make([]event.LinkCounts, 0, len(ls.byKey))
+	for k, l := range ls.byKey {
+		out = append(out, linkCounts(l.Name(), k.source, l.Counters()))
+	}
+	slices.SortFunc(out, func(a, b event.LinkCounts) int { return strings.Compare(a.Pair, b.Pair) })
+	return out
+}
+
+// linkCounts sums a link's counters over the message types and both
+// directions.
+func linkCounts(pair string, source int, c relay.Counters) event.LinkCounts {
+	out := event.LinkCounts{Pair: pair, Source: source}
+	for _, n := range c.Messages {
+		out.Passed += n.Passed
+		out.Withheld += n.Held
+		out.Dropped += n.Dropped
+		out.Delayed += n.Delayed
+	}
+	for _, n := range c.Heartbeats {
+		out.Heartbeats += n
+	}
+	return out
+}

@@ -242,3 +242,47 @@ func TestPDThroughTheLink(t *testing.T) {
 		}
 	})
 }
+
+// TestLinkEventsCountWhatEachLinkDid: a run with links says so in its run
+// event and sends the links' counts once a second while they move: under
+// mute on source-0, its withheld lookup_resp grow while its heartbeats
+// flow, and source-1's link passes everything.
+func TestLinkEventsCountWhatEachLinkDid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		evs, _ := mustRunVirtual(t, experiment.Config{Timeline: "at 10s mute source-0 for 20s"}, runner.Config{})
+		linked := false
+		var during, last map[int]event.LinkCounts
+		for _, ev := range evs {
+			switch {
+			case ev.Kind == event.KindRun:
+				linked = ev.Run.Link
+			case ev.Kind == event.KindLink:
+				now := map[int]event.LinkCounts{}
+				for _, l := range ev.Links {
+					now[l.Source] = l
+				}
+				if ev.T > 12*time.Second && ev.T < 20*time.Second && during == nil {
+					during = now
+				}
+				last = now
+			}
+		}
+		if !linked {
+			t.Error("the run event does not say the run relays its pairs")
+		}
+		if during == nil || last == nil {
+			t.Fatalf("no link event in the mute (%v) or at all (%v)", during, last)
+		}
+		s0, s1 := last[0], last[1]
+		t.Logf("source-0 in the mute %+v, at the end %+v; source-1 %+v", during[0], s0, s1)
+		if during[0].Withheld == 0 || s0.Withheld <= during[0].Withheld {
+			t.Errorf("source-0's withheld lookup_resp did not grow in the mute: %d, then %d", during[0].Withheld, s0.Withheld)
+		}
+		if s0.Heartbeats <= during[0].Heartbeats {
+			t.Errorf("source-0's heartbeats did not flow in the mute: %d, then %d", during[0].Heartbeats, s0.Heartbeats)
+		}
+		if s1.Withheld != 0 || s1.Dropped != 0 || s1.Passed == 0 {
+			t.Errorf("source-1's link withheld or passed nothing: %+v", s1)
+		}
+	})
+}

@@ -16,7 +16,11 @@ type Poller interface {
 
 // pollers are what a run watches besides its probe.
 func (e *Experiment) pollers(cl Cluster) []Poller {
-	return []Poller{enginePoller{send: e.emitEngines, every: time.Second}, scrapePoller{cl: cl}}
+	ps := []Poller{enginePoller{send: e.emitEngines, every: time.Second}, scrapePoller{cl: cl}}
+	if e.links != nil {
+		ps = append(ps, linkPoller{ls: e.links, every: time.Second})
+	}
+	return ps
 }
 
 // startPollers runs every poller until ctx ends; a panic in one fails the

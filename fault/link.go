@@ -224,7 +224,7 @@ func registerLink(k *Kind, spec func(f *Fire) (linkSpec, error)) {
 
 func init() {
 	Register(&Kind{
-		Name: ActionUnlink, Help: "unlink", LongHelp: "end the link fault", Order: 95, MoreHelp: true,
+		Name: ActionUnlink, Key: "x", Help: "unlink", LongHelp: "end link fault", Order: 95, MoreHelp: true,
 		Needs: CondLink, Leaves: event.CondUp, Hint: "unlink it", Closes: true, Ending: EndsWithRecovery,
 		Pairs: true, Ranks: RankAlone, Link: true,
 		Act: func(f *Fire) error {

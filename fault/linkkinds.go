@@ -36,11 +36,13 @@ var msgDir = map[string]relay.Dir{
 const DefaultLateFetch = 61 * time.Second
 
 func init() {
-	registerLink(&Kind{Name: ActionMute, Help: "mute", LongHelp: "withhold lookup_resp (half-open)", Order: 90, MoreHelp: true, Badge: "MUTED"},
+	// The message kinds a dashboard key fires (m, A) are listed in `?`
+	// only, as unlink (x) is, so the one-line help keeps to 80 columns.
+	registerLink(&Kind{Name: ActionMute, Key: "m", Help: "mute", LongHelp: "mute (half-open)", Order: 90, MoreHelp: true, Badge: "MUTED"},
 		func(*Fire) (linkSpec, error) {
 			return messageSpec(wire.TypeLookupResp, relay.Action{Verb: relay.Hold}), nil
 		})
-	registerLink(&Kind{Name: ActionHoldAck, Help: "hold-ack", LongHelp: "withhold connect_ack", Order: 91, Badge: "ACK HELD"},
+	registerLink(&Kind{Name: ActionHoldAck, Key: "A", Help: "hold-ack", LongHelp: "hold connect_ack", Order: 91, MoreHelp: true, Badge: "ACK HELD"},
 		func(*Fire) (linkSpec, error) {
 			// The sessions up now were acked already: their connections
 			// are reset, so the decoder's next pull opens one whose ack

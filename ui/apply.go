@@ -72,6 +72,8 @@ func (st *state) apply(ev event.Event, keep time.Duration) {
 		st.applyVerification(ev)
 	case event.KindLoad:
 		st.applyLoad(ev)
+	case event.KindLink:
+		st.applyLinks(ev)
 	}
 }
 

@@ -339,7 +339,7 @@ func (m Model) armBlock(w, h int, nowT time.Duration) string {
 	}
 	engines := st.engineOrder()
 	if p.procs > 1 {
-		parts = append(parts, procTable{engines: engines, styles: s}.Render(w, p.procs))
+		parts = append(parts, procTable{engines: engines, links: st.links, styles: s}.Render(w, p.procs))
 	} else {
 		parts = append(parts, procLine(engines, s, w))
 	}

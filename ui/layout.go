@@ -83,7 +83,7 @@ func (m Model) dashboard(w, h int) string {
 		}
 	}
 	if l.procs > 0 {
-		parts = append(parts, procTable{engines: st.engineOrder(), metrics: st.metrics, styles: s, most: l.procs - 1}.Render(w, l.procs))
+		parts = append(parts, procTable{engines: st.engineOrder(), metrics: st.metrics, links: st.links, styles: s, most: l.procs - 1}.Render(w, l.procs))
 	}
 	if l.final {
 		parts = append(parts, verdictTable{verdict: st.verdict, run: st.run, styles: s, cut: st.cutShort()}.Render(w, l.checks))

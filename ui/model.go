@@ -133,7 +133,7 @@ func New(ctrl Controller, events <-chan event.Event, opts Options) Model {
 		opts:    opts,
 		arms:    a,
 		st:      a.first(),
-		keys:    DefaultKeyMap(),
+		keys:    DefaultKeyMap().withLink(false), // in force once the run says it relays its pairs
 		help:    h,
 		spinner: spinner.New(spinner.WithSpinner(spinner.Dot), spinner.WithStyle(styles.Starting.Style)),
 		styles:  &styles,
@@ -285,6 +285,7 @@ func (m Model) handleEvents(msg eventsMsg) (tea.Model, tea.Cmd) {
 		m.st = m.arms.first()
 		if ev.Kind == event.KindRun {
 			keep = m.keep() // the time scale is known now
+			m.keys = m.keys.withLink(m.st.run != nil && m.st.run.Link)
 		}
 	}
 	var cmds []tea.Cmd

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 type procTable struct {
 	engines []*engineState
 	metrics map[string]event.MetricsInfo // latest /metrics per engine (metrics.go); none: no columns
+	links   map[string]event.LinkCounts  // each source's link counts (link.go); none: no column
 	styles  *Styles
 	// most is the most engine lines it lists (0: every engine); with more
 	// engines the last line sums up those not listed (scale.go).
@@ -28,7 +30,7 @@ func (t procTable) Render(w, h int) string {
 		t.engines, hidden = procShown(t.engines, t.most)
 	}
 	rows := t.rows()
-	widths := columnWidths(rows, w)
+	widths := columnWidths(rows, w, giveWay(rows[0]))
 	var lines []string
 	for ri, r := range rows {
 		var b strings.Builder
@@ -104,6 +106,10 @@ func (t procTable) rows() [][]string {
 	if lookup {
 		head = append(head, lookupHead)
 	}
+	linked := len(t.links) > 0
+	if linked {
+		head = append(head, linkHead)
+	}
 	rows := [][]string{head}
 	for _, e := range t.engines {
 		i := e.info
@@ -122,15 +128,36 @@ func (t procTable) rows() [][]string {
 				row = append(row, lookupCell(m, ok))
 			}
 		}
+		if linked {
+			c, ok := t.links[i.Name]
+			row = append(row, linkCell(c, ok))
+		}
 		rows = append(rows, row)
 	}
 	return rows
 }
 
+// giveWay are the columns dropped whole, in order, for a table of head:
+// procGiveWay, then with a LINK column the decoder's hit rate and read
+// rate (a source's are 0: it serves, it does not pull), so on 80 columns
+// a link's counts stay beside RUN, WAIT and the lookup delay.
+func giveWay(head []string) []int {
+	if !slices.Contains(head, linkHead) {
+		return procGiveWay
+	}
+	out := slices.Clone(procGiveWay)
+	for _, name := range metricsHead[2:] { // EXT HIT 10s, P2P READ
+		if c := slices.Index(head, name); c >= 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // columnWidths are the widest cell of each column, MEMBERS narrowed so the
-// table fits w when it can, then the procGiveWay columns dropped (width 0)
+// table fits w when it can, then the give-way columns dropped (width 0)
 // one by one while it does not.
-func columnWidths(rows [][]string, w int) []int {
+func columnWidths(rows [][]string, w int, giveWay []int) []int {
 	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
 		for c, cell := range r {
@@ -148,7 +175,7 @@ func columnWidths(rows [][]string, w int) []int {
 	narrowed := max(len("MEMBERS"), widths[procMembersColumn]-over)
 	over -= widths[procMembersColumn] - narrowed
 	widths[procMembersColumn] = narrowed
-	for _, c := range procGiveWay {
+	for _, c := range giveWay {
 		if over <= 0 {
 			break
 		}

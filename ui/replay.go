@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -432,7 +433,9 @@ func (r *Replay) key(msg tea.KeyMsg) (tea.Cmd, bool) {
 	}
 	refused := r.m.arms.multi() && key.Matches(msg, dk.Arm) // a narrows the fault keys
 	for _, f := range dk.Faults {
-		refused = refused || key.Matches(msg, f.Binding)
+		// Every fault key, in force or not (the link kinds' are in force
+		// only on a run with links), says why it fires nothing here.
+		refused = refused || slices.Contains(f.Keys(), msg.String())
 	}
 	if refused {
 		r.m.st.addLog(r.m.nowT(), levelWarn, "%s: %v", msg.String(), ErrReplayFault)

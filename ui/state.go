@@ -172,6 +172,9 @@ type state struct {
 	waits map[string]event.Wait
 	// metrics is each engine's latest /metrics reading (metrics events).
 	metrics map[string]event.MetricsInfo
+	// links are each source's link counts, by its name (link events,
+	// link.go): none on a run without links.
+	links map[string]event.LinkCounts
 	// lookup is the decoder's lookup delay per fault window and the
 	// baseline before the first (lookupwin.go).
 	lookup lookupWindows
@@ -199,6 +202,7 @@ func newState(maxPoints, logLines int) *state {
 		peers:     map[int]string{},
 		waits:     map[string]event.Wait{},
 		metrics:   make(map[string]event.MetricsInfo),
+		links:     map[string]event.LinkCounts{},
 		engines:   make(map[string]*engineState),
 		log:       newRing[logEntry](logLines),
 		probing:   true,
