@@ -103,6 +103,9 @@ func (p sourcePanel) Render(w, h int) string {
 	if len(lines) > h {
 		lines = lines[:h]
 	}
+	for i := range lines {
+		lines[i] = fit(lines[i], inner) // the column between panels stays blank
+	}
 	return block(lines, w, h)
 }
 

@@ -87,3 +87,35 @@ func TestWhyCountsTheRecoveryWindowToo(t *testing.T) {
 		}
 	}
 }
+
+// TestALongWhyLineLeavesTheColumnBetweenPanels: at 80 columns the why line
+// of source-0's panel is cut short of the panel's last column, which stays
+// blank, so source-1's panel beside it does not read as its continuation.
+func TestALongWhyLineLeavesTheColumnBetweenPanels(t *testing.T) {
+	opened := event.Event{Kind: event.KindWindow, Window: &event.Window{Source: 0, Start: 8 * time.Second, Recovers: true, Kind: "stall"}}
+	lk := &event.Timer{Name: "lookup", Value: 8 * time.Second}
+	var pulls []event.Sample
+	hb := &event.Timer{Name: "HEARTBEAT_TIMEOUT", Value: 10 * time.Second}
+	for i := range 16 {
+		c, tm := event.CauseLookupDeadline, lk
+		if i%4 == 0 {
+			c, tm = event.CauseHeartbeat, hb
+		}
+		pulls = append(pulls, event.Sample{Source: 0, Start: 8*time.Second + time.Duration(i)*100*time.Millisecond,
+			Latency: 8 * time.Second, Status: 200, PromptTokens: 400, Cause: c, Timer: tm})
+	}
+	sc := withEvents(sceneSteady(), 8*time.Second, opened)
+	sc = withEvents(sc, 17*time.Second, event.Event{Kind: event.KindSamples, Samples: pulls})
+	m := feed(t, sc, 80, 24)
+	for _, line := range strings.Split(m.View(), "\n") {
+		if !strings.HasPrefix(line, "why ") {
+			continue
+		}
+		cells := []rune(line)
+		if len(cells) < 40 || cells[39] != ' ' {
+			t.Errorf("source-0's why line fills its panel's last column:\n%q", line)
+		}
+		return
+	}
+	t.Errorf("no why line at 80 columns:\n%s", m.View())
+}
