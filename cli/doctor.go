@@ -74,7 +74,7 @@ func doctorRun(cmd *cobra.Command, o *runOptions) error {
 		return err
 	}
 	// The arms start together.
-	return runDoctor(cmd, p.arms.configs, len(p.arms.configs), o.flags.attach, false)
+	return runDoctor(cmd, p.arms.configs, len(p.arms.configs), o.flags.attach, o.flags.kube.file, false)
 }
 
 // doctorSlice checks the rows `p2pfault slice` would run.
@@ -83,13 +83,15 @@ func doctorSlice(cmd *cobra.Command, o *sliceOptions) error {
 	if err != nil {
 		return err
 	}
-	return runDoctor(cmd, p.configs, min(p.parallel, len(p.configs)), o.flags.attach, true)
+	return runDoctor(cmd, p.configs, min(p.parallel, len(p.configs)), o.flags.attach, o.flags.kube.file, true)
 }
 
 // runDoctor makes each configuration's experiment as the run would (its
 // usage errors are doctor's, exit 2), plans its engines with the
 // configuration the run gives the runner, runs the checks and prints them.
-func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachPath string, rows bool) error {
+// kubeFile is the attach file whose kubernetes: block the cluster is ("":
+// none, or --kube's flags).
+func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachPath, kubeFile string, rows bool) error {
 	plan := doctor.Plan{AtOnce: atOnce}
 	for _, cfg := range cfgs {
 		tl, err := cfg.ScriptedTimeline()
@@ -103,7 +105,7 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 			continue // checked against the file once it is open (Attached.Fits)
 		}
 		if k, onKube := cfg.Cluster.(kube.Opener); onKube {
-			return kubeDoctor(cmd, k.Config)
+			return kubeDoctor(cmd, k.Config, kubeFile)
 		}
 		if err := checkConfig(cfg); err != nil {
 			return err

@@ -25,6 +25,9 @@ type kubeFlags struct {
 	sources, decoder    string
 	container           string
 	httpPort, p2pPort   string
+	// file is the attach file whose kubernetes: block these are ("":
+	// the flags), for doctor's words.
+	file string
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
@@ -82,25 +85,48 @@ func (f *clusterFlags) kubeFromAttach(fs *pflag.FlagSet) error {
 	if f.attach == "" || f.kube.on {
 		return nil // --kube with --attach: check says give one
 	}
-	file, err := attach.Load(f.attach)
-	if err != nil || file.Kubernetes == nil {
-		// A bad file is --attach's to report, in its order (its flags'
-		// refusals first), with the same words.
-		return nil
+	file, err := kubeBlock(f.attach, fs, append([]string{"model"}, kubeOnly...), "where the pods are and its model: what they serve")
+	if err != nil || file == nil {
+		return err
 	}
-	for _, n := range append([]string{"model"}, kubeOnly...) {
-		if fs.Changed(n) {
-			return exitcode.Usagef("--attach %s: its kubernetes: block says where the pods are and its model: what they serve, and --%s would say it again: drop --%s", f.attach, n, n)
-		}
-	}
-	k := file.Kubernetes
-	f.kube = kubeFlags{on: true, kubeconfig: k.Kubeconfig, context: k.Context, namespace: k.Namespace, sources: k.Sources, decoder: k.Decoder,
-		container: k.Container, httpPort: cmp.Or(k.HTTPPort, kube.DefaultHTTPPortName), p2pPort: cmp.Or(k.P2PPort, kube.DefaultP2PPortName)}
+	f.kube = blockFlags(file)
 	f.model, f.attach = file.Model, ""
 	if file.Mode != "" && !fs.Changed("mode") {
 		f.mode = file.Mode
 	}
 	return nil
+}
+
+// kubeBlock is attach file path when it has a `kubernetes:` block, its
+// selectors checked (a bad one names its key); nil when it has none or
+// does not parse (--attach's to report, in its order, with its words).
+// Each of flags given beside the block says what it says again (what):
+// a usage error naming it.
+func kubeBlock(path string, fs *pflag.FlagSet, flags []string, what string) (*attach.File, error) {
+	file, err := attach.Load(path)
+	if err != nil || file.Kubernetes == nil {
+		return nil, nil
+	}
+	for _, n := range flags {
+		if fs.Lookup(n) != nil && fs.Changed(n) {
+			return nil, exitcode.Usagef("--attach %s: its kubernetes: block says %s, and --%s would say it again: drop --%s", path, what, n, n)
+		}
+	}
+	k := file.Kubernetes
+	for _, sel := range []struct{ key, v string }{{"sources", k.Sources}, {"decoder", k.Decoder}} {
+		if err := kube.CheckSelector(sel.v); err != nil {
+			return nil, exitcode.Usagef("%s:%d: kubernetes.%s %q: not a label selector: %v", path, k.Line, sel.key, sel.v, err)
+		}
+	}
+	return file, nil
+}
+
+// blockFlags are --kube and the flags a kubernetes: block stands for.
+func blockFlags(file *attach.File) kubeFlags {
+	k := file.Kubernetes
+	return kubeFlags{on: true, kubeconfig: k.Kubeconfig, context: k.Context, namespace: k.Namespace, sources: k.Sources, decoder: k.Decoder,
+		container: k.Container, httpPort: cmp.Or(k.HTTPPort, kube.DefaultHTTPPortName), p2pPort: cmp.Or(k.P2PPort, kube.DefaultP2PPortName),
+		file: file.Path}
 }
 
 // opener is the Kubernetes cluster the flags describe, labelled with this
@@ -118,14 +144,25 @@ func (k *kubeFlags) opener(model string) (experiment.Opener, error) {
 }
 
 // addKubeCleanupFlag gives cleanup --kube: sweep the cluster by label (no
-// run folder needed), after DIR's records when one is given.
+// run folder needed), after DIR's records when one is given. An attach
+// file (--attach) with a kubernetes: block is --kube with the block's
+// kubeconfig, context, namespace and container.
 func addKubeCleanupFlag(cmd *cobra.Command) {
 	var k kubeFlags
-	cmd.Flags().BoolVar(&k.on, "kube", false, "also sweep the Kubernetes cluster by label: delete every object labelled app.kubernetes.io/managed-by=p2pfault, resume every pod labelled p2pfault.io/stalled and unlabel every pod labelled p2pfault.io/cut (with --kube-namespace, that namespace only); without DIR, only that")
+	cmd.Flags().BoolVar(&k.on, "kube", false, "also sweep the Kubernetes cluster by label: delete every object labelled app.kubernetes.io/managed-by=p2pfault, resume every pod labelled p2pfault.io/stalled and unlabel every pod labelled p2pfault.io/cut (with --kube-namespace, that namespace only); without DIR, only that. An --attach file's kubernetes: block is --kube with its settings")
 	k.registerAccess(cmd.Flags())
 	cmd.Flags().StringVar(&k.container, "kube-container", "", "with --kube: the engine's container in each pod (default: the pod's first)")
 	records := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if path, _ := cmd.Flags().GetString("attach"); path != "" {
+			file, err := kubeBlock(path, cmd.Flags(), []string{"kube", "kubeconfig", "context", "kube-namespace", "kube-container"}, "which cluster and namespace to sweep")
+			if err != nil {
+				return err
+			}
+			if file != nil {
+				k = blockFlags(file)
+			}
+		}
 		if !k.on {
 			if err := k.check(cmd.Flags(), ""); err != nil {
 				return err
@@ -186,19 +223,26 @@ func (o *sliceOptions) kube(cmd *cobra.Command) error {
 
 // kubeDoctor is `doctor --kube`: the pods the selectors find and every
 // verb a run needs, asked of the API server, each missing one named.
-func kubeDoctor(cmd *cobra.Command, cfg kube.Config) error {
+// file is the attach file whose kubernetes: block cfg is ("": the flags),
+// so the fixes name what to change where it was said.
+func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	podsFix, accessFix := "check --kube-namespace, --kube-sources, --kube-decoder and the pods' named ports", "check --kubeconfig and --context"
+	if file != "" {
+		podsFix = "check namespace, sources, decoder, http_port and p2p_port in the kubernetes: block of " + file + ", and the pods' named ports"
+		accessFix = "check kubeconfig and context in the kubernetes: block of " + file
+	}
 	var results []doctor.Result
 	if _, err := (kube.Opener{Config: cfg}).Plan(nil); err != nil {
-		results = append(results, doctor.Result{Check: "kube pods", Found: err.Error(), Fix: "check --kube-namespace, --kube-sources, --kube-decoder and the pods' named ports"})
+		results = append(results, doctor.Result{Check: "kube pods", Found: err.Error(), Fix: podsFix})
 	} else {
 		results = append(results, doctor.Result{Check: "kube pods", OK: true, Found: fmt.Sprintf("sources %q and decoder %q found in namespace %s", cfg.Sources, cfg.Decoder, cfg.Namespace)})
 	}
 	access, err := cfg.Access(cmd.Context())
 	if err != nil {
-		results = append(results, doctor.Result{Check: "kube access", Found: err.Error(), Fix: "check --kubeconfig and --context"})
+		results = append(results, doctor.Result{Check: "kube access", Found: err.Error(), Fix: accessFix})
 	}
 	for _, a := range access {
 		r := doctor.Result{Check: "kube access", OK: a.Allowed, Found: fmt.Sprintf("%s in %s (%s): allowed", a.What(), cfg.Namespace, a.For)}

@@ -88,11 +88,19 @@ func (c Config) Check() error {
 		if sel == "" {
 			return exitcode.Usagef("--kube: %s is required (a label selector, e.g. app=vllm,role=prefill)", flag)
 		}
-		if _, err := labels.Parse(sel); err != nil {
+		if err := CheckSelector(sel); err != nil {
 			return exitcode.Usagef("--kube: %s %q: %v", flag, sel, err)
 		}
 	}
 	return nil
+}
+
+// CheckSelector says what is wrong with a label selector (kubectl's
+// syntax), for a caller that names where it came from (an attach file's
+// key).
+func CheckSelector(sel string) error {
+	_, err := labels.Parse(sel)
+	return err
 }
 
 // planTimeout bounds Plan's questions to the API server.
