@@ -45,9 +45,10 @@ func newDoctorCommand() *cobra.Command {
 			"binary and its version, that its serve knows every flag the run passes, the GPUs\n" +
 			"(nvidia-smi -L) against --gpus and the arms, the ports, PYTHONHASHSEED, CAP_NET_ADMIN and\n" +
 			"nftables when a network fault is scripted, the engines of --attach, the pods and API access of\n" +
-			"--kube (a SelfSubjectAccessReview per verb a run needs, each missing one named), and what a killed run left\n" +
+			"--kube (a SelfSubjectAccessReview per verb a run needs, each missing one named; whether its CNI enforces\n" +
+			"NetworkPolicy, as far as its agents' pods tell), and what a killed run left\n" +
 			"on the host (a firewall table or engine whose p2pfault is gone: `cleanup --orphans`). Prints one line per\n" +
-			"check (✓ or ✗, what was found, → how to fix).\n\n" +
+			"check (✓ or ✗, what was found, → how to fix; ⚠ a caveat that does not fail).\n\n" +
 			"`p2pfault doctor [flags]` checks `p2pfault run [flags]`; `p2pfault doctor slice [flags]`\n" +
 			"checks `p2pfault slice [flags]`. Exit 0 if every check passes, 1 if one fails, 2 on a usage\n" +
 			"error (the same as run's or slice's).",

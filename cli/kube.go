@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"strings"
 
@@ -252,6 +253,7 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string) error {
 		}
 		results = append(results, r)
 	}
+	results = append(results, cniResult(cmd.Context(), cfg))
 	out := cmd.OutOrStdout()
 	for _, r := range results {
 		fmt.Fprintln(out, r)
@@ -261,4 +263,32 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string) error {
 	}
 	fmt.Fprintf(out, "doctor: all %d checks passed\n", len(results))
 	return nil
+}
+
+// cniResult is doctor's line on whether the cluster enforces the
+// NetworkPolicy a partition is: a warning, never a failure, when no
+// known enforcing plugin is found (p2pfault cannot tell every plugin, and
+// a run without partition needs none).
+func cniResult(ctx context.Context, cfg kube.Config) doctor.Result {
+	r := doctor.Result{Check: "kube NetworkPolicy", OK: true}
+	cni, err := cfg.FindCNI(ctx)
+	if err != nil {
+		r.Warn, r.Found = true, "cannot tell whether the CNI enforces NetworkPolicy: "+err.Error()
+	}
+	if cni.Enforcer != "" {
+		r.Found = fmt.Sprintf("enforced by %s (its agent pod %s is Running)", cni.Enforcer, cni.Pod)
+		return r
+	}
+	if err == nil {
+		r.Warn = true
+		r.Found = "no policy-enforcing CNI found (looked for the agents of Cilium, Calico, Antrea, kube-router, Weave Net, azure-npm in " + cni.Namespaces() + ")"
+		if cni.Ignorer != "" {
+			r.Found += fmt.Sprintf("; found %s (pod %s), which enforces no NetworkPolicy", cni.Ignorer, cni.Pod)
+		}
+		if len(cni.Unread) > 0 {
+			r.Found += "; could not list pods in " + strings.Join(cni.Unread, ", ")
+		}
+	}
+	r.Fix = "a partition is a NetworkPolicy, which only such a CNI enforces: its verification connects to the pod's P2P port from where p2pfault runs, and if the connect completes the partition is reported as not taken effect (a warning, and fault_took_effect fails)"
+	return r
 }

@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -78,7 +80,7 @@ func TestDoctorAndCleanupReadTheAttachFilesKubernetesBlock(t *testing.T) {
 		t.Errorf("doctor --attach: exit %d, want 0", code)
 	}
 	wantIn(t, out, "✓ kube pods: sources \"llm-d.ai/role=prefill\" and decoder \"llm-d.ai/role=decode\" found in namespace "+ns,
-		"✓ kube access: create pods/exec in "+ns)
+		"✓ kube access: create pods/exec in "+ns, "kube NetworkPolicy: ")
 
 	elsewhere := attachFile(t, "  kubeconfig: "+kc+"\n  namespace: nowhere\n  sources: llm-d.ai/role=prefill\n  decoder: llm-d.ai/role=decode\n")
 	code, out = p2pfault(t, "doctor", "--attach", elsewhere)
@@ -146,4 +148,68 @@ func leftover(t *testing.T, cs *kubernetes.Clientset, ns, name string) {
 	t.Cleanup(func() {
 		_ = cs.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+}
+
+// TestDoctorTellsWhetherTheCNIEnforcesNetworkPolicy: doctor --kube looks
+// for a known plugin's agent in kube-system: none is a warning (exit 0),
+// kindnet's is named as enforcing nothing, cilium's (a pod its DaemonSet
+// owns, Running) is a pass naming it.
+func TestDoctorTellsWhetherTheCNIEnforcesNetworkPolicy(t *testing.T) {
+	cs, kc, ns := admin(t)
+	doctor := func() (int, string) {
+		return p2pfault(t, "doctor", "--kube", "--kubeconfig", kc, "--kube-namespace", ns, "--kube-sources", "llm-d.ai/role=prefill",
+			"--kube-decoder", "llm-d.ai/role=decode", "--model", "meta-llama/Llama-3.2-1B-Instruct")
+	}
+	code, out := doctor()
+	if code != 0 {
+		t.Errorf("doctor --kube with no CNI agent: exit %d, want 0 (a warning)", code)
+	}
+	wantIn(t, out, "⚠ kube NetworkPolicy: no policy-enforcing CNI found (looked for the agents of Cilium, Calico", "→ a partition is a NetworkPolicy",
+		"if the connect completes the partition is reported as not taken effect")
+
+	// A user who may not list kube-system's pods: doctor says it could not.
+	noexec := strings.TrimSuffix(kc, "kubeconfig") + "kubeconfig-noexec"
+	_, out = p2pfault(t, "doctor", "--kube", "--kubeconfig", noexec, "--kube-namespace", ns, "--kube-sources", "llm-d.ai/role=prefill",
+		"--kube-decoder", "llm-d.ai/role=decode", "--model", "meta-llama/Llama-3.2-1B-Instruct")
+	wantIn(t, out, "⚠ kube NetworkPolicy: no policy-enforcing CNI found", "; could not list pods in kube-system (forbidden), calico-system (forbidden)")
+
+	agent(t, cs, "kindnet", "kindnet-x7k2p")
+	_, out = doctor()
+	wantIn(t, out, "⚠ kube NetworkPolicy: no policy-enforcing CNI found", "found kindnet (pod kube-system/kindnet-x7k2p), which enforces no NetworkPolicy")
+
+	agent(t, cs, "cilium", "cilium-8fz2q")
+	code, out = doctor()
+	if code != 0 {
+		t.Errorf("doctor --kube with cilium: exit %d, want 0", code)
+	}
+	wantIn(t, out, "✓ kube NetworkPolicy: enforced by cilium (its agent pod kube-system/cilium-8fz2q is Running)")
+}
+
+// agent makes pod name in kube-system as DaemonSet ds's (on the kwok
+// node, so kwok has it Running), deleted at the test's end.
+func agent(t *testing.T, cs *kubernetes.Clientset, ds, name string) {
+	t.Helper()
+	ctx := context.Background()
+	yes := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: map[string]string{"k8s-app": ds},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds, UID: types.UID("5b0e4a64-0000-4000-8000-0000000000" + name[len(name)-2:]), Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "kwok-node", HostNetwork: true, Containers: []corev1.Container{{Name: "agent", Image: ds}}},
+	}
+	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = cs.CoreV1().Pods("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		p, err := cs.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod kube-system/%s not Running after a minute: %v", name, err)
+		}
+	}
 }

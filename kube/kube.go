@@ -3,7 +3,8 @@
 // launched (launch), virtual (vcluster) and attached (attach) clusters.
 // Its faults go through the API server: a stall and a kill by exec into
 // the engine's container (exec.go, procs.go), a partition by a
-// NetworkPolicy (network.go). Everything it creates or marks carries its
+// NetworkPolicy (network.go), whose enforcement doctor looks for
+// (cni.go). Everything it creates or marks carries its
 // labels (labels.go), so `p2pfault cleanup --kube` sweeps it with no run
 // folder.
 package kube

@@ -16,8 +16,9 @@ import (
 // FaultNetwork is the cluster's own network faults: a partition is a
 // NetworkPolicy that selects the engine's pod (marked with LabelCut) and
 // allows nothing in or out, enforced by the cluster's CNI (only where it
-// enforces NetworkPolicy: `doctor --kube` cannot tell, the verification
-// connects to see). Loss is refused (a policy drops all or nothing).
+// enforces NetworkPolicy: `doctor --kube` looks for a known one's agent,
+// cni.go; the verification connects to see). Loss is refused (a policy
+// drops all or nothing).
 func (c *Cluster) FaultNetwork() (fault.Network, error) { return network{c}, nil }
 
 type network struct{ c *Cluster }
