@@ -106,7 +106,7 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 			continue // checked against the file once it is open (Attached.Fits)
 		}
 		if k, onKube := cfg.Cluster.(kube.Opener); onKube {
-			return kubeDoctor(cmd, k.Config, kubeFile)
+			return kubeDoctor(cmd, k.Config, kubeFile, plan.Kinds)
 		}
 		if err := checkConfig(cfg); err != nil {
 			return err

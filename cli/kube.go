@@ -3,7 +3,9 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -226,7 +228,8 @@ func (o *sliceOptions) kube(cmd *cobra.Command) error {
 // verb a run needs, asked of the API server, each missing one named.
 // file is the attach file whose kubernetes: block cfg is ("": the flags),
 // so the fixes name what to change where it was said.
-func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string) error {
+// kinds are the run's fault kinds (a loss needs Chaos Mesh).
+func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string, kinds []string) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
@@ -253,7 +256,7 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string) error {
 		}
 		results = append(results, r)
 	}
-	results = append(results, cniResult(cmd.Context(), cfg))
+	results = append(results, cniResult(cmd.Context(), cfg), chaosMeshResult(cmd.Context(), cfg, slices.Contains(kinds, fault.ActionLoss)))
 	out := cmd.OutOrStdout()
 	for _, r := range results {
 		fmt.Fprintln(out, r)
@@ -263,6 +266,25 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string) error {
 	}
 	fmt.Fprintf(out, "doctor: all %d checks passed\n", len(results))
 	return nil
+}
+
+// chaosMeshResult is doctor's line on Chaos Mesh's NetworkChaos, which a
+// loss on --kube is: a failure only when the run has a loss and the
+// cluster does not serve it.
+func chaosMeshResult(ctx context.Context, cfg kube.Config, loss bool) doctor.Result {
+	r := doctor.Result{Check: "kube Chaos Mesh", OK: true}
+	err := cfg.ChaosMesh(ctx)
+	switch {
+	case err == nil:
+		r.Found = "NetworkChaos served (chaos-mesh.org/v1alpha1): a loss is a NetworkChaos on the source's pod"
+	case !errors.Is(err, kube.ErrNoChaosMesh):
+		r.Warn, r.Found, r.Fix = true, "cannot tell whether the cluster serves Chaos Mesh's NetworkChaos: "+err.Error(), "a loss step is refused where it does not"
+	case loss:
+		r.OK, r.Found, r.Fix = false, err.Error()+": the run's loss is refused", "install Chaos Mesh (chaos-mesh.org), or drop the loss step"
+	default:
+		r.Found = err.Error() + ": a loss step would be refused (this run has none)"
+	}
+	return r
 }
 
 // cniResult is doctor's line on whether the cluster enforces the

@@ -213,3 +213,37 @@ func agent(t *testing.T, cs *kubernetes.Clientset, ds, name string) {
 		}
 	}
 }
+
+// TestDoctorSaysWhetherTheClusterServesChaosMesh: without Chaos Mesh's
+// CRD, doctor --kube says a loss would be refused (a pass: the run has
+// none) or fails naming it (the run has one, exit 1); with it, a pass,
+// and the NetworkChaos verbs are asked of the API server.
+func TestDoctorSaysWhetherTheClusterServesChaosMesh(t *testing.T) {
+	_, kc, ns := admin(t)
+	doctor := func(extra ...string) (int, string) {
+		return p2pfault(t, append([]string{"doctor", "--kube", "--kubeconfig", kc, "--kube-namespace", ns, "--kube-sources", "llm-d.ai/role=prefill",
+			"--kube-decoder", "llm-d.ai/role=decode", "--model", "meta-llama/Llama-3.2-1B-Instruct"}, extra...)...)
+	}
+	code, out := doctor()
+	if code != 0 {
+		t.Errorf("doctor --kube, no loss, no Chaos Mesh: exit %d, want 0", code)
+	}
+	wantIn(t, out, "✓ kube Chaos Mesh: the cluster serves no networkchaos.chaos-mesh.org/v1alpha1 (Chaos Mesh is not installed): a loss step would be refused (this run has none)")
+	if strings.Contains(out, "networkchaos.chaos-mesh.org in") {
+		t.Errorf("NetworkChaos verbs asked of a cluster that serves none")
+	}
+	loss := []string{"--timeline", "at 1s loss 30% source-0 for 1s"}
+	code, out = doctor(loss...)
+	if code != 1 {
+		t.Errorf("doctor --kube with a loss, no Chaos Mesh: exit %d, want 1", code)
+	}
+	wantIn(t, out, "✗ kube Chaos Mesh: the cluster serves no networkchaos.chaos-mesh.org/v1alpha1 (Chaos Mesh is not installed): the run's loss is refused → install Chaos Mesh (chaos-mesh.org), or drop the loss step")
+	kube.InstallChaosMesh(t)
+	code, out = doctor(loss...)
+	if code != 0 {
+		t.Errorf("doctor --kube with a loss and Chaos Mesh: exit %d, want 0", code)
+	}
+	wantIn(t, out, "✓ kube Chaos Mesh: NetworkChaos served (chaos-mesh.org/v1alpha1): a loss is a NetworkChaos on the source's pod",
+		"✓ kube access: create networkchaos.chaos-mesh.org in "+ns+" (loss, by Chaos Mesh): allowed",
+		"✓ kube access: delete networkchaos.chaos-mesh.org in "+ns+" (heal, cleanup --kube): allowed")
+}

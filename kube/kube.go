@@ -4,7 +4,7 @@
 // Its faults go through the API server: a stall and a kill by exec into
 // the engine's container (exec.go, procs.go), a partition by a
 // NetworkPolicy (network.go), whose enforcement doctor looks for
-// (cni.go). Everything it creates or marks carries its
+// (cni.go), a loss by a Chaos Mesh NetworkChaos (chaos.go). Everything it creates or marks carries its
 // labels (labels.go), so `p2pfault cleanup --kube` sweeps it with no run
 // folder.
 package kube
@@ -131,6 +131,9 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
 	}
+	if err := needChaosMesh(ctx, cs, tl); err != nil {
+		return experiment.Plan{}, err
+	}
 	ranks, err := o.Config.planRanks(srcs)
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
@@ -245,13 +248,29 @@ func or(s, def string) string {
 	return s
 }
 
+// needChaosMesh refuses a timeline whose kinds are Chaos Mesh's
+// NetworkChaos on a cluster that does not serve it (exit 2, naming the
+// step).
+func needChaosMesh(ctx context.Context, cs *clientset, tl fault.Timeline) error {
+	for _, s := range tl {
+		if s.Kind.Name != fault.ActionLoss {
+			continue
+		}
+		if err := chaosMesh(ctx, cs); err != nil {
+			return exitcode.Usagef("--kube: %s is a Chaos Mesh NetworkChaos on --kube (a NetworkPolicy drops every packet or none), and %v: install Chaos Mesh, or drop the step (timeline step %q)", s.Kind.Name, err, s.String())
+		}
+		return nil
+	}
+	return nil
+}
+
 // CanTake says why no pod can take kind k through this cluster.
 func CanTake(k *fault.Kind) error {
 	switch k.Name {
-	case fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionReplace, "partition", "heal", "busy":
+	case fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionReplace, fault.ActionPartition, fault.ActionHeal, fault.ActionBusy:
 		return nil
-	case "loss":
-		return fmt.Errorf("a NetworkPolicy drops every packet or none, so it cannot lose a share of them (Chaos Mesh's NetworkChaos is not supported yet)")
+	case fault.ActionLoss:
+		return nil // a NetworkChaos, where the cluster serves it: Plan asks
 	case fault.ActionRemove, fault.ActionRestore:
 		return errRefused
 	}
