@@ -256,7 +256,13 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string, kinds []string
 		}
 		results = append(results, r)
 	}
-	results = append(results, cniResult(cmd.Context(), cfg), chaosMeshResult(cmd.Context(), cfg, slices.Contains(kinds, fault.ActionLoss)))
+	var chaos []string // the run's kinds that are a NetworkChaos
+	for _, k := range kinds {
+		if kube.NeedsChaosMesh(k) && !slices.Contains(chaos, k) {
+			chaos = append(chaos, k)
+		}
+	}
+	results = append(results, cniResult(cmd.Context(), cfg), chaosMeshResult(cmd.Context(), cfg, chaos))
 	out := cmd.OutOrStdout()
 	for _, r := range results {
 		fmt.Fprintln(out, r)
@@ -269,20 +275,21 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string, kinds []string
 }
 
 // chaosMeshResult is doctor's line on Chaos Mesh's NetworkChaos, which a
-// loss on --kube is: a failure only when the run has a loss and the
-// cluster does not serve it.
-func chaosMeshResult(ctx context.Context, cfg kube.Config, loss bool) doctor.Result {
+// loss, a latency and a bandwidth on --kube are: a failure only when the
+// run has one of them (kinds) and the cluster does not serve it.
+func chaosMeshResult(ctx context.Context, cfg kube.Config, kinds []string) doctor.Result {
 	r := doctor.Result{Check: "kube Chaos Mesh", OK: true}
 	err := cfg.ChaosMesh(ctx)
 	switch {
 	case err == nil:
-		r.Found = "NetworkChaos served (chaos-mesh.org/v1alpha1): a loss is a NetworkChaos on the source's pod"
+		r.Found = "NetworkChaos served (chaos-mesh.org/v1alpha1): a loss, latency or bandwidth is a NetworkChaos on the source's pod"
 	case !errors.Is(err, kube.ErrNoChaosMesh):
-		r.Warn, r.Found, r.Fix = true, "cannot tell whether the cluster serves Chaos Mesh's NetworkChaos: "+err.Error(), "a loss step is refused where it does not"
-	case loss:
-		r.OK, r.Found, r.Fix = false, err.Error()+": the run's loss is refused", "install Chaos Mesh (chaos-mesh.org), or drop the loss step"
+		r.Warn, r.Found, r.Fix = true, "cannot tell whether the cluster serves Chaos Mesh's NetworkChaos: "+err.Error(), "a loss, latency or bandwidth step is refused where it does not"
+	case len(kinds) > 0:
+		what := strings.Join(kinds, ", ")
+		r.OK, r.Found, r.Fix = false, err.Error()+": refused for the run's "+what, "install Chaos Mesh (chaos-mesh.org), or drop the run's "+what+" steps"
 	default:
-		r.Found = err.Error() + ": a loss step would be refused (this run has none)"
+		r.Found = err.Error() + ": a loss, latency or bandwidth step would be refused (this run has none)"
 	}
 	return r
 }

@@ -36,21 +36,22 @@ func init() {
 	})
 }
 
-// LossVerifier is a Target whose cluster can read back the loss it holds
-// on it (a Kubernetes cluster's NetworkChaos object): its Effect's After
-// is when it saw it. A share of packets lost shows in no single connect,
-// so on other clusters a loss is not verified (no verification event).
-type LossVerifier interface {
-	VerifyLoss(ctx context.Context) Effect
+// CutVerifier is a Target whose cluster can read back the network fault
+// it holds on it (a Kubernetes cluster's NetworkChaos object): its
+// Effect's After is when it saw it. A share of packets lost shows in no
+// single connect, so on other clusters a loss is not verified (no
+// verification event).
+type CutVerifier interface {
+	VerifyCut(ctx context.Context) Effect
 }
 
-// verifyLoss is a LossVerifier's word on a source's loss.
+// verifyLoss is a CutVerifier's word on a source's loss.
 func verifyLoss(f *Fire) Effect {
-	lv, ok := f.Target.(LossVerifier)
+	cv, ok := f.Target.(CutVerifier)
 	if !ok || f.Peer != "" {
 		return Effect{Skipped: true}
 	}
-	return lv.VerifyLoss(f.Env.Context())
+	return cv.VerifyCut(f.Env.Context())
 }
 
 // ParsePercent reads a loss share: a whole number of percent from 1% to

@@ -41,9 +41,9 @@ var Needs = []Need{
 	{Resource: "events", Verb: "watch", For: "the pods' events in the run's log"},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "create", For: "partition"},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "delete", For: "heal, cleanup --kube"},
-	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "create", For: "loss, by Chaos Mesh", ChaosMesh: true},
-	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "get", For: "loss's verification", ChaosMesh: true},
-	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "delete", For: "heal, cleanup --kube", ChaosMesh: true},
+	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "create", For: "loss, latency, bandwidth by Chaos Mesh", ChaosMesh: true},
+	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "get", For: "their verification", ChaosMesh: true},
+	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "delete", For: "heal, unlink, cleanup --kube", ChaosMesh: true},
 }
 
 // Access is whether the API server allows a Need.

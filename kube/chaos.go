@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -17,17 +18,20 @@ import (
 	"p2pfault/fault"
 )
 
-// A loss on --kube is a Chaos Mesh NetworkChaos (action loss) on the
-// source's pod, where the cluster serves Chaos Mesh's CRD: a
-// NetworkPolicy drops all or nothing. Chaos Mesh's daemon on the pod's
-// node puts the netem qdisc on the pod's interface; p2pfault sees the
-// object, not the daemon's work (VerifyLoss says which it saw).
+// A loss, a latency or a bandwidth on --kube is a Chaos Mesh NetworkChaos
+// (action loss, delay, bandwidth) on the source's pod, where the cluster
+// serves Chaos Mesh's CRD: a NetworkPolicy drops all or nothing, and
+// p2pfault's links cannot run in the cluster. Chaos Mesh's daemon on the
+// pod's node puts the netem or tbf qdisc on the pod's interface; p2pfault
+// sees the object, not the daemon's work (VerifyCut says which it saw).
 
 // chaosGroupVersion and networkChaos are Chaos Mesh's API, reached by
 // the dynamic client.
 const chaosGroupVersion = "chaos-mesh.org/v1alpha1"
 
 var networkChaos = schema.GroupVersionResource{Group: "chaos-mesh.org", Version: "v1alpha1", Resource: "networkchaos"}
+
+var _ fault.Shaper = (*Target)(nil)
 
 // ErrNoChaosMesh: the cluster serves no NetworkChaos.
 var ErrNoChaosMesh = errors.New("the cluster serves no networkchaos.chaos-mesh.org/v1alpha1 (Chaos Mesh is not installed)")
@@ -65,11 +69,12 @@ func chaosMesh(ctx context.Context, cs *clientset) error {
 	return ErrNoChaosMesh
 }
 
-// lossObject is the run's NetworkChaos of pod ns/pod: pct% of the packets
-// the pod sends lost (direction to with no target: Chaos Mesh takes no
-// other direction without one), the pod selected by name (its labels may
-// be its siblings' too), labelled as everything the run creates.
-func lossObject(ns, name, run, pod string, pct int) *unstructured.Unstructured {
+// chaosObject is the run's NetworkChaos of pod ns/pod: the action on the
+// packets the pod sends (direction to with no target: Chaos Mesh takes no
+// other direction for these actions without one), the pod selected by
+// name (its labels may be its siblings' too), labelled as everything the
+// run creates; params is the action's own key (loss, delay, bandwidth).
+func chaosObject(ns, name, run, pod, action string, params any) *unstructured.Unstructured {
 	labels := map[string]any{}
 	for k, v := range ownLabels(run) {
 		labels[k] = v
@@ -78,32 +83,61 @@ func lossObject(ns, name, run, pod string, pct int) *unstructured.Unstructured {
 		"apiVersion": chaosGroupVersion, "kind": "NetworkChaos",
 		"metadata": map[string]any{"name": name, "namespace": ns, "labels": labels},
 		"spec": map[string]any{
-			"action": "loss", "mode": "all", "direction": "to",
+			"action": action, "mode": "all", "direction": "to",
 			"selector": map[string]any{"pods": map[string]any{ns: []any{pod}}},
-			"loss":     map[string]any{"loss": strconv.Itoa(pct), "correlation": "0"},
+			action:     params,
 		},
 	}}
 }
 
-// Loss makes the target's NetworkChaos: recorded, then created.
-func (n network) Loss(target string, pct int, _ ...int) error {
-	c := n.c
+// makeChaos makes the target's NetworkChaos: recorded, then created, then
+// held as its cut (what: as fault.Report's Cut says it).
+func (c *Cluster) makeChaos(target, action string, params any, what string) error {
 	t, err := c.byName(target)
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	ns, name := c.cfg.Namespace, c.policyName(target)
 	if err := c.book.add(Record{Kind: "NetworkChaos", Namespace: ns, Name: name}); err != nil {
 		return err
 	}
-	obj := lossObject(ns, name, c.cfg.Run, t.where().pod, pct)
-	if _, err := c.cs.dyn.Resource(networkChaos).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+	obj := chaosObject(ns, name, c.cfg.Run, t.where().pod, action, params)
+	if _, err := c.cs.dyn.Resource(networkChaos).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		return fault.NotTaken(fmt.Errorf("create NetworkChaos %s: %w", name, err))
 	}
-	c.cuts.put(target, cut{pod: t.where().pod, chaos: name, what: fmt.Sprintf("loss %d%%", pct)})
+	c.cuts.put(target, cut{pod: t.where().pod, chaos: name, what: what})
 	return nil
 }
+
+// Loss is a NetworkChaos of action loss: pct% of the packets.
+func (n network) Loss(target string, pct int, _ ...int) error {
+	return n.c.makeChaos(target, "loss", map[string]any{"loss": strconv.Itoa(pct), "correlation": "0"}, fmt.Sprintf("loss %d%%", pct))
+}
+
+// Bandwidth's bucket, which Chaos Mesh requires and netem's tbf takes:
+// the queue's bytes and the burst's (Chaos Mesh's own example's values).
+const (
+	bandwidthLimit  = 20971520
+	bandwidthBuffer = 10000
+)
+
+// Shape (fault.Shaper) is a NetworkChaos of action bandwidth (a rate) or
+// delay (a latency and its jitter) on the packets the pod sends.
+func (t *Target) Shape(sh fault.Shaping) error {
+	if sh.Bandwidth > 0 {
+		rate := max(int64(math.Round(sh.Bandwidth)), 1)
+		return t.c.makeChaos(t.name, "bandwidth", map[string]any{"rate": fmt.Sprintf("%dbps", rate), "limit": int64(bandwidthLimit), "buffer": int64(bandwidthBuffer)},
+			fmt.Sprintf("bandwidth %dB/s", rate))
+	}
+	what := "latency " + sh.Latency.String()
+	if sh.Jitter > 0 {
+		what += "±" + sh.Jitter.String()
+	}
+	return t.c.makeChaos(t.name, "delay", map[string]any{"latency": sh.Latency.String(), "jitter": sh.Jitter.String(), "correlation": "0"}, what)
+}
+
+// Unshape deletes the target's NetworkChaos.
+func (t *Target) Unshape() error { return network{t.c}.Heal(t.name) }
 
 // deleteChaos deletes NetworkChaos ns/name (gone already: nothing to do).
 func deleteChaos(ctx context.Context, cs *clientset, ns, name string) error {
@@ -119,14 +153,14 @@ func deleteChaos(ctx context.Context, cs *clientset, ns, name string) error {
 // fault_took_effect, so a cluster where nothing says so is not late.
 const injectedWithin = time.Second
 
-// VerifyLoss reads the target's NetworkChaos back from the API server
-// (fault.LossVerifier): verified when it exists as made, seen then (the
+// VerifyCut reads the target's NetworkChaos back from the API server
+// (fault.CutVerifier): verified when it exists as made, seen then (the
 // Effect's After). Whether Chaos Mesh acted on it is its status, read
 // until it says so, the object is gone (healed) or injectedWithin ends:
 // said, not judged, since p2pfault cannot see the netem qdisc on the
 // pod's node (on the kwok tests' cluster no Chaos Mesh runs at all); the
-// loss's effect shows in the pulls.
-func (t *Target) VerifyLoss(ctx context.Context) fault.Effect {
+// fault's effect shows in the pulls.
+func (t *Target) VerifyCut(ctx context.Context) fault.Effect {
 	start := time.Now()
 	cu, ok := t.c.cuts.get(t.name)
 	if !ok || cu.chaos == "" {
@@ -137,20 +171,18 @@ func (t *Target) VerifyLoss(ctx context.Context) fault.Effect {
 	if err != nil {
 		return fault.Effect{After: time.Since(start), Detail: fmt.Sprintf("NetworkChaos %s/%s: %v", ns, cu.chaos, err)}
 	}
-	action, _, _ := unstructured.NestedString(obj.Object, "spec", "action")
-	loss, _, _ := unstructured.NestedString(obj.Object, "spec", "loss", "loss")
-	ef := fault.Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("NetworkChaos %s/%s in force (action %s, %s%% of the packets pod %s sends)", ns, cu.chaos, action, loss, cu.pod)}
+	ef := fault.Effect{OK: true, After: time.Since(start), Detail: fmt.Sprintf("NetworkChaos %s/%s in force (%s)", ns, cu.chaos, describeChaos(obj, cu.pod))}
 	ctx, cancel := context.WithTimeout(ctx, injectedWithin)
 	defer cancel()
 	for !injected(obj) {
 		select {
 		case <-ctx.Done():
-			ef.Detail += fmt.Sprintf("; Chaos Mesh said nothing of its injection within %s (p2pfault cannot see its daemon act: the loss shows only in the pulls)", injectedWithin)
+			ef.Detail += fmt.Sprintf("; Chaos Mesh said nothing of its injection within %s (p2pfault cannot see its daemon act: the fault shows only in the pulls)", injectedWithin)
 			return ef
 		case <-time.After(pollEvery):
 		}
 		if obj, err = res.Get(ctx, cu.chaos, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			ef.Detail += "; healed before Chaos Mesh said it injected it (p2pfault cannot see its daemon act: the loss shows only in the pulls)"
+			ef.Detail += "; healed before Chaos Mesh said it injected it (p2pfault cannot see its daemon act: the fault shows only in the pulls)"
 			return ef
 		} else if err != nil {
 			obj = &unstructured.Unstructured{Object: map[string]any{}} // asked again on the next round
@@ -158,6 +190,25 @@ func (t *Target) VerifyLoss(ctx context.Context) fault.Effect {
 	}
 	ef.Detail += "; Chaos Mesh says it injected it on every pod selected (AllInjected)"
 	return ef
+}
+
+// describeChaos says what a NetworkChaos of the run does, from its spec
+// as read back.
+func describeChaos(obj *unstructured.Unstructured, pod string) string {
+	get := func(path ...string) string {
+		v, _, _ := unstructured.NestedFieldNoCopy(obj.Object, append([]string{"spec"}, path...)...)
+		return fmt.Sprint(v)
+	}
+	switch action := get("action"); action {
+	case "loss":
+		return fmt.Sprintf("action loss, %s%% of the packets pod %s sends", get("loss", "loss"), pod)
+	case "delay":
+		return fmt.Sprintf("action delay, every packet pod %s sends %s±%s late", pod, get("delay", "latency"), get("delay", "jitter"))
+	case "bandwidth":
+		return fmt.Sprintf("action bandwidth, the packets pod %s sends at %s", pod, get("bandwidth", "rate"))
+	default:
+		return "action " + action
+	}
 }
 
 // injected: Chaos Mesh's status says AllInjected.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +135,7 @@ func TestLossIsALabelledNetworkChaosVerifiedAndDeleted(t *testing.T) {
 	if cut := src.Report().Cut; cut != "loss 30%" {
 		t.Errorf("Report().Cut = %q, want loss 30%%", cut)
 	}
-	ef := src.VerifyLoss(context.Background())
+	ef := src.VerifyCut(context.Background())
 	if !ef.OK || ef.After > time.Second || !strings.Contains(ef.Detail, "in force (action loss, 30% of the packets pod src-a sends)") ||
 		!strings.Contains(ef.Detail, "Chaos Mesh said nothing of its injection within 1s") {
 		t.Errorf("VerifyLoss with no Chaos Mesh acting: %+v", ef)
@@ -144,7 +145,7 @@ func TestLossIsALabelledNetworkChaosVerifiedAndDeleted(t *testing.T) {
 	if _, err := dyn(t).Resource(networkChaos).Namespace(plane.ns).Update(context.Background(), &obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if ef := src.VerifyLoss(context.Background()); !ef.OK || !strings.HasSuffix(ef.Detail, "Chaos Mesh says it injected it on every pod selected (AllInjected)") {
+	if ef := src.VerifyCut(context.Background()); !ef.OK || !strings.HasSuffix(ef.Detail, "Chaos Mesh says it injected it on every pod selected (AllInjected)") {
 		t.Errorf("VerifyLoss once Chaos Mesh said AllInjected: %+v", ef)
 	}
 	if err := nw.Heal("source-0"); err != nil {
@@ -187,18 +188,20 @@ func TestSIGKILLMidLossThenSweepLeavesNoNetworkChaos(t *testing.T) {
 	}
 }
 
-// TestALossRunOnThePodsIsVerifiedFromItsNetworkChaos: a run whose
-// timeline has a loss on --kube takes it through the API server (the
-// fault event, then heal after its for), verifies it from the object (no
-// Chaos Mesh acts on kwok: the verification says so) and leaves no
-// NetworkChaos behind.
-func TestALossRunOnThePodsIsVerifiedFromItsNetworkChaos(t *testing.T) {
+// TestAChaosRunOnThePodsIsVerifiedFromItsNetworkChaos: a run whose
+// timeline has a loss, a latency and a bandwidth on --kube takes each
+// through the API server (the fault event, then heal or unlink after its
+// for: latency and bandwidth with no link of the run's), verifies each
+// from its object (no Chaos Mesh acts on kwok: the verification says so)
+// and leaves no NetworkChaos behind.
+func TestAChaosRunOnThePodsIsVerifiedFromItsNetworkChaos(t *testing.T) {
 	needPlane(t)
 	resumeOnHost(t)
 	enginesUp(t)
 	installChaosMesh(t)
 	exp, err := experiment.New(experiment.Config{
-		Timeline: "at 2s loss 30% source-0 for 3s", Recovery: 4 * time.Second, TimeScale: podTimeScale, OutDir: t.TempDir(),
+		Timeline: "at 2s loss 30% source-0 for 3s; at 8s latency 50ms±10ms source-0 for 3s; at 14s bandwidth 1MB/s source-1 for 3s",
+		Recovery: 4 * time.Second, TimeScale: podTimeScale, OutDir: t.TempDir(),
 		Cluster: Opener{Config: testConfig("llm-d.ai/role=prefill")},
 	})
 	if err != nil {
@@ -229,21 +232,81 @@ func TestALossRunOnThePodsIsVerifiedFromItsNetworkChaos(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(faults, ",") != "loss ,heal " {
-		t.Errorf("fault events %q, want a loss then its heal, neither failed", faults)
+	// Each step waits for the one before on its source to end, so the
+	// order of source-0's latency and source-1's bandwidth is the machine's.
+	slices.Sort(faults)
+	if strings.Join(faults, ",") != "bandwidth ,heal ,latency ,loss ,unlink ,unlink " {
+		t.Errorf("fault events %q, want each fault and its end, none failed", faults)
 	}
-	found := false
+	want := map[string]string{
+		fault.ActionLoss:      "NetworkChaos default/p2pfault-test-run-source-0 in force (action loss, 30% of the packets pod src-a sends)",
+		fault.ActionLatency:   "NetworkChaos default/p2pfault-test-run-source-0 in force (action delay, every packet pod src-a sends 50ms±10ms late)",
+		fault.ActionBandwidth: "NetworkChaos default/p2pfault-test-run-source-1 in force (action bandwidth, the packets pod src-b sends at 1000000bps)",
+	}
 	for _, v := range verified {
 		t.Logf("verification: %s %v after %v: %s", v.Action, v.Verified, v.After, v.Detail)
-		if v.Action == fault.ActionLoss && v.Verified && strings.Contains(v.Detail, "NetworkChaos default/p2pfault-test-run-source-0 in force (action loss, 30% of the packets pod src-a sends)") &&
-			strings.Contains(v.Detail, "p2pfault cannot see its daemon act: the loss shows only in the pulls") && v.After < time.Second {
-			found = true
+		if w, ok := want[v.Action]; ok && v.Verified && strings.Contains(v.Detail, w) &&
+			strings.Contains(v.Detail, "p2pfault cannot see its daemon act: the fault shows only in the pulls") && v.After < time.Second {
+			delete(want, v.Action)
 		}
 	}
-	if !found {
-		t.Errorf("no verified loss read back from its NetworkChaos")
+	if len(want) > 0 {
+		t.Errorf("not verified from their NetworkChaos: %v", want)
 	}
 	if n := len(labelledChaos(t)); n != 0 {
 		t.Errorf("after the run: %d labelled NetworkChaos, want none", n)
+	}
+}
+
+// TestLatencyAndBandwidthAreNetworkChaosOfDelayAndBandwidth: the kinds
+// that slow a link are, on --kube, a NetworkChaos on the source's pod
+// (fault.Shaper): delay with its latency and jitter, bandwidth with its
+// rate in bytes per second and the bucket Chaos Mesh requires; read back
+// by the verification, deleted by unshape (unlink).
+func TestLatencyAndBandwidthAreNetworkChaosOfDelayAndBandwidth(t *testing.T) {
+	needPlane(t)
+	installChaosMesh(t)
+	c := openTest(t, "llm-d.ai/role=prefill")
+	src := c.sources[1]
+	for _, tt := range []struct {
+		sh         fault.Shaping
+		cut        string
+		fields     map[string]any
+		verifyText string
+	}{
+		{fault.Shaping{Latency: 50 * time.Millisecond, Jitter: 10 * time.Millisecond}, "latency 50ms±10ms",
+			map[string]any{"action": "delay", "delay.latency": "50ms", "delay.jitter": "10ms", "delay.correlation": "0"},
+			"in force (action delay, every packet pod src-b sends 50ms±10ms late)"},
+		{fault.Shaping{Bandwidth: 1e6}, "bandwidth 1000000B/s",
+			map[string]any{"action": "bandwidth", "bandwidth.rate": "1000000bps", "bandwidth.limit": int64(bandwidthLimit), "bandwidth.buffer": int64(bandwidthBuffer)},
+			"in force (action bandwidth, the packets pod src-b sends at 1000000bps)"},
+	} {
+		if err := src.Shape(tt.sh); err != nil {
+			t.Fatal(err)
+		}
+		got := labelledChaos(t)
+		if len(got) != 1 {
+			t.Fatalf("%s: %d labelled NetworkChaos, want 1", tt.cut, len(got))
+		}
+		for path, want := range tt.fields {
+			if v, _, _ := unstructured.NestedFieldNoCopy(got[0].Object, append([]string{"spec"}, strings.Split(path, ".")...)...); v != want {
+				t.Errorf("%s: spec.%s = %#v, want %#v", tt.cut, path, v, want)
+			}
+		}
+		if pods, _, _ := unstructured.NestedStringSlice(got[0].Object, "spec", "selector", "pods", plane.ns); len(pods) != 1 || pods[0] != "src-b" {
+			t.Errorf("%s: selects pods %v, want [src-b] alone", tt.cut, pods)
+		}
+		if cut := src.Report().Cut; cut != tt.cut {
+			t.Errorf("Report().Cut = %q, want %q", cut, tt.cut)
+		}
+		if ef := src.VerifyCut(context.Background()); !ef.OK || !strings.Contains(ef.Detail, tt.verifyText) {
+			t.Errorf("%s: VerifyCut %+v, want it naming %q", tt.cut, ef, tt.verifyText)
+		}
+		if err := src.Unshape(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(labelledChaos(t)); n != 0 || src.Report().Cut != "" {
+			t.Errorf("%s: after unshape %d labelled NetworkChaos, cut %q", tt.cut, n, src.Report().Cut)
+		}
 	}
 }

@@ -228,22 +228,22 @@ func TestDoctorSaysWhetherTheClusterServesChaosMesh(t *testing.T) {
 	if code != 0 {
 		t.Errorf("doctor --kube, no loss, no Chaos Mesh: exit %d, want 0", code)
 	}
-	wantIn(t, out, "✓ kube Chaos Mesh: the cluster serves no networkchaos.chaos-mesh.org/v1alpha1 (Chaos Mesh is not installed): a loss step would be refused (this run has none)")
+	wantIn(t, out, "✓ kube Chaos Mesh: the cluster serves no networkchaos.chaos-mesh.org/v1alpha1 (Chaos Mesh is not installed): a loss, latency or bandwidth step would be refused (this run has none)")
 	if strings.Contains(out, "networkchaos.chaos-mesh.org in") {
 		t.Errorf("NetworkChaos verbs asked of a cluster that serves none")
 	}
-	loss := []string{"--timeline", "at 1s loss 30% source-0 for 1s"}
+	loss := []string{"--timeline", "at 1s loss 30% source-0 for 1s; at 3s latency 50ms source-1 for 1s"}
 	code, out = doctor(loss...)
 	if code != 1 {
 		t.Errorf("doctor --kube with a loss, no Chaos Mesh: exit %d, want 1", code)
 	}
-	wantIn(t, out, "✗ kube Chaos Mesh: the cluster serves no networkchaos.chaos-mesh.org/v1alpha1 (Chaos Mesh is not installed): the run's loss is refused → install Chaos Mesh (chaos-mesh.org), or drop the loss step")
+	wantIn(t, out, "✗ kube Chaos Mesh: the cluster serves no networkchaos.chaos-mesh.org/v1alpha1 (Chaos Mesh is not installed): refused for the run's loss, latency → install Chaos Mesh (chaos-mesh.org), or drop the run's loss, latency steps")
 	kube.InstallChaosMesh(t)
 	code, out = doctor(loss...)
 	if code != 0 {
 		t.Errorf("doctor --kube with a loss and Chaos Mesh: exit %d, want 0", code)
 	}
-	wantIn(t, out, "✓ kube Chaos Mesh: NetworkChaos served (chaos-mesh.org/v1alpha1): a loss is a NetworkChaos on the source's pod",
-		"✓ kube access: create networkchaos.chaos-mesh.org in "+ns+" (loss, by Chaos Mesh): allowed",
-		"✓ kube access: delete networkchaos.chaos-mesh.org in "+ns+" (heal, cleanup --kube): allowed")
+	wantIn(t, out, "✓ kube Chaos Mesh: NetworkChaos served (chaos-mesh.org/v1alpha1): a loss, latency or bandwidth is a NetworkChaos on the source's pod",
+		"✓ kube access: create networkchaos.chaos-mesh.org in "+ns+" (loss, latency, bandwidth by Chaos Mesh): allowed",
+		"✓ kube access: delete networkchaos.chaos-mesh.org in "+ns+" (heal, unlink, cleanup --kube): allowed")
 }

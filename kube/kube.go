@@ -138,7 +138,7 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
 	}
-	return experiment.Plan{Sources: len(srcs), Ranks: ranks, Decoders: len(decs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true}, nil
+	return experiment.Plan{Sources: len(srcs), Ranks: ranks, Decoders: len(decs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true, ShapesLinks: true}, nil
 }
 
 // find lists the sources and the decoders, each in the documented order
@@ -248,16 +248,30 @@ func or(s, def string) string {
 	return s
 }
 
+// chaosKind: k is a Chaos Mesh NetworkChaos on --kube (chaos.go).
+func chaosKind(k *fault.Kind) bool { return k.Name == fault.ActionLoss || k.Shapes }
+
+// NeedsChaosMesh says whether the kind named is a Chaos Mesh NetworkChaos
+// on --kube (loss, latency, bandwidth).
+func NeedsChaosMesh(kind string) bool {
+	k, ok := fault.Lookup(kind)
+	return ok && chaosKind(k)
+}
+
 // needChaosMesh refuses a timeline whose kinds are Chaos Mesh's
 // NetworkChaos on a cluster that does not serve it (exit 2, naming the
 // step).
 func needChaosMesh(ctx context.Context, cs *clientset, tl fault.Timeline) error {
 	for _, s := range tl {
-		if s.Kind.Name != fault.ActionLoss {
+		if !chaosKind(s.Kind) {
 			continue
 		}
 		if err := chaosMesh(ctx, cs); err != nil {
-			return exitcode.Usagef("--kube: %s is a Chaos Mesh NetworkChaos on --kube (a NetworkPolicy drops every packet or none), and %v: install Chaos Mesh, or drop the step (timeline step %q)", s.Kind.Name, err, s.String())
+			why := "a NetworkPolicy drops every packet or none"
+			if s.Kind.Shapes {
+				why = "p2pfault's links, which slow a link elsewhere, cannot run in the cluster"
+			}
+			return exitcode.Usagef("--kube: %s is a Chaos Mesh NetworkChaos on --kube (%s), and %v: install Chaos Mesh, or drop the step (timeline step %q)", s.Kind.Name, why, err, s.String())
 		}
 		return nil
 	}
@@ -269,8 +283,10 @@ func CanTake(k *fault.Kind) error {
 	switch k.Name {
 	case fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionReplace, fault.ActionPartition, fault.ActionHeal, fault.ActionBusy:
 		return nil
-	case fault.ActionLoss:
-		return nil // a NetworkChaos, where the cluster serves it: Plan asks
+	case fault.ActionLoss, fault.ActionLatency, fault.ActionBandwidth, fault.ActionUnlink:
+		// A NetworkChaos, where the cluster serves it (Plan asks); unlink
+		// ends the latency or bandwidth in force.
+		return nil
 	case fault.ActionRemove, fault.ActionRestore:
 		return errRefused
 	}

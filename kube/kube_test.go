@@ -107,7 +107,7 @@ func onHost(t *testing.T, pod string) procs {
 }
 
 func TestPlanRefusesWhatAPodCannotTake(t *testing.T) {
-	for _, tl := range []string{"at 1s latency 50ms source-0 for 1s", "at 1s remove source-0"} {
+	for _, tl := range []string{"at 1s mute source-0 for 1s", "at 1s remove source-0"} {
 		parsed, err := fault.Parse(tl)
 		if err != nil {
 			t.Fatal(err)
