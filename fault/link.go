@@ -56,8 +56,10 @@ type LinkFault struct {
 	done    chan struct{}
 	undone  time.Time
 	undoneB string
-	// shaper, when set, holds the fault in place of links (shape.go).
+	// shaper, when set, holds the fault in place of links (shape.go);
+	// err is what its undo met, recorded with the unlink.
 	shaper Shaper
+	err    error
 }
 
 // UndoBy takes the fault off every link (if not done already), asked for
@@ -65,10 +67,9 @@ type LinkFault struct {
 // it withheld is dropped: a message held past its peer's deadline is not
 // delivered late.
 func (lf *LinkFault) UndoBy(by string) error {
-	var err error
 	lf.once.Do(func() {
 		if lf.shaper != nil {
-			err = lf.shaper.Unshape()
+			lf.err = lf.shaper.Unshape()
 		}
 		for _, l := range lf.links {
 			if lf.spec.fault != nil {
@@ -82,7 +83,7 @@ func (lf *LinkFault) UndoBy(by string) error {
 		lf.undone, lf.undoneB = time.Now(), by
 		close(lf.done)
 	})
-	return err
+	return lf.err
 }
 
 // effect sums the fault's effect over its links (a shaper's: none it can
@@ -162,7 +163,7 @@ func holdLink(f *Fire, lf *LinkFault) {
 		if lf.undoneB != "" {
 			by = lf.undoneB
 		}
-		env.Record(ActionUnlink, 0, by, nil)
+		env.Record(ActionUnlink, 0, by, lf.err)
 		env.CloseWindow(lf.undone)
 		env.Changed()
 		if env.Context().Err() == nil {
