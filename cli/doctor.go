@@ -45,9 +45,10 @@ func newDoctorCommand() *cobra.Command {
 			"binary and its version, that its serve knows every flag the run passes, the GPUs\n" +
 			"(nvidia-smi -L) against --gpus and the arms, the ports, PYTHONHASHSEED, CAP_NET_ADMIN and\n" +
 			"nftables when a network fault is scripted, the engines of --attach, the pods and API access of\n" +
-			"--kube (a SelfSubjectAccessReview per verb a run needs, each missing one named), and what a killed run left\n" +
+			"--kube (a SelfSubjectAccessReview per verb a run needs, each missing one named; whether its CNI enforces\n" +
+			"NetworkPolicy, as far as its agents' pods tell), and what a killed run left\n" +
 			"on the host (a firewall table or engine whose p2pfault is gone: `cleanup --orphans`). Prints one line per\n" +
-			"check (✓ or ✗, what was found, → how to fix).\n\n" +
+			"check (✓ or ✗, what was found, → how to fix; ⚠ a caveat that does not fail).\n\n" +
 			"`p2pfault doctor [flags]` checks `p2pfault run [flags]`; `p2pfault doctor slice [flags]`\n" +
 			"checks `p2pfault slice [flags]`. Exit 0 if every check passes, 1 if one fails, 2 on a usage\n" +
 			"error (the same as run's or slice's).",
@@ -74,7 +75,7 @@ func doctorRun(cmd *cobra.Command, o *runOptions) error {
 		return err
 	}
 	// The arms start together.
-	return runDoctor(cmd, p.arms.configs, len(p.arms.configs), o.flags.attach, false)
+	return runDoctor(cmd, p.arms.configs, len(p.arms.configs), o.flags.attach, o.flags.kube.file, false)
 }
 
 // doctorSlice checks the rows `p2pfault slice` would run.
@@ -83,13 +84,15 @@ func doctorSlice(cmd *cobra.Command, o *sliceOptions) error {
 	if err != nil {
 		return err
 	}
-	return runDoctor(cmd, p.configs, min(p.parallel, len(p.configs)), o.flags.attach, true)
+	return runDoctor(cmd, p.configs, min(p.parallel, len(p.configs)), o.flags.attach, o.flags.kube.file, true)
 }
 
 // runDoctor makes each configuration's experiment as the run would (its
 // usage errors are doctor's, exit 2), plans its engines with the
 // configuration the run gives the runner, runs the checks and prints them.
-func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachPath string, rows bool) error {
+// kubeFile is the attach file whose kubernetes: block the cluster is ("":
+// none, or --kube's flags).
+func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachPath, kubeFile string, rows bool) error {
 	plan := doctor.Plan{AtOnce: atOnce}
 	for _, cfg := range cfgs {
 		tl, err := cfg.ScriptedTimeline()
@@ -103,7 +106,7 @@ func runDoctor(cmd *cobra.Command, cfgs []experiment.Config, atOnce int, attachP
 			continue // checked against the file once it is open (Attached.Fits)
 		}
 		if k, onKube := cfg.Cluster.(kube.Opener); onKube {
-			return kubeDoctor(cmd, k.Config)
+			return kubeDoctor(cmd, k.Config, kubeFile, plan.Kinds)
 		}
 		if err := checkConfig(cfg); err != nil {
 			return err

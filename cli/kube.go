@@ -2,7 +2,10 @@ package cli
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,6 +28,9 @@ type kubeFlags struct {
 	sources, decoder    string
 	container           string
 	httpPort, p2pPort   string
+	// file is the attach file whose kubernetes: block these are ("":
+	// the flags), for doctor's words.
+	file string
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
@@ -82,25 +88,48 @@ func (f *clusterFlags) kubeFromAttach(fs *pflag.FlagSet) error {
 	if f.attach == "" || f.kube.on {
 		return nil // --kube with --attach: check says give one
 	}
-	file, err := attach.Load(f.attach)
-	if err != nil || file.Kubernetes == nil {
-		// A bad file is --attach's to report, in its order (its flags'
-		// refusals first), with the same words.
-		return nil
+	file, err := kubeBlock(f.attach, fs, append([]string{"model"}, kubeOnly...), "where the pods are and its model: what they serve")
+	if err != nil || file == nil {
+		return err
 	}
-	for _, n := range append([]string{"model"}, kubeOnly...) {
-		if fs.Changed(n) {
-			return exitcode.Usagef("--attach %s: its kubernetes: block says where the pods are and its model: what they serve, and --%s would say it again: drop --%s", f.attach, n, n)
-		}
-	}
-	k := file.Kubernetes
-	f.kube = kubeFlags{on: true, kubeconfig: k.Kubeconfig, context: k.Context, namespace: k.Namespace, sources: k.Sources, decoder: k.Decoder,
-		container: k.Container, httpPort: cmp.Or(k.HTTPPort, kube.DefaultHTTPPortName), p2pPort: cmp.Or(k.P2PPort, kube.DefaultP2PPortName)}
+	f.kube = blockFlags(file)
 	f.model, f.attach = file.Model, ""
 	if file.Mode != "" && !fs.Changed("mode") {
 		f.mode = file.Mode
 	}
 	return nil
+}
+
+// kubeBlock is attach file path when it has a `kubernetes:` block, its
+// selectors checked (a bad one names its key); nil when it has none or
+// does not parse (--attach's to report, in its order, with its words).
+// Each of flags given beside the block says what it says again (what):
+// a usage error naming it.
+func kubeBlock(path string, fs *pflag.FlagSet, flags []string, what string) (*attach.File, error) {
+	file, err := attach.Load(path)
+	if err != nil || file.Kubernetes == nil {
+		return nil, nil
+	}
+	for _, n := range flags {
+		if fs.Lookup(n) != nil && fs.Changed(n) {
+			return nil, exitcode.Usagef("--attach %s: its kubernetes: block says %s, and --%s would say it again: drop --%s", path, what, n, n)
+		}
+	}
+	k := file.Kubernetes
+	for _, sel := range []struct{ key, v string }{{"sources", k.Sources}, {"decoder", k.Decoder}} {
+		if err := kube.CheckSelector(sel.v); err != nil {
+			return nil, exitcode.Usagef("%s:%d: kubernetes.%s %q: not a label selector: %v", path, k.Line, sel.key, sel.v, err)
+		}
+	}
+	return file, nil
+}
+
+// blockFlags are --kube and the flags a kubernetes: block stands for.
+func blockFlags(file *attach.File) kubeFlags {
+	k := file.Kubernetes
+	return kubeFlags{on: true, kubeconfig: k.Kubeconfig, context: k.Context, namespace: k.Namespace, sources: k.Sources, decoder: k.Decoder,
+		container: k.Container, httpPort: cmp.Or(k.HTTPPort, kube.DefaultHTTPPortName), p2pPort: cmp.Or(k.P2PPort, kube.DefaultP2PPortName),
+		file: file.Path}
 }
 
 // opener is the Kubernetes cluster the flags describe, labelled with this
@@ -118,14 +147,25 @@ func (k *kubeFlags) opener(model string) (experiment.Opener, error) {
 }
 
 // addKubeCleanupFlag gives cleanup --kube: sweep the cluster by label (no
-// run folder needed), after DIR's records when one is given.
+// run folder needed), after DIR's records when one is given. An attach
+// file (--attach) with a kubernetes: block is --kube with the block's
+// kubeconfig, context, namespace and container.
 func addKubeCleanupFlag(cmd *cobra.Command) {
 	var k kubeFlags
-	cmd.Flags().BoolVar(&k.on, "kube", false, "also sweep the Kubernetes cluster by label: delete every object labelled app.kubernetes.io/managed-by=p2pfault, resume every pod labelled p2pfault.io/stalled and unlabel every pod labelled p2pfault.io/cut (with --kube-namespace, that namespace only); without DIR, only that")
+	cmd.Flags().BoolVar(&k.on, "kube", false, "also sweep the Kubernetes cluster by label: delete every object labelled app.kubernetes.io/managed-by=p2pfault, resume every pod labelled p2pfault.io/stalled and unlabel every pod labelled p2pfault.io/cut (with --kube-namespace, that namespace only); without DIR, only that. An --attach file's kubernetes: block is --kube with its settings")
 	k.registerAccess(cmd.Flags())
 	cmd.Flags().StringVar(&k.container, "kube-container", "", "with --kube: the engine's container in each pod (default: the pod's first)")
 	records := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if path, _ := cmd.Flags().GetString("attach"); path != "" {
+			file, err := kubeBlock(path, cmd.Flags(), []string{"kube", "kubeconfig", "context", "kube-namespace", "kube-container"}, "which cluster and namespace to sweep")
+			if err != nil {
+				return err
+			}
+			if file != nil {
+				k = blockFlags(file)
+			}
+		}
 		if !k.on {
 			if err := k.check(cmd.Flags(), ""); err != nil {
 				return err
@@ -186,19 +226,27 @@ func (o *sliceOptions) kube(cmd *cobra.Command) error {
 
 // kubeDoctor is `doctor --kube`: the pods the selectors find and every
 // verb a run needs, asked of the API server, each missing one named.
-func kubeDoctor(cmd *cobra.Command, cfg kube.Config) error {
+// file is the attach file whose kubernetes: block cfg is ("": the flags),
+// so the fixes name what to change where it was said.
+// kinds are the run's fault kinds (a loss needs Chaos Mesh).
+func kubeDoctor(cmd *cobra.Command, cfg kube.Config, file string, kinds []string) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
+	podsFix, accessFix := "check --kube-namespace, --kube-sources, --kube-decoder and the pods' named ports", "check --kubeconfig and --context"
+	if file != "" {
+		podsFix = "check namespace, sources, decoder, http_port and p2p_port in the kubernetes: block of " + file + ", and the pods' named ports"
+		accessFix = "check kubeconfig and context in the kubernetes: block of " + file
+	}
 	var results []doctor.Result
 	if _, err := (kube.Opener{Config: cfg}).Plan(nil); err != nil {
-		results = append(results, doctor.Result{Check: "kube pods", Found: err.Error(), Fix: "check --kube-namespace, --kube-sources, --kube-decoder and the pods' named ports"})
+		results = append(results, doctor.Result{Check: "kube pods", Found: err.Error(), Fix: podsFix})
 	} else {
 		results = append(results, doctor.Result{Check: "kube pods", OK: true, Found: fmt.Sprintf("sources %q and decoder %q found in namespace %s", cfg.Sources, cfg.Decoder, cfg.Namespace)})
 	}
 	access, err := cfg.Access(cmd.Context())
 	if err != nil {
-		results = append(results, doctor.Result{Check: "kube access", Found: err.Error(), Fix: "check --kubeconfig and --context"})
+		results = append(results, doctor.Result{Check: "kube access", Found: err.Error(), Fix: accessFix})
 	}
 	for _, a := range access {
 		r := doctor.Result{Check: "kube access", OK: a.Allowed, Found: fmt.Sprintf("%s in %s (%s): allowed", a.What(), cfg.Namespace, a.For)}
@@ -208,6 +256,13 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config) error {
 		}
 		results = append(results, r)
 	}
+	var chaos []string // the run's kinds that are a NetworkChaos
+	for _, k := range kinds {
+		if kube.NeedsChaosMesh(k) && !slices.Contains(chaos, k) {
+			chaos = append(chaos, k)
+		}
+	}
+	results = append(results, cniResult(cmd.Context(), cfg), chaosMeshResult(cmd.Context(), cfg, chaos))
 	out := cmd.OutOrStdout()
 	for _, r := range results {
 		fmt.Fprintln(out, r)
@@ -217,4 +272,52 @@ func kubeDoctor(cmd *cobra.Command, cfg kube.Config) error {
 	}
 	fmt.Fprintf(out, "doctor: all %d checks passed\n", len(results))
 	return nil
+}
+
+// chaosMeshResult is doctor's line on Chaos Mesh's NetworkChaos, which a
+// loss, a latency and a bandwidth on --kube are: a failure only when the
+// run has one of them (kinds) and the cluster does not serve it.
+func chaosMeshResult(ctx context.Context, cfg kube.Config, kinds []string) doctor.Result {
+	r := doctor.Result{Check: "kube Chaos Mesh", OK: true}
+	err := cfg.ChaosMesh(ctx)
+	switch {
+	case err == nil:
+		r.Found = "NetworkChaos served (chaos-mesh.org/v1alpha1): a loss, latency or bandwidth is a NetworkChaos on the source's pod"
+	case !errors.Is(err, kube.ErrNoChaosMesh):
+		r.Warn, r.Found, r.Fix = true, "cannot tell whether the cluster serves Chaos Mesh's NetworkChaos: "+err.Error(), "a loss, latency or bandwidth step is refused where it does not"
+	case len(kinds) > 0:
+		what := strings.Join(kinds, ", ")
+		r.OK, r.Found, r.Fix = false, err.Error()+": refused for the run's "+what, "install Chaos Mesh (chaos-mesh.org), or drop the run's "+what+" steps"
+	default:
+		r.Found = err.Error() + ": a loss, latency or bandwidth step would be refused (this run has none)"
+	}
+	return r
+}
+
+// cniResult is doctor's line on whether the cluster enforces the
+// NetworkPolicy a partition is: a warning, never a failure, when no
+// known enforcing plugin is found (p2pfault cannot tell every plugin, and
+// a run without partition needs none).
+func cniResult(ctx context.Context, cfg kube.Config) doctor.Result {
+	r := doctor.Result{Check: "kube NetworkPolicy", OK: true}
+	cni, err := cfg.FindCNI(ctx)
+	if err != nil {
+		r.Warn, r.Found = true, "cannot tell whether the CNI enforces NetworkPolicy: "+err.Error()
+	}
+	if cni.Enforcer != "" {
+		r.Found = fmt.Sprintf("enforced by %s (its agent pod %s is Running)", cni.Enforcer, cni.Pod)
+		return r
+	}
+	if err == nil {
+		r.Warn = true
+		r.Found = "no policy-enforcing CNI found (looked for the agents of Cilium, Calico, Antrea, kube-router, Weave Net, azure-npm in " + cni.Namespaces() + ")"
+		if cni.Ignorer != "" {
+			r.Found += fmt.Sprintf("; found %s (pod %s), which enforces no NetworkPolicy", cni.Ignorer, cni.Pod)
+		}
+		if len(cni.Unread) > 0 {
+			r.Found += "; could not list pods in " + strings.Join(cni.Unread, ", ")
+		}
+	}
+	r.Fix = "a partition is a NetworkPolicy, which only such a CNI enforces: its verification connects to the pod's P2P port from where p2pfault runs, and if the connect completes the partition is reported as not taken effect (a warning, and fault_took_effect fails)"
+	return r
 }

@@ -91,7 +91,8 @@ func newCleanupCommand() *cobra.Command {
 			"With --kube, also the Kubernetes cluster, by label (no record needed): every object\n" +
 			"labelled app.kubernetes.io/managed-by=p2pfault deleted, every pod labelled\n" +
 			"p2pfault.io/stalled resumed, every p2pfault.io/cut label removed; `cleanup --kube`\n" +
-			"without DIR does only that.\n\n" +
+			"without DIR does only that. `cleanup --attach FILE` with a kubernetes: block is --kube\n" +
+			"with the block's kubeconfig, context, namespace (that one only) and container.\n\n" +
 			"An attached run's stalls.json: a stalled session is resumed (SIGCONT, after the same\n" +
 			"checks); a source stalled by a command is resumed with the resume command of the\n" +
 			"attach file --attach names, never with a command read from the record.\n\n" +
@@ -145,7 +146,7 @@ func newCleanupCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&attachFile, "attach", "", "the attach file of an attached run: a source stalled by a command is resumed with this file's resume command (cleanup never runs a command read from a record)")
+	cmd.Flags().StringVar(&attachFile, "attach", "", "the attach file of an attached run: a source stalled by a command is resumed with this file's resume command (cleanup never runs a command read from a record); a file with a kubernetes: block is --kube with its settings")
 	addOrphansFlag(cmd)
 	addKubeCleanupFlag(cmd)
 	return cmd

@@ -30,23 +30,31 @@ type Result struct {
 	OK    bool
 	Found string // what was found
 	Fix   string // how to fix it; empty when OK
+	// Warn: passed, but with a caveat the run may meet (what p2pfault
+	// could not tell, e.g. whether the CNI enforces NetworkPolicy); shown
+	// with MarkWarn and its Fix, not counted by Failed.
+	Warn bool
 }
 
-// Marks of a passed and a failed check.
+// Marks of a passed, a failed and a passed-with-a-warning check.
 const (
 	MarkOK   = "✓"
 	MarkFail = "✗"
+	MarkWarn = "⚠"
 )
 
 // String is the result as the doctor prints it: mark, check, what was
-// found and, for a failure, "→ how to fix".
+// found and, for a failure or a warning, "→ how to fix".
 func (r Result) String() string {
 	mark := MarkOK
-	if !r.OK {
+	switch {
+	case !r.OK:
 		mark = MarkFail
+	case r.Warn:
+		mark = MarkWarn
 	}
 	s := mark + " " + r.Check + ": " + r.Found
-	if !r.OK && r.Fix != "" {
+	if (!r.OK || r.Warn) && r.Fix != "" {
 		s += " → " + r.Fix
 	}
 	return s

@@ -80,4 +80,11 @@ func TestResultLines(t *testing.T) {
 	if got, want := (Result{Check: "vllm", Found: `binary "x": not found`, Fix: "give --vllm-bin"}).String(), `✗ vllm: binary "x": not found → give --vllm-bin`; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
+	warned := []Result{{Check: "kube NetworkPolicy", OK: true, Warn: true, Found: "no policy-enforcing CNI found", Fix: "a partition may cut nothing"}}
+	if got, want := warned[0].String(), "⚠ kube NetworkPolicy: no policy-enforcing CNI found → a partition may cut nothing"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if n := Failed(warned); n != 0 {
+		t.Errorf("Failed counts a warning: %d", n)
+	}
 }

@@ -41,6 +41,10 @@ type Plan struct {
 	// kinds need nothing of the host's firewall (their Setup, a check of
 	// nftables and CAP_NET_ADMIN, is not asked).
 	OwnNetwork bool
+	// ShapesLinks: its targets shape their packets themselves
+	// (fault.Shaper), so the kinds that only slow a link (latency,
+	// bandwidth) need no link of the run's.
+	ShapesLinks bool
 	// Decoders is the number of decoders when there are several (0 or 1:
 	// one).
 	Decoders int

@@ -85,8 +85,9 @@ func New(cfg Config) (*Experiment, error) {
 	if err := tl.CheckDecoders(max(plan.Decoders, 1)); err != nil {
 		return nil, err
 	}
-	// A link kind acts on the run's links: using one asks for them.
-	cfg.Link = cfg.Link || tl.HasLink()
+	// A link kind acts on the run's links: using one asks for them (but
+	// for what a cluster that shapes its packets takes itself).
+	cfg.Link = cfg.Link || tl.NeedsLinks(plan.ShapesLinks)
 	if tl.HasPair() && !plan.OwnNetwork {
 		return nil, exitcode.AsUsage(fmt.Errorf("timeline %q: %w", text, fault.ErrNoPairs))
 	}

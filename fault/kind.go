@@ -134,6 +134,11 @@ type Kind struct {
 	// Link: the kind acts through the run's links (link.go): a timeline
 	// or a nemesis that uses it makes the run relay its pairs (--link).
 	Link bool
+	// Shapes: a link kind that only slows the link's bytes (latency,
+	// bandwidth), which a cluster that shapes its engines' packets itself
+	// (a Shaper target: Chaos Mesh on Kubernetes) takes in place of the
+	// links (shape.go).
+	Shapes bool
 	// Preset (optional, a case's kind) is what the case needs of the
 	// cluster, beyond its timeline, to be the case it names.
 	Preset *CasePreset

@@ -56,6 +56,10 @@ type LinkFault struct {
 	done    chan struct{}
 	undone  time.Time
 	undoneB string
+	// shaper, when set, holds the fault in place of links (shape.go);
+	// err is what its undo met, recorded with the unlink.
+	shaper Shaper
+	err    error
 }
 
 // UndoBy takes the fault off every link (if not done already), asked for
@@ -64,6 +68,9 @@ type LinkFault struct {
 // delivered late.
 func (lf *LinkFault) UndoBy(by string) error {
 	lf.once.Do(func() {
+		if lf.shaper != nil {
+			lf.err = lf.shaper.Unshape()
+		}
 		for _, l := range lf.links {
 			if lf.spec.fault != nil {
 				l.SetFault(nil)
@@ -76,11 +83,15 @@ func (lf *LinkFault) UndoBy(by string) error {
 		lf.undone, lf.undoneB = time.Now(), by
 		close(lf.done)
 	})
-	return nil
+	return lf.err
 }
 
-// effect sums the fault's effect over its links.
+// effect sums the fault's effect over its links (a shaper's: none it can
+// count).
 func (lf *LinkFault) effect() (int64, string) {
+	if lf.shaper != nil {
+		return 0, "shaped by the cluster, not counted by p2pfault"
+	}
 	var n int64
 	var lines []string
 	for i, l := range lf.links {
@@ -129,6 +140,14 @@ func actLink(f *Fire, spec linkSpec) error {
 			l.Reset()
 		}
 	}
+	holdLink(f, lf)
+	return nil
+}
+
+// holdLink keeps lf in force on f's target until it is undone, and
+// records its end.
+func holdLink(f *Fire, lf *LinkFault) {
+	env, name := f.Env, f.Kind.Name
 	f.link = lf
 	env.Hold(lf)
 	f.Enter()
@@ -144,7 +163,7 @@ func actLink(f *Fire, spec linkSpec) error {
 		if lf.undoneB != "" {
 			by = lf.undoneB
 		}
-		env.Record(ActionUnlink, 0, by, nil)
+		env.Record(ActionUnlink, 0, by, lf.err)
 		env.CloseWindow(lf.undone)
 		env.Changed()
 		if env.Context().Err() == nil {
@@ -154,7 +173,6 @@ func actLink(f *Fire, spec linkSpec) error {
 			env.Verified(ActionUnlink, Effect{OK: true, After: time.Since(lf.undone), Detail: fmt.Sprintf("%s ended after %s: %s", name, lf.undone.Sub(lf.at).Round(time.Millisecond), line)})
 		}
 	})
-	return nil
 }
 
 // verifyLink confirms the fault from the links' counters: it acted on a
@@ -164,6 +182,9 @@ func verifyLink(f *Fire) Effect {
 	lf := f.link
 	if lf == nil {
 		return Effect{Skipped: true}
+	}
+	if lf.shaper != nil {
+		return lf.shaper.VerifyCut(f.Env.Context())
 	}
 	start := time.Now()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -209,6 +230,9 @@ func registerLink(k *Kind, spec func(f *Fire) (linkSpec, error)) {
 		}
 		if s.once && f.For == 0 {
 			s.toxics = nil
+		}
+		if sh, ok := f.Target.(Shaper); ok && k.Shapes {
+			return actShape(f, sh, s)
 		}
 		if err := actLink(f, s); err != nil {
 			return err

@@ -68,3 +68,28 @@ func TestLinkKindsParseAsTimelineSteps(t *testing.T) {
 		t.Error("a stall counts as a link kind")
 	}
 }
+
+// TestNeedsLinksButForWhatTheClusterShapes: on a cluster that shapes its
+// packets itself, latency, bandwidth and unlink need no link of the
+// run's; any other link kind still does, and elsewhere every one does.
+func TestNeedsLinksButForWhatTheClusterShapes(t *testing.T) {
+	for _, tt := range []struct {
+		tl                   string
+		shaped, unshapedWant bool
+	}{
+		{"at 1s latency 50ms source-0 for 1s; at 3s bandwidth 1MB/s source-1; at 4s unlink source-1", false, true},
+		{"at 1s latency 50ms source-0 for 1s; at 3s mute source-1 for 1s", true, true},
+		{"at 1s stall source-0 for 1s", false, false},
+	} {
+		tl, err := Parse(tt.tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tl.NeedsLinks(true); got != tt.shaped {
+			t.Errorf("%q: NeedsLinks(shaped) = %v, want %v", tt.tl, got, tt.shaped)
+		}
+		if got := tl.NeedsLinks(false); got != tt.unshapedWant {
+			t.Errorf("%q: NeedsLinks(unshaped) = %v, want %v", tt.tl, got, tt.unshapedWant)
+		}
+	}
+}

@@ -114,13 +114,13 @@ func registerPresets() {
 }
 
 func registerToxics() {
-	registerLink(&Kind{Name: ActionLatency, Help: "latency", LongHelp: "latency D±J on the link", Order: 96, Badge: "SLOW LINK",
+	registerLink(&Kind{Name: ActionLatency, Help: "latency", LongHelp: "latency D±J on the link", Order: 96, Badge: "SLOW LINK", Shapes: true,
 		Arg: &Arg{Name: "a latency, as 50ms or 50ms±10ms", Check: func(s string) error { _, _, err := ParseLatency(s); return err }}},
 		func(f *Fire) (linkSpec, error) {
 			d, j, err := ParseLatency(f.Arg)
 			return toxicSpec(relay.Toxics{Latency: d, Jitter: j}), err
 		})
-	registerLink(&Kind{Name: ActionBandwidth, Help: "bandwidth", LongHelp: "bound the link's bytes/s", Order: 97, Badge: "THROTTLED",
+	registerLink(&Kind{Name: ActionBandwidth, Help: "bandwidth", LongHelp: "bound the link's bytes/s", Order: 97, Badge: "THROTTLED", Shapes: true,
 		Arg: &Arg{Name: "a rate, as 100KB/s or 1MB/s", Check: func(s string) error { _, err := ParseRate(s); return err }}},
 		func(f *Fire) (linkSpec, error) {
 			r, err := ParseRate(f.Arg)

@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,9 +30,28 @@ func init() {
 			}
 			return actNet(f, ActionLoss, pct)
 		},
-		Setup: func() error { return netfault.Check(ActionLoss) }, HostFirewall: true,
+		Verify: verifyLoss,
+		Setup:  func() error { return netfault.Check(ActionLoss) }, HostFirewall: true,
 		Can: canNet,
 	})
+}
+
+// CutVerifier is a Target whose cluster can read back the network fault
+// it holds on it (a Kubernetes cluster's NetworkChaos object): its
+// Effect's After is when it saw it. A share of packets lost shows in no
+// single connect, so on other clusters a loss is not verified (no
+// verification event).
+type CutVerifier interface {
+	VerifyCut(ctx context.Context) Effect
+}
+
+// verifyLoss is a CutVerifier's word on a source's loss.
+func verifyLoss(f *Fire) Effect {
+	cv, ok := f.Target.(CutVerifier)
+	if !ok || f.Peer != "" {
+		return Effect{Skipped: true}
+	}
+	return cv.VerifyCut(f.Env.Context())
 }
 
 // ParsePercent reads a loss share: a whole number of percent from 1% to

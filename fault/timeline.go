@@ -388,16 +388,21 @@ func (t Timeline) HasPair() bool {
 	return false
 }
 
-// HasLink reports whether a step uses a link kind: the run then relays
-// its pairs through links (experiment.Config.Link).
-func (t Timeline) HasLink() bool {
+// NeedsLinks reports whether a step uses a link kind that the run's links
+// must carry: every one, unless shaped (the cluster's targets are Shapers)
+// and the steps are kinds that only slow a link, or unlink.
+func (t Timeline) NeedsLinks(shaped bool) bool {
 	for _, s := range t {
-		if s.Kind.Link {
+		if s.Kind.Link && !(shaped && (s.Kind.Shapes || s.Kind.Name == ActionUnlink)) {
 			return true
 		}
 	}
 	return false
 }
+
+// HasLink reports whether a step uses a link kind: the run then relays
+// its pairs through links (experiment.Config.Link).
+func (t Timeline) HasLink() bool { return t.NeedsLinks(false) }
 
 // OnDecoder reports whether a step acts on a decoder or a pair.
 func (t Timeline) OnDecoder() bool {

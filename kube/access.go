@@ -13,6 +13,9 @@ import (
 type Need struct {
 	Group, Resource, Subresource, Verb string
 	For                                string
+	// ChaosMesh: asked only where the cluster serves Chaos Mesh's
+	// NetworkChaos (a run elsewhere refuses loss, and needs none).
+	ChaosMesh bool
 }
 
 // What is the need as kubectl's `auth can-i` names it.
@@ -38,6 +41,9 @@ var Needs = []Need{
 	{Resource: "events", Verb: "watch", For: "the pods' events in the run's log"},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "create", For: "partition"},
 	{Group: "networking.k8s.io", Resource: "networkpolicies", Verb: "delete", For: "heal, cleanup --kube"},
+	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "create", For: "loss, latency, bandwidth by Chaos Mesh", ChaosMesh: true},
+	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "get", For: "their verification", ChaosMesh: true},
+	{Group: "chaos-mesh.org", Resource: "networkchaos", Verb: "delete", For: "heal, unlink, cleanup --kube", ChaosMesh: true},
 }
 
 // Access is whether the API server allows a Need.
@@ -48,14 +54,19 @@ type Access struct {
 }
 
 // Access asks the API server, for each Need in the configured namespace,
-// whether this user may (a SelfSubjectAccessReview each).
+// whether this user may (a SelfSubjectAccessReview each); Chaos Mesh's
+// only where the cluster serves NetworkChaos.
 func (c Config) Access(ctx context.Context) ([]Access, error) {
 	cs, _, err := c.client()
 	if err != nil {
 		return nil, err
 	}
+	chaos := chaosMesh(ctx, cs) == nil
 	var out []Access
 	for _, n := range Needs {
+		if n.ChaosMesh && !chaos {
+			continue
+		}
 		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authv1.SelfSubjectAccessReview{
 			Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
 				Namespace: c.Namespace, Verb: n.Verb, Group: n.Group, Resource: n.Resource, Subresource: n.Subresource,

@@ -3,7 +3,8 @@
 // launched (launch), virtual (vcluster) and attached (attach) clusters.
 // Its faults go through the API server: a stall and a kill by exec into
 // the engine's container (exec.go, procs.go), a partition by a
-// NetworkPolicy (network.go). Everything it creates or marks carries its
+// NetworkPolicy (network.go), whose enforcement doctor looks for
+// (cni.go), a loss by a Chaos Mesh NetworkChaos (chaos.go). Everything it creates or marks carries its
 // labels (labels.go), so `p2pfault cleanup --kube` sweeps it with no run
 // folder.
 package kube
@@ -88,11 +89,19 @@ func (c Config) Check() error {
 		if sel == "" {
 			return exitcode.Usagef("--kube: %s is required (a label selector, e.g. app=vllm,role=prefill)", flag)
 		}
-		if _, err := labels.Parse(sel); err != nil {
+		if err := CheckSelector(sel); err != nil {
 			return exitcode.Usagef("--kube: %s %q: %v", flag, sel, err)
 		}
 	}
 	return nil
+}
+
+// CheckSelector says what is wrong with a label selector (kubectl's
+// syntax), for a caller that names where it came from (an attach file's
+// key).
+func CheckSelector(sel string) error {
+	_, err := labels.Parse(sel)
+	return err
 }
 
 // planTimeout bounds Plan's questions to the API server.
@@ -122,11 +131,14 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
 	}
+	if err := needChaosMesh(ctx, cs, tl); err != nil {
+		return experiment.Plan{}, err
+	}
 	ranks, err := o.Config.planRanks(srcs)
 	if err != nil {
 		return experiment.Plan{}, exitcode.AsUsage(err)
 	}
-	return experiment.Plan{Sources: len(srcs), Ranks: ranks, Decoders: len(decs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true}, nil
+	return experiment.Plan{Sources: len(srcs), Ranks: ranks, Decoders: len(decs), Model: o.Config.Model, Engine: Engine, OwnNetwork: true, ShapesLinks: true}, nil
 }
 
 // find lists the sources and the decoders, each in the documented order
@@ -236,13 +248,45 @@ func or(s, def string) string {
 	return s
 }
 
+// chaosKind: k is a Chaos Mesh NetworkChaos on --kube (chaos.go).
+func chaosKind(k *fault.Kind) bool { return k.Name == fault.ActionLoss || k.Shapes }
+
+// NeedsChaosMesh says whether the kind named is a Chaos Mesh NetworkChaos
+// on --kube (loss, latency, bandwidth).
+func NeedsChaosMesh(kind string) bool {
+	k, ok := fault.Lookup(kind)
+	return ok && chaosKind(k)
+}
+
+// needChaosMesh refuses a timeline whose kinds are Chaos Mesh's
+// NetworkChaos on a cluster that does not serve it (exit 2, naming the
+// step).
+func needChaosMesh(ctx context.Context, cs *clientset, tl fault.Timeline) error {
+	for _, s := range tl {
+		if !chaosKind(s.Kind) {
+			continue
+		}
+		if err := chaosMesh(ctx, cs); err != nil {
+			why := "a NetworkPolicy drops every packet or none"
+			if s.Kind.Shapes {
+				why = "p2pfault's links, which slow a link elsewhere, cannot run in the cluster"
+			}
+			return exitcode.Usagef("--kube: %s is a Chaos Mesh NetworkChaos on --kube (%s), and %v: install Chaos Mesh, or drop the step (timeline step %q)", s.Kind.Name, why, err, s.String())
+		}
+		return nil
+	}
+	return nil
+}
+
 // CanTake says why no pod can take kind k through this cluster.
 func CanTake(k *fault.Kind) error {
 	switch k.Name {
-	case fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionReplace, "partition", "heal", "busy":
+	case fault.ActionStall, fault.ActionResume, fault.ActionKill, fault.ActionReplace, fault.ActionPartition, fault.ActionHeal, fault.ActionBusy:
 		return nil
-	case "loss":
-		return fmt.Errorf("a NetworkPolicy drops every packet or none, so it cannot lose a share of them (Chaos Mesh's NetworkChaos is not supported yet)")
+	case fault.ActionLoss, fault.ActionLatency, fault.ActionBandwidth, fault.ActionUnlink:
+		// A NetworkChaos, where the cluster serves it (Plan asks); unlink
+		// ends the latency or bandwidth in force.
+		return nil
 	case fault.ActionRemove, fault.ActionRestore:
 		return errRefused
 	}

@@ -107,7 +107,7 @@ func onHost(t *testing.T, pod string) procs {
 }
 
 func TestPlanRefusesWhatAPodCannotTake(t *testing.T) {
-	for _, tl := range []string{"at 1s loss 30% source-0 for 1s", "at 1s remove source-0"} {
+	for _, tl := range []string{"at 1s mute source-0 for 1s", "at 1s remove source-0"} {
 		parsed, err := fault.Parse(tl)
 		if err != nil {
 			t.Fatal(err)
@@ -278,9 +278,31 @@ func TestSIGKILLMidPartitionThenSweepLeavesNoLabelledObject(t *testing.T) {
 	needPlane(t)
 	resumeOnHost(t)
 	enginesUp(t)
+	killCutter(t)
+	if n := labelledPolicies(t); n != 1 || !podLabelled(t, "src-b", LabelStalled) {
+		t.Fatalf("after the SIGKILL: %d labelled policies, stalled label %v: want the cutter's left behind", n, podLabelled(t, "src-b", LabelStalled))
+	}
+	var w bytes.Buffer
+	n, err := Sweep(context.Background(), SweepConfig{Kubeconfig: plane.kubeconfig}, &w)
+	t.Log(w.String())
+	if err != nil || n != 3 {
+		t.Errorf("Sweep: %d, %v; want 3 (the policy, the cut mark, the stall mark)", n, err)
+	}
+	if n := labelledPolicies(t); n != 0 || podLabelled(t, "src-a", LabelCut) || podLabelled(t, "src-b", LabelStalled) {
+		t.Errorf("after the sweep: %d labelled policies, marks left", n)
+	}
+	if st, _ := onHost(t, "src-b").stopped(); len(st) != 0 {
+		t.Errorf("after the sweep, src-b still stopped: %v", st)
+	}
+}
+
+// killCutter runs this binary as a cutter (env added), waits until it
+// says "cut" and SIGKILLs it.
+func killCutter(t *testing.T, env ...string) {
+	t.Helper()
 	self, _ := os.Executable()
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), cutterEnv+"="+plane.kubeconfig)
+	cmd.Env = append(append(os.Environ(), cutterEnv+"="+plane.kubeconfig), env...)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -300,24 +322,10 @@ func TestSIGKILLMidPartitionThenSweepLeavesNoLabelledObject(t *testing.T) {
 	}
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	_ = cmd.Wait()
-	if n := labelledPolicies(t); n != 1 || !podLabelled(t, "src-b", LabelStalled) {
-		t.Fatalf("after the SIGKILL: %d labelled policies, stalled label %v: want the cutter's left behind", n, podLabelled(t, "src-b", LabelStalled))
-	}
-	var w bytes.Buffer
-	n, err := Sweep(context.Background(), SweepConfig{Kubeconfig: plane.kubeconfig}, &w)
-	t.Log(w.String())
-	if err != nil || n != 3 {
-		t.Errorf("Sweep: %d, %v; want 3 (the policy, the cut mark, the stall mark)", n, err)
-	}
-	if n := labelledPolicies(t); n != 0 || podLabelled(t, "src-a", LabelCut) || podLabelled(t, "src-b", LabelStalled) {
-		t.Errorf("after the sweep: %d labelled policies, marks left", n)
-	}
-	if st, _ := onHost(t, "src-b").stopped(); len(st) != 0 {
-		t.Errorf("after the sweep, src-b still stopped: %v", st)
-	}
 }
 
-// cutter partitions source-0 and stalls source-1 of the cluster, says
+// cutter partitions source-0 and stalls source-1 of the cluster (with
+// cutterLossEnv=1, also puts a loss on source-1: a NetworkChaos), says
 // "cut" and waits to be killed.
 func cutter(kubeconfig string) int {
 	plane.kubeconfig, plane.ns = kubeconfig, "default"
@@ -325,6 +333,9 @@ func cutter(kubeconfig string) int {
 	if err == nil {
 		nw, _ := c.FaultNetwork()
 		err = nw.Partition("source-0")
+		if err == nil && os.Getenv(cutterLossEnv) == "1" {
+			err = nw.Loss("source-1", 30)
+		}
 	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

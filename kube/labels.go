@@ -34,7 +34,7 @@ const RecordFile = "kube.json"
 
 // Record is one object the run created or marked.
 type Record struct {
-	Kind      string `json:"kind"` // NetworkPolicy, or Pod (a mark: Label)
+	Kind      string `json:"kind"` // NetworkPolicy, NetworkChaos, or Pod (a mark: Label)
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Label     string `json:"label,omitempty"`
@@ -101,7 +101,8 @@ type SweepConfig struct {
 	Container           string
 }
 
-// Sweep deletes every object labelled managed-by=p2pfault, resumes every
+// Sweep deletes every object labelled managed-by=p2pfault (NetworkPolicy,
+// and NetworkChaos where the cluster serves it), resumes every
 // pod marked stalled and unmarks every pod marked cut, in ns ("" all),
 // with no run folder: what a p2pfault that is gone left behind. It says
 // what it did on w and returns how many objects it changed.
@@ -123,6 +124,11 @@ func Sweep(ctx context.Context, sc SweepConfig, w io.Writer) (int, error) {
 		}
 		fmt.Fprintf(w, "cleanup --kube: deleted NetworkPolicy %s/%s (run %s)\n", np.Namespace, np.Name, np.Labels[LabelRun])
 		n++
+	}
+	m, err := sweepChaos(ctx, cs, sc.Namespace, w)
+	n += m
+	if err != nil {
+		return n, err
 	}
 	ex := execer{cs: cs, rc: rc}
 	for _, key := range []string{LabelStalled, LabelCut} {

@@ -49,6 +49,9 @@ var plane struct {
 // pod's engine, prints "cut" and waits to be SIGKILLed.
 const cutterEnv = "P2PFAULT_TEST_KUBE_CUTTER"
 
+// cutterLossEnv=1 makes the cutter put a loss on too (TestSIGKILLMidLoss...).
+const cutterLossEnv = "P2PFAULT_TEST_KUBE_CUTTER_LOSS"
+
 func TestMain(m *testing.M) {
 	switch {
 	case os.Getenv(sim.StandaloneEnv) == "1":

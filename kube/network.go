@@ -16,27 +16,45 @@ import (
 // FaultNetwork is the cluster's own network faults: a partition is a
 // NetworkPolicy that selects the engine's pod (marked with LabelCut) and
 // allows nothing in or out, enforced by the cluster's CNI (only where it
-// enforces NetworkPolicy: `doctor --kube` cannot tell, the verification
-// connects to see). Loss is refused (a policy drops all or nothing).
+// enforces NetworkPolicy: `doctor --kube` looks for a known one's agent,
+// cni.go; the verification connects to see). A loss is a Chaos Mesh
+// NetworkChaos (chaos.go), where the cluster serves it (Plan refuses a
+// loss where it does not).
 func (c *Cluster) FaultNetwork() (fault.Network, error) { return network{c}, nil }
 
 type network struct{ c *Cluster }
 
-// cuts are the policies in force, by target name.
+// cuts are the network faults in force, by target name.
 type cuts struct {
 	mu sync.Mutex
 	by map[string]cut
 }
 
-type cut struct{ pod, policy string }
+// cut is one: a NetworkPolicy (policy, and the pod's mark) or a
+// NetworkChaos (chaos), and what it is as fault.Report's Cut says it
+// ("partition", "loss 30%").
+type cut struct{ pod, policy, chaos, what string }
 
+// of is what the target's cut is ("" none).
 func (cs *cuts) of(name string) string {
+	cu, _ := cs.get(name)
+	return cu.what
+}
+
+func (cs *cuts) get(name string) (cut, bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if _, ok := cs.by[name]; ok {
-		return "partition"
+	cu, ok := cs.by[name]
+	return cu, ok
+}
+
+func (cs *cuts) put(name string, cu cut) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.by == nil {
+		cs.by = map[string]cut{}
 	}
-	return ""
+	cs.by[name] = cu
 }
 
 func (c *Cluster) byName(name string) (*Target, error) {
@@ -84,20 +102,12 @@ func (n network) Partition(target string, _ ...int) error {
 		unmark(ctx, c.cs, ns, t.where().pod, LabelCut)
 		return fault.NotTaken(fmt.Errorf("create NetworkPolicy %s: %w", name, err))
 	}
-	c.cuts.mu.Lock()
-	defer c.cuts.mu.Unlock()
-	if c.cuts.by == nil {
-		c.cuts.by = map[string]cut{}
-	}
-	c.cuts.by[target] = cut{pod: t.where().pod, policy: name}
+	c.cuts.put(target, cut{pod: t.where().pod, policy: name, what: "partition"})
 	return nil
 }
 
-func (n network) Loss(string, int, ...int) error {
-	return fault.NotTaken(fmt.Errorf("a NetworkPolicy drops every packet or none: loss is not supported on --kube"))
-}
-
-// Heal deletes the target's policy and unmarks its pod.
+// Heal deletes the target's policy and unmarks its pod, or deletes its
+// NetworkChaos.
 func (n network) Heal(target string) error {
 	c := n.c
 	c.cuts.mu.Lock()
@@ -112,6 +122,9 @@ func (n network) Heal(target string) error {
 
 func (c *Cluster) heal(ctx context.Context, cu cut) error {
 	ns := c.cfg.Namespace
+	if cu.chaos != "" {
+		return deleteChaos(ctx, c.cs, ns, cu.chaos)
+	}
 	err := c.cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, cu.policy, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete NetworkPolicy %s: %w", cu.policy, err)
