@@ -87,6 +87,9 @@ func New(cfg Config) (*Experiment, error) {
 	}
 	// A link kind acts on the run's links: using one asks for them (but
 	// for what a cluster that shapes its packets takes itself).
+	if cfg.Link && plan.ShapesLinks {
+		return nil, exitcode.Usagef("--link: p2pfault's links cannot run in this cluster, which shapes its packets itself (on --kube, latency and bandwidth are Chaos Mesh NetworkChaos): drop --link")
+	}
 	cfg.Link = cfg.Link || tl.NeedsLinks(plan.ShapesLinks)
 	if tl.HasPair() && !plan.OwnNetwork {
 		return nil, exitcode.AsUsage(fmt.Errorf("timeline %q: %w", text, fault.ErrNoPairs))

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 
+	"p2pfault/exitcode"
 	"p2pfault/fault"
 )
 
@@ -46,5 +48,26 @@ func TestAFiringReadsTheRunsContextAsRunSetsIt(t *testing.T) {
 	<-ran
 	if f.Context().Err() == nil {
 		t.Error("the run's context is not ended after Run returned")
+	}
+}
+
+// shapingCluster plans like noCluster, as a cluster whose targets shape
+// their packets themselves (Kubernetes' NetworkChaos).
+type shapingCluster struct{ noCluster }
+
+func (shapingCluster) Plan(fault.Timeline) (Plan, error) {
+	return Plan{Sources: 1, Model: "m", Engine: "sim", OwnNetwork: true, ShapesLinks: true}, nil
+}
+
+// TestLinkIsRefusedOnAClusterThatShapesItsPackets: --link asks for
+// p2pfault's links, which such a cluster cannot run: a usage error naming
+// --link, before anything starts; without it the run is set up.
+func TestLinkIsRefusedOnAClusterThatShapesItsPackets(t *testing.T) {
+	_, err := New(Config{Cluster: shapingCluster{}, OutDir: t.TempDir(), Link: true})
+	if err == nil || !strings.Contains(err.Error(), "--link") || exitcode.Code(err) != exitcode.Usage {
+		t.Fatalf("--link on a shaping cluster: %v, want a usage error naming --link", err)
+	}
+	if _, err := New(Config{Cluster: shapingCluster{}, OutDir: t.TempDir()}); err != nil {
+		t.Fatalf("without --link: %v", err)
 	}
 }

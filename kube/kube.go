@@ -120,6 +120,11 @@ func (o Opener) Plan(tl fault.Timeline) (experiment.Plan, error) {
 		if s.OnRank {
 			return experiment.Plan{}, exitcode.Usagef("--kube: %s of one data-parallel rank is not supported yet (a fault by exec reaches the whole pod): name the source (timeline step %q)", s.Kind.Name, s.String())
 		}
+		if s.Pair {
+			// A NetworkPolicy or NetworkChaos here selects the source pod's
+			// traffic, whichever decoder it is with.
+			return experiment.Plan{}, exitcode.Usagef("--kube: %s of one decoder↔source pair is not supported (the NetworkPolicy or NetworkChaos acts on the source pod's traffic with every decoder): name the source alone (timeline step %q)", s.Kind.Name, s.String())
+		}
 	}
 	cs, _, err := o.Config.client()
 	if err != nil {

@@ -107,7 +107,8 @@ func onHost(t *testing.T, pod string) procs {
 }
 
 func TestPlanRefusesWhatAPodCannotTake(t *testing.T) {
-	for _, tl := range []string{"at 1s mute source-0 for 1s", "at 1s remove source-0"} {
+	for _, tl := range []string{"at 1s mute source-0 for 1s", "at 1s remove source-0",
+		"at 1s partition source-0 from decoder-1 for 1s", "at 1s latency 50ms source-0 from decoder-0 for 1s"} {
 		parsed, err := fault.Parse(tl)
 		if err != nil {
 			t.Fatal(err)
