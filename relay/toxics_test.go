@@ -101,17 +101,24 @@ func TestFaultsDropAndDelayOneMessage(t *testing.T) {
 	})
 }
 
+// throttled is a raw pair whose source side is a ROUTER, its first message
+// (the handshake) through, and the link then under bandwidth rate.
+func throttled(t *testing.T, rate float64) (rawPair, *zmtp.Router) {
+	t.Helper()
+	p := newRawPair(t, memnet.New(1))
+	r := zmtp.NewRouter(p.src, zmtp.Options{})
+	t.Cleanup(func() { r.Close() })
+	p.dealer.Send([]byte("first")) // the handshake, unthrottled
+	r.Recv(context.Background())
+	p.l.SetToxics(Toxics{Bandwidth: rate})
+	return p, r
+}
+
 // TestBandwidthPacesTheBytes: 50 000 bytes at 100 000 bytes/s arrive half
 // a second after they were sent.
 func TestBandwidthPacesTheBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fab := memnet.New(1)
-		p := newRawPair(t, fab)
-		r := zmtp.NewRouter(p.src, zmtp.Options{})
-		defer r.Close()
-		p.dealer.Send([]byte("first")) // the handshake, unthrottled
-		r.Recv(context.Background())
-		p.l.SetToxics(Toxics{Bandwidth: 100_000})
+		p, r := throttled(t, 100_000)
 		start := time.Now()
 		p.dealer.Send(make([]byte, 50_000-9)) // 9 bytes of frame header
 		if _, _, err := r.Recv(context.Background()); err != nil {
@@ -131,13 +138,7 @@ func TestBandwidthPacesTheBytes(t *testing.T) {
 // half a second after it was sent, though its frame is a few bytes.
 func TestBandwidthChargesTheSimsInlineData(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fab := memnet.New(1)
-		p := newRawPair(t, fab)
-		r := zmtp.NewRouter(p.src, zmtp.Options{})
-		defer r.Close()
-		p.dealer.Send([]byte("first")) // the handshake, unthrottled
-		r.Recv(context.Background())
-		p.l.SetToxics(Toxics{Bandwidth: 1_000_000})
+		p, r := throttled(t, 1_000_000)
 		start := time.Now()
 		b := encode(t, wire.Message{Type: wire.TypeTransferDone, KVRequestID: "k", Success: true, Bytes: 500_000})
 		p.dealer.Send(b)
