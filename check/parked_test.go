@@ -50,3 +50,30 @@ func TestParkedChecks(t *testing.T) {
 		t.Errorf("no series exported gave %+v, want no line", rs)
 	}
 }
+
+// TestParkedWindowSettlesOnceBack: a window whose source's stores were
+// back is settled, and a later rise (another fault's stores) is not its
+// peak, so its result is the same whichever later readings are kept; one
+// not back yet, in time or not, is not settled.
+func TestParkedWindowSettlesOnceBack(t *testing.T) {
+	s := time.Second
+	kill := DecoderWindow{Decoder: 1, Kind: "kill", Start: 2 * s, End: 4 * s, Recovers: true}
+	pts := []ParkedPoint{{0, 1, 3}, {s, 1, 3}, {2 * s, 9, 27}, {5 * s, 1, 3}, {6 * s, 20, 60}}
+	for _, tt := range []struct {
+		name    string
+		pts     []ParkedPoint
+		settled bool
+		want    string
+	}{
+		{"back, a later rise", pts, true, "peak 9 (27), back after 1.0s"},
+		{"back, nothing later", pts[:4], true, "peak 9 (27), back after 1.0s"},
+		{"not back yet", pts[:3], false, "before the bound"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok, settled := ParkedWindow([]string{"source-0"}, map[string][]ParkedPoint{"source-0": tt.pts}, kill, 3*s, 10*s, 6*s)
+			if !ok || settled != tt.settled || !strings.Contains(r.Detail, tt.want) {
+				t.Errorf("got %+v, ok %v, settled %v; want settled %v, detail with %q", r, ok, settled, tt.settled, tt.want)
+			}
+		})
+	}
+}

@@ -118,6 +118,7 @@ func New(cfg Config) (*Experiment, error) {
 	}
 	e.evidence = e.newEvidence()
 	e.verdicts.pullsEnd = e.pullsEndWithin()
+	e.parkedSetup()
 	return e, nil
 }
 

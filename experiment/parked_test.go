@@ -1,6 +1,7 @@
 package experiment_test
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -8,7 +9,9 @@ import (
 	"p2pfault/check"
 	"p2pfault/event"
 	"p2pfault/experiment"
+	"p2pfault/fault"
 	"p2pfault/runner"
+	"p2pfault/vcluster"
 )
 
 // TestParkedStoresReturnAfterAKilledDecoder: kill decoder-1 of two in PD
@@ -60,4 +63,54 @@ func TestParkedStoresReturnAfterAKilledDecoder(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestParkedCheckKeepsOnlyTheReadingsItNeeds: a 4-minute run of two
+// sources and two decoders whose decoder-1 is stalled for 10 s a minute
+// in (fired as a key fires it). The parked check judges that window once
+// every source's stores are back and lets go of the readings no window
+// needs: at the end the four engines' series hold at most about 75 s of
+// readings each (twice the 25 s lookback, and one prune period), not the
+// run's 240; the verdict still carries the check, passed.
+func TestParkedCheckKeepsOnlyTheReadingsItNeeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp, err := experiment.New(experiment.Config{
+			Duration: 4 * time.Minute, OutDir: t.TempDir(),
+			Cluster: vcluster.Opener{Seed: 1, Config: runner.Config{Decoders: 2, ExtraArgs: []string{"--sim-startup-delay=0s"}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := exp.Subscribe()
+		readings := 0
+		go func() {
+			for ev := range ch {
+				if ev.Kind == event.KindMetrics && ev.Metrics.Reading.ParkedStores.OK {
+					readings++
+				}
+			}
+		}()
+		go func() {
+			time.Sleep(time.Minute)
+			a := act(fault.ActionStall, 1, fault.Options{For: 10 * time.Second})
+			a.Grain = fault.Grain{Decoder: true}
+			if err := exp.Fire(a); err != nil {
+				t.Errorf("stall decoder-1: %v", err)
+			}
+		}()
+		v, err := exp.Run(context.Background())
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		synctest.Wait()
+		kept := exp.KeptParked()
+		t.Logf("%d parked readings in the run, %d kept by the check at its end", readings, kept)
+		if readings < 800 || kept > 4*80 {
+			t.Errorf("%d readings in the run, %d kept: want at most about 75 s worth of each engine's kept, not the run's", readings, kept)
+		}
+		c, ok := decoderChecks(v)[check.NameParkedStores]
+		if !ok || !c.Passed || c.Empty {
+			t.Errorf("%s = %+v (present %v), want passed", check.NameParkedStores, c, ok)
+		}
+	})
 }

@@ -33,29 +33,15 @@ type verdicts struct {
 	keepFrom   time.Duration
 	pullsEnd   time.Duration // Experiment.pullsEndWithin
 	// parked is each engine's parked stores as its scrapes read them since
-	// t0, by engine name (check.ParkedChecks), when it exports them.
-	parked map[string][]check.ParkedPoint
-}
-
-// noteParked keeps engine's parked stores read at at, when it exports them.
-func (v *verdicts) noteParked(engine string, at time.Duration, r event.Reading) {
-	if !r.ParkedStores.OK {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.parked == nil {
-		v.parked = map[string][]check.ParkedPoint{}
-	}
-	v.parked[engine] = append(v.parked[engine], check.ParkedPoint{At: at, Stores: r.ParkedStores.V, Blocks: r.PinnedBlocks.V})
-}
-
-// parkedChecks are check.ParkedChecks of the decoder windows so far over
-// sources' readings: back within bound, the baseline read over lookback.
-func (v *verdicts) parkedChecks(sources []string, bound, lookback, runEnd time.Duration) []event.Result {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return check.ParkedChecks(sources, v.parked, v.decWindows, bound, lookback, runEnd)
+	// t0, by engine name (check.ParkedChecks), when it exports them: those
+	// a decoder window may still judge (parked.go).
+	parked         map[string][]check.ParkedPoint
+	parkedSettled  map[int]event.Result // by index into decWindows
+	parkedPrunedAt time.Duration        // the last pruneParked's
+	parkedSources  []string
+	// parkedBound and lookback are the parked check's bound and baseline
+	// lookback (Experiment.parkedSetup).
+	parkedBound, lookback time.Duration
 }
 
 func (v *verdicts) started(p event.PullStart) {
@@ -223,7 +209,7 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 		v = e.noWindowVerdict(v, runEnd)
 	}
 	checks := e.verdicts.decoderChecks(e.cfg.Bounds.Scaled(e.cfg.TimeScale), e.plan.Decoders, runEnd, e.run.since()-e.pullsEndWithin())
-	checks = append(checks, e.parkedChecks(runEnd)...)
+	checks = append(checks, e.verdicts.parkedChecks(runEnd)...)
 	for _, c := range checks {
 		if check.LaggedOut(c) {
 			// Failed only where p2pfault lagged: not judged (exit 3), as
@@ -236,23 +222,6 @@ func (e *Experiment) verdictAt(runEnd time.Duration, final bool) event.Verdict {
 		v.Passed = v.Passed && c.Passed
 	}
 	return v
-}
-
-// parkedChecks judges the sources' parked stores after each decoder
-// fault (check.NameParkedStores): back within the engines'
-// unbound_store_timeout_s and check.ParkedMargin, at the run's time scale;
-// the baseline is read over the recovery window's length before the fault.
-func (e *Experiment) parkedChecks(runEnd time.Duration) []event.Result {
-	timeout := e.plan.UnboundStoreTimeout
-	if timeout <= 0 {
-		timeout = DefaultUnboundStoreTimeout
-	}
-	sources := make([]string, e.plan.Sources)
-	for i := range sources {
-		sources[i] = event.SourceName(i)
-	}
-	bound := e.cfg.scale(timeout + check.ParkedMargin(timeout))
-	return e.verdicts.parkedChecks(sources, bound, e.cfg.Bounds.Scaled(e.cfg.TimeScale).RecoveryWindow, runEnd)
 }
 
 // noWindowVerdict is the judge's verdict v of a run no fault window opened

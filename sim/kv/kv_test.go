@@ -169,3 +169,46 @@ func TestLRU(t *testing.T) {
 		t.Errorf("a zero-capacity LRU held a block")
 	}
 }
+
+// TestLRUFillsWithoutAllocating: the tier's slots and hash index are
+// allocated when it is made, as vLLM's block pool is, so filling it to
+// its capacity (the virtual engines' GPU tier: 7 372 blocks) allocates
+// nothing, and neither does churning it once full.
+func TestLRUFillsWithoutAllocating(t *testing.T) {
+	const capacity = 7372
+	l := NewLRU(capacity)
+	k := uint64(0)
+	fill := testing.AllocsPerRun(1, func() {
+		for range capacity {
+			k++
+			l.Insert(k, k)
+		}
+	})
+	churn := testing.AllocsPerRun(1, func() {
+		for range capacity {
+			k++
+			l.Insert(k, k)
+		}
+	})
+	if fill != 0 || churn != 0 || len(l.entries) != capacity {
+		t.Errorf("filling %d blocks allocated %v times, churning %v times (holds %d): want none", capacity, fill, churn, len(l.entries))
+	}
+}
+
+// BenchmarkLRUInsert: a new block into a full tier of 7 372 (each insert
+// evicts the least recently used), the engine loop's store of a prompt's
+// blocks.
+func BenchmarkLRUInsert(b *testing.B) {
+	const capacity = 7372
+	l := NewLRU(capacity)
+	k := uint64(0)
+	for range capacity {
+		k++
+		l.Insert(k, k)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		k++
+		l.Insert(k, k)
+	}
+}

@@ -1,7 +1,5 @@
 package kv
 
-import "container/list"
-
 // LRU is a KV tier: a set of blocks named by their hash, each held in a
 // memory slot whose content is the block's digest (what the KV data would
 // be), with a capacity, evicting the least recently used unpinned block.
@@ -11,20 +9,42 @@ import "container/list"
 // freed first, as an allocator reuses memory; so a reader that reads a slot
 // after its block was freed reads whatever block was written there since.
 // Not safe for concurrent use: the engine loop owns it.
+//
+// Its slots are allocated up front, as vLLM's are: the KV cache itself
+// (gpu_memory_utilization's share of the GPU, the CPU tier's pinned
+// buffer of cpu_bytes_to_use) and the block pool's KVCacheBlock objects,
+// every one created and linked into the free queue when the pool is made
+// (vllm/v1/core/block_pool.py BlockPool.__init__, FreeKVCacheBlockQueue).
+// So a tier's memory does not grow as it fills: each slot is one element
+// of an array, the recency order a list threaded through it by index, and
+// the hash index is sized for the capacity. (The 72 GPU tiers of 7 372
+// blocks of a 64-source, 8-decoder virtual run took 67 MB of heap once
+// full, grown over the ~17 minutes a source takes to fill its own; made up
+// front they take 38 MB from the start.)
 type LRU struct {
 	capacity int
-	order    *list.List // front = most recently used
-	entries  map[uint64]*list.Element
-	content  []uint64 // by slot: the digest last written there
-	free     []int    // freed slots, reused from the end
+	slots    []slot
+	used     int              // slots handed out at least once
+	entries  map[uint64]int32 // held block → its slot
+	head     int32            // most recently used held slot; none: -1
+	tail     int32            // least recently used
+	free     []int32          // freed slots, reused from the end
 }
 
-type lruEntry struct {
-	key      uint64
-	pins     int
-	slot     int
-	reserved bool // a load's destination: its slot is not written yet
+// slot is one block's memory: the digest last written there and, while a
+// block is held in it, the block's state and its place in the order.
+type slot struct {
+	digest     uint64
+	key        uint64
+	prev, next int32 // towards head, towards tail; -1 at the ends
+	pins       int32
+	reserved   bool // a load's destination: its slot is not written yet
 }
+
+// preallocMax bounds what NewLRU allocates up front (32 MiB of slots): a
+// tier larger than that (a cpu_bytes_to_use of hundreds of GB at the sim's
+// block size) grows its slots as it fills, as before.
+const preallocMax = 1 << 20
 
 // BlockRef names where a block was held: its hash and its slot.
 type BlockRef struct {
@@ -34,45 +54,46 @@ type BlockRef struct {
 
 // NewLRU returns an LRU holding at most capacity blocks (0 holds none).
 func NewLRU(capacity int) *LRU {
-	if capacity < 0 {
-		capacity = 0
-	}
-	return &LRU{capacity: capacity, order: list.New(), entries: make(map[uint64]*list.Element)}
+	capacity = max(capacity, 0)
+	n := min(capacity, preallocMax)
+	return &LRU{capacity: capacity, slots: make([]slot, n), entries: make(map[uint64]int32, n), head: -1, tail: -1}
 }
 
-func (l *LRU) entry(k uint64) *lruEntry {
-	if e, ok := l.entries[k]; ok {
-		return e.Value.(*lruEntry)
+// held is k's slot, if k is held (reserved or not).
+func (l *LRU) held(k uint64) (*slot, bool) {
+	s, ok := l.entries[k]
+	if !ok {
+		return nil, false
 	}
-	return nil
+	return &l.slots[s], true
 }
 
 // Contains reports whether k is held with its content, without touching it.
 func (l *LRU) Contains(k uint64) bool {
-	ent := l.entry(k)
-	return ent != nil && !ent.reserved
+	s, ok := l.held(k)
+	return ok && !s.reserved
 }
 
 // PrefixHits counts the leading keys held, in order, stopping at the first
 // miss, and marks the hits as recently used.
 func (l *LRU) PrefixHits(keys []uint64) int {
 	for i, k := range keys {
-		e, ok := l.entries[k]
-		if !ok || e.Value.(*lruEntry).reserved {
+		s, ok := l.entries[k]
+		if !ok || l.slots[s].reserved {
 			return i
 		}
-		l.order.MoveToFront(e)
+		l.toFront(s)
 	}
 	return len(keys)
 }
 
 // Digest is the content of k's slot, if k is held with its content.
 func (l *LRU) Digest(k uint64) (uint64, bool) {
-	ent := l.entry(k)
-	if ent == nil || ent.reserved {
+	s, ok := l.held(k)
+	if !ok || s.reserved {
 		return 0, false
 	}
-	return l.content[ent.slot], true
+	return s.digest, true
 }
 
 // Insert adds k holding digest (or refreshes it: a block already held keeps
@@ -81,16 +102,16 @@ func (l *LRU) Digest(k uint64) (uint64, bool) {
 // are all pinned skips the store, as vLLM's offloading does when no block
 // can be evicted.
 func (l *LRU) Insert(k, digest uint64) bool {
-	if e, ok := l.entries[k]; ok {
-		l.order.MoveToFront(e)
+	if s, ok := l.entries[k]; ok {
+		l.toFront(s)
 		return true
 	}
-	slot, ok := l.alloc()
+	s, ok := l.alloc()
 	if !ok {
 		return false
 	}
-	l.content[slot] = digest
-	l.entries[k] = l.order.PushFront(&lruEntry{key: k, slot: slot})
+	l.slots[s].digest = digest
+	l.hold(k, s, false)
 	return true
 }
 
@@ -101,36 +122,47 @@ func (l *LRU) Reserve(k uint64) bool {
 	if _, ok := l.entries[k]; ok {
 		return false
 	}
-	slot, ok := l.alloc()
+	s, ok := l.alloc()
 	if !ok {
 		return false
 	}
-	l.entries[k] = l.order.PushFront(&lruEntry{key: k, slot: slot, reserved: true, pins: 1})
+	l.hold(k, s, true)
 	return true
+}
+
+// hold makes slot s k's, most recently used; a reservation is pinned once.
+func (l *LRU) hold(k uint64, s int32, reserved bool) {
+	sl := &l.slots[s]
+	sl.key, sl.reserved, sl.pins = k, reserved, 0
+	if reserved {
+		sl.pins = 1
+	}
+	l.entries[k] = s
+	l.pushFront(s)
 }
 
 // Fill writes a reserved block's content (its load landed) and releases
 // the reservation's pin.
 func (l *LRU) Fill(k, digest uint64) {
-	if ent := l.entry(k); ent != nil && ent.reserved {
-		l.content[ent.slot] = digest
-		ent.reserved = false
-		ent.pins--
+	if s, ok := l.held(k); ok && s.reserved {
+		s.digest = digest
+		s.reserved = false
+		s.pins--
 	}
 }
 
 // Keep makes a reserved block a hit with whatever its slot holds, as if its
 // load had landed (the recompute-keeps-partial defect).
 func (l *LRU) Keep(k uint64) {
-	if ent := l.entry(k); ent != nil && ent.reserved {
-		ent.reserved = false
-		ent.pins--
+	if s, ok := l.held(k); ok && s.reserved {
+		s.reserved = false
+		s.pins--
 	}
 }
 
 // Cancel drops a reservation (its load failed) and frees its slot.
 func (l *LRU) Cancel(k uint64) {
-	if ent := l.entry(k); ent != nil && ent.reserved {
+	if s, ok := l.held(k); ok && s.reserved {
 		l.remove(k)
 	}
 }
@@ -143,45 +175,44 @@ func (l *LRU) Remove(k uint64) {
 }
 
 func (l *LRU) remove(k uint64) {
-	e := l.entries[k]
-	ent := e.Value.(*lruEntry)
-	l.order.Remove(e)
+	s := l.entries[k]
+	l.unlink(s)
 	delete(l.entries, k)
-	l.free = append(l.free, ent.slot)
+	l.free = append(l.free, s)
 }
 
 // Ref is where k is held.
 func (l *LRU) Ref(k uint64) (BlockRef, bool) {
-	ent := l.entry(k)
-	if ent == nil {
+	s, ok := l.entries[k]
+	if !ok {
 		return BlockRef{}, false
 	}
-	return BlockRef{Key: k, Slot: ent.slot}, true
+	return BlockRef{Key: k, Slot: int(s)}, true
 }
 
 // ReadSlot reads the slot of r: its content, and whether r's block is still
 // what it holds (false once the block was freed, whatever the slot holds
 // since).
 func (l *LRU) ReadSlot(r BlockRef) (digest uint64, intact bool) {
-	if r.Slot < 0 || r.Slot >= len(l.content) {
+	if r.Slot < 0 || r.Slot >= l.used {
 		return 0, false
 	}
-	ent := l.entry(r.Key)
-	return l.content[r.Slot], ent != nil && ent.slot == r.Slot && !ent.reserved
+	s, ok := l.entries[r.Key]
+	return l.slots[r.Slot].digest, ok && int(s) == r.Slot && !l.slots[s].reserved
 }
 
 // alloc finds a slot for a new block: a freed one, a never used one, or the
 // least recently used unpinned block's, evicted.
-func (l *LRU) alloc() (int, bool) {
+func (l *LRU) alloc() (int32, bool) {
 	if l.capacity == 0 {
 		return 0, false
 	}
 	if len(l.entries) >= l.capacity {
-		for e := l.order.Back(); e != nil; e = e.Prev() {
-			if ent := e.Value.(*lruEntry); ent.pins == 0 {
-				l.order.Remove(e)
-				delete(l.entries, ent.key)
-				return ent.slot, true
+		for s := l.tail; s != -1; s = l.slots[s].prev {
+			if l.slots[s].pins == 0 {
+				l.unlink(s)
+				delete(l.entries, l.slots[s].key)
+				return s, true
 			}
 		}
 		return 0, false
@@ -191,30 +222,68 @@ func (l *LRU) alloc() (int, bool) {
 		l.free = l.free[:n-1]
 		return s, true
 	}
-	l.content = append(l.content, 0)
-	return len(l.content) - 1, true
+	if l.used == len(l.slots) {
+		l.slots = append(l.slots, slot{}) // beyond preallocMax
+	}
+	l.used++
+	return int32(l.used - 1), true
+}
+
+// pushFront links s at the head of the order.
+func (l *LRU) pushFront(s int32) {
+	sl := &l.slots[s]
+	sl.prev, sl.next = -1, l.head
+	if l.head != -1 {
+		l.slots[l.head].prev = s
+	} else {
+		l.tail = s
+	}
+	l.head = s
+}
+
+// unlink takes s out of the order.
+func (l *LRU) unlink(s int32) {
+	sl := &l.slots[s]
+	if sl.prev != -1 {
+		l.slots[sl.prev].next = sl.next
+	} else {
+		l.head = sl.next
+	}
+	if sl.next != -1 {
+		l.slots[sl.next].prev = sl.prev
+	} else {
+		l.tail = sl.prev
+	}
+	sl.prev, sl.next = -1, -1
+}
+
+func (l *LRU) toFront(s int32) {
+	if l.head != s {
+		l.unlink(s)
+		l.pushFront(s)
+	}
 }
 
 // Pin protects k from eviction until a matching Unpin; it reports whether k
 // is held.
 func (l *LRU) Pin(k uint64) bool {
-	ent := l.entry(k)
-	if ent == nil {
+	s, ok := l.held(k)
+	if !ok {
 		return false
 	}
-	ent.pins++
+	s.pins++
 	return true
 }
 
 // Unpin releases one Pin of k.
 func (l *LRU) Unpin(k uint64) {
-	if ent := l.entry(k); ent != nil && ent.pins > 0 {
-		ent.pins--
+	if s, ok := l.held(k); ok && s.pins > 0 {
+		s.pins--
 	}
 }
 
 // Pinned reports whether k is held and pinned.
 func (l *LRU) Pinned(k uint64) bool {
-	ent := l.entry(k)
-	return ent != nil && ent.pins > 0
+	s, ok := l.held(k)
+	return ok && s.pins > 0
 }
