@@ -115,6 +115,9 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 	if err != nil {
 		return runPlan{}, err
 	}
+	if err := o.durationFits(cmd, caseName); err != nil {
+		return runPlan{}, err
+	}
 	if err := o.clusterFrom(cmd); err != nil {
 		return runPlan{}, err
 	}
@@ -144,6 +147,19 @@ func (o *runOptions) configure(cmd *cobra.Command) (runPlan, error) {
 		arms.configs[i].Nemesis = nemesis // every arm draws the same schedule
 	}
 	return runPlan{caseName: caseName, specs: specs, out: out, headless: headless, arms: arms, compress: comp}, nil
+}
+
+// durationFits refuses --duration where it has no say: a case's or a
+// timeline's run ends at its last window's recovery, which --recovery
+// lengthens (taken silently, a 10-minute run stopped after a minute).
+func (o *runOptions) durationFits(cmd *cobra.Command, caseName string) error {
+	if !cmd.Flags().Changed("duration") || caseName == fault.CaseNemesis {
+		return nil
+	}
+	if o.timeline != "" || caseName != fault.CaseNone {
+		return exitcode.Usagef("--duration %v: a run with a case or a timeline ends at its last fault window's recovery; lengthen it with --recovery (--duration is for case none and --nemesis)", o.duration)
+	}
+	return nil
 }
 
 // caseOf is the run's case: --case, else $FAULT_CASE, else none; a

@@ -69,6 +69,8 @@ func TestBadInputIsAUsageErrorThatNamesIt(t *testing.T) {
 		{"bad load-failure policy", []string{"run", "--headless", "--kv-load-failure-policy", "retry"}, nil, `--kv-load-failure-policy "retry"`},
 		{"FAULTS=1 with a run-only flag", []string{"--case", "kill"}, map[string]string{"FAULTS": "1"}, "FAULTS=1 runs the slice, which has no --case"},
 		{"bad nemesis", []string{"run", "--headless", "--nemesis", "chaos", "--duration", "1m"}, nil, `--nemesis "chaos": want random`},
+		{"duration with a timeline", []string{"run", "--headless", "--timeline", "at 1s kill source-0", "--duration", "10m"}, nil, "--duration 10m0s: a run with a case or a timeline ends at its last fault window's recovery; lengthen it with --recovery"},
+		{"duration with a case", []string{"run", "--headless", "--case", "stall", "--duration", "10m"}, nil, "lengthen it with --recovery"},
 		{"nemesis without a duration", []string{"run", "--headless", "--nemesis", "random"}, nil, "--nemesis random needs --duration"},
 		{"nemesis with a case", []string{"run", "--headless", "--nemesis", "random", "--duration", "1h", "--case", "stall"}, nil, "--nemesis draws the run's faults: it takes no --case"},
 		{"nemesis with a timeline", []string{"run", "--headless", "--nemesis", "random", "--duration", "1h", "--timeline", "at 1s kill source-0"}, nil, "it takes no --timeline"},
