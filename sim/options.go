@@ -34,6 +34,7 @@ type serveFlags struct {
 	dpSize              int
 	seed                int64
 	pendingHandshake    string
+	lookupDeadline      string
 	deadSessionLoads    string
 	disableLogStats     bool
 
@@ -81,7 +82,8 @@ func (f *serveFlags) register(fs *pflag.FlagSet) {
 
 	// Sim knobs.
 	fs.Float64Var(&f.timeScale, "sim-time-scale", event.DefaultTimeScale, "multiplies every sim timeout and delay (not the tick, compute or transfer time)")
-	fs.DurationVar(&f.lookupTimeout, "sim-lookup-timeout", 8*time.Second, "a lookup not answered within this kills the P2P session")
+	fs.DurationVar(&f.lookupTimeout, "sim-lookup-timeout", 8*time.Second, "the lookup deadline's length (--sim-lookup-deadline): at it the P2P session is reaped and its waiting pulls prefill locally")
+	fs.StringVar(&f.lookupDeadline, "sim-lookup-deadline", "silence", "what ends a lookup a live peer never answers: silence (the seed's build: the peer silent, or one lookup unanswered, for --sim-lookup-timeout), none (vLLM main @099ef822: nothing, the pull waits until its client gives up) or progress (vLLM PR #56836: one lookup unanswered for --sim-lookup-timeout, heartbeats or not)")
 	fs.DurationVar(&f.heartbeatInterval, "sim-heartbeat-interval", 2*time.Second, "ping interval on ready P2P sessions")
 	fs.DurationVar(&f.heartbeatTimeout, "sim-heartbeat-timeout", 10*time.Second, "silence after a ping that kills a P2P session")
 	fs.DurationVar(&f.lookupHold, "sim-lookup-hold", 5*time.Second, "how long a source holds a lookup on blocks it is still computing")
@@ -217,6 +219,9 @@ func (f *serveFlags) check(model string) (engine.PendingMode, error) {
 	if err := f.checkDurations(); err != nil {
 		return 0, err
 	}
+	if _, ok := engine.ParseLookupDeadline(f.lookupDeadline); !ok {
+		return fail("--sim-lookup-deadline %q: want %s", f.lookupDeadline, strings.Join(engine.LookupDeadlines, ", "))
+	}
 	if f.deadSessionLoads != "fail" && f.deadSessionLoads != "timeout" {
 		return fail("--sim-dead-session-loads %q: want fail or timeout", f.deadSessionLoads)
 	}
@@ -325,6 +330,7 @@ func (f *serveFlags) build(model string, mode engine.PendingMode, env serveEnv, 
 			P2PHost:           kvt.P2PHost,
 			P2PPort:           kvt.P2PPort,
 			PendingHandshake:  mode,
+			LookupDeadline:    lookupDeadline(f.lookupDeadline),
 			LoadFailure:       kvt.LoadFailure,
 			DeadSessionLoads:  deadSessionLoads(f.deadSessionLoads),
 			HandshakeTimeout:  scale(env.handshake),
@@ -363,6 +369,12 @@ func deadSessionLoads(v string) engine.DeadSessionLoads {
 		return engine.DeadLoadsTimeout
 	}
 	return engine.DeadLoadsFail
+}
+
+// lookupDeadline is a --sim-lookup-deadline value check has accepted.
+func lookupDeadline(v string) engine.LookupDeadline {
+	d, _ := engine.ParseLookupDeadline(v)
+	return d
 }
 
 // envSeconds reads a vLLM environment variable holding a positive number

@@ -123,6 +123,16 @@ func TestResolveServeConfig(t *testing.T) {
 				}
 				return ""
 			}},
+		{"the lookup deadline is the seed's build's by default; --sim-lookup-deadline selects another", map[string]string{"PYTHONHASHSEED": "0"}, []string{"--sim-lookup-deadline", "progress", "--sim-lookup-timeout", "30s"},
+			func(c serveConfig) string {
+				if c.Engine.LookupDeadline != engine.LookupProgress || c.Engine.LookupTimeout != 30*time.Second {
+					return "lookup deadline"
+				}
+				if d, _ := resolveArgs(t, map[string]string{"PYTHONHASHSEED": "0"}); d.Engine.LookupDeadline != engine.LookupSilence || d.Engine.LookupTimeout != 8*time.Second {
+					return "default lookup deadline"
+				}
+				return ""
+			}},
 		{"--disable-log-stats turns the stats line off", map[string]string{"PYTHONHASHSEED": "0", "VLLM_LOG_STATS_INTERVAL": "3"}, []string{"--disable-log-stats"},
 			func(c serveConfig) string {
 				if c.Engine.StatsInterval != 0 {
@@ -152,7 +162,7 @@ func TestResolveServeConfig(t *testing.T) {
 }
 
 func TestResolveErrorsAreUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"--sim-freeze-gap", "0s"}, {"--max-num-batched-tokens", "0"}, {"--sim-dead-session-loads", "keep"}, {"--sim-attention-context", "-1"}, {"--sim-register-per-block", "-1us"}} {
+	for _, args := range [][]string{{"--sim-freeze-gap", "0s"}, {"--max-num-batched-tokens", "0"}, {"--sim-dead-session-loads", "keep"}, {"--sim-lookup-deadline", "forever"}, {"--sim-attention-context", "-1"}, {"--sim-register-per-block", "-1us"}} {
 		_, err := resolveArgs(t, nil, args...)
 		if exitcode.Code(err) != exitcode.Usage || !strings.Contains(fmt.Sprint(err), args[0]) {
 			t.Errorf("%v: exit code %d for %v, want %d naming %s", args, exitcode.Code(err), err, exitcode.Usage, args[0])

@@ -12,6 +12,7 @@ import (
 
 	"p2pfault/netenv"
 	"p2pfault/sim/kv"
+	"p2pfault/sim/wire"
 )
 
 // PendingMode is what a request does when it meets a P2P session whose
@@ -30,6 +31,43 @@ func (m PendingMode) String() string {
 		return "prefill"
 	}
 	return "wait"
+}
+
+// LookupDeadline is what ends a lookup a ready session's peer never
+// answers (MODEL.md mechanism 3): three builds of vLLM differ here.
+type LookupDeadline int
+
+const (
+	// LookupSilence reaps the session when lookups wait and the peer has
+	// said nothing (no message, no heartbeat PONG) for the lookup timeout,
+	// or when one lookup has waited that long: the seed's build, whose
+	// "8 s lookup timeout" ends its in-flight stall pull at 7.08 s.
+	LookupSilence LookupDeadline = iota
+	// LookupNone never ends a lookup: vLLM main (session/client.py
+	// @099ef822, "There is no timeout … an unanswered probe simply stays
+	// None" until finish_request). Against a peer whose heartbeats flow
+	// the request waits until its client gives up (#56823).
+	LookupNone
+	// LookupProgress is #56836's progress deadline: a request whose lookup
+	// has gone unanswered for the lookup timeout since it was sent (heartbeats
+	// do not count) marks the whole peer session dead, and the teardown
+	// turns its waiting lookups into misses.
+	LookupProgress
+)
+
+// LookupDeadlines are the --sim-lookup-deadline values, in order.
+var LookupDeadlines = []string{"silence", "none", "progress"}
+
+func (d LookupDeadline) String() string { return LookupDeadlines[d] }
+
+// ParseLookupDeadline reads a --sim-lookup-deadline value.
+func ParseLookupDeadline(s string) (LookupDeadline, bool) {
+	for i, n := range LookupDeadlines {
+		if n == s {
+			return LookupDeadline(i), true
+		}
+	}
+	return 0, false
 }
 
 // LoadFailurePolicy is vLLM's kv_load_failure_policy: what a request does
@@ -87,11 +125,12 @@ type Config struct {
 	P2PPort int    // 0 picks a free port
 
 	PendingHandshake PendingMode
+	LookupDeadline   LookupDeadline
 	LoadFailure      LoadFailurePolicy
 	DeadSessionLoads DeadSessionLoads
 
 	HandshakeTimeout  time.Duration // VLLM_P2P_HANDSHAKE_TIMEOUT_S
-	LookupTimeout     time.Duration // consumer deadline on a lookup_resp
+	LookupTimeout     time.Duration // consumer deadline on a lookup_resp (LookupDeadline says how it counts)
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration // silence after a ping that kills a session
 	LookupHold        time.Duration // producer hold on a block still being computed
@@ -144,6 +183,10 @@ type Config struct {
 	// process needs none: the kernel stops it.
 	Gate func() `json:"-"`
 
+	// withhold, in tests, drops each message a consumer's peer sent for
+	// which it returns true before the consumer reads it, as a link
+	// between them withholding it (p2pfault's mute: the half-open peer).
+	withhold func(wire.Message) bool
 	// holdLoss, in tests, delays each Disconnected event on its way to
 	// the loop: the order in which a loss and a message sent after it
 	// meet the loop must not decide what the engine does.

@@ -100,7 +100,7 @@ func (e *Engine) dialed(s *session) {
 
 func (e *Engine) consumerFrame(c *conn, m wire.Message) {
 	s := c.sess
-	if s.state == sessDead {
+	if s.state == sessDead || e.cfg.withhold != nil && e.cfg.withhold(m) {
 		return
 	}
 	s.heard = e.now
@@ -291,15 +291,33 @@ func (e *Engine) superviseOrphans() {
 }
 
 func (e *Engine) superviseReady(s *session) {
-	// The lookup deadline is progress on the session, not a clock per
-	// request: lookups are waiting and the peer has said nothing for the
-	// lookup timeout (MODEL.md, "lookup deadline"). A frozen peer is thus
-	// reaped a fixed time after it last spoke, whenever the lookups that
-	// wait on it were sent, which is what lets the seed's in-flight request
-	// end at 7.08 s under an 8 s timeout. A peer that keeps answering pings
-	// but never a lookup is still caught by each lookup's own deadline.
-	// The peer's last word is its last message or its last heartbeat
-	// PONG on the DEALER, whichever came later.
+	switch e.cfg.LookupDeadline {
+	case LookupSilence:
+		if e.silenceExpired(s) {
+			return
+		}
+	case LookupProgress:
+		if e.progressExpired(s) {
+			return
+		}
+	}
+	// LookupNone: an unanswered lookup waits until its request ends
+	// (cancelLookup) or the session dies. The heartbeat is libzmq's, on
+	// the link's DEALER (linkEvent).
+	e.superviseLoads(s)
+}
+
+// silenceExpired is the seed's build's lookup deadline, which reaps s
+// when it is due. It is progress on the session, not a clock per request:
+// lookups are waiting and the peer has said nothing for the lookup timeout
+// (MODEL.md, "lookup deadline"). A frozen peer is thus reaped a fixed time
+// after it last spoke, whenever the lookups that wait on it were sent,
+// which is what lets the seed's in-flight request end at 7.08 s under an
+// 8 s timeout. A peer that keeps answering pings but never a lookup is
+// still caught by each lookup's own deadline. The peer's last word is its
+// last message or its last heartbeat PONG on the DEALER, whichever came
+// later.
+func (e *Engine) silenceExpired(s *session) bool {
 	heard := s.heard
 	if h := s.c.l.dealer.LastHeard(); h.After(heard) {
 		heard = h
@@ -307,18 +325,58 @@ func (e *Engine) superviseReady(s *session) {
 	if len(s.lookups) > 0 && !e.now.Before(heard.Add(e.cfg.LookupTimeout)) {
 		e.log.Warning(compP2P, "lookup on %s timed out after %s: no answer from the peer while %d lookups waited", s.peer, secs(e.cfg.LookupTimeout), len(s.lookups))
 		e.reapSilent(s, "lookup timed out")
-		return
+		return true
 	}
 	for _, r := range s.lookups {
 		if !e.now.Before(r.deadline) {
 			// One unanswered lookup reaps the whole session.
 			e.log.Warning(compP2P, "lookup on %s timed out after %s", s.peer, secs(e.cfg.LookupTimeout))
 			e.reapSilent(s, "lookup timed out")
-			return
+			return true
 		}
 	}
-	// The heartbeat is libzmq's, on the link's DEALER (linkEvent).
-	e.superviseLoads(s)
+	return false
+}
+
+// progressExpired is #56836's deadline, which reaps s when it is due: a
+// request whose lookup has been unanswered for the lookup timeout since it
+// was sent marks the whole peer session dead ("An expired lookup marks the
+// whole peer session dead"), whatever the heartbeats say ("not a
+// transport-arrival timestamp"). The sim sends a request's keys in one
+// lookup, answered in one lookup_resp, so its deadline is never rearmed.
+// The warning names the peer, the request and the time without progress,
+// as the PR's does; the earliest request is named, so equal deadlines log
+// alike every run.
+func (e *Engine) progressExpired(s *session) bool {
+	for _, r := range sortedByID(s.lookups) {
+		if !e.now.Before(r.deadline) {
+			e.log.Warning(compP2P, "lookup on %s timed out after %s: request %s made no progress", s.peer, secs(e.cfg.LookupTimeout), r.in.Source.KVRequestID)
+			e.reapSilent(s, "lookup timed out")
+			return true
+		}
+	}
+	return false
+}
+
+// lookupDeadline names the lookup deadline in force, for the start line.
+func (e *Engine) lookupDeadline() string {
+	if e.cfg.LookupDeadline == LookupNone {
+		return "none"
+	}
+	return e.cfg.LookupDeadline.String() + " " + secs(e.cfg.LookupTimeout)
+}
+
+// cancelLookup ends a request whose client went away while its lookup
+// waited: vLLM's finish_request → ClientRole.finish clears its probes and
+// owes the peer the terminal empty fetch (its lookup was sent, so the peer
+// holds lookup state no fetch has closed: client.py peer_lookup_open).
+func (e *Engine) cancelLookup(r *request) {
+	if s := r.sess; s != nil && s.lookups[r.wireID] == r {
+		delete(s.lookups, r.wireID)
+		e.send(s.c, wire.Message{Type: wire.TypeFetch, KVRequestID: r.wireID})
+	}
+	r.sess = nil
+	e.drop(r)
 }
 
 // superviseLoads runs the client's load deadlines (client.py

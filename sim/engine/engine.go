@@ -161,8 +161,8 @@ func (e *Engine) Start() {
 	if e.router == nil {
 		return
 	}
-	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s, dead-session loads: %s)",
-		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake, e.cfg.DeadSessionLoads)
+	e.log.Info(compP2P, "P2P tier listening as %s (fingerprint %s, hash seed %s, pending handshake: %s, lookup deadline: %s, dead-session loads: %s)",
+		e.id, e.fingerprint, e.cfg.HashSeed, e.cfg.PendingHandshake, e.lookupDeadline(), e.cfg.DeadSessionLoads)
 	if d := e.cfg.Defects; d.ReuseFreedBlocks || d.RecomputeKeepsPartial || d.LeakUnboundStores {
 		var on []string
 		if d.ReuseFreedBlocks {

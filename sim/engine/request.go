@@ -206,8 +206,13 @@ func (e *Engine) advance(r *request) {
 				return
 			}
 			e.finish(r, Result{CachedTokens: (r.localHit() + r.peerHit) * e.cfg.BlockSize, KV: r.kv, Stats: r.stats})
+		case rsLookup:
+			if r.cancelled {
+				e.cancelLookup(r)
+				return
+			}
 		}
-		// rsLookup, rsLoad and rsAbort move on frames and deadlines.
+		// Otherwise rsLookup, rsLoad and rsAbort move on frames and deadlines.
 		if r.state == before || r.state == rsDone {
 			return
 		}
