@@ -16,12 +16,13 @@ import (
 	"p2pfault/fault"
 	"p2pfault/runfolder"
 	"p2pfault/runner"
+	"p2pfault/sim"
 )
 
 // armSpec is one arm of a run: its name and, with --engine vllm, its build.
 type armSpec struct{ name, bin string }
 
-// armSpecs reads --arm and --arms: simulated arms by name (main, fixed),
+// armSpecs reads --arm and --arms: simulated arms by name (sim.Arms),
 // vLLM arms as NAME=VLLM_BIN (or a bare NAME, a label for --vllm-bin).
 func (o *runOptions) armSpecs() ([]armSpec, error) {
 	var specs []armSpec
@@ -42,7 +43,7 @@ func (o *runOptions) armSpecs() ([]armSpec, error) {
 			name, bin, hasBin := strings.Cut(a, "=")
 			switch {
 			case hasBin && !vllm:
-				return nil, exitcode.Usagef("--arm %q: NAME=VLLM_BIN is for --engine vllm; the simulated engine's arms are main and fixed", a)
+				return nil, exitcode.Usagef("--arm %q: NAME=VLLM_BIN is for --engine vllm; the simulated engine's arms are %s", a, sim.ArmNames())
 			case hasBin && (name == "" || bin == ""):
 				return nil, exitcode.Usagef("--arm %q: want NAME=VLLM_BIN", a)
 			case name == "":

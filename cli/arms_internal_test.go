@@ -2,8 +2,13 @@ package cli
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
+	"p2pfault/exitcode"
 	"p2pfault/experiment"
 	"p2pfault/launch"
 	"p2pfault/runner"
@@ -72,4 +77,44 @@ func launched(t *testing.T, c experiment.Config) runner.Config {
 		t.Fatalf("arm %s opens %T, want launch.Opener", c.Arm, c.Cluster)
 	}
 	return l.Config
+}
+
+// TestArmsAreBuildsOfTheSim: each simulated arm reaches every engine's
+// command line as the flags of the build it stands for, before the
+// user's own (so an --engine-arg naming the same flag wins); an unknown
+// arm is a usage error listing the arms and the build each is; with
+// --engine vllm an arm is a build and adds no flag.
+func TestArmsAreBuildsOfTheSim(t *testing.T) {
+	for arm, want := range map[string][]string{
+		"main":    {"--p2p-pending-handshake=wait"},
+		"fixed":   {"--p2p-pending-handshake=prefill"},
+		"today":   {"--p2p-pending-handshake=wait", "--sim-lookup-deadline=none"},
+		"pr56836": {"--p2p-pending-handshake=wait", "--sim-lookup-deadline=progress", "--sim-lookup-timeout=30s"},
+	} {
+		var f clusterFlags
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse([]string{"--engine-arg=--sim-lookup-timeout=12s"}); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := f.launchConfig(fs, arm, "")
+		if err != nil {
+			t.Fatalf("%s: %v", arm, err)
+		}
+		if got := rc.ExtraArgs; !slices.Equal(got, append(want, "--sim-lookup-timeout=12s")) {
+			t.Errorf("arm %s: engine arguments %q, want %q then the user's", arm, got, want)
+		}
+	}
+	_, err := armArgs(runner.EngineSim, "nightly")
+	if exitcode.Code(err) != exitcode.Usage {
+		t.Fatalf("arm nightly: %v, want a usage error", err)
+	}
+	for _, w := range []string{`arm "nightly"`, "main (", "fixed (main + PR #64501", "today (vLLM main @099ef822", "pr56836 (today + PR #56836"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the error %q does not say %q", err, w)
+		}
+	}
+	if args, err := armArgs(runner.EngineVLLM, "nightly"); err != nil || args != nil {
+		t.Errorf("--engine vllm arm: %q, %v; want no flags", args, err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -254,7 +255,7 @@ func checkScaled(scale float64, flags ...durationFlag) error {
 }
 
 // launchConfig is the engines p2pfault launches for arm, from the flags:
-// the simulated arm's engine flag (armArgs) on every command line, and
+// the simulated arm's engine flags (armArgs) on every command line, and
 // bin (a --arm NAME=VLLM_BIN build) when given.
 func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.Config, error) {
 	extra, err := armArgs(f.engine, arm)
@@ -285,16 +286,17 @@ func (f *clusterFlags) launchConfig(fs *pflag.FlagSet, arm, bin string) (runner.
 		engine = runner.EngineSim // the same engines, run in this process (opener)
 	}
 	rc := runner.Config{
-		Engine:            engine,
-		Sources:           n,
-		Decoders:          f.decoders,
-		SourceDP:          f.sourceDP,
-		Model:             f.model,
-		VLLMBin:           vllmBin,
-		GPUs:              f.gpus,
-		HandshakeTimeout:  f.handshake,
-		RestartDelay:      f.restart,
-		ExtraArgs:         append(append([]string{}, f.engineArgs...), extra...),
+		Engine:           engine,
+		Sources:          n,
+		Decoders:         f.decoders,
+		SourceDP:         f.sourceDP,
+		Model:            f.model,
+		VLLMBin:          vllmBin,
+		GPUs:             f.gpus,
+		HandshakeTimeout: f.handshake,
+		RestartDelay:     f.restart,
+		// The arm's flags first: a flag the user gives wins.
+		ExtraArgs:         append(append([]string{}, extra...), f.engineArgs...),
 		SourceArgs:        f.sourceArgs,
 		DecoderArgs:       f.decoderArgs,
 		Ports:             runner.Ports{SourceHTTP: f.sourcePort, DecoderHTTP: f.decoderPort, P2P: f.p2pPort},
@@ -359,19 +361,20 @@ func (f *clusterFlags) opener(rc runner.Config) experiment.Opener {
 // run with loss on the virtual cluster is the same run every time.
 const virtualSeed = 1
 
-// armArgs maps a simulated arm to the engine flag that selects it: main is
-// vLLM main today, fixed is main + PR #64501.
+// armArgs are the engine flags of a simulated arm (sim.Arms); with
+// --engine vllm an arm is a build and adds none.
 func armArgs(engine, arm string) ([]string, error) {
 	if engine == runner.EngineVLLM {
 		return nil, nil
 	}
-	switch arm {
-	case "main":
-		return []string{"--p2p-pending-handshake=wait"}, nil
-	case "fixed":
-		return []string{"--p2p-pending-handshake=prefill"}, nil
+	if args, ok := sim.ArmArgs(arm); ok {
+		return args, nil
 	}
-	return nil, exitcode.Usagef("arm %q: with the simulated engine the arms are main (wait on a pending handshake) and fixed (prefill locally, vLLM PR #64501)", arm)
+	var each []string
+	for _, a := range sim.Arms {
+		each = append(each, a.Name+" ("+a.Build+")")
+	}
+	return nil, exitcode.Usagef("arm %q: with the simulated engine the arms are %s", arm, strings.Join(each, "; "))
 }
 
 // checkMode refuses a mode p2pfault does not know, naming the flag.

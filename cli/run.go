@@ -24,6 +24,7 @@ import (
 	"p2pfault/report"
 	"p2pfault/runfolder"
 	"p2pfault/runner"
+	"p2pfault/sim"
 	"p2pfault/ui"
 )
 
@@ -56,8 +57,8 @@ func newRunCommand() (*cobra.Command, *runOptions) {
 	fs := cmd.Flags()
 	o.flags.register(fs)
 	fs.StringVar(&o.caseName, "case", "", "fault case: "+fault.CaseList()+" (default $FAULT_CASE, else none)")
-	fs.StringArrayVar(&o.arm, "arm", nil, "arm (repeatable): main (wait on a pending handshake) or fixed (prefill locally, vLLM PR #64501); with --engine vllm NAME=VLLM_BIN, one cluster per build (default main)")
-	fs.StringSliceVar(&o.arms, "arms", nil, "simulated arms run side by side, one cluster each, e.g. main,fixed")
+	fs.StringArrayVar(&o.arm, "arm", nil, "arm (repeatable): a simulated arm ("+sim.ArmNames()+"; main waits on a pending handshake, fixed prefills locally, vLLM PR #64501); with --engine vllm NAME=VLLM_BIN, one cluster per build (default main)")
+	fs.StringSliceVar(&o.arms, "arms", nil, "simulated arms run side by side, one cluster each, e.g. main,fixed (the arms: "+sim.ArmNames()+")")
 	fs.BoolVar(&o.headless, "headless", false, "no dashboard: print progress and the verdict table")
 	fs.DurationVar(&o.duration, "duration", 0, "case none or --nemesis: length of the measured run (headless default 30s for none; the dashboard runs until q)")
 	fs.StringVar(&o.timeline, "timeline", "", "scripted timeline replacing the case's preset, e.g. \"at 10s stall source-0 for 30s; at 50s kill source-1\"")

@@ -20,6 +20,7 @@ import (
 	"p2pfault/report"
 	"p2pfault/runfolder"
 	"p2pfault/runner"
+	"p2pfault/sim"
 )
 
 type sliceOptions struct {
@@ -41,9 +42,10 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 		Use:   "slice",
 		Short: "Run the seed's three fault cases for each arm, headless, and print its table",
 		Long: "Run " + seedCasesProse() + " on source-0 for every arm, check the bounds and print\n" +
-			"the seed's table. With the simulated engine the arms are main (vLLM main: wait on a\n" +
-			"pending handshake) and fixed (main + PR #64501: prefill locally) and all rows run at\n" +
-			"once on separate ports; with --engine vllm each --arm NAME=VLLM_BIN is a build, and\n" +
+			"the seed's table. With the simulated engine the arms are the builds it stands for\n" +
+			"(" + sim.ArmNames() + "; the default main,fixed are the seed's: main waits on a pending\n" +
+			"handshake, fixed is main + PR #64501) and all rows run at once on separate ports; with\n" +
+			"--engine vllm each --arm NAME=VLLM_BIN is a build, and\n" +
 			"rows run one after another. --modes p2p,pd adds each arm's rows in PD mode (a prefill\n" +
 			"leg, then a decode leg naming the source). Exit 1 when a row failed.",
 		Args: cobra.NoArgs,
@@ -51,7 +53,7 @@ func newSliceCommand() (*cobra.Command, *sliceOptions) {
 	}
 	fs := cmd.Flags()
 	o.flags.register(fs)
-	fs.StringSliceVar(&o.arms, "arms", []string{"main", "fixed"}, "arms of the simulated engine: main, fixed")
+	fs.StringSliceVar(&o.arms, "arms", []string{"main", "fixed"}, "arms of the simulated engine: "+sim.ArmNames())
 	fs.StringArrayVar(&o.vllmArms, "arm", nil, "with --engine vllm: an arm NAME=VLLM_BIN (repeatable), e.g. --arm main=/opt/vllm-main/bin/vllm")
 	fs.StringSliceVar(&o.cases, "cases", fault.SeedCases(), "cases to run: "+strings.Join(fault.Cases(), ", "))
 	fs.StringSliceVar(&o.modes, "modes", nil, "modes to run, each a set of rows: p2p, pd (default --mode's)")
@@ -430,7 +432,7 @@ func (o *sliceOptions) plan(modes []string, points []sweepPoint) ([]sliceRow, er
 		}
 	} else {
 		if len(o.vllmArms) > 0 {
-			return nil, exitcode.Usagef("--arm NAME=VLLM_BIN is for --engine vllm; the simulated engine's arms are set with --arms main,fixed")
+			return nil, exitcode.Usagef("--arm NAME=VLLM_BIN is for --engine vllm; the simulated engine's arms are set with --arms (%s)", sim.ArmNames())
 		}
 		for _, a := range o.arms {
 			if _, err := armArgs(runner.EngineSim, a); err != nil && o.flags.attach == "" {

@@ -12,6 +12,7 @@ import (
 	"p2pfault/fault"
 	"p2pfault/probe"
 	"p2pfault/runner"
+	"p2pfault/sim"
 )
 
 // seedRow is one row of the seed's table run on the virtual cluster.
@@ -28,16 +29,16 @@ func (r seedRow) String() string {
 }
 
 // sliceEngines are the engines `p2pfault slice` starts for arm (cli's
-// defaults): the arm's pending-handshake flag, a kill's restart as long
+// defaults): the arm's flags (sim.Arms), a kill's restart as long
 // as a real vLLM's (29 s), KV loads that failed recomputed, the sim's own
 // first start (1 s).
 func sliceEngines(arm string) runner.Config {
-	mode := "wait"
-	if arm == "fixed" {
-		mode = "prefill"
+	args, ok := sim.ArmArgs(arm)
+	if !ok {
+		panic("no simulated arm " + arm)
 	}
 	return runner.Config{
-		ExtraArgs:         []string{"--p2p-pending-handshake=" + mode},
+		ExtraArgs:         args,
 		RestartDelay:      29 * time.Second,
 		LoadFailurePolicy: "recompute",
 	}

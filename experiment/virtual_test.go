@@ -8,6 +8,7 @@ import (
 	"p2pfault/event"
 	"p2pfault/experiment"
 	"p2pfault/runner"
+	"p2pfault/sim"
 	"p2pfault/vcluster"
 )
 
@@ -73,14 +74,14 @@ func watchExperiment(t *testing.T, cfg experiment.Config, watch func(event.Event
 	return evs, v, err
 }
 
-// armArgs are the engines' arguments of an arm, as the command line gives
-// them (cli's armArgs): main waits on a pending handshake, fixed prefills.
+// armArgs are the engines' arguments of a simulated arm, as the command
+// line gives them (sim.Arms), with no simulated model load.
 func armArgs(arm string) []string {
-	args := []string{"--sim-startup-delay=0s"}
-	if arm == "fixed" {
-		args = append(args, "--p2p-pending-handshake=prefill")
+	args, ok := sim.ArmArgs(arm)
+	if !ok {
+		panic("no simulated arm " + arm)
 	}
-	return args
+	return append([]string{"--sim-startup-delay=0s"}, args...)
 }
 
 // mustRunVirtual is runVirtual failing the test on the run's error: its
