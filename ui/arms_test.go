@@ -275,3 +275,25 @@ func TestArmsLogKeyOpensTheNarrowedArmsEngine(t *testing.T) {
 		t.Errorf("tab in the log: engine %q, want fixed/source-1", m.logEngine)
 	}
 }
+
+// TestSideBySideArmsLeaveAColumnBetweenThem: at 160 columns every line of
+// the arms' blocks leaves the column after the first block blank, so a line
+// that fills its block (the checks line, a process table with its LINK
+// column) does not run into the next arm's ("✓ healt…checks (li").
+func TestSideBySideArmsLeaveAColumnBetweenThem(t *testing.T) {
+	for _, sc := range []func() scene{sceneArmsStalled, sceneArmsEnded} {
+		lines := strings.Split(feed(t, sc(), 160, 48).View(), "\n")
+		in := false
+		for i, l := range lines {
+			switch {
+			case strings.Contains(l, "▌main"):
+				in = true
+			case strings.Contains(l, "last 10s  main:"): // the difference line, under the blocks
+				in = false
+			}
+			if r := []rune(l); in && len(r) > 80 && r[79] != ' ' {
+				t.Errorf("line %d runs from main's block into fixed's: %q", i, l)
+			}
+		}
+	}
+}

@@ -234,6 +234,13 @@ func (m Model) armBlocks(w, h int, nowT time.Duration) (string, int) {
 				cw = w - used
 			}
 			used += cw
+			if i < n-1 {
+				// A blank column after each block but the last, so a line
+				// that fills its block (a process table with its LINK
+				// column, a checks line) does not run into the next arm's.
+				cols = append(cols, m.forArm(a).armBlock(cw-1, h, nowT), blankColumn(h))
+				continue
+			}
 			cols = append(cols, m.forArm(a).armBlock(cw, h, nowT))
 		}
 		return lipgloss.JoinHorizontal(lipgloss.Top, cols...), h
@@ -249,6 +256,11 @@ func (m Model) armBlocks(w, h int, nowT time.Duration) (string, int) {
 		rows = append(rows, m.forArm(a).armBlock(w, each, nowT))
 	}
 	return strings.Join(rows, "\n"), each * n
+}
+
+// blankColumn is h lines of one space.
+func blankColumn(h int) string {
+	return strings.TrimSuffix(strings.Repeat(" \n", max(h, 1)), "\n")
 }
 
 // armsBanner is the end of a several-arm run: each arm's outcome.
