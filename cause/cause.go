@@ -46,9 +46,10 @@ var (
 	//   "P2P %s: unbound store kv_request_id=%s timed out after %.0fs without
 	//   a fetch — failing %d job(s)"
 	reUnbound = regexp.MustCompile(`unbound store kv_request_id=(\S+) timed out after ([0-9.]+)s without a fetch`)
-	// The sim's lookup deadline (sim/engine/consumer.go superviseReady,
-	// MODEL.md mechanism 3; not on vLLM main): "lookup on %s timed out
-	// after %s: ...", followed by the peer-down line.
+	// The sim's lookup deadline (sim/engine/consumer.go silenceExpired and
+	// progressExpired, MODEL.md mechanism 3: the seed's build and #56836's;
+	// not on vLLM main): "lookup on %s timed out after %s: ...", followed by
+	// the peer-down line.
 	reLookup = regexp.MustCompile(`lookup on (\S+) timed out after ([0-9.]+)s`)
 	// The sim's decoder on a transfer_done that says failed
 	// (sim/engine/consumer.go; vLLM's client.py on_transfer_done logs
