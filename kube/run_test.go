@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,35 +26,21 @@ func TestARunOnThePodsVerifiesEachFaultAndJudgesIt(t *testing.T) {
 		{"replace", "llm-d.ai/role=replica", " ready at 127.0.0.1:", ""},
 	} {
 		t.Run(tt.kind, func(t *testing.T) {
-			resumeOnHost(t)
-			enginesUp(t)
-			exp, err := experiment.New(experiment.Config{
-				Case: tt.kind, TimeScale: podTimeScale, OutDir: t.TempDir(),
-				Cluster: Opener{Config: testConfig(tt.sources)},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var mu sync.Mutex
-			var verified []event.Verification
-			evs := exp.Subscribe()
-			go func() {
-				for ev := range evs {
-					if ev.Kind == event.KindVerification {
-						mu.Lock()
-						verified = append(verified, *ev.Verification)
-						mu.Unlock()
-					}
+			// A window whose source's baseline had stopped hitting before
+			// the fault is not judged (check/baseline.go): on the real clock
+			// a machine loaded enough can make the run say so. The run then
+			// judged nothing, so it is run again, once.
+			var (
+				v        event.Verdict
+				verified []event.Verification
+			)
+			for attempt := 1; ; attempt++ {
+				v, verified = runOnPods(t, tt.kind, tt.sources)
+				if len(v.NotJudged) == 0 || attempt == 2 {
+					break
 				}
-			}()
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			v, err := exp.Run(ctx)
-			if err != nil {
-				t.Fatal(err)
+				t.Logf("run %d not judged (%s): running it again", attempt, strings.Join(v.NotJudged, "; "))
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			found := false
 			for _, vf := range verified {
 				t.Logf("verification: %s %v %s", vf.Action, vf.Verified, vf.Detail)
@@ -72,6 +57,40 @@ func TestARunOnThePodsVerifiesEachFaultAndJudgesIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runOnPods runs case kind on the pods of sources and returns its verdict
+// and every verification it made.
+func runOnPods(t *testing.T, kind, sources string) (event.Verdict, []event.Verification) {
+	t.Helper()
+	resumeOnHost(t)
+	enginesUp(t)
+	exp, err := experiment.New(experiment.Config{
+		Case: kind, TimeScale: podTimeScale, OutDir: t.TempDir(),
+		Cluster: Opener{Config: testConfig(sources)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verified []event.Verification
+	evs := exp.Subscribe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range evs {
+			if ev.Kind == event.KindVerification {
+				verified = append(verified, *ev.Verification)
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	v, err := exp.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	return v, verified
 }
 
 // loadCutByTheKill reports whether all_200 failed only on a pull or two
@@ -109,11 +128,11 @@ func seedVerdict(t *testing.T, want string, v event.Verdict) {
 	switch want {
 	case "FAIL":
 		if v.Passed || !failed["faulted_median_after_detect"] {
-			t.Errorf("verdict passed %v, failed checks %v: want FAIL by faulted_median_after_detect, as the seed's main stall", v.Passed, failed)
+			t.Errorf("verdict passed %v, failed checks %v, not judged %q: want FAIL by faulted_median_after_detect, as the seed's main stall", v.Passed, failed, v.NotJudged)
 		}
 	case "pass":
-		if len(failed) != 0 {
-			t.Errorf("failed checks %v: want the seed's pass", failed)
+		if len(failed) != 0 || len(v.NotJudged) != 0 {
+			t.Errorf("failed checks %v, not judged %q: want the seed's pass", failed, v.NotJudged)
 		}
 	}
 }
