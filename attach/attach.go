@@ -86,6 +86,11 @@ func Open(ctx context.Context, f *File, opts Options) (*Cluster, error) {
 	if err := Check(ctx, f, opts); err != nil {
 		return nil, err
 	}
+	return newCluster(f, opts), nil
+}
+
+// newCluster is the cluster of a checked file: a target per engine.
+func newCluster(f *File, opts Options) *Cluster {
 	c := &Cluster{file: f, opts: opts}
 	for i := range f.Sources {
 		c.sources = append(c.sources, faulted(newTarget(f.Sources[i], opts, event.RoleSource, i)))
@@ -100,12 +105,12 @@ func Open(ctx context.Context, f *File, opts Options) (*Cluster, error) {
 	if len(c.decoders) == 0 {
 		// The one `decoder:` is probed and watched, never faulted: it has
 		// no faulter.
-		t := newTarget(Source{Name: runner.DecoderName, Endpoint: f.Decoder}, opts, event.RoleDecoder, 0)
+		t := newTarget(Source{Name: runner.DecoderName, Endpoint: f.Decoder, P2PHost: f.DecoderP2P.Host, P2PPort: f.DecoderP2P.Port}, opts, event.RoleDecoder, 0)
 		t.local = isLoopback(f.Decoder.Host)
 		c.decoders = []*Target{t}
 	}
 	c.decoder = c.decoders[0]
-	return c, nil
+	return c
 }
 
 // faulted gives t the faulter its entry says: local signals, or its

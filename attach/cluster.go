@@ -46,6 +46,9 @@ var (
 // naming the source and the step.
 func (c *Cluster) Plan(tl fault.Timeline) (experiment.Plan, error) {
 	p := experiment.Plan{Sources: len(c.sources), Decoders: len(c.decoders), Model: c.file.Model, Engine: Engine}
+	if len(c.file.Decoders) == 0 && c.file.DecoderP2P.Port == 0 {
+		p.NoLinks = fmt.Sprintf("attach %s: decoder.p2p: missing: a link stands in for each source to the decoder and for the decoder to each source, so it must know the decoder's P2P address (decoder.p2p: HOST:PORT, the host and port of its --kv-transfer-config's p2p tier)", c.file.Path)
+	}
 	var counts []int
 	for _, t := range c.sources {
 		counts = append(counts, t.Ranks())

@@ -39,6 +39,12 @@ type File struct {
 	// probes in this mode unless --mode (or slice's --modes) says otherwise.
 	Mode    string
 	Decoder Endpoint // the first decoder's
+	// DecoderP2P is the one `decoder:`'s P2P address (decoder.p2p: the
+	// host:port its kv-transfer-config binds, its identity to the
+	// sources), zero when the file gives none: a run's links need it
+	// (they stand in for each source to the decoder and for the decoder
+	// to each source).
+	DecoderP2P HostPort
 	// Decoders are the `decoders:` entries, each a decoder faulted as a
 	// source is (issue #41); none when the file gives one `decoder:`,
 	// which is probed and watched, never faulted.
@@ -49,6 +55,12 @@ type File struct {
 	// it lists no sources or decoders, and run and slice take it as
 	// --kube's flags; nil without one.
 	Kubernetes *Kubernetes
+}
+
+// HostPort is a P2P address; Port 0 is none.
+type HostPort struct {
+	Host string
+	Port int
 }
 
 // Endpoint is an engine's HTTP address.
@@ -109,6 +121,7 @@ type rawFile struct {
 	Mode    string `yaml:"mode"`
 	Decoder struct {
 		URL string `yaml:"url"`
+		P2P string `yaml:"p2p"`
 	} `yaml:"decoder"`
 	// Decoders lists several decoders, each an entry of a source's shape
 	// (its faults too), in place of Decoder.
@@ -253,6 +266,11 @@ func Parse(name string, data []byte) (f *File, err error) {
 	f = &File{Path: name, Model: raw.Model, Mode: raw.Mode, RestoreAtEnd: raw.RestoreAtEnd}
 	if f.Decoder, err = c.header(raw); err != nil {
 		return nil, err
+	}
+	if raw.Decoder.P2P != "" {
+		if f.DecoderP2P.Host, f.DecoderP2P.Port, err = parseHostPort(raw.Decoder.P2P); err != nil {
+			return nil, c.bad("$.decoder.p2p", "decoder.p2p %q: %v", raw.Decoder.P2P, err)
+		}
 	}
 	seen := map[string]string{}
 	for i, rs := range raw.Sources {

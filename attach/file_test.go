@@ -76,6 +76,7 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		{"unknown top key", "model: m\nmodle: x\n", `a.yaml:2: unknown field "modle"`},
 		{"unknown source key", base("  - name: s\n    url: http://127.0.0.1:8100\n    p2p: 127.0.0.1:7777\n    port: 3\n"), `a.yaml:8: unknown field "port"`},
 		{"bad decoder url", "model: m\ndecoder:\n  url: ftp://x:1\nsources: []\n", `a.yaml:3: decoder.url "ftp://x:1": want http://HOST:PORT`},
+		{"bad decoder p2p", "model: m\ndecoder:\n  url: http://127.0.0.1:8200\n  p2p: 127.0.0.1\nsources:\n  - {name: s, url: 'http://127.0.0.1:1', p2p: '127.0.0.1:2'}\n", `a.yaml:4: decoder.p2p "127.0.0.1": want HOST:PORT`},
 		{"url with path", base("  - {name: s, url: 'http://h:1/v1', p2p: 'h:2'}\n"), `a.yaml:5: source s: url "http://h:1/v1": want only scheme, host and port`},
 		{"url bad port", base("  - {name: s, url: 'http://h:99999', p2p: 'h:2'}\n"), `a.yaml:5: source s: url "http://h:99999"`},
 		{"bad p2p", base("  - name: s\n    url: http://127.0.0.1:8100\n    p2p: 127.0.0.1\n"), `a.yaml:7: source s: p2p "127.0.0.1": want HOST:PORT`},
@@ -241,6 +242,35 @@ func TestParseTwoDecoders(t *testing.T) {
 		_, err := Parse("a.yaml", []byte(strings.Replace(twoDecoders, c.old, c.new, 1)))
 		if err == nil || !strings.Contains(err.Error(), c.want) || exitcode.Code(err) != exitcode.Usage {
 			t.Errorf("%q: %v, want a usage error saying %q", c.want, err, c.want)
+		}
+	}
+}
+
+// TestTheDecodersP2PAddressIsWhatLinksNeed: the one `decoder:` may give
+// its P2P address (decoder.p2p); without it the cluster plans no links
+// (Plan.NoLinks names the missing key: the links stand in for each side
+// to the other, so they must know the decoder's identity), with it the
+// decoder's target carries it and links may be made.
+func TestTheDecodersP2PAddressIsWhatLinksNeed(t *testing.T) {
+	for _, tc := range []struct {
+		p2p     string
+		noLinks bool
+	}{{"", true}, {"  p2p: 127.0.0.1:7779\n", false}} {
+		file := "model: m\ndecoder:\n  url: http://127.0.0.1:8200\n" + tc.p2p + "sources:\n  - {name: s0, url: 'http://127.0.0.1:8100', p2p: '127.0.0.1:7777'}\n"
+		f, err := Parse("a.yaml", []byte(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCluster(f, Options{}.withDefaults())
+		p, err := c.Plan(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.noLinks && !strings.Contains(p.NoLinks, "a.yaml: decoder.p2p: missing"):
+			t.Errorf("no decoder.p2p: NoLinks %q, want it to name decoder.p2p", p.NoLinks)
+		case !tc.noLinks && (p.NoLinks != "" || c.Decoder().P2PPort() != 7779 || c.Decoder().P2PHost() != "127.0.0.1"):
+			t.Errorf("decoder.p2p 127.0.0.1:7779: NoLinks %q, decoder P2P %s:%d", p.NoLinks, c.Decoder().P2PHost(), c.Decoder().P2PPort())
 		}
 	}
 }

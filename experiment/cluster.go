@@ -45,6 +45,9 @@ type Plan struct {
 	// (fault.Shaper), so the kinds that only slow a link (latency,
 	// bandwidth) need no link of the run's.
 	ShapesLinks bool
+	// NoLinks is why p2pfault cannot make links in this cluster ("": it
+	// can): a run that needs them (--link, a link kind) is refused with it.
+	NoLinks string
 	// Decoders is the number of decoders when there are several (0 or 1:
 	// one).
 	Decoders int

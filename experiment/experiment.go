@@ -91,6 +91,9 @@ func New(cfg Config) (*Experiment, error) {
 		return nil, exitcode.Usagef("--link: p2pfault's links cannot run in this cluster, which shapes its packets itself (on --kube, latency and bandwidth are Chaos Mesh NetworkChaos): drop --link")
 	}
 	cfg.Link = cfg.Link || tl.NeedsLinks(plan.ShapesLinks)
+	if cfg.Link && plan.NoLinks != "" {
+		return nil, exitcode.Usagef("--link (or a link fault in the case or timeline): %s", plan.NoLinks)
+	}
 	if tl.HasPair() && !plan.OwnNetwork {
 		return nil, exitcode.AsUsage(fmt.Errorf("timeline %q: %w", text, fault.ErrNoPairs))
 	}

@@ -71,3 +71,29 @@ func TestLinkIsRefusedOnAClusterThatShapesItsPackets(t *testing.T) {
 		t.Fatalf("without --link: %v", err)
 	}
 }
+
+// linklessCluster plans like noCluster, as a cluster whose links p2pfault
+// cannot make (an attach file that does not give the decoder's P2P
+// address).
+type linklessCluster struct{ noCluster }
+
+func (linklessCluster) Plan(fault.Timeline) (Plan, error) {
+	return Plan{Sources: 1, Model: "m", Engine: "attached", NoLinks: "attach a.yaml: decoder.p2p: missing"}, nil
+}
+
+// TestARunThatNeedsLinksIsRefusedWhereNoneCanBeMade: --link, a link kind
+// in the timeline and a link preset case are each a usage error naming
+// --link and why (the plan's NoLinks), before anything starts; a run with
+// no link is set up.
+func TestARunThatNeedsLinksIsRefusedWhereNoneCanBeMade(t *testing.T) {
+	for _, cfg := range []Config{{Link: true}, {Timeline: "at 1s mute source-0 for 1s"}, {Case: fault.CaseHalfOpen}} {
+		cfg.Cluster, cfg.OutDir = linklessCluster{}, t.TempDir()
+		_, err := New(cfg)
+		if err == nil || exitcode.Code(err) != exitcode.Usage || !strings.Contains(err.Error(), "--link") || !strings.Contains(err.Error(), "decoder.p2p: missing") {
+			t.Errorf("link %v, timeline %q, case %q: %v, want a usage error naming --link and decoder.p2p", cfg.Link, cfg.Timeline, cfg.Case, err)
+		}
+	}
+	if _, err := New(Config{Cluster: linklessCluster{}, OutDir: t.TempDir(), Timeline: "at 1s stall source-0 for 1s"}); err != nil {
+		t.Fatalf("a stall with no link: %v", err)
+	}
+}
