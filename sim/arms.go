@@ -1,6 +1,9 @@
 package sim
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Arm is a build of vLLM the simulated engine stands for, and the
 // `sim serve` flags that select it: p2pfault's --arms names arms of this
@@ -26,12 +29,12 @@ var Arms = []Arm{
 		"today + PR #56836: a lookup unanswered for 30 s marks the peer's session dead"},
 }
 
-// ArmArgs are the flags of the arm named name; ok is false for a name
-// that is no arm.
+// ArmArgs are the flags of the arm named name, a copy the caller may
+// append to; ok is false for a name that is no arm.
 func ArmArgs(name string) (args []string, ok bool) {
 	for _, a := range Arms {
 		if a.Name == name {
-			return a.Args, true
+			return slices.Clone(a.Args), true
 		}
 	}
 	return nil, false

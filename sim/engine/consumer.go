@@ -327,15 +327,25 @@ func (e *Engine) silenceExpired(s *session) bool {
 		e.reapSilent(s, "lookup timed out")
 		return true
 	}
-	for _, r := range s.lookups {
-		if !e.now.Before(r.deadline) {
-			// One unanswered lookup reaps the whole session.
-			e.log.Warning(compP2P, "lookup on %s timed out after %s", s.peer, secs(e.cfg.LookupTimeout))
-			e.reapSilent(s, "lookup timed out")
-			return true
-		}
+	if e.overdueLookup(s) != nil {
+		// One unanswered lookup reaps the whole session.
+		e.log.Warning(compP2P, "lookup on %s timed out after %s", s.peer, secs(e.cfg.LookupTimeout))
+		e.reapSilent(s, "lookup timed out")
+		return true
 	}
 	return false
+}
+
+// overdueLookup is the earliest request of s whose lookup is past its
+// deadline, nil when none is: run every step, so it sorts nothing.
+func (e *Engine) overdueLookup(s *session) *request {
+	var first *request
+	for _, r := range s.lookups {
+		if !e.now.Before(r.deadline) && (first == nil || r.id < first.id) {
+			first = r
+		}
+	}
+	return first
 }
 
 // progressExpired is #56836's deadline, which reaps s when it is due: a
@@ -348,14 +358,13 @@ func (e *Engine) silenceExpired(s *session) bool {
 // as the PR's does; the earliest request is named, so equal deadlines log
 // alike every run.
 func (e *Engine) progressExpired(s *session) bool {
-	for _, r := range sortedByID(s.lookups) {
-		if !e.now.Before(r.deadline) {
-			e.log.Warning(compP2P, "lookup on %s timed out after %s: request %s made no progress", s.peer, secs(e.cfg.LookupTimeout), r.in.Source.KVRequestID)
-			e.reapSilent(s, "lookup timed out")
-			return true
-		}
+	r := e.overdueLookup(s)
+	if r == nil {
+		return false
 	}
-	return false
+	e.log.Warning(compP2P, "lookup on %s timed out after %s: request %s made no progress", s.peer, secs(e.cfg.LookupTimeout), r.in.Source.KVRequestID)
+	e.reapSilent(s, "lookup timed out")
+	return true
 }
 
 // lookupDeadline names the lookup deadline in force, for the start line.
